@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds kvrelay (RelWithDebInfo) and runs every test with ctest.
+# With CI=true it also runs the pure-logic unit tests under ASan+UBSan and the fuzzers briefly.
+#   ./scripts/test.sh                 # everything in the default preset
+#   ./scripts/test.sh -R Decoder      # extra arguments go to ctest
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/install-deps.sh
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+
+cmake --preset default >/dev/null
+cmake --build --preset default
+ctest --preset default -j2 "$@"
+
+if [ "${CI:-}" = "true" ]; then
+  ./scripts/sanitize.sh
+fi
