@@ -1,0 +1,79 @@
+// The stats path's stale-signal state machine (reference-behaviour.md S04-S08, S15) as a pure
+// class: the scraper actor reports each tick's outcome and logs what it is handed, so tests can
+// count log lines by level without a logger.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvrelay {
+
+enum class log_level { debug, info, warn, error };
+const char* to_string(log_level l);
+
+struct log_field {
+  std::string key;
+  std::string value;
+};
+
+struct log_record {
+  log_level level = log_level::info;
+  std::string message;
+  std::vector<log_field> fields;
+
+  // The field's value, or nullptr.
+  const std::string* field(std::string_view key) const;
+};
+
+class stats_tracker {
+ public:
+  // Consecutive failures after which the server's load signal is declared stale.
+  static constexpr int kStaleThreshold = 3;
+
+  // A sample reached the server and was accepted. Returns the recovery INFO when at least
+  // kStaleThreshold failures preceded it, otherwise nothing to log.
+  std::optional<log_record> delivered();
+  // A tick produced no delivered sample: scrape error, no stats, RPC error or accepted=false
+  // all count (S06-S08). Returns WARN for failures 1..2, one ERROR at 3, DEBUG afterwards.
+  log_record failed(std::string_view reason);
+
+  // INFO lines the reporter logs around its run (S15).
+  static log_record starting(std::int64_t interval_ms);
+  static log_record stopped();
+
+  int consecutive_failures() const { return failures_; }
+  bool ever_delivered() const { return ever_delivered_; }
+  bool stale() const { return failures_ >= kStaleThreshold; }
+
+ private:
+  int failures_ = 0;
+  bool ever_delivered_ = false;  // per process: a restarted daemon cannot know (limitation 11)
+};
+
+// DESIGN "operability": alarm when the engine reports prefix-cache activity on /metrics while no
+// KV events arrive (a silent or mis-wired event stream). Feed it once per stats tick.
+class silent_stream_detector {
+ public:
+  enum class transition { none, raise, clear };
+
+  // `intervals`: consecutive silent ticks before the alarm is raised (at least 1).
+  explicit silent_stream_detector(int intervals = 3);
+
+  // queries_total: the engine's cumulative prefix_cache_queries, empty when not exposed (SGLang,
+  // rejected scrape). events_received: any KV event arrived since the previous tick.
+  transition tick(std::optional<double> queries_total, bool events_received);
+
+  bool alarmed() const { return alarmed_; }
+  int silent_ticks() const { return silent_; }
+
+ private:
+  int intervals_;
+  int silent_ = 0;
+  bool alarmed_ = false;
+  std::optional<double> last_;
+};
+
+}  // namespace kvrelay

@@ -1,0 +1,179 @@
+#include "actors/scraper/stats_tracker.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kvrelay {
+namespace {
+
+// Collects what the reporter would log, so tests can count by level like the reference's tests.
+struct log_sink {
+  std::vector<log_record> lines;
+  void add(const std::optional<log_record>& r) {
+    if (r) lines.push_back(*r);
+  }
+  void add(const log_record& r) { lines.push_back(r); }
+  int count(log_level l) const {
+    int n = 0;
+    for (const auto& r : lines) n += r.level == l;
+    return n;
+  }
+  int containing(std::string_view text) const {
+    int n = 0;
+    for (const auto& r : lines) n += r.message.find(text) != std::string::npos;
+    return n;
+  }
+  const log_record* first(log_level l) const {
+    for (const auto& r : lines)
+      if (r.level == l) return &r;
+    return nullptr;
+  }
+};
+
+TEST(StatsTracker, S04StaleEscalationAndRecovery) {
+  stats_tracker t;
+  log_sink log;
+  log.add(t.delivered());
+  for (int i = 0; i < 5; ++i) log.add(t.failed("connection refused"));
+  log.add(t.delivered());
+
+  EXPECT_EQ(log.count(log_level::error), 1);
+  EXPECT_EQ(log.count(log_level::warn), 2);
+  EXPECT_EQ(log.count(log_level::debug), 2);
+  EXPECT_EQ(log.count(log_level::info), 1);
+  const log_record* err = log.first(log_level::error);
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(err->message.find("engine load stats stale"), std::string::npos);
+  EXPECT_NE(err->message.find("last delivered sample"), std::string::npos);
+  EXPECT_EQ(err->message.find("undelivered since startup"), std::string::npos);
+  ASSERT_NE(err->field("event"), nullptr);
+  EXPECT_EQ(*err->field("event"), "load_signal_stale");
+  EXPECT_EQ(*err->field("consecutive_failures"), "3");
+  EXPECT_EQ(*err->field("err"), "connection refused");
+  const log_record* info = log.first(log_level::info);
+  ASSERT_NE(info, nullptr);
+  EXPECT_NE(info->message.find("engine load stats recovered"), std::string::npos);
+  EXPECT_EQ(*info->field("event"), "load_signal_recovered");
+  EXPECT_EQ(*info->field("after_failures"), "5");
+  EXPECT_EQ(log.containing("engine load stats update failed; will retry"), 2);
+  EXPECT_EQ(t.consecutive_failures(), 0);
+  EXPECT_FALSE(t.stale());
+}
+
+TEST(StatsTracker, S05ColdStartNeverSucceeded) {
+  stats_tracker t;
+  log_sink log;
+  for (int i = 0; i < 3; ++i) log.add(t.failed("scrape: connection refused"));
+  EXPECT_EQ(log.count(log_level::error), 1);
+  const log_record* err = log.first(log_level::error);
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(err->message.find("undelivered since startup"), std::string::npos);
+  EXPECT_EQ(err->message.find("last delivered sample"), std::string::npos);
+  EXPECT_EQ(err->message.find("IC has no"), std::string::npos);
+  EXPECT_TRUE(t.stale());
+  EXPECT_FALSE(t.ever_delivered());
+}
+
+TEST(StatsTracker, S06S07S08AnyFailureKindCountsTowardStale) {
+  // Delivery errors, "no stats" and accepted=false are all failed() to the tracker.
+  for (const char* why : {"ReportCacheState: unavailable", "no stats", "ack accepted=false"}) {
+    stats_tracker t;
+    log_sink log;
+    for (int i = 0; i < 3; ++i) log.add(t.failed(why));
+    EXPECT_EQ(log.count(log_level::error), 1) << why;
+    EXPECT_EQ(log.containing("undelivered since startup"), 1) << why;
+    EXPECT_EQ(log.containing("recovered"), 0) << why;
+    EXPECT_EQ(*log.first(log_level::error)->field("event"), "load_signal_stale");
+  }
+}
+
+TEST(StatsTracker, S15RecoveryOnlyAfterThreshold) {
+  stats_tracker t;
+  log_sink log;
+  log.add(t.failed("x"));
+  log.add(t.failed("x"));
+  log.add(t.delivered());  // two failures: no recovery line
+  EXPECT_EQ(log.count(log_level::info), 0);
+  EXPECT_EQ(log.count(log_level::warn), 2);
+  // The counter reset on delivery: the next two failures warn again, the third is an ERROR with
+  // the "last delivered sample" text (delivered once in this process).
+  log.add(t.failed("y"));
+  log.add(t.failed("y"));
+  log.add(t.failed("y"));
+  EXPECT_EQ(log.count(log_level::warn), 4);
+  EXPECT_EQ(log.count(log_level::error), 1);
+  EXPECT_EQ(log.containing("last delivered sample"), 1);
+  log.add(t.delivered());
+  EXPECT_EQ(log.count(log_level::info), 1);
+  EXPECT_EQ(*log.first(log_level::info)->field("after_failures"), "3");
+  // A second stale episode logs a second ERROR.
+  for (int i = 0; i < 4; ++i) log.add(t.failed("z"));
+  EXPECT_EQ(log.count(log_level::error), 2);
+  EXPECT_EQ(log.count(log_level::debug), 1);
+}
+
+TEST(StatsTracker, DeliveredWithoutFailuresLogsNothing) {
+  stats_tracker t;
+  EXPECT_FALSE(t.delivered().has_value());
+  EXPECT_FALSE(t.delivered().has_value());
+  EXPECT_TRUE(t.ever_delivered());
+}
+
+TEST(StatsTracker, StartStopLines) {
+  log_record start = stats_tracker::starting(10000);
+  EXPECT_EQ(start.level, log_level::info);
+  EXPECT_EQ(start.message, "stats reporter starting");
+  EXPECT_EQ(*start.field("interval"), "10000ms");
+  EXPECT_EQ(stats_tracker::stopped().message, "stats reporter stopped");
+  EXPECT_STREQ(to_string(log_level::warn), "WARN");
+}
+
+using tr = silent_stream_detector::transition;
+
+TEST(SilentStreamDetector, RaisesAfterNSilentActiveIntervalsAndClearsOnEvents) {
+  silent_stream_detector d(3);
+  EXPECT_EQ(d.tick(100.0, false), tr::none);  // first reading: no activity known yet
+  EXPECT_EQ(d.tick(150.0, false), tr::none);  // silent 1
+  EXPECT_EQ(d.tick(200.0, false), tr::none);  // silent 2
+  EXPECT_EQ(d.tick(260.0, false), tr::raise); // silent 3
+  EXPECT_TRUE(d.alarmed());
+  EXPECT_EQ(d.tick(300.0, false), tr::none);  // raised once only
+  EXPECT_EQ(d.tick(350.0, true), tr::clear);
+  EXPECT_FALSE(d.alarmed());
+  EXPECT_EQ(d.tick(400.0, true), tr::none);
+}
+
+TEST(SilentStreamDetector, EventsOrIdleEngineResetTheCount) {
+  silent_stream_detector d(2);
+  d.tick(0.0, false);
+  EXPECT_EQ(d.tick(10.0, false), tr::none);  // silent 1
+  EXPECT_EQ(d.tick(20.0, true), tr::none);   // events arrived: back to 0
+  EXPECT_EQ(d.tick(30.0, false), tr::none);  // silent 1
+  EXPECT_EQ(d.tick(30.0, false), tr::none);  // idle engine: consistent, back to 0
+  EXPECT_EQ(d.silent_ticks(), 0);
+  EXPECT_EQ(d.tick(40.0, false), tr::none);  // silent 1
+  EXPECT_EQ(d.tick(50.0, false), tr::raise); // silent 2
+}
+
+TEST(SilentStreamDetector, NoReadingOrCounterResetIsNotActivity) {
+  silent_stream_detector d(1);
+  EXPECT_EQ(d.tick(std::nullopt, false), tr::none);
+  EXPECT_EQ(d.tick(100.0, false), tr::none);
+  EXPECT_EQ(d.tick(5.0, false), tr::none);  // engine restart: counter went down
+  EXPECT_EQ(d.tick(std::nullopt, false), tr::none);
+  EXPECT_EQ(d.tick(50.0, false), tr::none);  // previous reading missing
+  EXPECT_FALSE(d.alarmed());
+  EXPECT_EQ(d.tick(60.0, false), tr::raise);
+}
+
+TEST(SilentStreamDetector, IntervalsBelowOneMeanOne) {
+  silent_stream_detector d(0);
+  d.tick(1.0, false);
+  EXPECT_EQ(d.tick(2.0, false), tr::raise);
+}
+
+}  // namespace
+}  // namespace kvrelay
