@@ -1,0 +1,645 @@
+// The reverse map: reference-behaviour.md §1.3 P01–P09, §1.4 A04–A05, and DESIGN.md's
+// "beyond the reference" rules (unknown parent policy, tiers, taint, resident cap).
+#include "actors/shard/positional_index.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <tuple>
+
+#include "actors/shard/fingerprint.hpp"
+
+namespace fp = kvrelay::fingerprint;
+using kvrelay::block_removed;
+using kvrelay::block_stored;
+using kvrelay::engine_hash;
+using kvrelay::index_op;
+using kvrelay::index_options;
+using kvrelay::positional_index;
+using kvrelay::tier;
+using kvrelay::unknown_parent_policy;
+
+namespace {
+
+constexpr int64_t bs = 16;
+
+std::vector<uint32_t> iota(uint32_t first, size_t n) {
+  std::vector<uint32_t> v(n);
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+std::vector<engine_hash> hashes(std::initializer_list<uint64_t> hs) {
+  std::vector<engine_hash> out;
+  for (uint64_t h : hs) out.push_back(engine_hash::from_int(h));
+  return out;
+}
+
+engine_hash bin(const std::string& bytes) { return engine_hash{0, bytes}; }
+
+block_stored store(std::vector<engine_hash> hs, std::vector<uint32_t> tokens,
+                   std::optional<engine_hash> parent = std::nullopt, tier t = tier::t1) {
+  block_stored ev;
+  ev.first_tainted_block = static_cast<uint32_t>(hs.size());
+  ev.block_hashes = std::move(hs);
+  ev.token_ids = std::move(tokens);
+  ev.block_size = bs;
+  ev.parent = std::move(parent);
+  ev.medium.tier = t;
+  return ev;
+}
+
+block_stored store(std::initializer_list<uint64_t> hs, std::vector<uint32_t> tokens,
+                   std::optional<uint64_t> parent = std::nullopt, tier t = tier::t1) {
+  std::optional<engine_hash> p;
+  if (parent) p = engine_hash::from_int(*parent);
+  return store(hashes(hs), std::move(tokens), std::move(p), t);
+}
+
+block_removed removal(std::vector<engine_hash> hs, tier t = tier::t1) {
+  block_removed ev;
+  ev.block_hashes = std::move(hs);
+  ev.medium.tier = t;
+  return ev;
+}
+
+block_removed removal(std::initializer_list<uint64_t> hs, tier t = tier::t1) {
+  return removal(hashes(hs), t);
+}
+
+index_op upsert(uint64_t f, uint32_t count, tier t = tier::t1) {
+  return index_op{index_op::kind::upsert, f, count, t};
+}
+index_op evict(uint64_t f, uint32_t count, tier t = tier::t1) {
+  return index_op{index_op::kind::evict, f, count, t};
+}
+
+}  // namespace
+
+namespace kvrelay {
+// Lets EXPECT_EQ compare and print op vectors.
+bool operator==(const index_op& a, const index_op& b) {
+  return std::tie(a.op, a.fingerprint, a.token_count, a.t) ==
+         std::tie(b.op, b.fingerprint, b.token_count, b.t);
+}
+void PrintTo(const index_op& o, std::ostream* os) {
+  *os << (o.op == index_op::kind::upsert ? "upsert{" : "evict{") << o.fingerprint << ", "
+      << o.token_count << ", T" << static_cast<int>(o.t) << "}";
+}
+}  // namespace kvrelay
+
+namespace {
+
+// Applies one event and returns only the ops it produced.
+std::vector<index_op> apply(positional_index& idx, const block_stored& ev) {
+  std::vector<index_op> out;
+  idx.stored(ev, out);
+  return out;
+}
+std::vector<index_op> apply(positional_index& idx, const block_removed& ev) {
+  std::vector<index_op> out;
+  idx.removed(ev, out);
+  return out;
+}
+
+std::vector<index_op> upserts_for(const std::vector<uint64_t>& fps, uint32_t first_count,
+                                  tier t = tier::t1) {
+  std::vector<index_op> out;
+  uint32_t count = first_count;
+  for (uint64_t f : fps) {
+    out.push_back(upsert(f, count, t));
+    count += static_cast<uint32_t>(bs);
+  }
+  return out;
+}
+
+// --- P01–P09 -------------------------------------------------------------------------------
+
+TEST(PositionalIndex, P01SuffixEventChainsFromRememberedParent) {
+  positional_index idx;
+  const auto all = iota(0, 80);
+  const auto roll = fp::prefixes(all, bs);
+  ASSERT_EQ(roll.size(), 5u);
+
+  auto first = apply(idx, store({10, 11, 12}, {all.begin(), all.begin() + 48}));
+  auto second = apply(idx, store({13, 14}, {all.begin() + 48, all.end()}, 12));
+  first.insert(first.end(), second.begin(), second.end());
+  EXPECT_EQ(first, upserts_for(roll, 16));
+  EXPECT_EQ(first.back().token_count, 80u);
+  EXPECT_EQ(idx.size(), 5u);
+  EXPECT_EQ(idx.stats().stored_blocks, 5u);
+}
+
+TEST(PositionalIndex, P02FreshEventStartsWithContentHash) {
+  positional_index idx;
+  const auto tokens = iota(7, 32);
+  const auto ops = apply(idx, store({1, 2}, tokens));
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].fingerprint, fp::contents(tokens, bs)[0]);
+  EXPECT_EQ(ops[0].token_count, 16u);
+  EXPECT_EQ(ops[1].fingerprint, fp::prefixes(tokens, bs)[1]);
+}
+
+TEST(PositionalIndex, GoldenAnchorSingleBlock) {
+  // F03's anchor through the index: tokens 1..16 give 16863443419780771464.
+  positional_index idx;
+  EXPECT_EQ(apply(idx, store({99}, iota(1, 16))), std::vector<index_op>{upsert(16863443419780771464ull, 16)});
+}
+
+TEST(PositionalIndex, P03UnknownParentReRootsUnderRootPolicy) {
+  index_options o;
+  o.unknown_parent = unknown_parent_policy::root;
+  positional_index idx(o);
+  const auto tokens = iota(100, 32);
+  EXPECT_EQ(apply(idx, store({5, 6}, tokens, 4242)), upserts_for(fp::prefixes(tokens, bs), 16));
+  EXPECT_EQ(idx.stats().unknown_parent_rerooted, 1u);
+  EXPECT_EQ(idx.stats().unknown_parent_dropped, 0u);
+}
+
+TEST(PositionalIndex, UnknownParentDroppedByDefaultAndDescendantsToo) {
+  positional_index idx;
+  EXPECT_TRUE(apply(idx, store({5, 6}, iota(100, 32), 4242)).empty());
+  EXPECT_EQ(idx.size(), 0u);
+  EXPECT_EQ(idx.stats().unknown_parent_dropped, 1u);
+  // The dropped blocks were never remembered, so their children are unknown-parent too.
+  EXPECT_TRUE(apply(idx, store({7}, iota(132, 16), 6)).empty());
+  EXPECT_EQ(idx.stats().unknown_parent_dropped, 2u);
+  // And their removal is an unknown removal, not an eviction.
+  EXPECT_TRUE(apply(idx, removal({5, 6})).empty());
+  EXPECT_EQ(idx.stats().unknown_removals, 2u);
+}
+
+TEST(PositionalIndex, ParentZeroIsARealParent) {
+  positional_index idx;
+  const auto all = iota(1, 32);
+  apply(idx, store({0}, {all.begin(), all.begin() + 16}));
+  const auto ops = apply(idx, store({1}, {all.begin() + 16, all.end()}, 0));
+  EXPECT_EQ(ops, std::vector<index_op>{upsert(fp::prefixes(all, bs)[1], 32)});
+}
+
+TEST(PositionalIndex, P04RemovalEvictsAndForgets) {
+  positional_index idx;
+  const auto tokens = iota(1, 16);
+  apply(idx, store({77}, tokens));
+  EXPECT_EQ(apply(idx, removal({77})),
+            std::vector<index_op>{evict(fp::content(tokens.data(), bs), 16)});
+  EXPECT_EQ(idx.size(), 0u);
+  EXPECT_TRUE(apply(idx, removal({77})).empty());
+  EXPECT_EQ(idx.stats().evictions, 1u);
+  EXPECT_EQ(idx.stats().unknown_removals, 1u);
+}
+
+TEST(PositionalIndex, P05ClearForgetsParents) {
+  positional_index idx;
+  apply(idx, store({1}, iota(0, 16)));
+  idx.clear();
+  EXPECT_EQ(idx.size(), 0u);
+  EXPECT_TRUE(apply(idx, store({2}, iota(16, 16), 1)).empty());  // drop policy
+  EXPECT_EQ(idx.stats().clears, 1u);
+
+  index_options o;
+  o.unknown_parent = unknown_parent_policy::root;
+  positional_index rooted(o);
+  apply(rooted, store({1}, iota(0, 16)));
+  rooted.clear();
+  const auto tokens = iota(16, 16);
+  EXPECT_EQ(apply(rooted, store({2}, tokens, 1)),
+            std::vector<index_op>{upsert(fp::content(tokens.data(), bs), 16)});
+}
+
+TEST(PositionalIndex, P06CountMismatchChangesNothing) {
+  positional_index idx;
+  apply(idx, store({1}, iota(0, 16)));
+  // 3 hashes but 2 full blocks: nothing, not even the known hash 1 is touched.
+  EXPECT_TRUE(apply(idx, store({1, 2, 3}, iota(500, 32))).empty());
+  EXPECT_EQ(idx.size(), 1u);
+  EXPECT_EQ(idx.stats().mismatches, 1u);
+  // Block 1 still has its original fingerprint: its child chains from it.
+  const auto all = iota(0, 32);
+  EXPECT_EQ(apply(idx, store({4}, {all.begin() + 16, all.end()}, 1)),
+            std::vector<index_op>{upsert(fp::prefixes(all, bs)[1], 32)});
+}
+
+TEST(PositionalIndex, P06TrailingPartialTokensTolerated) {
+  positional_index idx;
+  const auto tokens = iota(100, 40);  // 2 full blocks + 8
+  EXPECT_EQ(apply(idx, store({1, 2}, tokens)), upserts_for(fp::prefixes(tokens, bs), 16));
+}
+
+TEST(PositionalIndex, P07NoHashesOrBadBlockSizeGiveNothing) {
+  positional_index idx;
+  EXPECT_TRUE(apply(idx, store(std::vector<engine_hash>{}, iota(0, 16))).empty());
+  for (int64_t b : {int64_t{0}, int64_t{-1}, INT64_MIN}) {
+    auto ev = store({1}, iota(0, 16));
+    ev.block_size = b;
+    EXPECT_TRUE(apply(idx, ev).empty());
+  }
+  EXPECT_EQ(idx.size(), 0u);
+  EXPECT_EQ(idx.stats().empty_events, 4u);
+}
+
+TEST(PositionalIndex, HugeBlockSizeIsAMismatchNotACrash) {
+  positional_index idx;
+  auto ev = store({1, 2}, iota(0, 32));
+  ev.block_size = INT64_MAX;
+  EXPECT_TRUE(apply(idx, ev).empty());
+  EXPECT_EQ(idx.stats().mismatches, 1u);
+}
+
+TEST(PositionalIndex, P08CountsAreCumulativeAcrossEvents) {
+  positional_index idx;
+  apply(idx, store({1, 2}, iota(0, 32)));
+  const auto ops = apply(idx, store({3, 4, 5}, iota(32, 48), 2));
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_EQ(ops[0].token_count, 48u);
+  EXPECT_EQ(ops[2].token_count, 80u);
+  for (const auto& o : ops) EXPECT_EQ(o.t, tier::t1);
+}
+
+TEST(PositionalIndex, P09ReStoreOverwritesAndReReports) {
+  positional_index idx;
+  const auto tokens = iota(0, 16);
+  const auto first = apply(idx, store({1}, tokens));
+  EXPECT_EQ(apply(idx, store({1}, tokens)), first);  // same fingerprint: just re-reported
+  EXPECT_EQ(idx.size(), 1u);
+  EXPECT_EQ(idx.stats().fingerprint_changes, 0u);
+
+  // Same engine hash, other content: the old hint is evicted, the new one reported.
+  const auto other = iota(1000, 16);
+  EXPECT_EQ(apply(idx, store({1}, other)),
+            (std::vector<index_op>{evict(first[0].fingerprint, 16),
+                                   upsert(fp::content(other.data(), bs), 16)}));
+  EXPECT_EQ(idx.stats().fingerprint_changes, 1u);
+  EXPECT_TRUE(apply(idx, removal({12345})).empty());
+  EXPECT_EQ(idx.stats().unknown_removals, 1u);
+}
+
+// --- A04–A05: the index is per partition; adapters never enter the hash ---------------------
+
+TEST(PositionalIndex, A04A05SameTokensInTwoPartitionsShareFingerprints) {
+  positional_index base;
+  positional_index lora;
+  const auto tokens = iota(3, 48);
+  auto plain = store({1, 2, 3}, tokens);
+  auto with_lora = store({91, 92, 93}, tokens);  // a LoRA changes the engine hash, not ours
+  with_lora.lora_name = "sql-lora";
+  with_lora.lora_id = 1;
+  const auto a = apply(base, plain);
+  const auto b = apply(lora, with_lora);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a, upserts_for(fp::prefixes(tokens, bs), 16));
+  EXPECT_EQ(apply(lora, removal({93})), std::vector<index_op>{evict(a[2].fingerprint, 48)});
+}
+
+// --- tiers -----------------------------------------------------------------------------------
+
+TEST(PositionalIndex, GpuRemovalWithCpuCopyDowngradesThenCpuRemovalEvicts) {
+  positional_index idx;
+  const auto tokens = iota(0, 16);
+  const uint64_t f = fp::content(tokens.data(), bs);
+  EXPECT_EQ(apply(idx, store({1}, tokens, std::nullopt, tier::t1)),
+            std::vector<index_op>{upsert(f, 16, tier::t1)});
+  // CPU store of the same hash: the warmest holder is still the GPU.
+  EXPECT_EQ(apply(idx, store({1}, tokens, std::nullopt, tier::t2)),
+            std::vector<index_op>{upsert(f, 16, tier::t1)});
+  EXPECT_EQ(apply(idx, removal({1}, tier::t1)), std::vector<index_op>{upsert(f, 16, tier::t2)});
+  EXPECT_EQ(idx.stats().downgrades, 1u);
+  EXPECT_EQ(idx.size(), 1u);
+  EXPECT_EQ(apply(idx, removal({1}, tier::t2)), std::vector<index_op>{evict(f, 16, tier::t2)});
+  EXPECT_EQ(idx.size(), 0u);
+}
+
+TEST(PositionalIndex, ColderRemovalWithWarmerCopyEmitsNothing) {
+  positional_index idx;
+  apply(idx, store({1}, iota(0, 16), std::nullopt, tier::t1));
+  apply(idx, store({1}, iota(0, 16), std::nullopt, tier::t3));
+  EXPECT_TRUE(apply(idx, removal({1}, tier::t3)).empty());
+  EXPECT_EQ(idx.size(), 1u);
+  EXPECT_EQ(idx.stats().downgrades, 0u);
+}
+
+TEST(PositionalIndex, DiskStoreIsT3) {
+  positional_index idx;
+  const auto tokens = iota(0, 16);
+  EXPECT_EQ(apply(idx, store({1}, tokens, std::nullopt, tier::t3)),
+            std::vector<index_op>{upsert(fp::content(tokens.data(), bs), 16, tier::t3)});
+}
+
+TEST(PositionalIndex, UnknownTierValueIsTreatedAsColdest) {
+  positional_index idx;
+  const auto ops = apply(idx, store({1}, iota(0, 16), std::nullopt, static_cast<tier>(9)));
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].t, tier::t3);
+}
+
+TEST(PositionalIndex, RemovalFromATierNotHeldChangesNothing) {
+  positional_index idx;
+  apply(idx, store({1}, iota(0, 16)));
+  EXPECT_TRUE(apply(idx, removal({1}, tier::t2)).empty());
+  EXPECT_EQ(idx.size(), 1u);
+  EXPECT_EQ(idx.stats().removal_tier_absent, 1u);
+}
+
+TEST(PositionalIndex, EmptyTokenStoreIsALocationUpdateForKnownHashesOnly) {
+  positional_index idx;
+  const auto tokens = iota(0, 32);
+  const auto fps = fp::prefixes(tokens, bs);
+  apply(idx, store({1, 2}, tokens));
+  block_stored offload = store({1, 2, 3}, {}, std::nullopt, tier::t2);
+  offload.block_size = 0;  // legacy offload events carry no usable block size
+  EXPECT_TRUE(apply(idx, offload).empty());  // T1 still the warmest: nothing to say
+  EXPECT_EQ(idx.stats().location_updates, 2u);
+  EXPECT_EQ(idx.stats().location_unknown, 1u);
+  EXPECT_EQ(idx.size(), 2u);  // hash 3 was not added
+  // The CPU copy turns the GPU eviction into a downgrade.
+  EXPECT_EQ(apply(idx, removal({1, 2}, tier::t1)),
+            (std::vector<index_op>{upsert(fps[0], 16, tier::t2), upsert(fps[1], 32, tier::t2)}));
+}
+
+TEST(PositionalIndex, LocationUpdateAtAWarmerTierUpgrades) {
+  positional_index idx;
+  const auto tokens = iota(0, 16);
+  apply(idx, store({1}, tokens, std::nullopt, tier::t3));
+  EXPECT_EQ(apply(idx, store({1}, {}, std::nullopt, tier::t1)),
+            std::vector<index_op>{upsert(fp::content(tokens.data(), bs), 16, tier::t1)});
+}
+
+TEST(PositionalIndex, L2ModeTurnsLastGpuRemovalIntoT2AndForgets) {
+  index_options o;
+  o.ignore_block_removed = true;
+  positional_index idx(o);
+  const auto tokens = iota(0, 16);
+  const uint64_t f = fp::content(tokens.data(), bs);
+  apply(idx, store({1}, tokens));
+  EXPECT_EQ(apply(idx, removal({1})), std::vector<index_op>{upsert(f, 16, tier::t2)});
+  EXPECT_EQ(idx.size(), 0u);  // L05: the reverse map does not grow
+  EXPECT_TRUE(apply(idx, removal({1})).empty());
+  EXPECT_EQ(idx.stats().l2_downgrades, 1u);
+  EXPECT_EQ(idx.stats().evictions, 0u);
+  // A removal from a colder tier is still a real eviction.
+  apply(idx, store({2}, tokens, std::nullopt, tier::t2));
+  EXPECT_EQ(apply(idx, removal({2}, tier::t2)), std::vector<index_op>{evict(f, 16, tier::t2)});
+}
+
+// --- salted / multimodal / EAGLE --------------------------------------------------------------
+
+TEST(PositionalIndex, TaintedBlocksAreRememberedButNotIndexed) {
+  positional_index idx;
+  const auto tokens = iota(0, 48);
+  auto ev = store({1, 2, 3}, tokens);
+  ev.first_tainted_block = 1;
+  EXPECT_EQ(apply(idx, ev), upserts_for({fp::prefixes(tokens, bs)[0]}, 16));
+  EXPECT_EQ(idx.size(), 3u);
+  EXPECT_EQ(idx.stats().tainted_blocks, 2u);
+  // A later event chained on a tainted block is tainted as a whole, and its blocks too.
+  EXPECT_TRUE(apply(idx, store({4}, iota(48, 16), 3)).empty());
+  EXPECT_TRUE(apply(idx, store({5}, iota(64, 16), 4)).empty());
+  EXPECT_EQ(idx.stats().tainted_blocks, 4u);
+  EXPECT_EQ(idx.stats().unknown_parent_dropped, 0u);
+  // Removing tainted blocks forgets them without an eviction.
+  EXPECT_TRUE(apply(idx, removal({2, 3, 4, 5})).empty());
+  EXPECT_EQ(idx.size(), 1u);
+}
+
+TEST(PositionalIndex, IndexSaltedChainsThroughTaintedBlocks) {
+  index_options o;
+  o.index_salted = true;
+  positional_index idx(o);
+  const auto tokens = iota(0, 64);
+  auto ev = store({1, 2, 3}, {tokens.begin(), tokens.begin() + 48});
+  ev.first_tainted_block = 0;
+  auto ops = apply(idx, ev);
+  auto more = apply(idx, store({4}, {tokens.begin() + 48, tokens.end()}, 3));
+  ops.insert(ops.end(), more.begin(), more.end());
+  EXPECT_EQ(ops, upserts_for(fp::prefixes(tokens, bs), 16));
+  EXPECT_EQ(idx.stats().tainted_blocks, 0u);
+}
+
+TEST(PositionalIndex, ReStoreAsTaintedEvictsTheOldHint) {
+  positional_index idx;
+  const auto tokens = iota(0, 16);
+  apply(idx, store({1}, tokens));
+  auto salted = store({1}, tokens);
+  salted.first_tainted_block = 0;
+  EXPECT_EQ(apply(idx, salted), std::vector<index_op>{evict(fp::content(tokens.data(), bs), 16)});
+  EXPECT_TRUE(apply(idx, removal({1})).empty());
+}
+
+TEST(PositionalIndex, EagleBigramsNotIndexedByDefault) {
+  positional_index idx;
+  auto ev = store({1, 2}, iota(0, 64));  // 2 blocks of 16 [a, b] pairs
+  ev.eagle_bigram = true;
+  EXPECT_TRUE(apply(idx, ev).empty());
+  EXPECT_EQ(idx.size(), 2u);
+  EXPECT_EQ(idx.stats().tainted_blocks, 2u);
+}
+
+TEST(PositionalIndex, EagleBigramsIndexedOnFirstIdsWhenAllowed) {
+  index_options o;
+  o.index_salted = true;
+  positional_index idx(o);
+  const auto seq = iota(500, 33);  // the token sequence; pairs are (t[i], t[i+1])
+  block_stored ev = store({1, 2}, {});
+  for (size_t i = 0; i < 32; ++i) {
+    ev.token_ids.push_back(seq[i]);
+    ev.token_ids.push_back(seq[i + 1]);
+  }
+  ev.eagle_bigram = true;
+  EXPECT_EQ(apply(idx, ev),
+            upserts_for(fp::prefixes({seq.begin(), seq.begin() + 32}, bs), 16));
+}
+
+TEST(PositionalIndex, EagleCountMismatchUsesPairs) {
+  positional_index idx;
+  auto ev = store({1, 2}, iota(0, 32));  // 32 ids = 16 pairs = 1 block, not 2
+  ev.eagle_bigram = true;
+  EXPECT_TRUE(apply(idx, ev).empty());
+  EXPECT_EQ(idx.stats().mismatches, 1u);
+  EXPECT_EQ(idx.size(), 0u);
+}
+
+// --- engine hash forms ----------------------------------------------------------------------
+
+TEST(PositionalIndex, BinHashesChainAndEvict) {
+  positional_index idx;
+  const auto all = iota(0, 48);
+  const auto roll = fp::prefixes(all, bs);
+  const std::string h1(32, '\x01'), h2(16, '\x02');
+  auto ops = apply(idx, store({bin(h1), bin(h2)}, {all.begin(), all.begin() + 32}));
+  // An int child of a bin parent, and an int hash equal to nothing in the bin map.
+  auto more = apply(idx, store(hashes({7}), {all.begin() + 32, all.end()}, bin(h2)));
+  ops.insert(ops.end(), more.begin(), more.end());
+  EXPECT_EQ(ops, upserts_for(roll, 16));
+  EXPECT_EQ(idx.size(), 3u);
+  EXPECT_EQ(apply(idx, removal({bin(h2)})), std::vector<index_op>{evict(roll[1], 32)});
+  EXPECT_TRUE(apply(idx, removal({bin(std::string(16, '\x03'))})).empty());
+  EXPECT_EQ(idx.stats().unknown_removals, 1u);
+}
+
+TEST(PositionalIndex, IntAndBinHashesAreDistinctKeys) {
+  positional_index idx;
+  apply(idx, store(hashes({0}), iota(0, 16)));
+  // A bin hash is never confused with the int hash 0.
+  EXPECT_TRUE(apply(idx, removal({bin(std::string(8, '\0'))})).empty());
+  EXPECT_EQ(idx.size(), 1u);
+}
+
+// --- limits ------------------------------------------------------------------------------------
+
+TEST(PositionalIndex, CumulativeCountAboveLimitIsRejected) {
+  positional_index idx;
+  const int64_t big = int64_t{1} << 20;  // 256 chained blocks reach 2^28 tokens
+  const auto tokens = iota(0, static_cast<size_t>(big));
+  std::vector<index_op> out;
+  for (uint64_t h = 1; h <= 255; ++h) {
+    auto ev = store({h}, tokens, h == 1 ? std::nullopt : std::optional<uint64_t>(h - 1));
+    ev.block_size = big;
+    idx.stored(ev, out);
+  }
+  ASSERT_EQ(out.size(), 255u);
+  EXPECT_EQ(out.back().token_count, 255u << 20);
+  auto last = store({256}, tokens, 255);
+  last.block_size = big;
+  EXPECT_TRUE(apply(idx, last).empty());
+  EXPECT_EQ(idx.stats().token_overflow, 1u);
+  EXPECT_EQ(idx.size(), 255u);
+}
+
+TEST(PositionalIndex, CapEvictsOldestFirstStoreFirst) {
+  index_options o;
+  o.max_resident = 4;
+  positional_index idx(o);
+  const auto a = iota(0, 48);
+  const auto b = iota(1000, 48);
+  const auto fa = fp::prefixes(a, bs);
+  apply(idx, store({1, 2, 3}, a));
+  // Re-storing block 1 does not refresh its place: FIFO is by first store.
+  apply(idx, store({1}, {a.begin(), a.begin() + 16}));
+  const auto ops = apply(idx, store({4, 5, 6}, b));
+  ASSERT_EQ(ops.size(), 5u);
+  EXPECT_EQ(ops[3], evict(fa[0], 16));
+  EXPECT_EQ(ops[4], evict(fa[1], 32));
+  EXPECT_EQ(idx.size(), 4u);
+  EXPECT_EQ(idx.stats().cap_evictions, 2u);
+  EXPECT_TRUE(apply(idx, removal({1, 2})).empty());  // already forgotten
+}
+
+TEST(PositionalIndex, CapOrderSurvivesForgetAndReStore) {
+  index_options o;
+  o.max_resident = 3;
+  positional_index idx(o);
+  auto root = [](uint64_t h) { return store({h}, iota(static_cast<uint32_t>(h) * 100, 16)); };
+  auto fp_of = [](uint64_t h) {
+    const auto t = iota(static_cast<uint32_t>(h) * 100, 16);
+    return fp::content(t.data(), bs);
+  };
+  apply(idx, root(1));
+  apply(idx, root(2));
+  apply(idx, root(3));
+  apply(idx, removal({1}));
+  apply(idx, root(1));  // now the newest
+  EXPECT_EQ(apply(idx, root(4)), (std::vector<index_op>{upsert(fp_of(4), 16), evict(fp_of(2), 16)}));
+  EXPECT_EQ(apply(idx, root(5)), (std::vector<index_op>{upsert(fp_of(5), 16), evict(fp_of(3), 16)}));
+  EXPECT_EQ(apply(idx, root(6)), (std::vector<index_op>{upsert(fp_of(6), 16), evict(fp_of(1), 16)}));
+}
+
+TEST(PositionalIndex, CapQueueStaysBoundedUnderChurn) {
+  index_options o;
+  o.max_resident = 10;
+  positional_index idx(o);
+  const auto tokens = iota(0, 16);
+  for (uint64_t i = 0; i < 100000; ++i) {
+    std::vector<index_op> out;
+    idx.stored(store({i % 7}, tokens), out);
+    idx.removed(removal({i % 7}), out);
+  }
+  EXPECT_EQ(idx.size(), 0u);
+  EXPECT_LT(idx.heap_bytes(), 64u * 1024);
+  // The order is still right after compactions: 11 stores evict exactly the first.
+  std::vector<index_op> out;
+  for (uint64_t h = 100; h <= 110; ++h) idx.stored(store({h}, iota(static_cast<uint32_t>(h), 16)), out);
+  EXPECT_EQ(idx.size(), 10u);
+  ASSERT_EQ(out.size(), 12u);
+  EXPECT_EQ(out[11], evict(fp::content(iota(100, 16).data(), bs), 16));
+}
+
+TEST(PositionalIndex, CapCountsTaintedBlocksAndEvictsThemSilently) {
+  index_options o;
+  o.max_resident = 1;
+  positional_index idx(o);
+  auto salted = store({1}, iota(0, 16));
+  salted.first_tainted_block = 0;
+  apply(idx, salted);
+  const auto t = iota(50, 16);
+  EXPECT_EQ(apply(idx, store({2}, t)), std::vector<index_op>{upsert(fp::content(t.data(), bs), 16)});
+  EXPECT_EQ(idx.size(), 1u);
+  EXPECT_EQ(idx.stats().cap_evictions, 1u);
+}
+
+// --- resync, clear, memory --------------------------------------------------------------------
+
+TEST(PositionalIndex, ForEachResidentReportsIndexedBlocksWithWarmestTier) {
+  positional_index idx;
+  const auto a = iota(0, 32);
+  const auto fa = fp::prefixes(a, bs);
+  apply(idx, store({1, 2}, a, std::nullopt, tier::t2));
+  apply(idx, store({1}, {}, std::nullopt, tier::t1));  // location update: 1 is now on GPU too
+  auto salted = store({3}, iota(900, 16));
+  salted.first_tainted_block = 0;
+  apply(idx, salted);
+  std::map<uint64_t, std::pair<uint32_t, tier>> seen;
+  idx.for_each_resident([&](uint64_t f, uint32_t c, tier t) { seen[f] = {c, t}; });
+  EXPECT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[fa[0]], std::make_pair(16u, tier::t1));
+  EXPECT_EQ(seen[fa[1]], std::make_pair(32u, tier::t2));
+}
+
+TEST(PositionalIndex, ClearEmptiesEverythingAndIndexWorksAfter) {
+  index_options o;
+  o.max_resident = 8;
+  positional_index idx(o);
+  apply(idx, store({1, 2}, iota(0, 32)));
+  apply(idx, store({bin("abc")}, iota(0, 16)));
+  idx.clear();
+  EXPECT_EQ(idx.size(), 0u);
+  size_t n = 0;
+  idx.for_each_resident([&](uint64_t, uint32_t, tier) { ++n; });
+  EXPECT_EQ(n, 0u);
+  EXPECT_TRUE(apply(idx, removal({1, 2})).empty());
+  EXPECT_EQ(apply(idx, store({1}, iota(0, 16))).size(), 1u);
+}
+
+TEST(PositionalIndex, MoveKeepsState) {
+  positional_index a;
+  apply(a, store({1}, iota(0, 16)));
+  positional_index b(std::move(a));
+  EXPECT_EQ(b.size(), 1u);
+  EXPECT_EQ(apply(b, removal({1})).size(), 1u);
+}
+
+TEST(PositionalIndex, MillionBlocksFitInFortyEightBytesEach) {
+  positional_index idx;
+  std::vector<uint32_t> tokens(64);
+  std::vector<index_op> out;
+  out.reserve(4);
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  for (uint32_t e = 0; e < 250000; ++e) {
+    std::iota(tokens.begin(), tokens.end(), e * 64);
+    block_stored ev;
+    for (int i = 0; i < 4; ++i) ev.block_hashes.push_back(engine_hash::from_int(h += 0x9e3779b97f4a7c15ull));
+    ev.token_ids = tokens;
+    ev.block_size = bs;
+    ev.first_tainted_block = 4;
+    out.clear();
+    idx.stored(ev, out);
+  }
+  ASSERT_EQ(idx.size(), 1000000u);
+  const double per_block = static_cast<double>(idx.heap_bytes()) / 1e6;
+  RecordProperty("heap_bytes_per_block", std::to_string(per_block));
+  EXPECT_LE(per_block, 48.0);
+}
+
+}  // namespace
