@@ -1,0 +1,32 @@
+#include "actors/ingress/sequence_tracker.hpp"
+
+#include <string>
+
+namespace kvrelay::ingress {
+
+const char* to_string(loss_reason r) noexcept {
+  switch (r) {
+    case loss_reason::no_replay_endpoint: return "no_replay_endpoint";
+    case loss_reason::history_lost: return "history_lost";
+    case loss_reason::replay_failed: return "replay_failed";
+    case loss_reason::buffer_overflow: return "buffer_overflow";
+  }
+  return "unknown";
+}
+
+const char* to_string(action_kind k) noexcept {
+  switch (k) {
+    case action_kind::deliver: return "deliver";
+    case action_kind::gap_detected: return "gap_detected";
+    case action_kind::request_replay: return "request_replay";
+    case action_kind::cancel_replay: return "cancel_replay";
+    case action_kind::history_lost: return "history_lost";
+    case action_kind::incarnation_reset: return "incarnation_reset";
+  }
+  return "unknown";
+}
+
+// Compiled once here so a template error shows up when the core builds, not first in a user.
+template class sequence_tracker<std::string>;
+
+}  // namespace kvrelay::ingress
