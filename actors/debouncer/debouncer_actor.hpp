@@ -1,0 +1,35 @@
+#pragma once
+// The debouncer: coalesces shard ops to their final state per (adapter, fingerprint), flushes on
+// the window, at 4096 pending adds, before evictions and at shutdown, and hands ordered units to
+// the emitter under a credit window. It owns the "server was away" logic: failed units mark the
+// server unhealthy, and the way back is ALL_CLEARED + a re-report of everything resident, so
+// nothing the engine did during the outage is lost and nothing stale survives.
+
+#include <chrono>
+#include <memory>
+
+#include "messages/actors.hpp"
+
+namespace caf {
+class actor_system;
+}
+
+namespace kvrelay {
+
+class metrics_registry;
+
+struct debouncer_options {
+  std::string replica_id;                      // metric label
+  std::chrono::milliseconds window{100};       // R04: ≤ 0 is clamped to 100 ms by config
+  size_t flush_threshold = 4096;               // pending adds that force a flush (R13)
+  bool l2_mode = false;                        // --ignore-block-removed
+  size_t max_pending = 2'000'000;              // distinct keys held during an outage
+  size_t max_units_in_flight = 2;              // credits toward the emitter
+  std::chrono::milliseconds refresh_interval{10 * 60 * 1000};  // 0 = never
+  std::chrono::milliseconds resync_backoff_max{30'000};
+};
+
+debouncer_actor spawn_debouncer(caf::actor_system& sys, const debouncer_options& opts,
+                                emitter_actor emitter, std::shared_ptr<metrics_registry> metrics);
+
+}  // namespace kvrelay

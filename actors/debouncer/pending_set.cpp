@@ -1,0 +1,100 @@
+#include "actors/debouncer/pending_set.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace kvrelay {
+
+uint32_t pending_set::adapter_index(const std::string& name) {
+  auto it = adapter_ids_.find(name);
+  if (it != adapter_ids_.end()) return it->second;
+  auto id = static_cast<uint32_t>(adapters_.size());
+  adapters_.push_back(name);
+  adapter_ids_.emplace(name, id);
+  return id;
+}
+
+void pending_set::set(const key& k, const entry& e) {
+  auto [it, inserted] = entries_.try_emplace(k, e);
+  if (!inserted) {
+    if (it->second.s == state::add) --adds_;
+    it->second = e;
+  }
+  if (e.s == state::add) ++adds_;
+}
+
+bool pending_set::apply(const shard_ops& ops) {
+  if (ops.had_store && ops.ts_us > 0) adds_ts_us_ = std::max(adds_ts_us_, ops.ts_us);
+  const uint32_t a = adapter_index(ops.adapter);
+  for (const auto& op : ops.ops) {
+    const key k{a, op.fingerprint};
+    if (op.op == prefix_op::kind::upsert) {
+      set(k, entry{state::add, op.t, op.token_count, 0});
+    } else if (opts_.l2_mode) {
+      // The block leaves the GPU but an L2 tier below the engine keeps it: report T2 with the
+      // eviction's time (L03). Its token count is the one we reported it with.
+      auto it = entries_.find(k);
+      uint32_t tokens = op.token_count;
+      if (tokens == 0 && it != entries_.end()) tokens = it->second.token_count;
+      set(k, entry{state::downgrade, tier::t2, tokens, ops.ts_us});
+    } else {
+      set(k, entry{state::evict, tier::t1, 0, ops.ts_us});
+    }
+  }
+  if (entries_.size() > opts_.max_entries) {
+    reset();
+    overflowed_ = true;
+    return false;
+  }
+  return true;
+}
+
+void pending_set::clear(int64_t ts_us) {
+  entries_.clear();
+  adds_ = 0;
+  adds_ts_us_ = 0;
+  clear_ = true;
+  clear_ts_us_ = ts_us;
+}
+
+void pending_set::reset() {
+  entries_.clear();
+  adds_ = 0;
+  adds_ts_us_ = 0;
+}
+
+std::optional<emit_unit> pending_set::take(uint64_t id) {
+  if (empty()) return std::nullopt;
+  emit_unit u;
+  u.id = id;
+  u.clear = clear_;
+  u.clear_ts_us = clear_ts_us_;
+  clear_ = false;
+  std::map<int64_t, size_t> downgrade_group;  // ts → index in u.downgrades
+  size_t adds_taken = 0;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    const auto& [k, e] = *it;
+    const std::string& adapter = adapters_[k.first];
+    if (e.s == state::add) {
+      if (adds_taken >= opts_.max_adds_per_unit) {
+        ++it;
+        continue;
+      }
+      u.adds.push_back(prefix_add{k.second, e.token_count, e.t, adapter});
+      ++adds_taken;
+      --adds_;
+    } else if (e.s == state::downgrade) {
+      auto [g, fresh] = downgrade_group.try_emplace(e.ts_us, u.downgrades.size());
+      if (fresh) u.downgrades.push_back(emit_unit::downgrade_group{e.ts_us, {}});
+      u.downgrades[g->second].entries.push_back(prefix_add{k.second, e.token_count, e.t, adapter});
+    } else {
+      u.evicts.push_back(prefix_evict{k.second, adapter, e.ts_us});
+    }
+    entries_.erase(it++);
+  }
+  u.adds_ts_us = adds_ts_us_;
+  if (adds_ == 0) adds_ts_us_ = 0;  // a flush resets the add timestamp (R12)
+  return u;
+}
+
+}  // namespace kvrelay

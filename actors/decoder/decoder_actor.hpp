@@ -1,0 +1,38 @@
+#pragma once
+// The decoder: raw ZMQ payloads → typed events → per-adapter shard work. It owns what is shared
+// by every partition of a pipeline: the adapter map (lora_name, else id → name, else fail-closed),
+// the hybrid-model group table, and the epoch that AllBlocksCleared bumps. Shards are spawned on
+// first use and linked to it: a shard crash takes the data path down for a clean restart.
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "actors/shard/positional_index.hpp"
+#include "messages/actors.hpp"
+
+namespace caf {
+class actor_system;
+}
+
+namespace kvrelay {
+
+class metrics_registry;
+struct pipeline_health;
+
+struct decoder_options {
+  std::string replica_id;                  // metric label
+  std::map<int64_t, std::string> adapters; // --lora-adapter-names
+  index_options index;                     // for every shard
+  std::optional<int64_t> expected_dp_rank; // batches from another rank are dropped
+};
+
+/// `credit(n)` returns n batches of in-flight budget to ingress once they are decoded.
+decoder_actor spawn_decoder(caf::actor_system& sys, const decoder_options& opts,
+                            debouncer_actor debouncer, std::shared_ptr<metrics_registry> metrics,
+                            std::shared_ptr<pipeline_health> health,
+                            std::function<void(size_t)> credit);
+
+}  // namespace kvrelay

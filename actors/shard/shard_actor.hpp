@@ -1,0 +1,31 @@
+#pragma once
+// A shard: the positional index of one (pipeline, adapter) partition, as an actor. Isolation
+// between adapters is the point: one adapter's flood is capped on its own and shows in its own
+// counters. A shard is spawned linked to the decoder: if it dies its reverse map is gone, so the
+// whole data path restarts from a clear (and replay), never leaving hints it can no longer evict.
+
+#include <memory>
+#include <string>
+
+#include "actors/shard/positional_index.hpp"
+#include "messages/actors.hpp"
+
+namespace caf {
+class local_actor;
+}
+
+namespace kvrelay {
+
+class metrics_registry;
+
+struct shard_options {
+  std::string replica_id;  // metric label
+  std::string adapter;     // "" = base model
+  index_options index;
+};
+
+/// Spawns a shard linked to `parent` (the decoder).
+shard_actor spawn_shard(caf::local_actor* parent, const shard_options& opts,
+                        debouncer_actor debouncer, std::shared_ptr<metrics_registry> metrics);
+
+}  // namespace kvrelay

@@ -1,0 +1,102 @@
+#pragma once
+// Every actor interface of kvrelay, in one place (VAST style). One pipeline per engine source:
+//   ingress → decoder → shard[adapter] → debouncer → emitter;  scraper → emitter.
+// Each handler has a one-line comment; every actor answers `status` for the admin tree and
+// `crash` (fault injection, only reachable when the admin switch enables it).
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <string>
+
+#include "messages/fwd.hpp"
+
+namespace kvrelay {
+
+// clang-format off
+
+/// Answers the admin port; every supervised actor implements it.
+using status_client_actor = caf::typed_actor<
+  // Returns one JSON object: kind, state, mailbox, counters, last error.
+  caf::replies_to<atom::status>::with<std::string>>;
+
+/// Talks to the policy server: ordered units of index changes, and stats.
+using emitter_actor = caf::typed_actor<
+  // Sends one ordered unit; answers the debouncer with an emit_result when all its RPCs finished.
+  caf::reacts_to<emit_unit_ptr>,
+  // Sends a stats-only CacheStateUpdate; true when the server acknowledged it (accepted=true).
+  caf::replies_to<replica_stats_ptr>::with<bool>,
+  // Internal: RPC `call` finished with gRPC code, message, Ack.accepted, latency (µs).
+  caf::reacts_to<atom::done, uint64_t, int32_t, std::string, bool, int64_t>,
+  // Fault injection: throws.
+  caf::reacts_to<atom::crash>>
+  ::extend_with<status_client_actor>;
+
+/// Holds the reverse map of one (pipeline, adapter) partition.
+using shard_actor = caf::typed_actor<
+  // Applies one batch's events for this partition, in order; sends shard_ops to the debouncer.
+  caf::reacts_to<shard_work_ptr>,
+  // AllBlocksCleared: forgets everything; later work carries epoch >= the given one.
+  caf::reacts_to<atom::clear, uint64_t>,
+  // Re-reports every resident block as upserts (resync after a server outage or on schedule).
+  caf::reacts_to<atom::resync, uint64_t>,
+  caf::reacts_to<atom::crash>>
+  ::extend_with<status_client_actor>;
+
+/// Turns raw batches into per-shard work; owns the adapter map, the group table and the epoch.
+using decoder_actor = caf::typed_actor<
+  // One ZMQ payload, in sequence order.
+  caf::reacts_to<raw_batch_ptr>,
+  // History lost / incarnation reset / (dis)connected: lost history clears the pipeline.
+  caf::reacts_to<ingress_notice_ptr>,
+  // Asks every shard to re-report its resident blocks.
+  caf::reacts_to<atom::resync>,
+  // Adds a LoRA id → name mapping at runtime (admin).
+  caf::reacts_to<atom::adapter, int64_t, std::string>,
+  caf::reacts_to<atom::crash>>
+  ::extend_with<status_client_actor>;
+
+/// Coalesces index changes to their final state and hands ordered units to the emitter.
+using debouncer_actor = caf::typed_actor<
+  // Index changes of one shard.
+  caf::reacts_to<shard_ops_ptr>,
+  // AllBlocksCleared (or lost history): epoch and batch time; older-epoch ops are dropped.
+  caf::reacts_to<atom::clear, uint64_t, int64_t>,
+  // The emitter finished a unit.
+  caf::reacts_to<emit_result>,
+  // Window timer (generation counter: stale timers are ignored).
+  caf::reacts_to<atom::flush, uint64_t>,
+  // A new emitter after a restart: units in flight to the old one are treated as lost.
+  caf::reacts_to<atom::update, emitter_actor>,
+  // The decoder to ask for a resync.
+  caf::reacts_to<atom::update, decoder_actor>,
+  // Retry of a resync after the server was unreachable (backoff timer).
+  caf::reacts_to<atom::resync>,
+  // Periodic refresh: re-report everything resident so the server's TTL never expires it.
+  caf::reacts_to<atom::tick>,
+  // Shutdown: flush everything; answers when the emitter acknowledged it (or on timeout).
+  caf::replies_to<atom::drain>::with<bool>,
+  caf::reacts_to<atom::crash>>
+  ::extend_with<status_client_actor>;
+
+/// Owns the ZMQ thread (SUB + replay DEALER) of one engine source.
+using ingress_actor = caf::typed_actor<
+  // Periodic: publishes the ZMQ thread's counters to /metrics.
+  caf::reacts_to<atom::tick>,
+  // Stops reading (shutdown, first step).
+  caf::reacts_to<atom::drain>,
+  caf::reacts_to<atom::crash>>
+  ::extend_with<status_client_actor>;
+
+/// Scrapes the engine's /metrics and reports ReplicaStats.
+using scraper_actor = caf::typed_actor<
+  // One scrape interval elapsed.
+  caf::reacts_to<atom::tick>,
+  // A new emitter after a restart.
+  caf::reacts_to<atom::update, emitter_actor>,
+  caf::reacts_to<atom::crash>>
+  ::extend_with<status_client_actor>;
+
+// clang-format on
+
+}  // namespace kvrelay

@@ -1,0 +1,128 @@
+#pragma once
+// Plain data that travels between a pipeline's actors. No CAF here: messages/fwd.hpp declares
+// these (as shared_ptr<const T>) sendable, messages/actors.hpp names the interfaces.
+// Big payloads travel as shared_ptr<const T>: one allocation, no copies, one owner at a time.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "messages/kv_events.hpp"
+
+namespace kvrelay {
+
+/// Who a pipeline reports as: the index key prefix of every update it sends.
+struct replica_identity {
+  std::string replica_id;
+  std::string model_id;
+  std::string tenant_id;
+  std::string hash_scheme = "vllm";
+};
+
+/// One ZMQ payload as received, with the bytes still owned by the ZMQ message (zero-copy).
+struct raw_batch {
+  uint64_t seq = 0;
+  bool replayed = false;
+  std::shared_ptr<const void> owner;  // keeps `data` alive
+  const char* data = nullptr;
+  size_t size = 0;
+  int64_t received_ns = 0;  // steady clock, for event-age accounting
+};
+using raw_batch_ptr = std::shared_ptr<const raw_batch>;
+
+/// What ingress tells the pipeline besides batches.
+struct ingress_notice {
+  enum class kind : uint8_t { history_lost, incarnation_reset, connected, disconnected };
+  kind what = kind::connected;
+  uint64_t first = 0;  // first missing seq / old last seq
+  uint64_t last = 0;   // first available seq / new seq
+};
+using ingress_notice_ptr = std::shared_ptr<const ingress_notice>;
+
+/// The events of one batch that belong to one shard (adapter partition), in batch order.
+struct shard_work {
+  uint64_t epoch = 0;
+  double ts = 0.0;                // engine batch time
+  std::vector<kv_event> events;   // stored and removed only; clears travel as epochs
+};
+using shard_work_ptr = std::shared_ptr<const shard_work>;
+
+/// Index change the debouncer coalesces. `upsert` carries the warmest tier still holding it.
+struct prefix_op {
+  enum class kind : uint8_t { upsert, evict };
+  kind op = kind::upsert;
+  tier t = tier::t1;
+  uint32_t token_count = 0;
+  uint64_t fingerprint = 0;
+};
+
+/// A shard's output for one unit of work (or one resync chunk).
+struct shard_ops {
+  std::string adapter;  // "" = base model
+  uint64_t epoch = 0;
+  int64_t ts_us = 0;           // engine batch time in µs (0 = unknown/now)
+  bool had_store = false;      // the work held a BlockStored (R12 timestamp rule)
+  bool resync = false;         // a re-report of resident state, not new events
+  std::vector<prefix_op> ops;
+};
+using shard_ops_ptr = std::shared_ptr<const shard_ops>;
+
+/// One entry of a ReportCacheState update.
+struct prefix_add {
+  uint64_t fingerprint = 0;
+  uint32_t token_count = 0;
+  tier t = tier::t1;
+  std::string adapter;
+};
+
+struct prefix_evict {
+  uint64_t fingerprint = 0;
+  std::string adapter;
+  int64_t ts_us = 0;  // the eviction's batch time
+};
+
+/// One ordered unit of work for the emitter. Sent in this order: clear, adds, downgrades,
+/// evictions. The emitter finishes a unit before it starts the next one, so a clear can never
+/// overtake the adds before it, nor an add the eviction before it.
+struct emit_unit {
+  uint64_t id = 0;
+  bool clear = false;
+  int64_t clear_ts_us = 0;
+  std::vector<prefix_add> adds;
+  int64_t adds_ts_us = 0;
+  struct downgrade_group {
+    int64_t ts_us = 0;  // the eviction's batch time (L03)
+    std::vector<prefix_add> entries;
+  };
+  std::vector<downgrade_group> downgrades;
+  std::vector<prefix_evict> evicts;
+  int64_t oldest_received_ns = 0;  // for the event-age histogram (0 = unknown)
+
+  size_t entries() const {
+    size_t n = adds.size() + evicts.size() + (clear ? 1 : 0);
+    for (const auto& g : downgrades) n += g.entries.size();
+    return n;
+  }
+};
+using emit_unit_ptr = std::shared_ptr<const emit_unit>;
+
+/// The emitter's answer for one unit.
+struct emit_result {
+  uint64_t id = 0;
+  bool ok = true;           // every RPC of the unit succeeded
+  uint32_t failed_rpcs = 0;
+  std::string last_error;
+};
+
+/// Load statistics scraped from the engine, for a stats-only CacheStateUpdate.
+struct replica_stats {
+  int64_t cache_memory_bytes = 0;
+  float hit_rate = 0;
+  float pressure = 0;
+  int64_t t2_hit_tokens = 0;
+  int64_t t2_query_tokens = 0;
+};
+using replica_stats_ptr = std::shared_ptr<const replica_stats>;
+
+}  // namespace kvrelay

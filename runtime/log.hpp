@@ -1,0 +1,78 @@
+#pragma once
+// Structured logging: one JSON object per line on stderr (or `text` for humans), with the
+// reference sidecar's message texts so users' log queries keep working. Thread-safe; cheap when
+// the level is filtered out. Tests install a capture sink to assert on what was logged.
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace kvrelay::log {
+
+enum class level : uint8_t { debug, info, warn, error };
+
+const char* to_string(level l);
+bool parse_level(std::string_view s, level& out);
+
+/// One key/value of a log line. Numbers and booleans are written unquoted in JSON.
+struct field {
+  std::string key;
+  std::string value;
+  bool quoted = true;
+
+  field(std::string k, std::string v) : key(std::move(k)), value(std::move(v)) {}
+  field(std::string k, const char* v) : key(std::move(k)), value(v) {}
+  field(std::string k, std::string_view v) : key(std::move(k)), value(v) {}
+  field(std::string k, bool v) : key(std::move(k)), value(v ? "true" : "false"), quoted(false) {}
+  template <class T, class = std::enable_if_t<std::is_arithmetic_v<T>>>
+  field(std::string k, T v) : key(std::move(k)), value(std::to_string(v)), quoted(false) {}
+};
+
+using fields = std::initializer_list<field>;
+
+void set_level(level l);
+level current_level();
+void set_json(bool json);
+
+/// Replaces the output (stderr) with `sink`, which receives each formatted line; an empty
+/// function restores stderr. For tests.
+void set_sink(std::function<void(level, const std::string&)> sink);
+
+void write(level l, std::string_view msg, fields f = {});
+
+inline bool enabled(level l) { return l >= current_level(); }
+inline void debug(std::string_view m, fields f = {}) {
+  if (enabled(level::debug)) write(level::debug, m, f);
+}
+inline void info(std::string_view m, fields f = {}) {
+  if (enabled(level::info)) write(level::info, m, f);
+}
+inline void warn(std::string_view m, fields f = {}) {
+  if (enabled(level::warn)) write(level::warn, m, f);
+}
+inline void error(std::string_view m, fields f = {}) {
+  if (enabled(level::error)) write(level::error, m, f);
+}
+
+/// Lets through at most `burst` lines per `period_ms`, then counts what it suppressed and says so
+/// with the next line it lets through. For per-batch warnings that a flood must not turn into a
+/// log flood.
+class rate_limiter {
+ public:
+  explicit rate_limiter(uint32_t burst = 5, int64_t period_ms = 10'000)
+      : burst_(burst), period_ms_(period_ms) {}
+  /// True if a line may be written now; `suppressed` then holds how many were dropped before it.
+  bool allow(uint64_t& suppressed);
+
+ private:
+  uint32_t burst_;
+  int64_t period_ms_;
+  int64_t window_start_ms_ = 0;
+  uint32_t used_ = 0;
+  uint64_t suppressed_ = 0;
+};
+
+}  // namespace kvrelay::log

@@ -1,0 +1,180 @@
+#include "runtime/metrics_registry.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <stdexcept>
+
+namespace kvrelay {
+
+namespace {
+
+std::string render_labels(const label_set& labels, const char* extra_key = nullptr,
+                          const std::string& extra_value = {}) {
+  if (labels.empty() && !extra_key) return {};
+  std::string out = "{";
+  bool first = true;
+  for (const auto& [k, v] : labels) {
+    if (!first) out += ',';
+    first = false;
+    out += k;
+    out += "=\"";
+    out += escape_label_value(v);
+    out += '"';
+  }
+  if (extra_key) {
+    if (!first) out += ',';
+    out += extra_key;
+    out += "=\"";
+    out += extra_value;
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
+std::string format_double(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+    return buf;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::string escape_label_value(const std::string& v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+histogram_series::histogram_series(std::vector<double> bounds)
+    : bounds_(std::move(bounds)),
+      buckets_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
+  for (size_t i = 0; i <= bounds_.size(); ++i) buckets_[i].store(0);
+}
+
+void histogram_series::observe(double v) noexcept {
+  size_t i = 0;
+  while (i < bounds_.size() && v > bounds_[i]) ++i;
+  buckets_[i].fetch_add(1, std::memory_order_relaxed);
+  count_.fetch_add(1, std::memory_order_relaxed);
+  double cur = sum_.load(std::memory_order_relaxed);
+  while (!sum_.compare_exchange_weak(cur, cur + v, std::memory_order_relaxed)) {
+  }
+}
+
+std::vector<uint64_t> histogram_series::cumulative() const {
+  std::vector<uint64_t> out(bounds_.size() + 1);
+  uint64_t acc = 0;
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    acc += buckets_[i].load(std::memory_order_relaxed);
+    out[i] = acc;
+  }
+  return out;
+}
+
+metrics_registry::family& metrics_registry::get_family(const std::string& name, kind k,
+                                                       const std::string& help) {
+  auto it = families_.find(name);
+  if (it == families_.end()) {
+    it = families_.emplace(name, family{}).first;
+    it->second.k = k;
+    it->second.help = help;
+  } else if (it->second.k != k) {
+    // A programming error (one name, two types): fail loudly in tests, not silently in prod.
+    throw std::logic_error("metric " + name + " registered with two types");
+  }
+  return it->second;
+}
+
+counter_series& metrics_registry::counter(const std::string& name, const std::string& help,
+                                          const label_set& labels) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto& f = get_family(name, kind::counter, help);
+  auto key = render_labels(labels);
+  auto& slot = f.counters[key];
+  if (!slot) {
+    slot = std::make_unique<counter_series>();
+    f.labels[key] = labels;
+  }
+  return *slot;
+}
+
+gauge_series& metrics_registry::gauge(const std::string& name, const std::string& help,
+                                      const label_set& labels) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto& f = get_family(name, kind::gauge, help);
+  auto key = render_labels(labels);
+  auto& slot = f.gauges[key];
+  if (!slot) {
+    slot = std::make_unique<gauge_series>();
+    f.labels[key] = labels;
+  }
+  return *slot;
+}
+
+histogram_series& metrics_registry::histogram(const std::string& name, const std::string& help,
+                                              const std::vector<double>& bounds,
+                                              const label_set& labels) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto& f = get_family(name, kind::histogram, help);
+  auto key = render_labels(labels);
+  auto& slot = f.histograms[key];
+  if (!slot) {
+    slot = std::make_unique<histogram_series>(bounds);
+    f.labels[key] = labels;
+  }
+  return *slot;
+}
+
+std::string metrics_registry::render() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::ostringstream out;
+  for (const auto& [name, f] : families_) {
+    const char* type = f.k == kind::counter ? "counter" : f.k == kind::gauge ? "gauge" : "histogram";
+    out << "# HELP " << name << ' ' << f.help << '\n' << "# TYPE " << name << ' ' << type << '\n';
+    for (const auto& [key, c] : f.counters) out << name << key << ' ' << c->value() << '\n';
+    for (const auto& [key, g] : f.gauges) out << name << key << ' ' << format_double(g->value()) << '\n';
+    for (const auto& [key, h] : f.histograms) {
+      const auto& labels = f.labels.at(key);
+      auto cum = h->cumulative();
+      for (size_t i = 0; i < h->bounds().size(); ++i)
+        out << name << "_bucket" << render_labels(labels, "le", format_double(h->bounds()[i]))
+            << ' ' << cum[i] << '\n';
+      out << name << "_bucket" << render_labels(labels, "le", "+Inf") << ' ' << cum.back() << '\n';
+      out << name << "_sum" << key << ' ' << format_double(h->sum()) << '\n';
+      out << name << "_count" << key << ' ' << h->count() << '\n';
+    }
+  }
+  return out.str();
+}
+
+double metrics_registry::value(const std::string& name, const label_set& labels) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = families_.find(name);
+  if (it == families_.end()) return -1;
+  auto key = render_labels(labels);
+  if (auto c = it->second.counters.find(key); c != it->second.counters.end())
+    return static_cast<double>(c->second->value());
+  if (auto g = it->second.gauges.find(key); g != it->second.gauges.end()) return g->second->value();
+  return -1;
+}
+
+std::vector<double> metrics_registry::latency_buckets() {
+  return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+}
+
+}  // namespace kvrelay

@@ -1,0 +1,97 @@
+#pragma once
+// kvrelay's own Prometheus registry: counters, gauges and histograms whose series are created
+// once (under a lock) and then updated lock-free from any thread. Actors keep references to their
+// series; the admin port renders text format 0.0.4. We write our own instead of prometheus-cpp to
+// keep the hot path to one relaxed atomic add and the dependency surface small.
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kvrelay {
+
+using label_set = std::vector<std::pair<std::string, std::string>>;
+
+class counter_series {
+ public:
+  void inc(uint64_t n = 1) noexcept { v_.fetch_add(n, std::memory_order_relaxed); }
+  uint64_t value() const noexcept { return v_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> v_{0};
+};
+
+class gauge_series {
+ public:
+  void set(double v) noexcept { v_.store(v, std::memory_order_relaxed); }
+  void add(double d) noexcept {
+    double cur = v_.load(std::memory_order_relaxed);
+    while (!v_.compare_exchange_weak(cur, cur + d, std::memory_order_relaxed)) {
+    }
+  }
+  double value() const noexcept { return v_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<double> v_{0.0};
+};
+
+class histogram_series {
+ public:
+  explicit histogram_series(std::vector<double> bounds);
+  void observe(double v) noexcept;
+  const std::vector<double>& bounds() const noexcept { return bounds_; }
+  /// Cumulative counts per bound (+Inf last), sum and count, read racily (fine for scraping).
+  std::vector<uint64_t> cumulative() const;
+  double sum() const noexcept { return sum_.load(std::memory_order_relaxed); }
+  uint64_t count() const noexcept { return count_.load(std::memory_order_relaxed); }
+
+ private:
+  std::vector<double> bounds_;
+  std::unique_ptr<std::atomic<uint64_t>[]> buckets_;  // bounds_.size() + 1 (+Inf)
+  std::atomic<double> sum_{0.0};
+  std::atomic<uint64_t> count_{0};
+};
+
+class metrics_registry {
+ public:
+  counter_series& counter(const std::string& name, const std::string& help,
+                          const label_set& labels = {});
+  gauge_series& gauge(const std::string& name, const std::string& help,
+                      const label_set& labels = {});
+  histogram_series& histogram(const std::string& name, const std::string& help,
+                              const std::vector<double>& bounds, const label_set& labels = {});
+
+  /// Prometheus text exposition format 0.0.4.
+  std::string render() const;
+
+  /// Value of a counter or gauge series, or -1 when absent (for tests and /debug pages).
+  double value(const std::string& name, const label_set& labels = {}) const;
+
+  /// Latency buckets in seconds used for RPC and event-age histograms.
+  static std::vector<double> latency_buckets();
+
+ private:
+  enum class kind { counter, gauge, histogram };
+  struct family {
+    kind k;
+    std::string help;
+    std::map<std::string, std::unique_ptr<counter_series>> counters;
+    std::map<std::string, std::unique_ptr<gauge_series>> gauges;
+    std::map<std::string, std::unique_ptr<histogram_series>> histograms;
+    std::map<std::string, label_set> labels;  // rendered key → labels
+  };
+  family& get_family(const std::string& name, kind k, const std::string& help);
+
+  mutable std::mutex mu_;
+  std::map<std::string, family> families_;
+};
+
+/// Escapes a label value per the exposition format.
+std::string escape_label_value(const std::string& v);
+
+}  // namespace kvrelay

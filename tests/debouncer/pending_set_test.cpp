@@ -1,0 +1,149 @@
+// The debouncer's coalescing rules: final state per (adapter, fingerprint), clear supersedes,
+// L2 downgrades keep their eviction time, the bound turns into a resync.
+#include "actors/debouncer/pending_set.hpp"
+
+#include <gtest/gtest.h>
+
+namespace kvrelay {
+namespace {
+
+shard_ops ops(std::string adapter, std::vector<prefix_op> v, int64_t ts_us = 0,
+              bool had_store = true) {
+  shard_ops o;
+  o.adapter = std::move(adapter);
+  o.ops = std::move(v);
+  o.ts_us = ts_us;
+  o.had_store = had_store;
+  return o;
+}
+prefix_op up(uint64_t fp, uint32_t tokens = 16, tier t = tier::t1) {
+  return prefix_op{prefix_op::kind::upsert, t, tokens, fp};
+}
+prefix_op ev(uint64_t fp) { return prefix_op{prefix_op::kind::evict, tier::t1, 0, fp}; }
+
+TEST(PendingSet, CoalescesToFinalStatePerKey) {
+  pending_set p;
+  p.apply(ops("", {up(1), up(2), up(1, 32, tier::t2)}, 100));
+  EXPECT_EQ(p.size(), 2u);
+  EXPECT_EQ(p.pending_adds(), 2u);
+  auto u = p.take(7);
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->id, 7u);
+  ASSERT_EQ(u->adds.size(), 2u);
+  for (const auto& a : u->adds)
+    if (a.fingerprint == 1) {
+      EXPECT_EQ(a.token_count, 32u);
+      EXPECT_EQ(a.t, tier::t2);
+    }
+  EXPECT_EQ(u->adds_ts_us, 100);
+  EXPECT_TRUE(p.empty());
+  EXPECT_FALSE(p.take(8));
+}
+
+TEST(PendingSet, EvictAfterAddLeavesOnlyTheEviction) {
+  pending_set p;
+  p.apply(ops("", {up(1)}, 5));
+  p.apply(ops("", {ev(1)}, 9, false));
+  EXPECT_EQ(p.pending_adds(), 0u);
+  EXPECT_EQ(p.pending_removals(), 1u);
+  auto u = p.take(1);
+  ASSERT_TRUE(u);
+  EXPECT_TRUE(u->adds.empty());
+  ASSERT_EQ(u->evicts.size(), 1u);
+  EXPECT_EQ(u->evicts[0].fingerprint, 1u);
+  EXPECT_EQ(u->evicts[0].ts_us, 9);
+}
+
+TEST(PendingSet, ReAddAfterEvictIsAnAdd) {
+  pending_set p;
+  p.apply(ops("a", {ev(1)}, 1, false));
+  p.apply(ops("a", {up(1)}, 2));
+  auto u = p.take(1);
+  ASSERT_EQ(u->adds.size(), 1u);
+  EXPECT_TRUE(u->evicts.empty());
+  EXPECT_EQ(u->adds[0].adapter, "a");
+}
+
+TEST(PendingSet, AdaptersArePartitionsOfTheKey) {  // A05: same fingerprint, two partitions
+  pending_set p;
+  p.apply(ops("", {up(1)}));
+  p.apply(ops("sql-lora", {up(1)}));
+  p.apply(ops("sql-lora", {ev(1)}));
+  auto u = p.take(1);
+  ASSERT_EQ(u->adds.size(), 1u);
+  EXPECT_EQ(u->adds[0].adapter, "");
+  ASSERT_EQ(u->evicts.size(), 1u);
+  EXPECT_EQ(u->evicts[0].adapter, "sql-lora");
+}
+
+TEST(PendingSet, ClearSupersedesPendingAndComesFirst) {  // R06
+  pending_set p;
+  p.apply(ops("", {up(1), up(2)}, 10));
+  p.clear(20);
+  EXPECT_EQ(p.size(), 0u);
+  EXPECT_FALSE(p.empty());
+  p.apply(ops("", {up(3)}, 30));
+  auto u = p.take(1);
+  ASSERT_TRUE(u);
+  EXPECT_TRUE(u->clear);
+  EXPECT_EQ(u->clear_ts_us, 20);
+  ASSERT_EQ(u->adds.size(), 1u);
+  EXPECT_EQ(u->adds[0].fingerprint, 3u);
+  EXPECT_EQ(u->adds_ts_us, 30);
+  auto v = p.take(2);
+  EXPECT_FALSE(v);
+}
+
+TEST(PendingSet, L2ModeTurnsEvictionsIntoDowngradesWithTheirTime) {  // L02, L03, L08
+  pending_set p(pending_set::options{true, 1000, 16384});
+  p.apply(ops("", {up(1, 48)}, 100'000'000));
+  auto first = p.take(1);
+  ASSERT_EQ(first->adds.size(), 1u);
+  p.apply(ops("", {prefix_op{prefix_op::kind::evict, tier::t1, 48, 1}}, 200'000'000, false));
+  p.apply(ops("", {up(2)}, 300'000'000));
+  auto u = p.take(2);
+  ASSERT_EQ(u->downgrades.size(), 1u);
+  EXPECT_EQ(u->downgrades[0].ts_us, 200'000'000);
+  ASSERT_EQ(u->downgrades[0].entries.size(), 1u);
+  EXPECT_EQ(u->downgrades[0].entries[0].t, tier::t2);
+  EXPECT_EQ(u->downgrades[0].entries[0].token_count, 48u);
+  EXPECT_TRUE(u->evicts.empty());
+  ASSERT_EQ(u->adds.size(), 1u);
+  EXPECT_EQ(u->adds_ts_us, 300'000'000);
+}
+
+TEST(PendingSet, AddTimestampIsTheLatestStoreAndResetsOnFlush) {  // R12
+  pending_set p;
+  p.apply(ops("", {up(1)}, 300));
+  p.apply(ops("", {up(2)}, 200));
+  p.apply(ops("", {}, 400, true));  // a store that produced no entries still counts
+  auto u = p.take(1);
+  EXPECT_EQ(u->adds_ts_us, 400);
+  p.apply(ops("", {up(3)}, 0));
+  EXPECT_EQ(p.take(2)->adds_ts_us, 0);
+}
+
+TEST(PendingSet, OverTheBoundItDropsEverythingAndAsksForResync) {
+  pending_set p(pending_set::options{false, 3, 16384});
+  EXPECT_TRUE(p.apply(ops("", {up(1), up(2), up(3)})));
+  EXPECT_FALSE(p.apply(ops("", {up(4)})));
+  EXPECT_TRUE(p.overflowed());
+  EXPECT_EQ(p.size(), 0u);
+  p.reset_overflow();
+  EXPECT_FALSE(p.overflowed());
+}
+
+TEST(PendingSet, UnitsAreCappedInAddsAndTheRestFollows) {
+  pending_set p(pending_set::options{false, 1000, 2});
+  p.apply(ops("", {up(1), up(2), up(3), ev(9)}));
+  auto a = p.take(1);
+  EXPECT_EQ(a->adds.size(), 2u);
+  EXPECT_EQ(a->evicts.size(), 1u);
+  auto b = p.take(2);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->adds.size(), 1u);
+  EXPECT_TRUE(p.empty());
+}
+
+}  // namespace
+}  // namespace kvrelay
