@@ -1,0 +1,35 @@
+#include "actors/decoder/group_filter.hpp"
+
+namespace kvrelay {
+
+bool group_filter::admit(const block_stored& e) {
+  if (e.kind != group_kind::unspecified) {
+    if (e.group_idx) {
+      auto it = kinds_.find(*e.group_idx);
+      if (it != kinds_.end()) {
+        it->second = e.kind;  // the latest statement about a group wins
+      } else if (kinds_.size() < max_groups) {
+        kinds_.emplace(*e.group_idx, e.kind);
+      }
+    }
+    return e.kind == group_kind::main;
+  }
+  return !e.group_idx || admit_group(*e.group_idx);
+}
+
+bool group_filter::admit(const block_removed& e) const {
+  return !e.group_idx || admit_group(*e.group_idx);
+}
+
+group_kind group_filter::kind_of(int64_t group) const {
+  auto it = kinds_.find(group);
+  return it == kinds_.end() ? group_kind::unspecified : it->second;
+}
+
+bool group_filter::admit_group(int64_t group) const {
+  auto it = kinds_.find(group);
+  if (it != kinds_.end()) return it->second == group_kind::main;
+  return group == 0;
+}
+
+}  // namespace kvrelay

@@ -1,0 +1,49 @@
+#pragma once
+// Which KV-cache groups of a hybrid model we index (engine-wire.md "Hybrid models", following
+// Dynamo's zmq_wire filter): only main-attention groups (full, MLA, sink-full). A sliding-window
+// or mamba group evicts blocks outside its window while the full-attention copy stays cached, so
+// letting its BlockRemoved through would erase a reusable prefix. Pure logic; one instance per
+// pipeline (per engine DP rank), because group numbering is per engine.
+
+#include "messages/kv_events.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+
+namespace kvrelay {
+
+class group_filter {
+ public:
+  /// Distinct groups remembered at most; a real model has a handful. Beyond it, new groups are
+  /// not learned (and so judged by the unlearned rule), which keeps memory bounded.
+  static constexpr size_t max_groups = 1024;
+
+  /// Learns group_idx → kind from a stored event that carries both, then says whether the event
+  /// is indexable:
+  ///  - a kind is present: indexable iff it is a main kind;
+  ///  - neither group_idx nor kind: indexable (single-group engines);
+  ///  - group_idx without kind: indexable iff the group was learned as main, or it was never
+  ///    learned and is group 0. Dynamo accepts group 0 even when learned as non-main; we trust
+  ///    what we learned instead.
+  bool admit(const block_stored& e);
+
+  /// Whether a removal may evict: the same rule as a stored event without a kind. A removal
+  /// from a group known (or presumed) not to be main never evicts.
+  bool admit(const block_removed& e) const;
+
+  /// What was learned for `group`; unspecified when nothing was.
+  group_kind kind_of(int64_t group) const;
+
+  /// Forgets everything (a new engine incarnation may number its groups differently).
+  void reset() { kinds_.clear(); }
+
+  size_t learned() const noexcept { return kinds_.size(); }
+
+ private:
+  bool admit_group(int64_t group) const;
+
+  std::unordered_map<int64_t, group_kind> kinds_;
+};
+
+}  // namespace kvrelay

@@ -1,0 +1,1122 @@
+#include "actors/decoder/wire_decoder.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string_view>
+#include <utility>
+
+namespace kvrelay {
+
+const char* to_string(decode_error e) noexcept {
+  switch (e) {
+    case decode_error::none: return "none";
+    case decode_error::not_msgpack: return "not_msgpack";
+    case decode_error::truncated: return "truncated";
+    case decode_error::trailing_bytes: return "trailing_bytes";
+    case decode_error::too_large: return "too_large";
+    case decode_error::too_many_events: return "too_many_events";
+    case decode_error::too_many_hashes: return "too_many_hashes";
+    case decode_error::too_many_tokens: return "too_many_tokens";
+    case decode_error::bad_envelope: return "bad_envelope";
+    case decode_error::bad_timestamp: return "bad_timestamp";
+    case decode_error::bad_events: return "bad_events";
+    case decode_error::bad_event: return "bad_event";
+    case decode_error::bad_tag: return "bad_tag";
+    case decode_error::missing_field: return "missing_field";
+    case decode_error::bad_hash: return "bad_hash";
+    case decode_error::bad_parent: return "bad_parent";
+    case decode_error::bad_tokens: return "bad_tokens";
+    case decode_error::bad_block_size: return "bad_block_size";
+    case decode_error::bad_lora: return "bad_lora";
+    case decode_error::bad_medium: return "bad_medium";
+    case decode_error::bad_extra_keys: return "bad_extra_keys";
+    case decode_error::bad_group: return "bad_group";
+    case decode_error::bad_spec: return "bad_spec";
+  }
+  return "unknown";
+}
+
+namespace {
+
+using de = decode_error;
+
+constexpr uint64_t int64_max = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+constexpr uint64_t uint32_max = std::numeric_limits<uint32_t>::max();
+
+// Released events kept for reuse. Bounded so one huge batch does not pin its memory forever.
+constexpr size_t max_spare_events = 4096;
+
+inline uint16_t be16(const uint8_t* p) { return static_cast<uint16_t>((p[0] << 8) | p[1]); }
+inline uint32_t be32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+}
+inline uint64_t be64(const uint8_t* p) { return (uint64_t{be32(p)} << 32) | be32(p + 4); }
+
+/// A msgpack integer as it was on the wire: `bits` is its u64 two's complement and `negative`
+/// says the value was below zero (only then does bits >= 2^63 mean a negative number).
+struct wire_int {
+  uint64_t bits = 0;
+  bool negative = false;
+  /// The value as int64, or false when it is an unsigned value above INT64_MAX.
+  bool to_int64(int64_t& v) const {
+    if (!negative && bits > int64_max) return false;
+    v = static_cast<int64_t>(bits);
+    return true;
+  }
+};
+
+bool equals(std::string_view a, const char* b) { return a == std::string_view(b); }
+
+bool iequals_lower(std::string_view a, const char* lower) {
+  const std::string_view b(lower);
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char c = a[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != b[i]) return false;
+  }
+  return true;
+}
+
+/// A bounds-checked reader over msgpack bytes. Every typed read either consumes one whole value
+/// and returns none, returns `on_type` without consuming anything when the value has another
+/// type, or returns truncated when a header or body runs past the end. Count headers are checked
+/// against the bytes left (every element takes at least one byte) before anyone sizes a buffer
+/// from them, so a lying length can never cause an allocation.
+class cursor {
+ public:
+  cursor(const uint8_t* p, const uint8_t* end) : p(p), end(end) {}
+
+  size_t left() const { return static_cast<size_t>(end - p); }
+  bool at_end() const { return p == end; }
+
+  bool take_nil() {
+    if (p != end && *p == 0xc0) {
+      ++p;
+      return true;
+    }
+    return false;
+  }
+
+  de array(uint32_t& n, de on_type) {
+    if (p == end) return de::truncated;
+    const uint8_t b = *p;
+    size_t hdr;
+    if ((b & 0xf0) == 0x90) {
+      n = b & 0x0fu;
+      hdr = 1;
+    } else if (b == 0xdc) {
+      if (left() < 3) return de::truncated;
+      n = be16(p + 1);
+      hdr = 3;
+    } else if (b == 0xdd) {
+      if (left() < 5) return de::truncated;
+      n = be32(p + 1);
+      hdr = 5;
+    } else {
+      return on_type;
+    }
+    if (n > left() - hdr) return de::truncated;
+    p += hdr;
+    return de::none;
+  }
+
+  de map(uint32_t& n, de on_type) {
+    if (p == end) return de::truncated;
+    const uint8_t b = *p;
+    size_t hdr;
+    if ((b & 0xf0) == 0x80) {
+      n = b & 0x0fu;
+      hdr = 1;
+    } else if (b == 0xde) {
+      if (left() < 3) return de::truncated;
+      n = be16(p + 1);
+      hdr = 3;
+    } else if (b == 0xdf) {
+      if (left() < 5) return de::truncated;
+      n = be32(p + 1);
+      hdr = 5;
+    } else {
+      return on_type;
+    }
+    if (uint64_t{n} * 2 > left() - hdr) return de::truncated;
+    p += hdr;
+    return de::none;
+  }
+
+  /// str (and bin when allow_bin) as a view into the payload.
+  de raw(std::string_view& s, bool allow_bin, de on_type) {
+    if (p == end) return de::truncated;
+    const uint8_t b = *p;
+    size_t hdr;
+    size_t len;
+    if ((b & 0xe0) == 0xa0) {
+      hdr = 1;
+      len = b & 0x1fu;
+    } else if (b == 0xd9 || (allow_bin && b == 0xc4)) {
+      if (left() < 2) return de::truncated;
+      hdr = 2;
+      len = p[1];
+    } else if (b == 0xda || (allow_bin && b == 0xc5)) {
+      if (left() < 3) return de::truncated;
+      hdr = 3;
+      len = be16(p + 1);
+    } else if (b == 0xdb || (allow_bin && b == 0xc6)) {
+      if (left() < 5) return de::truncated;
+      hdr = 5;
+      len = be32(p + 1);
+    } else {
+      return on_type;
+    }
+    if (len > left() - hdr) return de::truncated;
+    s = std::string_view(reinterpret_cast<const char*>(p + hdr), len);
+    p += hdr + len;
+    return de::none;
+  }
+
+  de str(std::string_view& s, de on_type) { return raw(s, false, on_type); }
+
+  de integer(wire_int& v, de on_type) {
+    if (p == end) return de::truncated;
+    const uint8_t b = *p;
+    if (b <= 0x7f) {
+      v = {b, false};
+      ++p;
+      return de::none;
+    }
+    if (b >= 0xe0) {
+      v = {static_cast<uint64_t>(static_cast<int64_t>(static_cast<int8_t>(b))), true};
+      ++p;
+      return de::none;
+    }
+    size_t width;
+    bool is_signed;
+    switch (b) {
+      case 0xcc: width = 1; is_signed = false; break;
+      case 0xcd: width = 2; is_signed = false; break;
+      case 0xce: width = 4; is_signed = false; break;
+      case 0xcf: width = 8; is_signed = false; break;
+      case 0xd0: width = 1; is_signed = true; break;
+      case 0xd1: width = 2; is_signed = true; break;
+      case 0xd2: width = 4; is_signed = true; break;
+      case 0xd3: width = 8; is_signed = true; break;
+      default: return on_type;
+    }
+    if (left() < 1 + width) return de::truncated;
+    const uint8_t* q = p + 1;
+    int64_t s = 0;
+    uint64_t u = 0;
+    switch (width) {
+      case 1: u = q[0]; s = static_cast<int8_t>(q[0]); break;
+      case 2: u = be16(q); s = static_cast<int16_t>(be16(q)); break;
+      case 4: u = be32(q); s = static_cast<int32_t>(be32(q)); break;
+      default: u = be64(q); s = static_cast<int64_t>(u); break;
+    }
+    if (is_signed) {
+      v = {static_cast<uint64_t>(s), s < 0};
+    } else {
+      v = {u, false};
+    }
+    p += 1 + width;
+    return de::none;
+  }
+
+  /// float64, float32 or any integer, as a double.
+  de number(double& d, de on_type) {
+    if (p == end) return de::truncated;
+    const uint8_t b = *p;
+    if (b == 0xcb) {
+      if (left() < 9) return de::truncated;
+      const uint64_t bits = be64(p + 1);
+      std::memcpy(&d, &bits, sizeof d);
+      p += 9;
+      return de::none;
+    }
+    if (b == 0xca) {
+      if (left() < 5) return de::truncated;
+      const uint32_t bits = be32(p + 1);
+      float f;
+      std::memcpy(&f, &bits, sizeof f);
+      d = f;
+      p += 5;
+      return de::none;
+    }
+    wire_int v;
+    const de r = integer(v, on_type);
+    if (r != de::none) return r;
+    d = v.negative ? static_cast<double>(static_cast<int64_t>(v.bits))
+                   : static_cast<double>(v.bits);
+    return de::none;
+  }
+
+  /// Skips `count` whole values of any type. Iterative (a pending-value counter instead of
+  /// recursion), so deeply nested input cannot exhaust the stack.
+  de skip(uint64_t count = 1) {
+    uint64_t pending = count;
+    while (pending != 0) {
+      if (p == end) return de::truncated;
+      --pending;
+      const uint8_t b = *p;
+      size_t hdr = 1;
+      uint64_t body = 0;
+      uint64_t children = 0;
+      const size_t avail = left();
+      if (b <= 0x7f || b >= 0xe0) {
+        // fixint
+      } else if (b <= 0x8f) {
+        children = 2u * (b & 0x0fu);
+      } else if (b <= 0x9f) {
+        children = b & 0x0fu;
+      } else if (b <= 0xbf) {
+        body = b & 0x1fu;
+      } else {
+        switch (b) {
+          case 0xc0: case 0xc2: case 0xc3: break;
+          case 0xc1: return de::not_msgpack;
+          case 0xc4: case 0xd9:
+            if (avail < 2) return de::truncated;
+            hdr = 2; body = p[1]; break;
+          case 0xc5: case 0xda:
+            if (avail < 3) return de::truncated;
+            hdr = 3; body = be16(p + 1); break;
+          case 0xc6: case 0xdb:
+            if (avail < 5) return de::truncated;
+            hdr = 5; body = be32(p + 1); break;
+          case 0xc7:  // ext8: len8, type, data
+            if (avail < 3) return de::truncated;
+            hdr = 3; body = p[1]; break;
+          case 0xc8:
+            if (avail < 4) return de::truncated;
+            hdr = 4; body = be16(p + 1); break;
+          case 0xc9:
+            if (avail < 6) return de::truncated;
+            hdr = 6; body = be32(p + 1); break;
+          case 0xca: body = 4; break;
+          case 0xcb: body = 8; break;
+          case 0xcc: case 0xd0: body = 1; break;
+          case 0xcd: case 0xd1: body = 2; break;
+          case 0xce: case 0xd2: body = 4; break;
+          case 0xcf: case 0xd3: body = 8; break;
+          case 0xd4: hdr = 2; body = 1; break;  // fixext: type byte, then data
+          case 0xd5: hdr = 2; body = 2; break;
+          case 0xd6: hdr = 2; body = 4; break;
+          case 0xd7: hdr = 2; body = 8; break;
+          case 0xd8: hdr = 2; body = 16; break;
+          case 0xdc:
+            if (avail < 3) return de::truncated;
+            hdr = 3; children = be16(p + 1); break;
+          case 0xdd:
+            if (avail < 5) return de::truncated;
+            hdr = 5; children = be32(p + 1); break;
+          case 0xde:
+            if (avail < 3) return de::truncated;
+            hdr = 3; children = 2u * be16(p + 1); break;
+          case 0xdf:
+            if (avail < 5) return de::truncated;
+            hdr = 5; children = 2u * uint64_t{be32(p + 1)}; break;
+          default: return de::not_msgpack;  // unreachable: every byte is covered above
+        }
+      }
+      if (avail < hdr || body > avail - hdr) return de::truncated;
+      p += hdr + body;
+      pending += children;
+      // Each pending value needs at least one byte.
+      if (pending > left()) return de::truncated;
+    }
+    return de::none;
+  }
+
+  const uint8_t* p;
+  const uint8_t* end;
+};
+
+/// One token id (a non-negative int that fits u32) at `p`; advances `p`.
+inline de read_token(const uint8_t*& p, const uint8_t* end, uint32_t& out) {
+  const uint8_t b = *p;  // caller checked p != end
+  if (b <= 0x7f) {
+    out = b;
+    ++p;
+    return de::none;
+  }
+  const size_t avail = static_cast<size_t>(end - p);
+  uint64_t u;
+  switch (b) {
+    case 0xcc:
+      if (avail < 2) return de::truncated;
+      out = p[1];
+      p += 2;
+      return de::none;
+    case 0xcd:
+      if (avail < 3) return de::truncated;
+      out = be16(p + 1);
+      p += 3;
+      return de::none;
+    case 0xce:
+      if (avail < 5) return de::truncated;
+      out = be32(p + 1);
+      p += 5;
+      return de::none;
+    case 0xcf:
+      if (avail < 9) return de::truncated;
+      u = be64(p + 1);
+      if (u > uint32_max) return de::bad_tokens;
+      out = static_cast<uint32_t>(u);
+      p += 9;
+      return de::none;
+    case 0xd0: case 0xd1: case 0xd2: case 0xd3: {
+      // Non-minimal signed encodings of non-negative values are legal msgpack.
+      cursor c(p, end);
+      wire_int v;
+      const de r = c.integer(v, de::bad_tokens);
+      if (r != de::none) return r;
+      if (v.negative || v.bits > uint32_max) return de::bad_tokens;
+      out = static_cast<uint32_t>(v.bits);
+      p = c.p;
+      return de::none;
+    }
+    default:
+      return de::bad_tokens;  // negative fixint, float, str, ...
+  }
+}
+
+medium_info classify_medium(std::string_view s) {
+  // Dynamo's normalisation (engine-wire §3 "medium values seen"), case-insensitive.
+  static const char* const t1[] = {"gpu", "device"};
+  static const char* const t2[] = {"cpu", "cpu_pinned", "cpu_tier1", "host"};
+  static const char* const t3[] = {"cpu_tier2", "disk", "nvme", "storage", "ssd",
+                                   "external", "network", "remote", "shared"};
+  for (const char* m : t1)
+    if (iequals_lower(s, m)) return {tier::t1, true};
+  for (const char* m : t2)
+    if (iequals_lower(s, m)) return {tier::t2, true};
+  for (const char* m : t3)
+    if (iequals_lower(s, m)) return {tier::t3, true};
+  // Unknown: coldest tier, so a mystery copy never masquerades as GPU-resident.
+  return {tier::t3, false};
+}
+
+group_kind classify_kind(std::string_view s) {
+  if (iequals_lower(s, "full_attention") || iequals_lower(s, "mla_attention") ||
+      iequals_lower(s, "sink_full_attention"))
+    return group_kind::main;
+  return group_kind::other;
+}
+
+/// Field slots shared by the array and map forms of events.
+enum class field : uint8_t {
+  unknown, type, block_hashes, parent, token_ids, block_size, lora_id, medium, lora_name,
+  extra_keys, group_idx, spec_kind, spec_window, cache_salt,
+};
+
+field field_of(std::string_view k) {
+  switch (k.size()) {
+    case 4: return equals(k, "type") ? field::type : field::unknown;
+    case 6: return equals(k, "medium") ? field::medium : field::unknown;
+    case 7: return equals(k, "lora_id") ? field::lora_id : field::unknown;
+    case 9:
+      if (equals(k, "token_ids")) return field::token_ids;
+      if (equals(k, "lora_name")) return field::lora_name;
+      if (equals(k, "group_idx")) return field::group_idx;
+      return field::unknown;
+    case 10:
+      if (equals(k, "block_size")) return field::block_size;
+      if (equals(k, "extra_keys")) return field::extra_keys;
+      if (equals(k, "cache_salt")) return field::cache_salt;
+      return field::unknown;
+    case 12: return equals(k, "block_hashes") ? field::block_hashes : field::unknown;
+    case 17: return equals(k, "parent_block_hash") ? field::parent : field::unknown;
+    case 18: return equals(k, "kv_cache_spec_kind") ? field::spec_kind : field::unknown;
+    case 28:
+      return equals(k, "kv_cache_spec_sliding_window") ? field::spec_window : field::unknown;
+    default: return field::unknown;
+  }
+}
+
+// Array slot → field for BlockStored (engine-wire §3 table).
+constexpr field stored_slots[] = {
+    field::type,      field::block_hashes, field::parent,    field::token_ids,
+    field::block_size, field::lora_id,     field::medium,    field::lora_name,
+    field::extra_keys, field::group_idx,   field::spec_kind, field::spec_window,
+};
+constexpr field removed_slots[] = {field::type, field::block_hashes, field::medium,
+                                   field::group_idx};
+
+enum class tag_kind : uint8_t { stored, removed, cleared, unknown };
+
+tag_kind tag_of(std::string_view t) {
+  if (equals(t, "BlockStored")) return tag_kind::stored;
+  if (equals(t, "BlockRemoved")) return tag_kind::removed;
+  if (equals(t, "AllBlocksCleared")) return tag_kind::cleared;
+  return tag_kind::unknown;
+}
+
+/// What one BlockStored carried besides its typed fields, resolved after all fields are read
+/// (map keys come in any order, and extra_keys is judged against lora_name).
+struct stored_extras {
+  bool has_hashes = false;
+  bool has_tokens = false;
+  bool has_block_size = false;
+  bool salted = false;
+  const uint8_t* extra_begin = nullptr;  // extra_keys bytes, validated as nil or array
+  const uint8_t* extra_end = nullptr;
+};
+
+class parser {
+ public:
+  parser(const wire_decoder::limits& lim, kv_event_batch& out, std::vector<kv_event>& spare,
+         const uint8_t* p, size_t n)
+      : lim_(lim), out_(out), spare_(spare), c_(p, p + n) {}
+
+  de run() {
+    de r = envelope();
+    if (r == de::none && !c_.at_end()) {
+      what = "bytes after the envelope";
+      r = de::trailing_bytes;
+    }
+    return r;
+  }
+
+  size_t used = 0;              // events of out_.events holding decoded data
+  const char* what = nullptr;   // short reason, for the error detail
+  int64_t event_index = -1;     // failing event, -1 for the envelope
+
+ private:
+  de fail(de code, const char* why) {
+    what = why;
+    return code;
+  }
+
+  de envelope() {
+    uint32_t n;
+    de r = c_.array(n, de::bad_envelope);
+    if (r == de::none) {
+      if (n < 2) return fail(de::bad_envelope, "envelope array has fewer than 2 elements");
+      if ((r = timestamp()) != de::none) return r;
+      if ((r = events()) != de::none) return r;
+      if (n >= 3 && (r = rank()) != de::none) return r;
+      return n > 3 ? skip(n - 3) : de::none;
+    }
+    if (r != de::bad_envelope) return fail(r, "envelope header");
+    r = c_.map(n, de::bad_envelope);
+    if (r == de::bad_envelope) return fail(r, "envelope is neither array nor map");
+    if (r != de::none) return fail(r, "envelope header");
+    bool have_events = false;
+    for (uint32_t i = 0; i < n; ++i) {
+      std::string_view key;
+      r = c_.str(key, de::bad_envelope);
+      if (r == de::bad_envelope) {  // non-string key: not ours
+        if ((r = skip(2)) != de::none) return r;
+        continue;
+      }
+      if (r != de::none) return fail(r, "envelope key");
+      if (equals(key, "ts")) {
+        r = timestamp();
+      } else if (equals(key, "events")) {
+        have_events = true;
+        r = events();
+      } else if (equals(key, "data_parallel_rank") || equals(key, "attn_dp_rank") ||
+                 equals(key, "dp_rank")) {
+        r = rank();
+      } else {
+        r = skip(1);
+      }
+      if (r != de::none) return r;
+    }
+    if (!have_events) return fail(de::bad_envelope, "map envelope without \"events\"");
+    return de::none;
+  }
+
+  de timestamp() {
+    double ts = 0;
+    const de r = c_.number(ts, de::bad_timestamp);
+    if (r != de::none) return fail(r, "ts is not a number");
+    // A broken clock must not drop the batch; 0 reads as "now" downstream.
+    out_.ts = std::isfinite(ts) ? ts : 0.0;
+    return de::none;
+  }
+
+  de rank() {
+    wire_int v;
+    const de r = c_.integer(v, de::bad_envelope);
+    if (r == de::bad_envelope) {
+      out_.dp_rank.reset();  // nil or foreign: ignored, as the reference does
+      return skip(1);
+    }
+    if (r != de::none) return fail(r, "dp rank");
+    int64_t rank = 0;
+    if (v.to_int64(rank)) {
+      out_.dp_rank = rank;
+    } else {
+      out_.dp_rank.reset();
+    }
+    return de::none;
+  }
+
+  de skip(uint64_t count) {
+    const de r = c_.skip(count);
+    return r == de::none ? r : fail(r, "malformed msgpack value");
+  }
+
+  de events() {
+    used = 0;  // a duplicated "events" key: the last one wins
+    out_.skipped_unknown = 0;
+    if (c_.take_nil()) return de::none;  // reference D21: nil events = zero events
+    uint32_t n;
+    const de r = c_.array(n, de::bad_events);
+    if (r != de::none) return fail(r, "events is not an array");
+    if (n > lim_.max_events) return fail(de::too_many_events, "too many events");
+    for (uint32_t i = 0; i < n; ++i) {
+      event_index = i;
+      const de e = event();
+      if (e != de::none) return e;
+    }
+    event_index = -1;
+    return de::none;
+  }
+
+  kv_event& slot() {
+    if (used == out_.events.size()) {
+      if (!spare_.empty()) {
+        out_.events.push_back(std::move(spare_.back()));
+        spare_.pop_back();
+      } else {
+        out_.events.emplace_back();
+      }
+    }
+    return out_.events[used];
+  }
+
+  de event() {
+    uint32_t n;
+    de r = c_.array(n, de::bad_event);
+    if (r == de::none) return array_event(n);
+    if (r != de::bad_event) return fail(r, "event header");
+    r = c_.map(n, de::bad_event);
+    if (r == de::none) return map_event(n);
+    if (r == de::bad_event) return fail(r, "event is neither array nor map");
+    return fail(r, "event header");
+  }
+
+  de array_event(uint32_t n) {
+    if (n == 0) return fail(de::bad_event, "empty event array");
+    std::string_view tag;
+    de r = c_.str(tag, de::bad_tag);
+    if (r != de::none) return fail(r, "event tag is not a string");
+    switch (tag_of(tag)) {
+      case tag_kind::stored: {
+        if (n < 5) return fail(de::missing_field, "BlockStored needs at least 5 fields");
+        kv_event& e = slot();
+        begin_stored(e);
+        stored_extras x;
+        const size_t known = sizeof stored_slots / sizeof stored_slots[0];
+        for (uint32_t i = 1; i < n && i < known; ++i) {
+          if ((r = stored_field(stored_slots[i], e.stored, x, true)) != de::none) return r;
+        }
+        if (n > known && (r = skip(n - known)) != de::none) return r;
+        x.has_hashes = x.has_tokens = x.has_block_size = true;
+        if ((r = finish_stored(e.stored, x)) != de::none) return r;
+        ++used;
+        return de::none;
+      }
+      case tag_kind::removed: {
+        if (n < 2) return fail(de::missing_field, "BlockRemoved needs block_hashes");
+        kv_event& e = slot();
+        begin_removed(e);
+        const size_t known = sizeof removed_slots / sizeof removed_slots[0];
+        for (uint32_t i = 1; i < n && i < known; ++i) {
+          if ((r = removed_field(removed_slots[i], e.removed)) != de::none) return r;
+        }
+        if (n > known && (r = skip(n - known)) != de::none) return r;
+        ++used;
+        return de::none;
+      }
+      case tag_kind::cleared: {
+        if ((r = skip(n - 1)) != de::none) return r;  // reference D21: extras ignored
+        slot().type = event_type::cleared;
+        ++used;
+        return de::none;
+      }
+      case tag_kind::unknown: break;
+    }
+    if ((r = skip(n - 1)) != de::none) return r;
+    ++out_.skipped_unknown;
+    return de::none;
+  }
+
+  de map_event(uint32_t n) {
+    const uint8_t* body = c_.p;
+    // msgspec writes "type" first; any other order costs one extra scan.
+    std::string_view tag;
+    bool have_tag = false;
+    de r;
+    for (uint32_t i = 0; i < n && !have_tag; ++i) {
+      std::string_view key;
+      r = c_.str(key, de::bad_event);
+      if (r == de::none && equals(key, "type")) {
+        r = c_.str(tag, de::bad_tag);
+        if (r != de::none) return fail(r, "event \"type\" is not a string");
+        have_tag = true;
+        break;
+      }
+      if (r == de::bad_event) {
+        r = skip(2);
+      } else if (r == de::none) {
+        r = skip(1);
+      }
+      if (r != de::none) return fail(r, "malformed msgpack value");
+    }
+    if (!have_tag) return fail(de::missing_field, "map event without \"type\"");
+    c_.p = body;
+    const tag_kind kind = tag_of(tag);
+    if (kind == tag_kind::unknown || kind == tag_kind::cleared) {
+      if ((r = skip(uint64_t{n} * 2)) != de::none) return r;
+      if (kind == tag_kind::unknown) {
+        ++out_.skipped_unknown;
+      } else {
+        slot().type = event_type::cleared;
+        ++used;
+      }
+      return de::none;
+    }
+    kv_event& e = slot();
+    stored_extras x;
+    if (kind == tag_kind::stored) {
+      begin_stored(e);
+    } else {
+      begin_removed(e);
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      std::string_view key;
+      r = c_.str(key, de::bad_event);
+      if (r == de::bad_event) {  // non-string key: not a field of ours
+        if ((r = skip(2)) != de::none) return r;
+        continue;
+      }
+      if (r != de::none) return fail(r, "malformed msgpack value");
+      const field f = field_of(key);
+      if (kind == tag_kind::stored) {
+        r = stored_field(f, e.stored, x, false);
+      } else if (f == field::block_hashes) {
+        x.has_hashes = true;
+        r = removed_field(f, e.removed);
+      } else {
+        r = removed_field(f, e.removed);
+      }
+      if (r != de::none) return r;
+    }
+    if (kind == tag_kind::removed) {
+      if (!x.has_hashes) return fail(de::missing_field, "block_hashes is required");
+    } else if ((r = finish_stored(e.stored, x)) != de::none) {
+      return r;
+    }
+    ++used;
+    return de::none;
+  }
+
+  static void begin_stored(kv_event& e) {
+    e.type = event_type::stored;
+    block_stored& s = e.stored;
+    // block_hashes / token_ids are resized by their readers (keeping buffers); the rest resets.
+    s.parent.reset();
+    s.token_ids.clear();
+    s.block_size = 0;
+    s.lora_id.reset();
+    s.lora_name.reset();
+    s.medium = medium_info{};
+    s.group_idx.reset();
+    s.kind = group_kind::unspecified;
+    s.sliding_window.reset();
+    s.first_tainted_block = 0;
+    s.eagle_bigram = false;
+    e.removed.block_hashes.clear();
+  }
+
+  static void begin_removed(kv_event& e) {
+    e.type = event_type::removed;
+    e.removed.medium = medium_info{};
+    e.removed.group_idx.reset();
+    e.stored.block_hashes.clear();
+    e.stored.token_ids.clear();
+  }
+
+  de removed_field(field f, block_removed& rm) {
+    switch (f) {
+      case field::block_hashes: return hashes(rm.block_hashes);
+      case field::medium: return medium(rm.medium);
+      case field::group_idx: return group(rm.group_idx);
+      default: return skip(1);
+    }
+  }
+
+  de stored_field(field f, block_stored& s, stored_extras& x, bool array_form) {
+    switch (f) {
+      case field::block_hashes:
+        x.has_hashes = true;
+        return hashes(s.block_hashes);
+      case field::parent: return parent(s.parent);
+      case field::token_ids:
+        x.has_tokens = true;
+        return tokens(s);
+      case field::block_size:
+        x.has_block_size = true;
+        return block_size(s.block_size);
+      case field::lora_id: return lora_id(s.lora_id);
+      case field::medium: return medium(s.medium);
+      case field::lora_name: return lora_name(s.lora_name, x);
+      case field::extra_keys: {
+        // Kept as a byte range and judged in finish_stored(): in a map, lora_name may follow.
+        x.extra_begin = x.extra_end = nullptr;
+        if (c_.take_nil()) return de::none;
+        const uint8_t* begin = c_.p;
+        uint32_t n;
+        de r = c_.array(n, de::bad_extra_keys);
+        if (r != de::none) return fail(r, "extra_keys is neither nil nor an array");
+        c_.p = begin;
+        if ((r = skip(1)) != de::none) return r;
+        x.extra_begin = begin;
+        x.extra_end = c_.p;
+        return de::none;
+      }
+      case field::group_idx: return group(s.group_idx);
+      case field::spec_kind: return spec_kind(s.kind);
+      case field::spec_window: return spec_window(s.sliding_window);
+      case field::cache_salt:
+        if (!c_.take_nil()) {
+          x.salted = true;
+          return skip(1);
+        }
+        return de::none;
+      case field::type:
+        if (array_form) return de::none;  // the array tag was consumed by the caller
+        return skip(1);
+      case field::unknown: return skip(1);
+    }
+    return skip(1);
+  }
+
+  de one_hash(engine_hash& h, de on_type) {
+    wire_int v;
+    de r = c_.integer(v, on_type);
+    if (r == de::none) {
+      h.value = v.bits;
+      h.bytes.clear();
+      return r;
+    }
+    if (r != on_type) return r;
+    std::string_view s;
+    r = c_.raw(s, true, on_type);
+    if (r != de::none) return r;
+    if (s.empty()) return on_type;
+    h.value = 0;
+    h.bytes.assign(s.data(), s.size());
+    return de::none;
+  }
+
+  de hashes(std::vector<engine_hash>& out) {
+    uint32_t n;
+    de r = c_.array(n, de::bad_hash);
+    if (r != de::none) return fail(r, "block_hashes is not an array");
+    if (n > lim_.max_hashes_per_event) return fail(de::too_many_hashes, "too many block hashes");
+    batch_hashes_ += n;
+    if (batch_hashes_ > lim_.max_hashes_per_batch)
+      return fail(de::too_many_hashes, "too many block hashes in the batch");
+    out.resize(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      r = one_hash(out[i], de::bad_hash);
+      if (r != de::none) {
+        return fail(r, r == de::bad_hash ? "block hash is not an int, bin or non-empty str"
+                                         : "block hash");
+      }
+    }
+    return de::none;
+  }
+
+  de parent(std::optional<engine_hash>& out) {
+    if (c_.take_nil()) {
+      out.reset();
+      return de::none;
+    }
+    if (!out) out.emplace();
+    const de r = one_hash(*out, de::bad_parent);
+    if (r != de::none) {
+      out.reset();
+      return fail(r, "parent_block_hash is not nil, an int, a bin or a non-empty str");
+    }
+    return de::none;
+  }
+
+  de tokens(block_stored& s) {
+    s.eagle_bigram = false;
+    if (c_.take_nil()) {  // reference D17: nil tokens = none
+      s.token_ids.clear();
+      return de::none;
+    }
+    uint32_t n;
+    de r = c_.array(n, de::bad_tokens);
+    if (r != de::none) return fail(r, "token_ids is not an array");
+    if (n == 0) {
+      s.token_ids.clear();
+      return de::none;
+    }
+    if (*c_.p == 0x92) return eagle_tokens(s, n);
+    if ((r = count_tokens(n)) != de::none) return r;
+    s.token_ids.resize(n);
+    uint32_t* dst = s.token_ids.data();
+    const uint8_t* p = c_.p;
+    const uint8_t* const end = c_.end;
+    for (uint32_t i = 0; i < n; ++i) {
+      if (p == end) return fail(de::truncated, "token_ids");
+      // Small ids are a single byte; test that first (the common case for the low vocabulary).
+      if (*p <= 0x7f) {
+        dst[i] = *p++;
+        continue;
+      }
+      r = read_token(p, end, dst[i]);
+      if (r != de::none) {
+        return fail(r, r == de::bad_tokens ? "token id out of uint32 range or not an int"
+                                           : "token_ids");
+      }
+    }
+    c_.p = p;
+    return de::none;
+  }
+
+  de count_tokens(uint64_t n) {
+    if (n > lim_.max_tokens_per_event) return fail(de::too_many_tokens, "too many token ids");
+    batch_tokens_ += n;
+    if (batch_tokens_ > lim_.max_tokens_per_batch)
+      return fail(de::too_many_tokens, "too many token ids in the batch");
+    return de::none;
+  }
+
+  // SGLang EAGLE: every item is an [a, b] bigram; flattened into 2 ids per position.
+  de eagle_tokens(block_stored& s, uint32_t n) {
+    const de r0 = count_tokens(uint64_t{n} * 2);
+    if (r0 != de::none) return r0;
+    s.token_ids.resize(size_t{n} * 2);
+    s.eagle_bigram = true;
+    uint32_t* dst = s.token_ids.data();
+    const uint8_t* p = c_.p;
+    const uint8_t* const end = c_.end;
+    for (uint32_t i = 0; i < n; ++i) {
+      if (p == end) return fail(de::truncated, "token_ids");
+      if (*p != 0x92) return fail(de::bad_tokens, "token_ids mixes ints and bigram pairs");
+      ++p;
+      for (int k = 0; k < 2; ++k) {
+        if (p == end) return fail(de::truncated, "token_ids");
+        const de r = read_token(p, end, dst[2 * size_t{i} + static_cast<size_t>(k)]);
+        if (r != de::none) {
+          return fail(r, r == de::bad_tokens ? "bigram token id out of uint32 range or not an int"
+                                             : "token_ids");
+        }
+      }
+    }
+    c_.p = p;
+    return de::none;
+  }
+
+  de block_size(int64_t& out) {
+    wire_int v;
+    const de r = c_.integer(v, de::bad_block_size);
+    if (r != de::none) return fail(r, "block_size is not an int");
+    if (!v.to_int64(out)) return fail(de::bad_block_size, "block_size out of int64 range");
+    return de::none;
+  }
+
+  de lora_id(std::optional<int64_t>& out) {
+    if (c_.take_nil()) {
+      out.reset();
+      return de::none;
+    }
+    wire_int v;
+    const de r = c_.integer(v, de::bad_lora);
+    // Reference D15/D16: never read an undecodable id as "no adapter".
+    if (r != de::none) return fail(r, "lora_id is not nil or an int");
+    int64_t id = 0;
+    if (!v.to_int64(id)) return fail(de::bad_lora, "lora_id above 2^63-1");
+    out = id;
+    return de::none;
+  }
+
+  de lora_name(std::optional<std::string>& out, stored_extras& x) {
+    if (c_.take_nil()) {
+      out.reset();
+      return de::none;
+    }
+    std::string_view s;
+    de r = c_.str(s, de::bad_lora);
+    if (r == de::none) {
+      out.emplace(s.data(), s.size());
+      return de::none;
+    }
+    if (r != de::bad_lora) return fail(r, "lora_name");
+    // SGLang puts a metadata map in this slot ({"cache_salt": ...}); a salt taints the event.
+    uint32_t n;
+    r = c_.map(n, de::bad_lora);
+    if (r != de::none) return fail(r, "lora_name is not nil, a str or a metadata map");
+    out.reset();
+    for (uint32_t i = 0; i < n; ++i) {
+      std::string_view key;
+      r = c_.str(key, de::bad_lora);
+      if (r == de::none && equals(key, "cache_salt")) {
+        if (!c_.take_nil()) {
+          x.salted = true;
+          if ((r = skip(1)) != de::none) return r;
+        }
+        continue;
+      }
+      if (r == de::bad_lora) {
+        r = skip(2);
+      } else if (r == de::none) {
+        r = skip(1);
+      } else {
+        return fail(r, "metadata map");
+      }
+      if (r != de::none) return r;
+    }
+    return de::none;
+  }
+
+  de medium(medium_info& out) {
+    if (c_.take_nil()) {
+      out = medium_info{};
+      return de::none;
+    }
+    std::string_view s;
+    const de r = c_.str(s, de::bad_medium);
+    if (r != de::none) return fail(r, "medium is not nil or a str");
+    out = classify_medium(s);
+    return de::none;
+  }
+
+  de group(std::optional<int64_t>& out) {
+    if (c_.take_nil()) {
+      out.reset();
+      return de::none;
+    }
+    wire_int v;
+    const de r = c_.integer(v, de::bad_group);
+    if (r != de::none) return fail(r, "group_idx is not nil or an int");
+    if (v.negative || v.bits > int64_max) return fail(de::bad_group, "group_idx out of range");
+    out = static_cast<int64_t>(v.bits);
+    return de::none;
+  }
+
+  de spec_kind(group_kind& out) {
+    if (c_.take_nil()) {
+      out = group_kind::unspecified;
+      return de::none;
+    }
+    std::string_view s;
+    const de r = c_.str(s, de::bad_spec);
+    if (r != de::none) return fail(r, "kv_cache_spec_kind is not nil or a str");
+    out = classify_kind(s);
+    return de::none;
+  }
+
+  de spec_window(std::optional<int64_t>& out) {
+    if (c_.take_nil()) {
+      out.reset();
+      return de::none;
+    }
+    wire_int v;
+    const de r = c_.integer(v, de::bad_spec);
+    if (r != de::none) return fail(r, "kv_cache_spec_sliding_window is not nil or an int");
+    int64_t w = 0;
+    if (!v.to_int64(w)) return fail(de::bad_spec, "sliding window out of range");
+    out = w;
+    return de::none;
+  }
+
+  de finish_stored(block_stored& s, const stored_extras& x) {
+    if (!x.has_hashes) return fail(de::missing_field, "block_hashes is required");
+    if (!x.has_tokens) return fail(de::missing_field, "token_ids is required");
+    if (!x.has_block_size) return fail(de::missing_field, "block_size is required");
+    if (!s.token_ids.empty() && s.block_size <= 0)
+      return fail(de::bad_block_size, "block_size must be > 0 when token_ids are present");
+    const uint32_t n = static_cast<uint32_t>(s.block_hashes.size());
+    s.first_tainted_block = x.salted ? 0 : n;
+    if (!x.salted && x.extra_begin != nullptr) {
+      s.first_tainted_block = first_tainted(x.extra_begin, x.extra_end, n, s.lora_name);
+    }
+    return de::none;
+  }
+
+  /// First block whose extra_keys entry holds anything but the LoRA name. The bytes were
+  /// validated as one well-formed array when they were captured.
+  static uint32_t first_tainted(const uint8_t* begin, const uint8_t* end, uint32_t n_blocks,
+                                const std::optional<std::string>& lora) {
+    cursor c(begin, end);
+    uint32_t m;
+    if (c.array(m, de::bad_extra_keys) != de::none) return 0;
+    for (uint32_t i = 0; i < m && i < n_blocks; ++i) {
+      if (c.take_nil()) continue;
+      uint32_t k;
+      if (c.array(k, de::bad_extra_keys) != de::none) return i;  // a bare value: not clean
+      for (uint32_t j = 0; j < k; ++j) {
+        std::string_view s;
+        if (c.str(s, de::bad_extra_keys) != de::none || !lora || s != *lora) return i;
+      }
+    }
+    // Blocks that extra_keys does not describe cannot be shown clean.
+    return m < n_blocks ? m : n_blocks;
+  }
+
+  const wire_decoder::limits& lim_;
+  kv_event_batch& out_;
+  std::vector<kv_event>& spare_;
+  cursor c_;
+  uint64_t batch_hashes_ = 0;  // totals, so many mid-sized events cannot add up to gigabytes
+  uint64_t batch_tokens_ = 0;
+};
+
+}  // namespace
+
+decode_error wire_decoder::decode(const char* data, size_t size, kv_event_batch& out,
+                                  std::string* detail) {
+  out.ts = 0.0;
+  out.dp_rank.reset();
+  out.skipped_unknown = 0;
+  de r;
+  size_t used = 0;
+  const char* what = nullptr;
+  int64_t event_index = -1;
+  if (size > limits_.max_payload_bytes) {
+    r = de::too_large;
+    what = "payload larger than the configured limit";
+  } else if (data == nullptr && size != 0) {
+    r = de::truncated;
+    what = "null payload";
+  } else {
+    const auto* p = reinterpret_cast<const uint8_t*>(data);
+    parser ps(limits_, out, spare_, p, size);
+    r = ps.run();
+    used = ps.used;
+    what = ps.what;
+    event_index = ps.event_index;
+  }
+  if (r != de::none) {
+    used = 0;  // never half-applied
+    out.ts = 0.0;
+    out.dp_rank.reset();
+    out.skipped_unknown = 0;
+    if (detail != nullptr) {
+      detail->clear();
+      if (event_index >= 0) {
+        *detail += "event ";
+        *detail += std::to_string(event_index);
+        *detail += ": ";
+      }
+      *detail += what != nullptr ? what : to_string(r);
+    }
+  }
+  // Park the events this batch did not use so their buffers serve later batches.
+  while (out.events.size() > used) {
+    if (spare_.size() < max_spare_events) spare_.push_back(std::move(out.events.back()));
+    out.events.pop_back();
+  }
+  return r;
+}
+
+}  // namespace kvrelay
