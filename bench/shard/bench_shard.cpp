@@ -1,0 +1,166 @@
+// Positional index: update cost per block and heap per resident block.
+//   bench_shard --benchmark_counters_tabular=true
+// time_per_block is CPU time per block (an inverted rate counter, printed as e.g. "120ns");
+// FingerprintOnly is the hashing floor of the same events, so the index's own cost is the
+// difference within one run (DESIGN.md: "ratios in one run"). The machine is shared: compare
+// numbers from the same run only.
+#include <benchmark/benchmark.h>
+#include <malloc.h>
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "actors/shard/fingerprint.hpp"
+#include "actors/shard/positional_index.hpp"
+
+namespace {
+
+using kvrelay::block_removed;
+using kvrelay::block_stored;
+using kvrelay::engine_hash;
+using kvrelay::index_op;
+using kvrelay::index_options;
+using kvrelay::positional_index;
+
+constexpr int64_t block_size = 16;
+constexpr size_t blocks_per_event = 4;
+
+// Chains of events of 4 random 16-token blocks; each event after a chain's first names the
+// previous event's last block as its parent, so most blocks take the chained path (P01).
+std::vector<block_stored> make_events(size_t count, size_t events_per_chain, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<block_stored> events(count);
+  for (size_t e = 0; e < count; ++e) {
+    block_stored& ev = events[e];
+    for (size_t b = 0; b < blocks_per_event; ++b)
+      ev.block_hashes.push_back(engine_hash::from_int(rng()));
+    ev.token_ids.resize(blocks_per_event * block_size);
+    for (auto& t : ev.token_ids) t = static_cast<uint32_t>(rng() % 151936);
+    ev.block_size = block_size;
+    ev.first_tainted_block = blocks_per_event;
+    if (e % events_per_chain != 0) ev.parent = events[e - 1].block_hashes.back();
+  }
+  return events;
+}
+
+size_t heap_in_use() {
+  const struct mallinfo2 mi = mallinfo2();
+  return mi.uordblks + mi.hblkhd;  // big tables are mmapped: hblkhd, not uordblks
+}
+
+// Fresh inserts into an index that grows to 65536 × 4 blocks per iteration.
+void IndexStoreFresh(benchmark::State& state) {
+  const auto events = make_events(65536, 16, 1);
+  std::vector<index_op> out;
+  out.reserve(16);
+  size_t blocks = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    positional_index idx;
+    state.ResumeTiming();
+    for (const auto& ev : events) {
+      out.clear();
+      idx.stored(ev, out);
+    }
+    benchmark::DoNotOptimize(out.data());
+    blocks += events.size() * blocks_per_event;
+    state.PauseTiming();
+    {  // destroy outside the timed region
+      positional_index gone(std::move(idx));
+    }
+    state.ResumeTiming();
+  }
+  state.counters["time_per_block"] = benchmark::Counter(
+      static_cast<double>(blocks), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.SetItemsProcessed(static_cast<int64_t>(blocks));
+}
+BENCHMARK(IndexStoreFresh)->Unit(benchmark::kMillisecond);
+
+// Steady state at ~1M resident blocks: each store is paired with the removal of the event
+// stored 262144 events earlier, so the table neither grows nor stays cache-warm.
+void IndexStoreEvictSteady(benchmark::State& state) {
+  constexpr size_t resident_events = 262144;
+  const auto events = make_events(resident_events * 2, 16, 2);
+  std::vector<block_removed> removals(events.size());
+  for (size_t e = 0; e < events.size(); ++e) removals[e].block_hashes = events[e].block_hashes;
+  positional_index idx;
+  std::vector<index_op> out;
+  out.reserve(16);
+  for (size_t e = 0; e < resident_events; ++e) idx.stored(events[e], out);
+  size_t next = resident_events;
+  size_t blocks = 0;
+  for (auto _ : state) {
+    const size_t i = next % events.size();
+    const size_t old = (next + events.size() - resident_events) % events.size();
+    out.clear();
+    idx.removed(removals[old], out);
+    idx.stored(events[i], out);
+    benchmark::DoNotOptimize(out.data());
+    ++next;
+    blocks += blocks_per_event;
+  }
+  state.counters["resident"] = static_cast<double>(idx.size());
+  state.counters["time_per_block"] = benchmark::Counter(
+      static_cast<double>(blocks), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.SetItemsProcessed(static_cast<int64_t>(blocks));
+}
+BENCHMARK(IndexStoreEvictSteady);
+
+// The hashing floor for the same events: content + chain, no map.
+void FingerprintOnly(benchmark::State& state) {
+  const auto events = make_events(65536, 16, 1);
+  size_t blocks = 0;
+  for (auto _ : state) {
+    uint64_t prefix = 0;
+    for (const auto& ev : events) {
+      for (size_t b = 0; b < blocks_per_event; ++b) {
+        const uint64_t c = kvrelay::fingerprint::content(
+            ev.token_ids.data() + b * block_size, static_cast<size_t>(block_size));
+        prefix = kvrelay::fingerprint::chain(prefix, c);
+      }
+    }
+    benchmark::DoNotOptimize(prefix);
+    blocks += events.size() * blocks_per_event;
+  }
+  state.counters["time_per_block"] = benchmark::Counter(
+      static_cast<double>(blocks), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.SetItemsProcessed(static_cast<int64_t>(blocks));
+}
+BENCHMARK(FingerprintOnly)->Unit(benchmark::kMillisecond);
+
+// Heap per resident block with 1M int-hash 16-token blocks, measured by glibc (mallinfo2 delta)
+// and by the index's own estimate. Arg: max_resident (0 = no cap; 2M = cap set, never reached).
+void IndexMemory1M(benchmark::State& state) {
+  constexpr size_t events = 250000;  // × 4 blocks
+  index_options opts;
+  opts.max_resident = static_cast<size_t>(state.range(0));
+  std::vector<index_op> out;
+  out.reserve(16);
+  block_stored ev;
+  ev.token_ids.resize(blocks_per_event * block_size);
+  ev.block_size = block_size;
+  ev.first_tainted_block = blocks_per_event;
+  ev.block_hashes.resize(blocks_per_event);
+  std::mt19937_64 rng(3);
+  for (auto _ : state) {
+    malloc_trim(0);
+    const size_t before = heap_in_use();
+    auto idx = std::make_unique<positional_index>(opts);
+    for (size_t e = 0; e < events; ++e) {
+      for (auto& h : ev.block_hashes) h.value = rng();
+      for (auto& t : ev.token_ids) t = static_cast<uint32_t>(rng() % 151936);
+      out.clear();
+      idx->stored(ev, out);
+    }
+    const size_t after = heap_in_use();
+    const double n = static_cast<double>(idx->size());
+    state.counters["resident"] = n;
+    state.counters["malloc_bytes_per_block"] = static_cast<double>(after - before) / n;
+    state.counters["estimated_bytes_per_block"] = static_cast<double>(idx->heap_bytes()) / n;
+  }
+}
+BENCHMARK(IndexMemory1M)->Arg(0)->Arg(2000000)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+}  // namespace
