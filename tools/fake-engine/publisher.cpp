@@ -1,0 +1,213 @@
+#include "tools/fake-engine/publisher.hpp"
+
+#include <zmq.hpp>
+
+#include <deque>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace kvrelay::fake {
+namespace {
+
+std::string be8(uint64_t v) {
+  std::string out(8, '\0');
+  for (int i = 7; i >= 0; --i) {
+    out[static_cast<size_t>(i)] = static_cast<char>(v & 0xff);
+    v >>= 8;
+  }
+  return out;
+}
+
+uint64_t from_be8(const void* data) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
+std::string last_endpoint(zmq::socket_t& s) {
+  return s.get(zmq::sockopt::last_endpoint);
+}
+
+}  // namespace
+
+std::optional<std::string> dp_endpoint(const std::string& endpoint, int rank) {
+  if (rank == 0) return endpoint;
+  if (rank < 0) return std::nullopt;
+  if (endpoint.rfind("inproc://", 0) == 0) return endpoint + "_dp" + std::to_string(rank);
+  if (endpoint.rfind("tcp://", 0) != 0) return std::nullopt;
+  const auto colon = endpoint.rfind(':');
+  if (colon == std::string::npos || colon < 6) return std::nullopt;
+  const std::string port = endpoint.substr(colon + 1);
+  if (port == "*") return endpoint;  // ephemeral: every rank gets its own anyway
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  const long p = std::stol(port) + rank;
+  if (p > 65535) return std::nullopt;
+  return endpoint.substr(0, colon + 1) + std::to_string(p);
+}
+
+struct publisher::impl {
+  publisher_options opt;
+  zmq::context_t ctx{1};
+  zmq::socket_t pub{ctx, zmq::socket_type::pub};
+  zmq::socket_t router{ctx, zmq::socket_type::router};
+  bool has_replay = false;
+  std::string live_ep, replay_ep;
+
+  mutable std::mutex mu;  // guards pub, seq, ring, stats
+  uint64_t seq = 0;
+  std::deque<std::pair<uint64_t, std::string>> ring;
+  counters stats;
+
+  std::atomic<bool> stopping{false};
+  std::thread replay_thread;
+  bool stopped = false;
+
+  void serve_replay();
+  void answer(const std::vector<zmq::message_t>& request);
+};
+
+void publisher::impl::answer(const std::vector<zmq::message_t>& request) {
+  // ROUTER view: [identity, "", start_seq BE8]. Anything else is ignored without a reply, as
+  // the engines do (a REQ client then hangs; that is the real behaviour).
+  if (request.size() != 3 || request[1].size() != 0 || request[2].size() != 8) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++stats.ignored_requests;
+    return;
+  }
+  const uint64_t start = from_be8(request[2].data());
+  const std::string identity(static_cast<const char*>(request[0].data()), request[0].size());
+  std::vector<std::pair<uint64_t, std::string>> batches;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ++stats.replay_requests;
+    for (const auto& entry : ring) {
+      if (entry.first >= start) batches.push_back(entry);
+    }
+    stats.replay_batches += batches.size();
+  }
+  auto send_reply = [&](const std::string& topic, const std::string& seq_frame,
+                        const std::string& payload) {
+    router.send(zmq::buffer(identity), zmq::send_flags::sndmore);
+    router.send(zmq::message_t(), zmq::send_flags::sndmore);
+    if (opt.replay_topic_frames) router.send(zmq::buffer(topic), zmq::send_flags::sndmore);
+    router.send(zmq::buffer(seq_frame), zmq::send_flags::sndmore);
+    router.send(zmq::buffer(payload), zmq::send_flags::none);
+  };
+  for (const auto& [s, payload] : batches) send_reply(opt.topic, be8(s), payload);
+  send_reply(std::string(), std::string(8, '\xff'), std::string());  // END: -1 as signed BE8, empty payload
+}
+
+void publisher::impl::serve_replay() {
+  try {
+    while (!stopping.load(std::memory_order_relaxed)) {
+      zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(50));
+      if (!(item.revents & ZMQ_POLLIN)) continue;
+      std::vector<zmq::message_t> request;
+      while (true) {
+        zmq::message_t frame;
+        if (!router.recv(frame, zmq::recv_flags::dontwait)) break;
+        const bool more = frame.more();
+        // Bound what a peer can make us hold: a request has 3 frames; drain the rest.
+        if (request.size() < 8) request.push_back(std::move(frame));
+        if (!more) break;
+      }
+      if (!request.empty()) answer(request);
+    }
+  } catch (const zmq::error_t&) {
+    // Context terminated while stopping: nothing left to serve.
+  }
+}
+
+publisher::publisher(publisher_options opt) : impl_(std::make_unique<impl>()) {
+  auto& d = *impl_;
+  d.opt = std::move(opt);
+  if (d.opt.buffer_steps == 0) d.opt.buffer_steps = 1;
+  const auto live = dp_endpoint(d.opt.bind, d.opt.dp_rank);
+  if (!live) throw std::runtime_error("cannot offset endpoint by DP rank: " + d.opt.bind);
+  d.pub.set(zmq::sockopt::sndhwm, d.opt.sndhwm);
+  d.pub.set(zmq::sockopt::linger, d.opt.linger_ms);
+  try {
+    d.pub.bind(*live);
+  } catch (const zmq::error_t& e) {
+    throw std::runtime_error("cannot bind " + *live + ": " + e.what());
+  }
+  d.live_ep = last_endpoint(d.pub);
+  if (!d.opt.replay_bind.empty()) {
+    const auto rep = dp_endpoint(d.opt.replay_bind, d.opt.dp_rank);
+    if (!rep) throw std::runtime_error("cannot offset endpoint by DP rank: " + d.opt.replay_bind);
+    d.router.set(zmq::sockopt::linger, 0);
+    try {
+      d.router.bind(*rep);
+    } catch (const zmq::error_t& e) {
+      throw std::runtime_error("cannot bind " + *rep + ": " + e.what());
+    }
+    d.replay_ep = last_endpoint(d.router);
+    d.has_replay = true;
+    d.replay_thread = std::thread([&d] { d.serve_replay(); });
+  }
+}
+
+publisher::~publisher() { stop(); }
+
+const std::string& publisher::live_endpoint() const noexcept { return impl_->live_ep; }
+const std::string& publisher::replay_endpoint() const noexcept { return impl_->replay_ep; }
+
+uint64_t publisher::publish(const std::string& payload, bool retain) {
+  auto& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mu);
+  const uint64_t s = d.seq++;
+  if (d.stopped) return s;
+  d.pub.send(zmq::buffer(d.opt.topic), zmq::send_flags::sndmore);
+  d.pub.send(zmq::buffer(be8(s)), zmq::send_flags::sndmore);
+  d.pub.send(zmq::buffer(payload), zmq::send_flags::none);
+  ++d.stats.published;
+  if (retain) {
+    d.ring.emplace_back(s, payload);
+    while (d.ring.size() > d.opt.buffer_steps) d.ring.pop_front();
+  }
+  return s;
+}
+
+void publisher::skip(uint64_t n) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->seq += n;
+}
+
+void publisher::restart_incarnation() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->seq = 0;
+  impl_->ring.clear();
+}
+
+uint64_t publisher::next_seq() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->seq;
+}
+
+publisher::counters publisher::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->stats;
+}
+
+void publisher::stop() {
+  auto& d = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(d.mu);
+    if (d.stopped) return;
+    d.stopped = true;
+  }
+  d.stopping.store(true);
+  if (d.replay_thread.joinable()) d.replay_thread.join();
+  d.router.close();
+  d.pub.close();
+  d.ctx.close();
+}
+
+}  // namespace kvrelay::fake

@@ -1,0 +1,73 @@
+#pragma once
+// The engine side of the ZMQ wire (shared/spec/engine-wire.md §1): a PUB socket sending
+// [topic, seq BE8, payload] and an optional ROUTER replay socket serving the last `buffer_steps`
+// encoded batches. Test hooks force the faults a subscriber must survive: skipped seqs (a gap),
+// a seq restart at 0 (a new incarnation) and batches published but never retained (lost history).
+//
+// Thread-safety: publish() and the hooks may be called from any thread (one mutex guards the PUB
+// socket and the ring). The ROUTER is owned by an internal thread that polls it. stop() is
+// idempotent and joins that thread; the destructor calls it.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace kvrelay::fake {
+
+struct publisher_options {
+  std::string bind = "tcp://127.0.0.1:*";  // live PUB endpoint (always bound); '*' port = ephemeral
+  std::string replay_bind;                 // ROUTER endpoint; empty = no replay service
+  std::string topic;                       // first frame of every live message
+  size_t buffer_steps = 10000;             // replay ring size, in batches
+  int dp_rank = 0;                         // added to both ports (spec §1 data parallelism)
+  /// vLLM ≥ v0.26 replies [topic, seq, payload] and ends with ["", END, ""]; older vLLM and all
+  /// SGLang reply [seq, payload] and end with [END, ""].
+  bool replay_topic_frames = false;
+  int sndhwm = 100000;
+  int linger_ms = 500;  // how long close() may wait to flush queued live messages
+};
+
+/// The endpoint a DP rank binds (spec §1): tcp port + rank; an ephemeral '*' port stays '*';
+/// inproc://x → inproc://x_dp<rank>; anything else with rank > 0 is an error (nullopt).
+std::optional<std::string> dp_endpoint(const std::string& endpoint, int rank);
+
+class publisher {
+ public:
+  /// Binds the sockets; throws std::runtime_error when an endpoint cannot be bound.
+  explicit publisher(publisher_options opt);
+  ~publisher();
+  publisher(const publisher&) = delete;
+  publisher& operator=(const publisher&) = delete;
+
+  /// The endpoints actually bound (ZMQ_LAST_ENDPOINT, so an ephemeral port is resolved).
+  const std::string& live_endpoint() const noexcept;
+  const std::string& replay_endpoint() const noexcept;  // empty without replay
+
+  /// Sends one batch with the next seq and returns that seq. With retain = false the batch is
+  /// sent live but never enters the replay ring (history a replay cannot recover).
+  uint64_t publish(const std::string& payload, bool retain = true);
+  /// Consumes `n` seqs without sending anything: the subscriber sees a gap.
+  void skip(uint64_t n);
+  /// A new engine incarnation: seq restarts at 0 and the ring is emptied (a restarted engine
+  /// remembers nothing).
+  void restart_incarnation();
+  uint64_t next_seq() const;
+
+  struct counters {
+    uint64_t published = 0;
+    uint64_t replay_requests = 0;    // well-formed requests served
+    uint64_t replay_batches = 0;     // batches sent in replies
+    uint64_t ignored_requests = 0;   // malformed requests, dropped without a reply
+  };
+  counters stats() const;
+
+  void stop();
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace kvrelay::fake

@@ -1,0 +1,99 @@
+#pragma once
+// Encodes engine EventBatches exactly as the engines put them on the wire, in every era of
+// shared/spec/engine-wire.md §0 (vLLM tuple eras A..G, vLLM map eras H/I, SGLang tuple S1/S2 with
+// the optional slot-7 metadata map, SGLang map S4). The fake engine and the tests use it to
+// produce byte-exact payloads (spec §7) without a Python engine. Plain data in, bytes out; the
+// msgpack headers stay in the .cpp.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kvrelay::fake {
+
+/// Wire era (spec §0). S1 = SGLang tuples without medium, S2 = with medium (salted stores add
+/// the slot-7 metadata map, which is era S3 on the wire), S4 = SGLang tagged maps.
+enum class wire_era : uint8_t { a, b, c, d, e, f, g, h, i, s1, s2, s4 };
+
+/// Parses "A".."I", "S1", "S2", "S3" (alias of S2), "S4" (case-insensitive).
+std::optional<wire_era> parse_era(const std::string& text);
+const char* era_name(wire_era era) noexcept;
+bool is_sglang(wire_era era) noexcept;
+bool is_map_era(wire_era era) noexcept;
+
+/// An engine block hash as it goes on the wire: unsigned int (vLLM ≥ C), signed int (builtin
+/// hash(), SGLang, TRT-LLM) or raw digest bytes (bin).
+struct fake_hash {
+  enum class kind : uint8_t { u64, i64, bin };
+  kind k = kind::u64;
+  uint64_t value = 0;  // the integer bits (two's complement for i64)
+  std::string bytes;   // for bin
+
+  static fake_hash u(uint64_t v) { return fake_hash{kind::u64, v, {}}; }
+  static fake_hash i(int64_t v) { return fake_hash{kind::i64, static_cast<uint64_t>(v), {}}; }
+  static fake_hash bin(std::string b) { return fake_hash{kind::bin, 0, std::move(b)}; }
+};
+
+/// One item of a block's extra_keys entry (spec §3 "extra_keys").
+struct extra_key {
+  enum class kind : uint8_t { str, integer, bin, mm_pair };
+  kind k = kind::str;
+  std::string text;     // str, bin bytes, or the identifier of an mm pair
+  int64_t number = 0;   // integer, or the offset of an mm pair
+
+  static extra_key str(std::string s) { return extra_key{kind::str, std::move(s), 0}; }
+  static extra_key integer(int64_t v) { return extra_key{kind::integer, {}, v}; }
+  static extra_key bin(std::string b) { return extra_key{kind::bin, std::move(b), 0}; }
+  static extra_key mm(std::string id, int64_t offset) {
+    return extra_key{kind::mm_pair, std::move(id), offset};
+  }
+};
+using block_extra_keys = std::optional<std::vector<extra_key>>;  // nil or array
+
+/// One event to encode. Fields an era does not have are simply not written.
+struct fake_event {
+  enum class type : uint8_t { stored, removed, cleared, unknown };
+  type t = type::stored;
+  std::string unknown_tag = "SomeFutureEvent";  // for type::unknown: [tag] / {"type": tag}
+
+  std::vector<fake_hash> block_hashes;
+  std::optional<fake_hash> parent;             // nil when absent
+  std::vector<uint32_t> token_ids;
+  /// SGLang EAGLE: when non-empty, written as [[a, b], ...] instead of token_ids.
+  std::vector<std::pair<uint32_t, uint32_t>> bigram_tokens;
+  bool token_ids_nil = false;                  // the reference fake engine's -omit-token-ids
+  int64_t block_size = 16;
+  std::optional<int64_t> lora_id;
+  std::optional<std::string> lora_name;        // D+ and map eras
+  std::optional<std::string> medium = std::string("GPU");  // C+ / S2+; nullopt → nil
+  std::optional<std::vector<block_extra_keys>> extra_keys;  // E+; nullopt → nil
+  std::optional<int64_t> group_idx;            // F+
+  std::optional<std::string> spec_kind;        // G+: kv_cache_spec_kind
+  std::optional<int64_t> sliding_window;       // G+: kv_cache_spec_sliding_window
+  std::optional<std::string> cache_salt;       // SGLang: slot-7 metadata map / S4 key
+  std::optional<std::string> locality;         // map era I only
+};
+
+struct encode_options {
+  wire_era era = wire_era::c;
+  double ts = 0.0;
+  int64_t dp_rank = 0;       // envelope element 2 (eras with a 3-element envelope)
+  /// The map envelope {"ts","events","data_parallel_rank"} no release emits (spec §2 H′).
+  bool map_envelope = false;
+};
+
+/// Appends one event in the era's form (array or map) to `out`.
+void encode_event(const fake_event& ev, wire_era era, std::string& out);
+std::string encode_event(const fake_event& ev, wire_era era);
+
+/// One whole EventBatch payload (the third frame of a live message).
+std::string encode_batch(const std::vector<fake_event>& events, const encode_options& opt);
+
+/// Lower-case hex with a space between bytes ("96 ab 42 …"), as the spec prints its dumps.
+std::string to_hex(const std::string& bytes);
+/// Parses hex digits, ignoring whitespace; nullopt on odd length or a non-hex character.
+std::optional<std::string> from_hex(const std::string& text);
+
+}  // namespace kvrelay::fake

@@ -1,0 +1,502 @@
+#include "tools/policy-server/policy_index.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "proto/inferencecache/v1alpha1/inferencecache.grpc.pb.h"
+
+namespace kvrelay::policy {
+namespace {
+
+using holder_map = std::map<std::string, replica_entry>;          // replica → entry
+using partition = std::pair<std::string, std::string>;            // (hash_scheme, adapter)
+
+struct stats_entry {
+  int64_t cache_memory_bytes = 0;
+  float hit_rate = 0;
+  float pressure = 0;
+  std::string client_version;
+  int64_t t2_hit_tokens = 0;
+  int64_t t2_query_tokens = 0;
+  int64_t last_seen_us = 0;
+};
+
+// One (tenant, model). Keyed by prefix hash first, so an eviction, which sweeps every scheme
+// (CacheEvent has no hash_scheme), is one lookup.
+struct model_index {
+  std::unordered_map<std::string, std::map<partition, holder_map>> prefixes;
+  std::map<std::string, stats_entry> stats;
+  std::map<std::string, size_t> replica_entries;  // replica → entries it holds
+};
+
+float finite_or_zero(float v) { return std::isfinite(v) ? v : 0.0f; }
+
+int32_t normalize_tier(int32_t t) {
+  if (t == 0) return 1;                 // UNSPECIFIED → T1
+  if (t < 0) return coldest_tier;       // negative → coldest sentinel
+  return t;                             // T1/T2/T3 and unknown positive (colder) kept
+}
+
+std::string hex(const std::string& bytes) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(digits[c >> 4]);
+    out.push_back(digits[c & 0xf]);
+  }
+  return out;
+}
+
+int64_t wall_now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+struct policy_index::impl {
+  index_options opt;
+  mutable std::mutex mu;
+  std::map<std::pair<std::string, std::string>, model_index> models;  // (tenant, model)
+  size_t entries = 0;
+  index_counters counters;
+
+  int64_t now() const { return opt.now_us ? opt.now_us() : wall_now_us(); }
+  bool alive(int64_t last_seen, int64_t now_us) const {
+    return opt.ttl_us <= 0 || last_seen + opt.ttl_us >= now_us;
+  }
+
+  void erase_replica(model_index& m, holder_map& h, holder_map::iterator it) {
+    auto rc = m.replica_entries.find(it->first);
+    if (rc != m.replica_entries.end() && --rc->second == 0) m.replica_entries.erase(rc);
+    h.erase(it);
+    --entries;
+  }
+
+  // Drops empty holder maps, partitions and prefixes after an erase.
+  static void prune(model_index& m, const std::string& prefix) {
+    auto p = m.prefixes.find(prefix);
+    if (p == m.prefixes.end()) return;
+    for (auto it = p->second.begin(); it != p->second.end();) {
+      it = it->second.empty() ? p->second.erase(it) : std::next(it);
+    }
+    if (p->second.empty()) m.prefixes.erase(p);
+  }
+
+  void upsert(model_index& m, const std::string& scheme, const std::string& adapter,
+              const std::string& prefix, int32_t tokens, int64_t seen, int32_t tier,
+              const std::string& replica) {
+    auto& h = m.prefixes[prefix][{scheme, adapter}];
+    auto it = h.find(replica);
+    if (it == h.end()) {
+      if (entries >= opt.max_entries) {
+        ++counters.prefixes_dropped;
+        if (h.empty()) prune(m, prefix);
+        return;
+      }
+      it = h.emplace(replica, replica_entry{}).first;
+      ++m.replica_entries[replica];
+      ++entries;
+    }
+    it->second = replica_entry{tokens, seen, tier};  // last write wins
+    ++counters.prefixes_upserted;
+  }
+
+  // Replicas holding `prefix` for the lookup's scheme (any, if empty) and adapter.
+  std::map<std::string, const replica_entry*> holders_for(const model_index& m,
+                                                          const std::string& prefix,
+                                                          const std::string& scheme,
+                                                          const std::string& adapter,
+                                                          int64_t now_us) const {
+    std::map<std::string, const replica_entry*> out;
+    auto p = m.prefixes.find(prefix);
+    if (p == m.prefixes.end()) return out;
+    for (const auto& [part, h] : p->second) {
+      if ((!scheme.empty() && part.first != scheme) || part.second != adapter) continue;
+      for (const auto& [replica, e] : h) {
+        if (!alive(e.last_seen_us, now_us)) continue;
+        auto [it, inserted] = out.emplace(replica, &e);
+        // Two schemes may hold the same prefix for one replica: keep the larger count.
+        if (!inserted && e.token_count > it->second->token_count) it->second = &e;
+      }
+    }
+    return out;
+  }
+};
+
+policy_index::policy_index(index_options opt) : impl_(std::make_unique<impl>()) {
+  impl_->opt = std::move(opt);
+}
+policy_index::~policy_index() = default;
+
+const index_options& policy_index::options() const noexcept { return impl_->opt; }
+
+void policy_index::ingest(const ic::CacheStateUpdate& u) {
+  auto& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mu);
+  ++d.counters.updates;
+  if (u.tenant_id() == probe_tenant) {
+    ++d.counters.probe_dropped;
+    return;
+  }
+  const int64_t seen = u.timestamp_us() == 0 ? d.now() : u.timestamp_us();
+  auto& m = d.models[{u.tenant_id(), u.model_id()}];
+  if (u.has_stats()) {
+    const auto& s = u.stats();
+    auto& st = m.stats[u.replica_id()];  // the top-level replica_id is authoritative
+    st.cache_memory_bytes = s.cache_memory_bytes();
+    st.hit_rate = finite_or_zero(s.hit_rate());
+    st.pressure = finite_or_zero(s.pressure());
+    st.client_version = s.client_version();
+    st.t2_hit_tokens = s.t2_hit_tokens();
+    st.t2_query_tokens = s.t2_query_tokens();
+    st.last_seen_us = seen;
+    ++d.counters.stats_updates;
+  }
+  if (u.hash_scheme().empty()) {
+    // Fail-open: prefixes under an unknown (empty) scheme could never be looked up correctly.
+    d.counters.prefixes_dropped += static_cast<uint64_t>(u.prefixes_size());
+    return;
+  }
+  for (const auto& p : u.prefixes()) {
+    const bool chain_bad = p.block_hashes_size() > 0 && p.block_token_counts_size() > 0 &&
+                           p.block_hashes_size() != p.block_token_counts_size();
+    if (chain_bad || p.prefix_hash().empty()) {
+      ++d.counters.prefixes_dropped;
+      continue;
+    }
+    const std::string& adapter = p.adapter_id().empty() ? u.adapter_id() : p.adapter_id();
+    d.upsert(m, u.hash_scheme(), adapter, p.prefix_hash(), p.token_count(), seen,
+             normalize_tier(static_cast<int32_t>(p.tier())), u.replica_id());
+  }
+}
+
+void policy_index::apply(const ic::CacheEvent& e) {
+  auto& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mu);
+  ++d.counters.events;
+  if (e.tenant_id() == probe_tenant) {
+    ++d.counters.probe_dropped;
+    return;
+  }
+  auto mit = d.models.find({e.tenant_id(), e.model_id()});
+  switch (e.type()) {
+    case ic::CacheEvent::PREFIX_EVICTED: {
+      ++d.counters.evicted_events;
+      if (mit == d.models.end()) return;
+      auto& m = mit->second;
+      auto p = m.prefixes.find(e.prefix_hash());
+      if (p == m.prefixes.end()) return;
+      // Across every hash scheme; narrowed to one adapter only when adapter_id is non-empty.
+      for (auto& [part, h] : p->second) {
+        if (!e.adapter_id().empty() && part.second != e.adapter_id()) continue;
+        auto it = h.find(e.replica_id());
+        if (it != h.end()) d.erase_replica(m, h, it);
+      }
+      impl::prune(m, e.prefix_hash());
+      return;
+    }
+    case ic::CacheEvent::ALL_CLEARED: {
+      ++d.counters.cleared_events;
+      if (mit == d.models.end()) return;
+      auto& m = mit->second;
+      for (auto p = m.prefixes.begin(); p != m.prefixes.end();) {
+        for (auto part = p->second.begin(); part != p->second.end();) {
+          auto it = part->second.find(e.replica_id());
+          if (it != part->second.end()) d.erase_replica(m, part->second, it);
+          part = part->second.empty() ? p->second.erase(part) : std::next(part);
+        }
+        p = p->second.empty() ? m.prefixes.erase(p) : std::next(p);
+      }
+      m.stats.erase(e.replica_id());
+      return;
+    }
+    case ic::CacheEvent::REPLICA_UPDATED: {
+      if (mit == d.models.end()) return;
+      auto st = mit->second.stats.find(e.replica_id());
+      if (st != mit->second.stats.end()) {
+        st->second.last_seen_us = e.timestamp_us() == 0 ? d.now() : e.timestamp_us();
+      }
+      return;
+    }
+    default:
+      ++d.counters.ignored_events;  // PREFIX_ADDED does nothing; UNSPECIFIED/unknown ignored
+      return;
+  }
+}
+
+void policy_index::lookup(const ic::LookupRouteRequest& req, ic::LookupRouteResponse* resp) {
+  auto& d = *impl_;
+  const auto started = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(d.mu);
+  ++d.counters.lookups;
+  resp->Clear();
+  resp->set_adapter_id(req.adapter_id());
+  auto finish = [&](const char* reason) {
+    resp->set_reason_code(reason);
+    if (resp->reason_code() == "PREFIX_MATCH") ++d.counters.prefix_match;
+    else if (resp->reason_code() == "AFFINITY_HINT") ++d.counters.affinity_hint;
+    else ++d.counters.no_hint;
+    resp->set_lookup_latency_us(std::chrono::duration_cast<std::chrono::microseconds>(
+                                    std::chrono::steady_clock::now() - started)
+                                    .count());
+  };
+  auto mit = d.models.find({req.tenant_id(), req.model_id()});
+  if (mit == d.models.end()) return finish("NO_HINT");
+  const auto& m = mit->second;
+  const int64_t now_us = d.now();
+
+  struct match {
+    int64_t tokens = 0;
+    int32_t tier = 1;
+  };
+  std::map<std::string, match> matched;
+  int64_t requested = 0;
+  if (req.block_hashes_size() > 0) {
+    if (req.block_hashes_size() != req.block_token_counts_size()) return finish("NO_HINT");
+    // Longest leading run per replica: a replica stays in the run while it holds every block.
+    std::set<std::string> running;
+    for (int i = 0; i < req.block_hashes_size(); ++i) {
+      requested += req.block_token_counts(i);
+      const auto held = d.holders_for(m, req.block_hashes(i), req.hash_scheme(),
+                                      req.adapter_id(), now_us);
+      std::set<std::string> next;
+      for (const auto& [replica, e] : held) {
+        if (i > 0 && running.count(replica) == 0) continue;
+        next.insert(replica);
+        auto& mt = matched[replica];
+        mt.tokens += req.block_token_counts(i);
+        mt.tier = e->tier;
+      }
+      running = std::move(next);
+      if (running.empty()) {
+        for (int j = i + 1; j < req.block_hashes_size(); ++j) requested += req.block_token_counts(j);
+        break;
+      }
+    }
+  } else if (!req.prefix_hash().empty()) {
+    // Legacy exact match: the stored cumulative token count is the match.
+    requested = req.prefix_token_count();
+    for (const auto& [replica, e] :
+         d.holders_for(m, req.prefix_hash(), req.hash_scheme(), req.adapter_id(), now_us)) {
+      matched[replica] = match{e->token_count, e->tier};
+    }
+  } else {
+    return finish("NO_HINT");
+  }
+
+  int64_t best = 0;
+  for (const auto& [replica, mt] : matched) best = std::max(best, mt.tokens);
+  if (best > 0 && best >= d.opt.min_matched_tokens) {
+    std::vector<std::pair<std::string, match>> ranked(matched.begin(), matched.end());
+    std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+      return a.second.tokens > b.second.tokens;
+    });
+    const double denom = static_cast<double>(std::max(requested, best));
+    for (const auto& [replica, mt] : ranked) {
+      auto* s = resp->add_replica_scores();
+      s->set_replica_id(replica);
+      s->set_matched_tokens(static_cast<int32_t>(std::min<int64_t>(mt.tokens, INT32_MAX)));
+      s->set_score(static_cast<float>(static_cast<double>(mt.tokens) / denom));
+      s->set_estimated_cache_hit_prob(s->score());
+      s->set_tier(mt.tier >= 1 && mt.tier <= 3 ? static_cast<ic::CacheTier>(mt.tier)
+                                               : ic::CACHE_TIER_T3);
+    }
+    return finish("PREFIX_MATCH");
+  }
+  // No usable match: an affinity hint over every replica known for the model, if any.
+  std::set<std::string> known;
+  for (const auto& [replica, n] : m.replica_entries) known.insert(replica);
+  for (const auto& [replica, st] : m.stats) known.insert(replica);
+  if (known.empty()) return finish("NO_HINT");
+  for (const auto& replica : known) {
+    auto* s = resp->add_replica_scores();
+    s->set_replica_id(replica);
+    auto it = matched.find(replica);
+    s->set_matched_tokens(it == matched.end() ? 0 : static_cast<int32_t>(it->second.tokens));
+    s->set_score(0.0f);
+  }
+  finish("AFFINITY_HINT");
+}
+
+void policy_index::cache_state(const ic::GetCacheStateRequest& req,
+                               ic::GetCacheStateResponse* resp) {
+  auto& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mu);
+  ++d.counters.state_queries;
+  resp->Clear();
+  int64_t total = 0, hot = 0;
+  for (const auto& [key, m] : d.models) {
+    if (key.first != req.tenant_id()) continue;
+    if (!req.model_id().empty() && key.second != req.model_id()) continue;
+    for (const auto& [prefix, parts] : m.prefixes) {
+      for (const auto& [part, h] : parts) {
+        if (h.empty()) continue;
+        ++total;
+        if (h.size() > 1) ++hot;
+      }
+    }
+    for (const auto& [replica, st] : m.stats) {
+      auto* r = resp->add_replicas();
+      r->set_replica_id(replica);
+      r->set_cache_memory_bytes(st.cache_memory_bytes);
+      r->set_hit_rate(st.hit_rate);
+      r->set_pressure(st.pressure);
+      r->set_client_version(st.client_version);
+      r->set_t2_hit_tokens(st.t2_hit_tokens);
+      r->set_t2_query_tokens(st.t2_query_tokens);
+    }
+  }
+  resp->mutable_summary()->set_total_prefixes(total);
+  resp->mutable_summary()->set_hot_prefixes(hot);
+}
+
+size_t policy_index::sweep() {
+  auto& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mu);
+  const int64_t now_us = d.now();
+  size_t removed = 0;
+  for (auto& [key, m] : d.models) {
+    for (auto p = m.prefixes.begin(); p != m.prefixes.end();) {
+      for (auto part = p->second.begin(); part != p->second.end();) {
+        auto& h = part->second;
+        for (auto it = h.begin(); it != h.end();) {
+          if (d.alive(it->second.last_seen_us, now_us)) {
+            ++it;
+            continue;
+          }
+          auto next = std::next(it);
+          d.erase_replica(m, h, it);
+          it = next;
+          ++removed;
+        }
+        part = h.empty() ? p->second.erase(part) : std::next(part);
+      }
+      p = p->second.empty() ? m.prefixes.erase(p) : std::next(p);
+    }
+    for (auto st = m.stats.begin(); st != m.stats.end();) {
+      st = d.alive(st->second.last_seen_us, now_us) ? std::next(st) : m.stats.erase(st);
+    }
+  }
+  d.counters.swept += removed;
+  return removed;
+}
+
+void policy_index::clear() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->models.clear();
+  impl_->entries = 0;
+}
+
+std::map<std::string, replica_entry> policy_index::holders(const std::string& tenant,
+                                                           const std::string& model,
+                                                           const std::string& scheme,
+                                                           const std::string& adapter,
+                                                           const std::string& prefix) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto mit = impl_->models.find({tenant, model});
+  if (mit == impl_->models.end()) return {};
+  auto p = mit->second.prefixes.find(prefix);
+  if (p == mit->second.prefixes.end()) return {};
+  auto part = p->second.find({scheme, adapter});
+  if (part == p->second.end()) return {};
+  return part->second;
+}
+
+size_t policy_index::total_prefixes(const std::string& tenant, const std::string& model) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto mit = impl_->models.find({tenant, model});
+  if (mit == impl_->models.end()) return 0;
+  size_t n = 0;
+  for (const auto& [prefix, parts] : mit->second.prefixes) {
+    for (const auto& [part, h] : parts) n += h.empty() ? 0 : 1;
+  }
+  return n;
+}
+
+size_t policy_index::entries() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->entries;
+}
+
+bool policy_index::has_stats(const std::string& tenant, const std::string& model,
+                             const std::string& replica) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto mit = impl_->models.find({tenant, model});
+  return mit != impl_->models.end() && mit->second.stats.count(replica) != 0;
+}
+
+index_counters policy_index::counters() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->counters;
+}
+
+std::string policy_index::dump_json() const {
+  using nlohmann::json;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  json models = json::array();
+  for (const auto& [key, m] : impl_->models) {
+    // Sorted output so two dumps of the same state are byte-identical.
+    std::map<std::string, const std::map<partition, holder_map>*> sorted;
+    for (const auto& [prefix, parts] : m.prefixes) sorted.emplace(prefix, &parts);
+    json prefixes = json::array();
+    for (const auto& [prefix, parts] : sorted) {
+      for (const auto& [part, h] : *parts) {
+        json replicas = json::object();
+        for (const auto& [replica, e] : h) {
+          replicas[replica] = {{"token_count", e.token_count},
+                               {"last_seen_us", e.last_seen_us},
+                               {"tier", e.tier}};
+        }
+        prefixes.push_back({{"prefix_hash", hex(prefix)},
+                            {"hash_scheme", part.first},
+                            {"adapter_id", part.second},
+                            {"replicas", replicas}});
+      }
+    }
+    json stats = json::object();
+    for (const auto& [replica, st] : m.stats) {
+      stats[replica] = {{"cache_memory_bytes", st.cache_memory_bytes},
+                        {"hit_rate", st.hit_rate},
+                        {"pressure", st.pressure},
+                        {"client_version", st.client_version},
+                        {"t2_hit_tokens", st.t2_hit_tokens},
+                        {"t2_query_tokens", st.t2_query_tokens},
+                        {"last_seen_us", st.last_seen_us}};
+    }
+    models.push_back({{"tenant_id", key.first},
+                      {"model_id", key.second},
+                      {"prefixes", prefixes},
+                      {"stats", stats}});
+  }
+  const auto& c = impl_->counters;
+  json counters = {{"updates", c.updates},
+                   {"prefixes_upserted", c.prefixes_upserted},
+                   {"prefixes_dropped", c.prefixes_dropped},
+                   {"probe_dropped", c.probe_dropped},
+                   {"stats_updates", c.stats_updates},
+                   {"events", c.events},
+                   {"evicted_events", c.evicted_events},
+                   {"cleared_events", c.cleared_events},
+                   {"ignored_events", c.ignored_events},
+                   {"lookups", c.lookups},
+                   {"prefix_match", c.prefix_match},
+                   {"affinity_hint", c.affinity_hint},
+                   {"no_hint", c.no_hint},
+                   {"state_queries", c.state_queries},
+                   {"swept", c.swept}};
+  json out = {{"entries", impl_->entries}, {"models", models}, {"counters", counters}};
+  return out.dump(2) + "\n";
+}
+
+}  // namespace kvrelay::policy
