@@ -8,6 +8,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <random>
 #include <tuple>
 
 #include "actors/shard/fingerprint.hpp"
@@ -640,6 +641,98 @@ TEST(PositionalIndex, MillionBlocksFitInFortyEightBytesEach) {
   const double per_block = static_cast<double>(idx.heap_bytes()) / 1e6;
   RecordProperty("heap_bytes_per_block", std::to_string(per_block));
   EXPECT_LE(per_block, 48.0);
+}
+
+// --- property: the server's view, built from the ops alone, always equals the index ----------
+
+// Random stores (chained, rooted, salted, EAGLE, offload, mismatched), removals at random tiers
+// and clears over a small hash universe. Applying the emitted ops to a map fp → (count, tier)
+// must give exactly what for_each_resident reports: no hint the index can no longer evict, no
+// eviction of a hint never reported, the warmest tier always right.
+void check_server_view_matches(index_options o, uint32_t seed) {
+  std::mt19937 rng(seed);
+  positional_index idx(o);
+  std::map<uint64_t, std::pair<uint32_t, tier>> server;
+  auto pick_hash = [&]() -> engine_hash {
+    const uint32_t k = rng() % 56;
+    return k < 48 ? engine_hash::from_int(k) : bin(std::string(9, static_cast<char>('a' + k)));
+  };
+  const tier tiers[] = {tier::t1, tier::t2, tier::t3};
+  for (int step = 0; step < 20000; ++step) {
+    std::vector<index_op> out;
+    const uint32_t r = rng() % 100;
+    if (r < 60) {
+      block_stored ev;
+      const size_t n = 1 + rng() % 4;
+      for (size_t i = 0; i < n; ++i) ev.block_hashes.push_back(pick_hash());
+      if (rng() % 10 < 7) ev.parent = pick_hash();
+      ev.medium.tier = tiers[rng() % 3];
+      ev.block_size = bs;
+      ev.first_tainted_block = rng() % 8;
+      ev.eagle_bigram = rng() % 20 == 0;
+      const uint32_t shape = rng() % 20;
+      size_t ntok = n * bs * (ev.eagle_bigram ? 2 : 1) + rng() % bs;
+      if (shape == 0) ntok = 0;                                  // offload location update
+      if (shape == 1) ntok = (n + 1) * bs * (ev.eagle_bigram ? 2 : 1);  // mismatch
+      for (size_t i = 0; i < ntok; ++i) ev.token_ids.push_back(rng());
+      idx.stored(ev, out);
+    } else if (r < 98) {
+      block_removed ev;
+      const size_t n = 1 + rng() % 4;
+      for (size_t i = 0; i < n; ++i) ev.block_hashes.push_back(pick_hash());
+      ev.medium.tier = tiers[rng() % 3];
+      idx.removed(ev, out);
+    } else {
+      idx.clear();
+      server.clear();  // the caller sends ALL_CLEARED
+    }
+    for (const index_op& op : out) {
+      if (op.op == index_op::kind::upsert) {
+        server[op.fingerprint] = {op.token_count, op.t};
+      } else {
+        ASSERT_EQ(server.count(op.fingerprint), 1u) << "evict of an unreported hint, step " << step;
+        server.erase(op.fingerprint);
+      }
+    }
+    std::map<uint64_t, std::pair<uint32_t, tier>> resident;
+    idx.for_each_resident([&](uint64_t f, uint32_t c, tier t) { resident[f] = {c, t}; });
+    ASSERT_EQ(resident, server) << "step " << step;
+    if (o.max_resident != 0) {
+      ASSERT_LE(idx.size(), o.max_resident);
+    }
+  }
+  // The walk must have gone through the interesting paths, or it proves little.
+  const auto& st = idx.stats();
+  EXPECT_GT(st.stored_blocks, 1000u);
+  EXPECT_GT(st.downgrades, 10u);
+  EXPECT_GT(st.evictions, 100u);
+  EXPECT_GT(st.fingerprint_changes, 100u);
+  EXPECT_GT(st.location_updates, 10u);
+  EXPECT_GT(st.mismatches, 10u);
+  if (!o.index_salted) {
+    EXPECT_GT(st.tainted_blocks, 100u);
+  }
+  if (o.max_resident != 0) {
+    EXPECT_GT(st.cap_evictions, 100u);
+  }
+}
+
+TEST(PositionalIndexProperty, OpsKeepServerViewEqualToIndexDefault) {
+  check_server_view_matches({}, 1);
+}
+
+TEST(PositionalIndexProperty, OpsKeepServerViewEqualToIndexRootPolicySalted) {
+  index_options o;
+  o.unknown_parent = unknown_parent_policy::root;
+  o.index_salted = true;
+  check_server_view_matches(o, 2);
+}
+
+TEST(PositionalIndexProperty, OpsKeepServerViewEqualToIndexWithCap) {
+  index_options o;
+  o.unknown_parent = unknown_parent_policy::root;
+  o.max_resident = 6;
+  check_server_view_matches(o, 3);
 }
 
 }  // namespace
