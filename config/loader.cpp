@@ -1,0 +1,830 @@
+#include "config/loader.hpp"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <ostream>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <type_traits>
+
+#include "config/values.hpp"
+
+namespace kvrelay::config {
+namespace {
+
+// -- limits: a config file is untrusted, so nothing it says may allocate without bound ----------
+constexpr size_t max_file_bytes = 1 << 20;
+constexpr size_t max_engines = 256;
+constexpr int64_t max_dp_size = 1024;
+
+// -- small helpers --------------------------------------------------------------------------------
+
+template <class T>
+struct member;
+template <class C, class V>
+struct member<V C::*> {
+  using owner = C;
+  using value = V;
+};
+template <auto M>
+using owner_of = typename member<decltype(M)>::owner;
+template <auto M>
+using value_of = typename member<decltype(M)>::value;
+
+template <class T>
+constexpr bool is_enum_setting = std::is_same_v<T, dp_mode> || std::is_same_v<T, unknown_parent> ||
+                                 std::is_same_v<T, cache_tier> ||
+                                 std::is_same_v<T, log_format> || std::is_same_v<T, log_level>;
+
+const char* allowed_for(dp_mode) { return allowed_dp_modes(); }
+const char* allowed_for(unknown_parent) { return allowed_unknown_parents(); }
+const char* allowed_for(cache_tier) { return allowed_cache_tiers(); }
+const char* allowed_for(log_format) { return allowed_log_formats(); }
+const char* allowed_for(log_level) { return allowed_log_levels(); }
+
+const char* type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string: return "string";
+    case toml::node_type::integer: return "integer";
+    case toml::node_type::floating_point: return "float";
+    case toml::node_type::boolean: return "boolean";
+    case toml::node_type::date: return "date";
+    case toml::node_type::time: return "time";
+    case toml::node_type::date_time: return "date-time";
+    case toml::node_type::array: return "array";
+    case toml::node_type::table: return "table";
+    default: return "nothing";
+  }
+}
+
+std::string expected(const char* what, const toml::node& n) {
+  return std::string("expected ") + what + ", got " + type_name(n);
+}
+
+// A TOML basic string: quotes, backslashes and control characters escaped; UTF-8 kept.
+std::string toml_quote(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (u < 0x20 || u == 0x7f) {
+          static const char hex[] = "0123456789ABCDEF";
+          out += "\\u00";
+          out += hex[u >> 4];
+          out += hex[u & 0xF];
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// Go's strconv.ParseInt(s, 10, 64): optional sign, decimal digits only.
+bool parse_decimal_int64(std::string_view s, int64_t& out) {
+  if (s.empty() || s.size() > 20) return false;
+  bool neg = false;
+  if (s[0] == '+' || s[0] == '-') {
+    neg = s[0] == '-';
+    s.remove_prefix(1);
+    if (s.empty()) return false;
+  }
+  uint64_t v = 0;
+  const uint64_t limit = neg ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    auto d = static_cast<uint64_t>(c - '0');
+    if (v > (limit - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  out = neg ? static_cast<int64_t>(~v + 1) : static_cast<int64_t>(v);
+  return true;
+}
+
+std::string trim(std::string_view s) {
+  const char* ws = " \t\r\n\v\f";
+  auto b = s.find_first_not_of(ws);
+  if (b == std::string_view::npos) return {};
+  auto e = s.find_last_not_of(ws);
+  return std::string(s.substr(b, e - b + 1));
+}
+
+// toml++ iterates a table in key order; messages should follow the file's order, so the first
+// error reported is the first one a reader meets.
+std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(const toml::table& t) {
+  std::vector<std::pair<const toml::key*, const toml::node*>> out;
+  out.reserve(t.size());
+  for (auto&& [k, v] : t) out.emplace_back(&k, &v);
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    const auto &x = a.first->source().begin, &y = b.first->source().begin;
+    return x.line != y.line ? x.line < y.line : x.column < y.column;
+  });
+  return out;
+}
+
+// -- field tables: one per section; the loader, to_toml and the reload diff all walk them ---------
+
+template <class S>
+struct field_def {
+  const char* key;
+  std::string (*read)(const toml::node&, S&);  // error text, empty when fine
+  std::string (*write)(const S&);              // the value as TOML
+};
+
+template <auto M>
+std::string rd(const toml::node& n, owner_of<M>& s) {
+  using V = value_of<M>;
+  if constexpr (std::is_same_v<V, std::string>) {
+    if (const auto* v = n.as_string()) {
+      s.*M = v->get();
+      return {};
+    }
+    return expected("a string", n);
+  } else if constexpr (std::is_same_v<V, bool>) {
+    if (const auto* v = n.as_boolean()) {
+      s.*M = v->get();
+      return {};
+    }
+    return expected("a boolean (true or false)", n);
+  } else if constexpr (std::is_same_v<V, int64_t>) {
+    if (const auto* v = n.as_integer()) {
+      s.*M = v->get();
+      return {};
+    }
+    return expected("an integer", n);
+  } else if constexpr (std::is_same_v<V, milliseconds>) {
+    const auto* v = n.as_string();
+    if (!v) return expected("a duration string such as \"100ms\", \"10s\" or \"1m\"", n);
+    return parse_duration(v->get(), s.*M);
+  } else {
+    static_assert(is_enum_setting<V>);
+    const auto* v = n.as_string();
+    if (!v) return expected(("one of the strings " + std::string(allowed_for(V{}))).c_str(), n);
+    if (!parse(v->get(), s.*M))
+      return "invalid value \"" + v->get() + "\" (allowed: " + allowed_for(V{}) + ")";
+    return {};
+  }
+}
+
+// Sizes take an integer byte count or a string with a unit.
+template <auto M>
+std::string rd_size(const toml::node& n, owner_of<M>& s) {
+  if (const auto* v = n.as_integer()) {
+    if (v->get() < 0) return "must be >= 0";
+    s.*M = v->get();
+    return {};
+  }
+  if (const auto* v = n.as_string()) return parse_size(v->get(), s.*M);
+  return expected("a size (an integer byte count or a string such as \"16GiB\")", n);
+}
+
+template <auto M>
+std::string wr(const owner_of<M>& s) {
+  using V = value_of<M>;
+  if constexpr (std::is_same_v<V, std::string>) return toml_quote(s.*M);
+  else if constexpr (std::is_same_v<V, bool>) return s.*M ? "true" : "false";
+  else if constexpr (std::is_same_v<V, int64_t>) return std::to_string(s.*M);
+  else if constexpr (std::is_same_v<V, milliseconds>) return toml_quote(format_duration(s.*M));
+  else return toml_quote(to_string(s.*M));
+}
+
+#define KVRELAY_FIELD(S, key, member) field_def<S>{key, &rd<&S::member>, &wr<&S::member>}
+
+const field_def<server_settings> server_fields[] = {
+    KVRELAY_FIELD(server_settings, "address", address),
+    KVRELAY_FIELD(server_settings, "tls", tls),
+    KVRELAY_FIELD(server_settings, "ca_file", ca_file),
+    KVRELAY_FIELD(server_settings, "cert_file", cert_file),
+    KVRELAY_FIELD(server_settings, "key_file", key_file),
+    KVRELAY_FIELD(server_settings, "server_name", server_name),
+    KVRELAY_FIELD(server_settings, "rpc_timeout", rpc_timeout),
+    KVRELAY_FIELD(server_settings, "refresh_interval", refresh_interval),
+};
+
+const field_def<admin_settings> admin_fields[] = {
+    KVRELAY_FIELD(admin_settings, "listen", listen),
+    KVRELAY_FIELD(admin_settings, "token_file", token_file),
+    KVRELAY_FIELD(admin_settings, "enable_crash_endpoint", enable_crash_endpoint),
+};
+
+const field_def<log_settings> log_fields[] = {
+    KVRELAY_FIELD(log_settings, "format", format),
+    KVRELAY_FIELD(log_settings, "level", level),
+};
+
+const field_def<engine_settings> engine_fields[] = {
+    KVRELAY_FIELD(engine_settings, "replica_id", replica_id),
+    KVRELAY_FIELD(engine_settings, "model_id", model_id),
+    KVRELAY_FIELD(engine_settings, "tenant_id", tenant_id),
+    KVRELAY_FIELD(engine_settings, "hash_scheme", hash_scheme),
+    KVRELAY_FIELD(engine_settings, "endpoint", endpoint),
+    KVRELAY_FIELD(engine_settings, "replay_endpoint", replay_endpoint),
+    KVRELAY_FIELD(engine_settings, "topic", topic),
+    KVRELAY_FIELD(engine_settings, "dp_size", dp_size),
+    KVRELAY_FIELD(engine_settings, "dp_mode", dp_mode),
+    KVRELAY_FIELD(engine_settings, "window", window),
+    KVRELAY_FIELD(engine_settings, "reconnect_backoff", reconnect_backoff),
+    KVRELAY_FIELD(engine_settings, "l2_tier", l2_tier),
+    KVRELAY_FIELD(engine_settings, "unknown_parent", unknown_parent),
+    KVRELAY_FIELD(engine_settings, "index_salted", index_salted),
+    KVRELAY_FIELD(engine_settings, "max_blocks_per_adapter", max_blocks_per_adapter),
+};
+
+const field_def<metrics_settings> metrics_fields[] = {
+    KVRELAY_FIELD(metrics_settings, "url", url),
+    KVRELAY_FIELD(metrics_settings, "interval", interval),
+    KVRELAY_FIELD(metrics_settings, "cache_tier", tier),
+    KVRELAY_FIELD(metrics_settings, "model_label", model_label),
+    field_def<metrics_settings>{"cache_size_bytes", &rd_size<&metrics_settings::cache_size_bytes>,
+                                &wr<&metrics_settings::cache_size_bytes>},
+    KVRELAY_FIELD(metrics_settings, "max_concurrency", max_concurrency),
+};
+
+#undef KVRELAY_FIELD
+
+// -- the TOML reader ------------------------------------------------------------------------------
+
+class reader {
+ public:
+  explicit reader(std::string file) : file_(std::move(file)) {}
+
+  result<daemon_config> run(const toml::table& root) {
+    for (auto [kp, vp] : in_file_order(root)) {
+      const toml::key& k = *kp;
+      const toml::node& v = *vp;
+      const std::string key(k.str());
+      if (key == "server") {
+        if (!section(v, "server", server_fields, cfg_.server)) return error();
+      } else if (key == "admin") {
+        if (!section(v, "admin", admin_fields, cfg_.admin)) return error();
+      } else if (key == "log") {
+        if (!section(v, "log", log_fields, cfg_.log)) return error();
+      } else if (key == "engine") {
+        if (!engines(v)) return error();
+      } else {
+        unknown(k, key, {"server", "admin", "log", "engine"});
+        return error();
+      }
+    }
+    return std::move(cfg_);
+  }
+
+ private:
+  std::string where(const toml::source_region& r) const {
+    return file_ + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column);
+  }
+
+  bool fail(const toml::source_region& r, const std::string& path, const std::string& msg) {
+    error_ = where(r) + ": " + path + ": " + msg;
+    return false;
+  }
+
+  config_error error() const { return config_error{error_}; }
+
+  // One line naming the key, a close match if there is one, and every allowed key.
+  bool unknown(const toml::key& k, const std::string& path,
+               const std::vector<std::string_view>& allowed) {
+    const std::string name(k.str());
+    std::string list, guess;
+    size_t best = 3;  // suggest only close matches (a typo, not a different word)
+    for (auto a : allowed) {
+      if (!list.empty()) list += ", ";
+      list += a;
+      if (size_t d = edit_distance(name, a); d < best) best = d, guess = std::string(a);
+    }
+    std::string msg = "unknown key";
+    if (!guess.empty()) msg += "; did you mean \"" + guess + "\"?";
+    return fail(k.source(), path, msg + " (allowed: " + list + ")");
+  }
+
+  template <class S, size_t N>
+  bool section(const toml::node& node, const std::string& path, const field_def<S> (&fields)[N],
+               S& out, std::initializer_list<std::string_view> subtables = {},
+               std::vector<std::pair<std::string, const toml::node*>>* sub_out = nullptr) {
+    const auto* tbl = node.as_table();
+    if (!tbl) return fail(node.source(), path, expected("a table", node));
+    cfg_.origin[path] = where(node.source());
+    for (auto [kp, vp] : in_file_order(*tbl)) {
+      const toml::key& k = *kp;
+      const toml::node& v = *vp;
+      const std::string name(k.str());
+      if (sub_out && std::find(subtables.begin(), subtables.end(), name) != subtables.end()) {
+        sub_out->emplace_back(name, &v);
+        continue;
+      }
+      const field_def<S>* f = nullptr;
+      for (const auto& candidate : fields)
+        if (name == candidate.key) f = &candidate;
+      if (!f) {
+        std::vector<std::string_view> allowed;
+        for (const auto& candidate : fields) allowed.emplace_back(candidate.key);
+        allowed.insert(allowed.end(), subtables.begin(), subtables.end());
+        return unknown(k, path + "." + name, allowed);
+      }
+      const std::string key_path = path + "." + name;
+      cfg_.origin[key_path] = where(v.source());
+      if (auto err = f->read(v, out); !err.empty()) return fail(v.source(), key_path, err);
+    }
+    return true;
+  }
+
+  bool engines(const toml::node& node) {
+    const auto* arr = node.as_array();
+    if (!arr)
+      return fail(node.source(), "engine",
+                  expected("[[engine]] tables (an array of tables)", node));
+    if (arr->size() > max_engines)
+      return fail(node.source(), "engine",
+                  "too many engines (at most " + std::to_string(max_engines) + ")");
+    for (size_t i = 0; i < arr->size(); ++i) {
+      const toml::node& el = *arr->get(i);
+      const std::string path = "engine[" + std::to_string(i) + "]";
+      engine_settings e;
+      std::vector<std::pair<std::string, const toml::node*>> subs;
+      if (!section(el, path, engine_fields, e, {"metrics", "adapters"}, &subs)) return false;
+      for (const auto& [name, sub] : subs) {
+        if (name == "metrics") {
+          if (!section(*sub, path + ".metrics", metrics_fields, e.metrics)) return false;
+        } else if (!adapters(*sub, path + ".adapters", e.adapters)) {
+          return false;
+        }
+      }
+      cfg_.engines.push_back(std::move(e));
+    }
+    return true;
+  }
+
+  bool adapters(const toml::node& node, const std::string& path,
+                std::map<int64_t, std::string>& out) {
+    const auto* tbl = node.as_table();
+    if (!tbl) return fail(node.source(), path, expected("a table of id = \"name\"", node));
+    cfg_.origin[path] = where(node.source());
+    for (auto [kp, vp] : in_file_order(*tbl)) {
+      const toml::key& k = *kp;
+      const toml::node& v = *vp;
+      const std::string key(k.str());
+      const std::string key_path = path + "." + key;
+      int64_t id = 0;
+      if (!parse_decimal_int64(key, id))
+        return fail(k.source(), key_path, "adapter id must be a base-10 integer (LoRA id)");
+      const auto* name = v.as_string();
+      if (!name) return fail(v.source(), key_path, expected("the adapter name as a string", v));
+      if (name->get().empty()) return fail(v.source(), key_path, "adapter name must not be empty");
+      if (!out.emplace(id, name->get()).second)
+        return fail(k.source(), key_path, "duplicate adapter id " + std::to_string(id));
+      cfg_.origin[key_path] = where(v.source());
+    }
+    return true;
+  }
+
+  std::string file_;
+  std::string error_;
+  daemon_config cfg_;
+};
+
+// -- validation helpers ---------------------------------------------------------------------------
+
+// "<where>: <key>: <msg>", where = the key's origin or, failing that, its nearest enclosing
+// table's (a missing key is reported at the table that lacks it).
+std::string located(const daemon_config& c, const std::string& key, const std::string& msg) {
+  std::string k = key;
+  for (;;) {
+    if (auto it = c.origin.find(k); it != c.origin.end()) return it->second + ": " + key + ": " + msg;
+    auto cut = k.find_last_of(".[");
+    if (cut == std::string::npos || cut == 0) break;
+    k.resize(cut);
+  }
+  return key + ": " + msg;
+}
+
+std::string engine_path(size_t i) { return "engine[" + std::to_string(i) + "]"; }
+
+// R09 / C02: the identity every report carries.
+status check_identity(const daemon_config& c) {
+  for (size_t i = 0; i < c.engines.size(); ++i) {
+    const auto& e = c.engines[i];
+    const std::pair<const std::string*, const char*> required[] = {
+        {&e.replica_id, "replica_id"}, {&e.model_id, "model_id"}, {&e.hash_scheme, "hash_scheme"}};
+    for (const auto& [value, key] : required) {
+      if (value->empty()) {
+        std::string flag = key;
+        std::replace(flag.begin(), flag.end(), '_', '-');
+        return status::failure(located(c, engine_path(i) + "." + key,
+                                       std::string("invalid config: must not be empty (set ") +
+                                           key + " in [[engine]] or --" + flag + ")"));
+      }
+    }
+  }
+  return {};
+}
+
+template <class Fn>
+void clamp(milliseconds& v, milliseconds fallback, const std::string& key, Fn&& note) {
+  if (v.count() > 0) return;
+  note(key + " = " + format_duration(v) + " is not positive; using " + format_duration(fallback));
+  v = fallback;
+}
+
+bool readable_file(const std::string& path, std::string& why) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    why = std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+// Flattened values for the reload diff: (scope, key) → TOML text, where scope is "" for the
+// global sections and the replica id for an engine (key "" marks the engine's presence).
+using flat_config = std::map<std::pair<std::string, std::string>, std::string>;
+
+flat_config flatten(const daemon_config& c) {
+  flat_config out;
+  for (const auto& f : server_fields) out[{"", "server." + std::string(f.key)}] = f.write(c.server);
+  for (const auto& f : admin_fields) out[{"", "admin." + std::string(f.key)}] = f.write(c.admin);
+  for (const auto& f : log_fields) out[{"", "log." + std::string(f.key)}] = f.write(c.log);
+  for (const auto& e : c.engines) {
+    const std::string& id = e.replica_id;
+    out[{id, ""}] = "present";
+    for (const auto& f : engine_fields) out[{id, f.key}] = f.write(e);
+    for (const auto& f : metrics_fields) out[{id, "metrics." + std::string(f.key)}] = f.write(e.metrics);
+    for (const auto& [aid, name] : e.adapters)
+      out[{id, "adapters." + std::to_string(aid)}] = toml_quote(name);
+  }
+  return out;
+}
+
+}  // namespace
+
+// -- public API -----------------------------------------------------------------------------------
+
+result<daemon_config> parse_toml(std::string_view text, const std::string& source_name) {
+  try {
+    toml::table root;
+    try {
+      root = toml::parse(text, source_name);
+    } catch (const toml::parse_error& e) {
+      const auto& b = e.source().begin;
+      return config_error{source_name + ":" + std::to_string(b.line) + ":" +
+                          std::to_string(b.column) + ": TOML syntax error: " +
+                          std::string(e.description())};
+    }
+    return reader(source_name).run(root);
+  } catch (const std::exception& e) {
+    return config_error{source_name + ": cannot load configuration: " + e.what()};
+  }
+}
+
+result<daemon_config> load_toml(const std::string& path) {
+  try {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return config_error{path + ": cannot open config file: " + std::strerror(errno)};
+    std::string text;
+    char buf[65536];
+    while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+      text.append(buf, static_cast<size_t>(in.gcount()));
+      if (text.size() > max_file_bytes)
+        return config_error{path + ": config file larger than 1 MiB"};
+    }
+    if (in.bad()) return config_error{path + ": cannot read config file"};
+    return parse_toml(text, path);
+  } catch (const std::exception& e) {
+    return config_error{path + ": cannot load configuration: " + e.what()};
+  }
+}
+
+status parse_adapter_names(std::string_view text, std::map<int64_t, std::string>& out) {
+  std::map<int64_t, std::string> map;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    const std::string entry = trim(text.substr(start, comma - start));
+    start = comma + 1;
+    if (entry.empty()) continue;  // trailing or blank entries are skipped (A02)
+    auto eq = entry.find('=');
+    if (eq == std::string::npos)
+      return status::failure("entry \"" + entry + "\" is not id=name");
+    const std::string id_text = trim(std::string_view(entry).substr(0, eq));
+    const std::string name = trim(std::string_view(entry).substr(eq + 1));
+    int64_t id = 0;
+    if (!parse_decimal_int64(id_text, id))
+      return status::failure("entry \"" + entry + "\": id \"" + id_text + "\" is not an integer");
+    if (name.empty()) return status::failure("entry \"" + entry + "\": empty adapter name");
+    if (!map.emplace(id, name).second)
+      return status::failure("duplicate adapter id " + std::to_string(id));
+  }
+  out = std::move(map);
+  return {};
+}
+
+status apply_flags(daemon_config& cfg, const flag_values& f) {
+  if (f.any_engine_flag() && cfg.engines.size() > 1) {
+    std::string first;
+    for (const auto& g : f.given)
+      if (first.empty() && g != "server" && g != "config" && g != "check" && g != "version" &&
+          g != "admin-listen" && g != "log-format" && g != "log-level")
+        first = g;
+    return status::failure("--" + first + ": engine flags describe a single engine, but the " +
+                           "configuration has " + std::to_string(cfg.engines.size()) +
+                           " [[engine]] tables; set the value in the file instead");
+  }
+  if (cfg.engines.empty() && (f.any_engine_flag() || !f.config_path)) {
+    cfg.engines.emplace_back();
+  }
+  // C01: the adapter map is checked before anything else the reference validates.
+  std::map<int64_t, std::string> adapters;
+  if (f.lora_adapter_names) {
+    if (auto s = parse_adapter_names(*f.lora_adapter_names, adapters); !s)
+      return status::failure("invalid --lora-adapter-names: " + s.error());
+  }
+  auto set = [&cfg](auto& slot, const auto& flag, const std::string& key, const char* name) {
+    if (!flag) return;
+    slot = *flag;
+    cfg.origin[key] = std::string("--") + name;
+  };
+  set(cfg.server.address, f.server, "server.address", "server");
+  set(cfg.admin.listen, f.admin_listen, "admin.listen", "admin-listen");
+  set(cfg.log.format, f.log_format_v, "log.format", "log-format");
+  set(cfg.log.level, f.log_level_v, "log.level", "log-level");
+  if (cfg.engines.empty()) return {};
+  auto& e = cfg.engines[0];
+  const std::string p = "engine[0].";
+  set(e.endpoint, f.engine_endpoint, p + "endpoint", "engine-endpoint");
+  set(e.replay_endpoint, f.replay_endpoint, p + "replay_endpoint", "replay-endpoint");
+  set(e.topic, f.topic, p + "topic", "topic");
+  set(e.replica_id, f.replica_id, p + "replica_id", "replica-id");
+  set(e.model_id, f.model_id, p + "model_id", "model-id");
+  set(e.tenant_id, f.tenant_id, p + "tenant_id", "tenant-id");
+  set(e.hash_scheme, f.hash_scheme, p + "hash_scheme", "hash-scheme");
+  set(e.window, f.window, p + "window", "window");
+  set(e.l2_tier, f.ignore_block_removed, p + "l2_tier", "ignore-block-removed");
+  set(e.dp_size, f.dp_size, p + "dp_size", "dp-size");
+  set(e.dp_mode, f.dp_mode, p + "dp_mode", "dp-mode");
+  set(e.unknown_parent, f.unknown_parent, p + "unknown_parent", "unknown-parent");
+  set(e.metrics.url, f.engine_metrics_url, p + "metrics.url", "engine-metrics-url");
+  set(e.metrics.interval, f.stats_interval, p + "metrics.interval", "stats-interval");
+  set(e.metrics.cache_size_bytes, f.engine_cache_size_bytes, p + "metrics.cache_size_bytes",
+      "engine-cache-size-bytes");
+  set(e.metrics.max_concurrency, f.max_concurrency_ceiling, p + "metrics.max_concurrency",
+      "max-concurrency-ceiling");
+  set(e.metrics.model_label, f.engine_model_name, p + "metrics.model_label", "engine-model-name");
+  if (f.lora_adapter_names) {
+    e.adapters = std::move(adapters);
+    cfg.origin[p + "adapters"] = "--lora-adapter-names";
+  }
+  if (f.cache_tier) {
+    cache_tier t{};
+    if (!parse(*f.cache_tier, t)) {
+      // C02 before C03: a bad identity is what the reference reports first.
+      if (auto s = check_identity(cfg); !s) return s;
+      return status::failure("invalid --cache-tier \"" + *f.cache_tier +
+                             "\" (allowed: " + allowed_cache_tiers() + ")");
+    }
+    e.metrics.tier = t;
+    cfg.origin[p + "metrics.cache_tier"] = "--cache-tier";
+  }
+  return {};
+}
+
+status validate(daemon_config& c, std::vector<std::string>* notes) {
+  auto note = [notes](std::string s) {
+    if (notes) notes->push_back(std::move(s));
+  };
+  auto fail = [&c](const std::string& key, const std::string& msg) {
+    return status::failure(located(c, key, msg));
+  };
+  // Clamps first (R04, S10, N02): the defaults are the clamp targets, read from the one place
+  // they are written.
+  const server_settings server_defaults;
+  const engine_settings engine_defaults;
+  clamp(c.server.rpc_timeout, server_defaults.rpc_timeout, "server.rpc_timeout", note);
+  for (size_t i = 0; i < c.engines.size(); ++i) {
+    auto& e = c.engines[i];
+    const std::string p = engine_path(i);
+    clamp(e.window, engine_defaults.window, p + ".window", note);
+    clamp(e.reconnect_backoff, engine_defaults.reconnect_backoff, p + ".reconnect_backoff", note);
+    clamp(e.metrics.interval, engine_defaults.metrics.interval, p + ".metrics.interval", note);
+  }
+
+  if (c.engines.empty())
+    return status::failure(located(c, "engine", "no engine configured: add an [[engine]] table "
+                                                "or pass --replica-id and --model-id"));
+  if (c.engines.size() > max_engines)
+    return fail("engine", "too many engines (at most " + std::to_string(max_engines) + ")");
+  if (auto s = check_identity(c); !s) return s;
+
+  // [server]
+  if (auto err = check_grpc_target(c.server.address); !err.empty())
+    return fail("server.address", err);
+  if (!c.server.tls) {
+    const std::pair<const std::string*, const char*> tls_keys[] = {
+        {&c.server.ca_file, "ca_file"},
+        {&c.server.cert_file, "cert_file"},
+        {&c.server.key_file, "key_file"},
+        {&c.server.server_name, "server_name"}};
+    for (const auto& [value, key] : tls_keys)
+      if (!value->empty()) return fail(std::string("server.") + key, "requires tls = true");
+  }
+  if (c.server.cert_file.empty() != c.server.key_file.empty())
+    return fail(c.server.cert_file.empty() ? "server.key_file" : "server.cert_file",
+                "cert_file and key_file go together (mTLS needs both)");
+  if (c.server.refresh_interval.count() < 0)
+    return fail("server.refresh_interval", "must be >= 0 (0 disables the resync)");
+
+  // [admin]
+  if (!c.admin.listen.empty())
+    if (auto err = check_listen_address(c.admin.listen); !err.empty())
+      return fail("admin.listen", err);
+
+  // [[engine]]
+  for (size_t i = 0; i < c.engines.size(); ++i) {
+    const auto& e = c.engines[i];
+    const std::string p = engine_path(i) + ".";
+    if (auto err = check_endpoint(e.endpoint); !err.empty()) return fail(p + "endpoint", err);
+    if (!e.replay_endpoint.empty()) {
+      if (auto err = check_endpoint(e.replay_endpoint); !err.empty())
+        return fail(p + "replay_endpoint", err);
+      if (e.replay_endpoint == e.endpoint)
+        return fail(p + "replay_endpoint", "must differ from endpoint");
+    }
+    if (e.dp_size < 1 || e.dp_size > max_dp_size)
+      return fail(p + "dp_size", "must be between 1 and " + std::to_string(max_dp_size));
+    std::string ranked;
+    if (auto err = rank_endpoint(e.endpoint, e.dp_size - 1, ranked); !err.empty())
+      return fail(p + "endpoint", err);
+    if (!e.replay_endpoint.empty())
+      if (auto err = rank_endpoint(e.replay_endpoint, e.dp_size - 1, ranked); !err.empty())
+        return fail(p + "replay_endpoint", err);
+    if (e.max_blocks_per_adapter < 0)
+      return fail(p + "max_blocks_per_adapter", "must be >= 0 (0 = no limit)");
+    if (!e.metrics.url.empty())
+      if (auto err = check_url(e.metrics.url); !err.empty()) return fail(p + "metrics.url", err);
+    if (e.metrics.cache_size_bytes < 0) return fail(p + "metrics.cache_size_bytes", "must be >= 0");
+    for (const auto& [id, name] : e.adapters)
+      if (name.empty())
+        return fail(p + "adapters." + std::to_string(id), "adapter name must not be empty");
+  }
+
+  // Across engines: each reported replica id and each subscription once.
+  std::map<std::string, size_t> replicas;
+  std::map<std::string, size_t> subscriptions;
+  for (const auto& pl : pipelines(c)) {
+    const std::string p = engine_path(pl.engine_index);
+    auto [it, fresh] = replicas.emplace(pl.replica_id, pl.engine_index);
+    if (!fresh && it->second != pl.engine_index)
+      return fail(p + ".replica_id", "duplicate replica id \"" + pl.replica_id +
+                                         "\" (also used by " + engine_path(it->second) + ")");
+    const std::string sub = pl.endpoint + " topic " + c.engines[pl.engine_index].topic;
+    auto [sit, sfresh] = subscriptions.emplace(sub, pl.engine_index);
+    if (!sfresh && sit->second != pl.engine_index)
+      return fail(p + ".endpoint", "endpoint \"" + pl.endpoint + "\" with the same topic is "
+                                   "already subscribed by " + engine_path(sit->second));
+  }
+  return {};
+}
+
+status check_files(const daemon_config& c) {
+  const std::pair<const std::string*, const char*> files[] = {
+      {&c.server.ca_file, "server.ca_file"},
+      {&c.server.cert_file, "server.cert_file"},
+      {&c.server.key_file, "server.key_file"},
+      {&c.admin.token_file, "admin.token_file"}};
+  for (const auto& [path, key] : files) {
+    std::string why;
+    if (!path->empty() && !readable_file(*path, why))
+      return status::failure(located(c, key, "cannot read \"" + *path + "\": " + why));
+  }
+  return {};
+}
+
+result<daemon_config> resolve(const flag_values& flags, std::vector<std::string>* notes) {
+  daemon_config cfg;
+  if (flags.config_path) {
+    auto loaded = load_toml(*flags.config_path);
+    if (!loaded) return config_error{loaded.error()};
+    cfg = std::move(loaded).value();
+  }
+  if (auto s = apply_flags(cfg, flags); !s) return config_error{s.error()};
+  if (auto s = validate(cfg, notes); !s) return config_error{s.error()};
+  return cfg;
+}
+
+int run_check(const flag_values& flags, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> notes;
+  auto cfg = resolve(flags, &notes);
+  if (!cfg) {
+    err << cfg.error() << "\n";
+    return 2;
+  }
+  if (auto s = check_files(cfg.value()); !s) {
+    err << s.error() << "\n";
+    return 2;
+  }
+  for (const auto& n : notes) err << "note: " << n << "\n";
+  out << to_toml(cfg.value());
+  return 0;
+}
+
+std::string to_toml(const daemon_config& c) {
+  std::ostringstream out;
+  auto section = [&out](const char* header, const auto& fields, const auto& s) {
+    out << header << "\n";
+    for (const auto& f : fields) out << f.key << " = " << f.write(s) << "\n";
+  };
+  out << "# kvrelay effective configuration (defaults included)\n\n";
+  section("[server]", server_fields, c.server);
+  out << "\n";
+  section("[admin]", admin_fields, c.admin);
+  out << "\n";
+  section("[log]", log_fields, c.log);
+  for (const auto& e : c.engines) {
+    out << "\n";
+    section("[[engine]]", engine_fields, e);
+    out << "\n";
+    section("[engine.metrics]", metrics_fields, e.metrics);
+    out << "\n[engine.adapters]\n";
+    for (const auto& [id, name] : e.adapters) out << id << " = " << toml_quote(name) << "\n";
+  }
+  return out.str();
+}
+
+reload_diff diff_for_reload(const daemon_config& old_cfg, const daemon_config& new_cfg) {
+  const flat_config a = flatten(old_cfg), b = flatten(new_cfg);
+  std::set<flat_config::key_type> keys;
+  for (const auto& kv : a) keys.insert(kv.first);
+  for (const auto& kv : b) keys.insert(kv.first);
+
+  reload_diff d;
+  std::set<std::string> adapter_ids;
+  for (const auto& [scope, key] : keys) {
+    auto ia = a.find({scope, key}), ib = b.find({scope, key});
+    if (ia != a.end() && ib != b.end() && ia->second == ib->second) continue;
+    if (scope.empty()) {
+      if (key == "log.level") d.log_level_changed = true;
+      else d.restart_required.push_back(key);
+      continue;
+    }
+    const std::string engine_key = "engine." + toml_quote(scope);
+    const bool in_both = a.count({scope, ""}) && b.count({scope, ""});
+    if (!in_both) {
+      // An added or removed engine is reported once, not key by key.
+      if (key.empty()) d.restart_required.push_back(engine_key);
+    } else if (key.rfind("adapters.", 0) == 0) {
+      adapter_ids.insert(scope);
+    } else {
+      d.restart_required.push_back(engine_key + "." + key);
+    }
+  }
+  d.adapters_changed.assign(adapter_ids.begin(), adapter_ids.end());
+  return d;
+}
+
+std::vector<pipeline_settings> pipelines(const daemon_config& c) {
+  std::vector<pipeline_settings> out;
+  for (size_t i = 0; i < c.engines.size(); ++i) {
+    const auto& e = c.engines[i];
+    const int64_t ranks = std::clamp<int64_t>(e.dp_size, 1, max_dp_size);
+    for (int64_t r = 0; r < ranks; ++r) {
+      pipeline_settings p;
+      p.engine_index = i;
+      p.dp_rank = r;
+      p.replica_id = e.replica_id;
+      if (ranks > 1 && e.dp_mode == dp_mode::separate) p.replica_id += "-dp" + std::to_string(r);
+      if (!rank_endpoint(e.endpoint, r, p.endpoint).empty()) p.endpoint = e.endpoint;
+      if (!e.replay_endpoint.empty() &&
+          !rank_endpoint(e.replay_endpoint, r, p.replay_endpoint).empty())
+        p.replay_endpoint = e.replay_endpoint;
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+}  // namespace kvrelay::config

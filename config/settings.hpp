@@ -1,0 +1,119 @@
+#pragma once
+// The daemon's configuration as plain data. The member initialisers below are the ONE place a
+// default lives: the TOML loader, the flag parser's usage text, `to_toml` and docs/configuration.md
+// all derive from (or are checked against) a default-constructed struct. Reference defaults are
+// those of the Go kvevent-subscriber (shared/spec/reference-behaviour.md §4).
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvrelay::config {
+
+using std::chrono::milliseconds;
+
+/// How a data-parallel engine (dp_size > 1) is reported.
+enum class dp_mode : uint8_t {
+  separate,  // each rank is its own replica "<replica_id>-dp<rank>" with its own state
+  merged,    // every rank reports as the engine's one replica_id
+};
+
+/// What a BlockStored whose parent was never seen does.
+enum class unknown_parent : uint8_t {
+  drop,  // not indexed (a re-rooted suffix could give a false prefix match); counted
+  root,  // the reference's behaviour: treated as a sequence root
+};
+
+/// Which usage gauge the scraper reads (reference --cache-tier, M18). Case-sensitive names.
+enum class cache_tier : uint8_t { auto_, kv, gpu, cpu };
+
+enum class log_format : uint8_t { json, text };
+enum class log_level : uint8_t { debug, info, warn, error };
+
+const char* to_string(dp_mode v);
+const char* to_string(unknown_parent v);
+const char* to_string(cache_tier v);
+const char* to_string(log_format v);
+const char* to_string(log_level v);
+/// Exact, case-sensitive parses; false (and `out` untouched) for anything else.
+bool parse(std::string_view s, dp_mode& out);
+bool parse(std::string_view s, unknown_parent& out);
+bool parse(std::string_view s, cache_tier& out);
+bool parse(std::string_view s, log_format& out);
+bool parse(std::string_view s, log_level& out);
+/// The accepted names, comma separated, in the order messages and docs list them.
+const char* allowed_dp_modes();        // "separate, merged"
+const char* allowed_unknown_parents(); // "drop, root"
+const char* allowed_cache_tiers();     // "auto, kv, gpu, cpu" (the fallback order)
+const char* allowed_log_formats();     // "json, text"
+const char* allowed_log_levels();      // "debug, info, warn, error"
+
+/// Connection to the cache-policy server (gRPC).
+struct server_settings {
+  std::string address = "127.0.0.1:9090";  // gRPC target (--server)
+  bool tls = false;                        // TLS on; the file keys below require it
+  std::string ca_file;                     // PEM roots; "" = the system roots
+  std::string cert_file;                   // client certificate (mTLS), with key_file
+  std::string key_file;
+  std::string server_name;                 // TLS name override; "" = host of `address`
+  milliseconds rpc_timeout{5000};          // per-call deadline; <= 0 becomes 5 s (R04, S10)
+  milliseconds refresh_interval{600000};   // re-report resident blocks (resync); 0 = never
+};
+
+/// The admin HTTP port (health, metrics, debug tree).
+struct admin_settings {
+  std::string listen = "127.0.0.1:9464";  // host:port; "" disables the admin port
+  std::string token_file;                 // bearer token for mutating endpoints; "" = none
+  bool enable_crash_endpoint = false;     // /debug/crash, for supervision drills only
+};
+
+struct log_settings {
+  log_format format = log_format::json;  // JSON lines on stderr, like the reference (C08)
+  log_level level = log_level::info;
+};
+
+/// The engine's Prometheus endpoint and how load statistics are derived from it.
+struct metrics_settings {
+  std::string url = "http://127.0.0.1:8000/metrics";  // "" disables scraping
+  milliseconds interval{10000};                        // <= 0 becomes 10 s (S10)
+  cache_tier tier = cache_tier::auto_;
+  std::string model_label;       // model_name label filter; "" = every series (M16)
+  int64_t cache_size_bytes = 0;  // capacity multiplied by the usage ratio; 0 reports 0 bytes
+  int64_t max_concurrency = 256; // pressure denominator; <= 0 disables pressure
+};
+
+/// One engine source: a replica (or, with dp_size > 1, one pipeline per rank).
+struct engine_settings {
+  std::string replica_id;  // required
+  std::string model_id;    // required
+  std::string tenant_id;
+  std::string hash_scheme = "vllm";  // required non-empty; "sglang" selects that metric profile
+  std::string endpoint = "tcp://127.0.0.1:5557";  // engine PUB endpoint; rank r adds r to the port
+  std::string replay_endpoint;                     // engine ROUTER for replay; "" = no replay
+  std::string topic = "kv-events";                 // SUB prefix; "" = every topic
+  int64_t dp_size = 1;
+  config::dp_mode dp_mode = dp_mode::separate;
+  milliseconds window{100};                 // debounce window; <= 0 becomes 100 ms (R04)
+  milliseconds reconnect_backoff{1000};     // constant ZMQ re-dial delay; <= 0 becomes 1 s (N02)
+  bool l2_tier = false;                     // = --ignore-block-removed: BlockRemoved → T2
+  config::unknown_parent unknown_parent = unknown_parent::drop;
+  bool index_salted = false;                // index cache-salted / multimodal blocks anyway
+  int64_t max_blocks_per_adapter = 4194304; // reverse-map bound per adapter partition; 0 = none
+  std::map<int64_t, std::string> adapters;  // LoRA id → name (--lora-adapter-names)
+  metrics_settings metrics;
+};
+
+struct daemon_config {
+  server_settings server;
+  admin_settings admin;
+  log_settings log;
+  std::vector<engine_settings> engines;
+  /// Where each key's value came from ("file:line:col" or "--flag"), by key path such as
+  /// "engine[0].window". Only for error messages; never compared.
+  std::map<std::string, std::string> origin;
+};
+
+}  // namespace kvrelay::config
