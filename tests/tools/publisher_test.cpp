@@ -1,0 +1,241 @@
+// The fake engine's ZMQ side against a raw SUB and DEALER, as shared/spec/engine-wire.md §1
+// describes the engines: live [topic, seq BE8, payload], replay replies in the 2-frame and the
+// v0.26+ topic form, the END marker, ring overflow, DP port offsets and the fault hooks.
+#include <gtest/gtest.h>
+
+#include <zmq.hpp>
+
+#include "tools/fake-engine/publisher.hpp"
+
+namespace kvrelay::fake {
+namespace {
+
+std::string be8(uint64_t v) {
+  std::string out(8, '\0');
+  for (int i = 7; i >= 0; --i, v >>= 8) out[static_cast<size_t>(i)] = static_cast<char>(v & 0xff);
+  return out;
+}
+const std::string END(8, '\xff');
+
+std::vector<std::string> recv_all(zmq::socket_t& s) {
+  std::vector<std::string> frames;
+  while (true) {
+    zmq::message_t m;
+    if (!s.recv(m)) return {};  // timeout
+    frames.emplace_back(static_cast<const char*>(m.data()), m.size());
+    if (!m.more()) return frames;
+  }
+}
+
+struct fixture : ::testing::Test {
+  zmq::context_t ctx{1};
+
+  zmq::socket_t sub(const std::string& endpoint, const std::string& prefix) {
+    zmq::socket_t s(ctx, zmq::socket_type::sub);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::rcvtimeo, 50);
+    s.set(zmq::sockopt::subscribe, prefix);
+    s.connect(endpoint);
+    return s;
+  }
+  zmq::socket_t dealer(const std::string& endpoint) {
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::rcvtimeo, 2000);
+    s.connect(endpoint);
+    return s;
+  }
+  // Sends a DEALER replay request ["", start] and collects replies up to the END marker.
+  std::vector<std::vector<std::string>> replay(zmq::socket_t& d, uint64_t start) {
+    d.send(zmq::message_t(), zmq::send_flags::sndmore);
+    d.send(zmq::buffer(be8(start)), zmq::send_flags::none);
+    std::vector<std::vector<std::string>> replies;
+    for (int i = 0; i < 100000; ++i) {
+      auto r = recv_all(d);
+      if (r.empty()) {
+        ADD_FAILURE() << "replay timed out";
+        break;
+      }
+      replies.push_back(r);
+      if (r.size() >= 2 && r[r.size() - 2] == END) break;
+    }
+    return replies;
+  }
+  // PUB/SUB slow joiner: publish until the subscriber sees a message (bounded).
+  std::vector<std::string> join(publisher& p, zmq::socket_t& s, const std::string& payload) {
+    for (int i = 0; i < 100; ++i) {
+      p.publish(payload);
+      auto frames = recv_all(s);
+      if (!frames.empty()) return frames;
+    }
+    return {};
+  }
+};
+
+using Publisher = fixture;
+
+TEST_F(Publisher, LiveMessagesAreTopicSeqPayload) {
+  publisher_options o;
+  o.topic = "kv@10.0.0.1@llama";
+  publisher p(o);
+  auto s = sub(p.live_endpoint(), "kv@");
+  const auto first = join(p, s, "hello");
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_EQ(first[0], o.topic);
+  ASSERT_EQ(first[1].size(), 8u);
+  EXPECT_EQ(first[2], "hello");
+  // Drain what the joining loop queued, then check consecutive seqs from here on.
+  while (!recv_all(s).empty()) {
+  }
+  const uint64_t next = p.next_seq();
+  EXPECT_EQ(p.publish("a"), next);
+  EXPECT_EQ(p.publish("b"), next + 1);
+  auto a = recv_all(s), b = recv_all(s);
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(a[1], be8(next));
+  EXPECT_EQ(b[1], be8(next + 1));
+  EXPECT_EQ(b[2], "b");
+}
+
+TEST_F(Publisher, SeqStartsAtZeroAndSubscriberPrefixFilters) {
+  publisher_options o;
+  o.topic = "other";
+  publisher p(o);
+  EXPECT_EQ(p.next_seq(), 0u);
+  EXPECT_EQ(p.publish("x"), 0u);
+  auto s = sub(p.live_endpoint(), "kv@");
+  for (int i = 0; i < 10; ++i) p.publish("x");
+  EXPECT_TRUE(recv_all(s).empty());
+}
+
+TEST_F(Publisher, ReplayTwoFrameFormThenEnd) {
+  publisher_options o;
+  o.replay_bind = "tcp://127.0.0.1:*";
+  o.topic = "kv-events";
+  publisher p(o);
+  for (int i = 0; i < 5; ++i) p.publish("batch" + std::to_string(i));
+  auto d = dealer(p.replay_endpoint());
+  const auto replies = replay(d, 2);
+  ASSERT_EQ(replies.size(), 4u);
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(replies[i].size(), 3u);
+    EXPECT_EQ(replies[i][0], "");
+    EXPECT_EQ(replies[i][1], be8(2 + i));
+    EXPECT_EQ(replies[i][2], "batch" + std::to_string(2 + i));
+  }
+  EXPECT_EQ(replies[3], (std::vector<std::string>{"", END, ""}));
+  EXPECT_EQ(p.stats().replay_requests, 1u);
+  EXPECT_EQ(p.stats().replay_batches, 3u);
+}
+
+TEST_F(Publisher, ReplayTopicFormOfV026) {
+  publisher_options o;
+  o.replay_bind = "tcp://127.0.0.1:*";
+  o.topic = "kv-events";
+  o.replay_topic_frames = true;
+  publisher p(o);
+  p.publish("only");
+  auto d = dealer(p.replay_endpoint());
+  const auto replies = replay(d, 0);
+  ASSERT_EQ(replies.size(), 2u);
+  EXPECT_EQ(replies[0], (std::vector<std::string>{"", "kv-events", be8(0), "only"}));
+  EXPECT_EQ(replies[1], (std::vector<std::string>{"", "", END, ""}));
+}
+
+TEST_F(Publisher, RingOverflowStartsLaterAndEmptyRangeIsJustEnd) {
+  publisher_options o;
+  o.replay_bind = "tcp://127.0.0.1:*";
+  o.buffer_steps = 3;
+  publisher p(o);
+  for (int i = 0; i < 6; ++i) p.publish(std::to_string(i));
+  auto d = dealer(p.replay_endpoint());
+  auto replies = replay(d, 0);
+  ASSERT_EQ(replies.size(), 4u);
+  EXPECT_EQ(replies[0][1], be8(3));  // asked for 0: history before 3 is gone
+  replies = replay(d, 6);
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0][1], END);
+}
+
+TEST_F(Publisher, SkipRetainAndIncarnationHooks) {
+  publisher_options o;
+  o.replay_bind = "tcp://127.0.0.1:*";
+  publisher p(o);
+  EXPECT_EQ(p.publish("kept"), 0u);
+  EXPECT_EQ(p.publish("lost", /*retain=*/false), 1u);
+  p.skip(3);
+  EXPECT_EQ(p.publish("after-gap"), 5u);
+  auto d = dealer(p.replay_endpoint());
+  auto replies = replay(d, 0);
+  ASSERT_EQ(replies.size(), 3u);
+  EXPECT_EQ(replies[0][1], be8(0));
+  EXPECT_EQ(replies[1][1], be8(5));
+  EXPECT_EQ(replies[1][2], "after-gap");
+  p.restart_incarnation();
+  replies = replay(d, 0);
+  EXPECT_EQ(replies.size(), 1u);  // a restarted engine remembers nothing
+  EXPECT_EQ(p.publish("new-life"), 0u);
+}
+
+TEST_F(Publisher, MalformedReplayRequestGetsNoReply) {
+  publisher_options o;
+  o.replay_bind = "tcp://127.0.0.1:*";
+  publisher p(o);
+  p.publish("x");
+  auto d = dealer(p.replay_endpoint());
+  d.set(zmq::sockopt::rcvtimeo, 200);
+  d.send(zmq::buffer(be8(0)), zmq::send_flags::none);  // no empty delimiter: 2 frames at ROUTER
+  EXPECT_TRUE(recv_all(d).empty());
+  EXPECT_EQ(p.stats().ignored_requests, 1u);
+  d.set(zmq::sockopt::rcvtimeo, 2000);
+  EXPECT_EQ(replay(d, 0).size(), 2u);  // a well-formed request still works
+}
+
+TEST(DpEndpoint, OffsetsPortsLikeVllm) {
+  EXPECT_EQ(dp_endpoint("tcp://*:5557", 0), "tcp://*:5557");
+  EXPECT_EQ(dp_endpoint("tcp://*:5557", 1), "tcp://*:5558");
+  EXPECT_EQ(dp_endpoint("tcp://127.0.0.1:5558", 3), "tcp://127.0.0.1:5561");
+  EXPECT_EQ(dp_endpoint("tcp://127.0.0.1:*", 2), "tcp://127.0.0.1:*");
+  EXPECT_EQ(dp_endpoint("inproc://kv", 2), "inproc://kv_dp2");
+  EXPECT_FALSE(dp_endpoint("ipc:///tmp/kv", 1).has_value());
+  EXPECT_FALSE(dp_endpoint("tcp://*:65535", 1).has_value());
+  EXPECT_FALSE(dp_endpoint("tcp://*:5557", -1).has_value());
+}
+
+TEST_F(Publisher, DpRankBindsPortPlusRankForLiveAndReplay) {
+  publisher_options base;
+  base.replay_bind = "tcp://127.0.0.1:*";
+  publisher rank0(base);
+  const auto port_of = [](const std::string& ep) { return std::stoi(ep.substr(ep.rfind(':') + 1)); };
+  const int live0 = port_of(rank0.live_endpoint());
+  const int replay0 = port_of(rank0.replay_endpoint());
+  publisher_options o;
+  o.bind = "tcp://127.0.0.1:" + std::to_string(live0);
+  o.replay_bind = "tcp://127.0.0.1:" + std::to_string(replay0);
+  o.dp_rank = 1;
+  std::unique_ptr<publisher> rank1;
+  try {
+    rank1 = std::make_unique<publisher>(o);
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "port+1 already taken on this machine: " << e.what();
+  }
+  EXPECT_EQ(port_of(rank1->live_endpoint()), live0 + 1);
+  EXPECT_EQ(port_of(rank1->replay_endpoint()), replay0 + 1);
+  auto s = sub("tcp://127.0.0.1:" + std::to_string(live0 + 1), "");
+  const auto frames = join(*rank1, s, "rank1");
+  ASSERT_EQ(frames.size(), 3u);
+  EXPECT_EQ(frames[2], "rank1");
+  auto d = dealer("tcp://127.0.0.1:" + std::to_string(replay0 + 1));
+  EXPECT_GE(replay(d, 0).size(), 2u);
+  EXPECT_EQ(rank0.stats().replay_requests, 0u);  // rank 0's own space is untouched
+}
+
+TEST(PublisherBind, BadEndpointThrows) {
+  publisher_options o;
+  o.bind = "tcp://256.0.0.1:1";
+  EXPECT_THROW(publisher p(o), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace kvrelay::fake
