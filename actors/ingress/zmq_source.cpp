@@ -1,0 +1,503 @@
+#include "actors/ingress/zmq_source.hpp"
+
+#include <zmq.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <random>
+#include <thread>
+
+namespace kvrelay::ingress {
+
+payload_ref payload_ref::copy_of(std::string_view bytes) {
+  auto owner = std::make_shared<const std::string>(bytes);
+  return payload_ref(owner, std::string_view(*owner));
+}
+
+bool sub_binds(std::string_view endpoint, bind_mode mode) noexcept {
+  if (mode != bind_mode::auto_detect) return mode == bind_mode::bind;
+  const auto scheme_end = endpoint.find("://");
+  if (scheme_end == std::string_view::npos) return false;
+  const std::string_view scheme = endpoint.substr(0, scheme_end);
+  if (scheme != "tcp") return false;  // ipc/inproc: the engine binds those, we dial
+  std::string_view host = endpoint.substr(scheme_end + 3);
+  const auto colon = host.rfind(':');
+  if (colon != std::string_view::npos) host = host.substr(0, colon);
+  return host == "*" || host == "0.0.0.0" || host == "[::]" || host == "::";
+}
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr uint64_t end_marker = ~uint64_t{0};
+// Live messages are 3 frames and replies at most 4; one spare tells "too many" apart.
+constexpr size_t max_parts = 5;
+
+uint64_t read_be8(const zmq::message_t& m) {
+  const auto* p = static_cast<const unsigned char*>(m.data());
+  uint64_t v = 0;
+  for (size_t i = 0; i < 8; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
+std::array<char, 8> be8(uint64_t v) {
+  std::array<char, 8> out{};
+  for (size_t i = 0; i < 8; ++i) out[7 - i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return out;
+}
+
+payload_ref take_payload(zmq::message_t& m) {
+  auto owner = std::make_shared<zmq::message_t>(std::move(m));
+  return payload_ref(owner, std::string_view(owner->data<char>(), owner->size()));
+}
+
+// One multipart message; frames beyond max_parts are received and dropped so the socket stays
+// in step, and only counted.
+struct multipart {
+  std::array<zmq::message_t, max_parts> part;
+  size_t count = 0;
+};
+
+bool recv_multipart(zmq::socket_t& s, multipart& mp) {
+  mp.count = 0;
+  zmq::message_t scratch;
+  bool more = true;
+  bool first = true;
+  while (more) {
+    zmq::message_t& target = mp.count < max_parts ? mp.part[mp.count] : scratch;
+    // Parts of one message arrive atomically: only the first can be missing.
+    const auto got = s.recv(target, first ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
+    if (!got) return false;
+    first = false;
+    more = target.more();
+    ++mp.count;
+  }
+  return true;
+}
+
+// Logs a recurring problem once, then at most every 10 s with the count since.
+struct rate_limit {
+  clock::time_point next{};
+  uint64_t suppressed = 0;
+  bool allow(clock::time_point now) {
+    if (now < next) {
+      ++suppressed;
+      return false;
+    }
+    next = now + std::chrono::seconds(10);
+    return true;
+  }
+};
+
+}  // namespace
+
+// -- impl: the thread's world -------------------------------------------------------------------
+
+struct zmq_source::impl {
+  impl(zmq_source_options o, sink_fn s)
+      : opts(std::move(o)), sink(std::move(s)), tracker(make_tracker_options(opts)),
+        rng(std::random_device{}()) {}
+
+  static tracker_options make_tracker_options(const zmq_source_options& o) {
+    tracker_options t = o.tracker;
+    t.replay_enabled = !o.replay_endpoint.empty();
+    return t;
+  }
+
+  // -- shared with other threads --
+  zmq_source_options opts;
+  sink_fn sink;
+  std::atomic<bool> stop_flag{false};
+  std::atomic<bool> alive{false};
+  std::atomic<uint64_t> in_flight{0};
+  mutable std::mutex mu;  // guards snapshot and sub_endpoint
+  zmq_source_stats snapshot;
+  std::string sub_endpoint;
+  std::thread thread;  // touched by the owner only
+  bool started_once = false;
+  std::promise<std::string> ready;  // "" once the sockets are up, else the setup error
+  bool ready_sent = false;          // thread-owned
+
+  // -- owned by the thread --
+  std::shared_ptr<zmq::context_t> ctx;
+  sequence_tracker<payload_ref> tracker;
+  sequence_tracker<payload_ref>::actions actions;
+  frame_counters frames;
+  uint64_t throttled = 0, connects = 0, disconnects = 0, peers = 0;
+  std::unique_ptr<zmq::socket_t> dealer;
+  bool want_replay = false;
+  uint64_t replay_from = 0;
+  clock::time_point replay_not_before{};
+  clock::time_point replay_deadline{};
+  uint32_t replay_failures = 0;
+  std::mt19937_64 rng;
+  std::array<rate_limit, 4> limits{};  // frame, seq, reserved, replay
+
+  void log(log_severity sev, const std::string& msg, const log_fields& f = {}) {
+    if (opts.log) opts.log(sev, msg, f);
+  }
+
+  void run();
+  void run_loop();
+  bool signal_ready(const std::string& error);
+  void poll_once();
+  void drain_sub(zmq::socket_t& sub);
+  void drain_dealer();
+  void drain_monitor(zmq::socket_t& mon);
+  void on_live(multipart& mp);
+  void on_reply(multipart& mp);
+  void execute();
+  void open_replay(clock::time_point now);
+  void replay_timed_out(clock::time_point now);
+  void close_replay() { dealer.reset(); }
+  void publish_stats();
+  void reject(uint64_t& counter, size_t limit, const char* what, uint64_t detail);
+
+  std::unique_ptr<zmq::socket_t> sub_sock, mon_sock;
+};
+
+void zmq_source::impl::reject(uint64_t& counter, size_t limit, const char* what, uint64_t detail) {
+  ++counter;
+  if (limits[limit].allow(clock::now())) {
+    log(log_severity::warn, "dropping malformed zmq message",
+        {{"reason", what}, {"detail", std::to_string(detail)},
+         {"suppressed", std::to_string(limits[limit].suppressed)}});
+    limits[limit].suppressed = 0;
+  }
+}
+
+void zmq_source::impl::run() {
+  try {
+    run_loop();
+  } catch (const zmq::error_t& e) {
+    if (e.num() == ETERM) {
+      signal_ready("zmq context terminated");
+    } else if (!signal_ready(e.what())) {
+      log(log_severity::error, "zmq recv failed; ingress thread stopping", {{"error", e.what()}});
+      sink(source_failed_event{e.what()});
+    }
+  } catch (const std::exception& e) {
+    // Before `ready` this is a setup error that start() reports; after it, the owner restarts us.
+    if (!signal_ready(e.what())) sink(source_failed_event{e.what()});
+  }
+  dealer.reset();
+  mon_sock.reset();
+  sub_sock.reset();
+  publish_stats();
+  alive.store(false);
+}
+
+bool zmq_source::impl::signal_ready(const std::string& error) {
+  if (ready_sent) return false;
+  ready_sent = true;
+  ready.set_value(error);
+  return true;
+}
+
+void zmq_source::impl::run_loop() {
+  using namespace zmq;
+  sub_sock = std::make_unique<socket_t>(*ctx, socket_type::sub);
+  auto& sub = *sub_sock;
+  sub.set(sockopt::linger, 0);
+  sub.set(sockopt::rcvhwm, opts.rcvhwm);
+  const auto ivl = opts.reconnect_interval.count() <= 0 ? milliseconds(1000)
+                                                        : opts.reconnect_interval;
+  sub.set(sockopt::reconnect_ivl, static_cast<int>(ivl.count()));
+  sub.set(sockopt::reconnect_ivl_max, 0);  // constant interval, as the reference
+  sub.set(sockopt::subscribe, opts.topic);
+
+  // Peer connect/disconnect events through a monitor PAIR in the same context.
+  static std::atomic<uint64_t> monitor_id{0};
+  const std::string mon_addr = "inproc://kvrelay-ingress-mon-" + std::to_string(++monitor_id);
+  if (zmq_socket_monitor(sub.handle(), mon_addr.c_str(),
+                         ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) != 0)
+    throw zmq::error_t();
+  mon_sock = std::make_unique<socket_t>(*ctx, socket_type::pair);
+  mon_sock->set(sockopt::linger, 0);
+  mon_sock->connect(mon_addr);
+
+  const bool bind = sub_binds(opts.endpoint, opts.mode);
+  if (bind)
+    sub.bind(opts.endpoint);
+  else
+    sub.connect(opts.endpoint);
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    sub_endpoint = sub.get(sockopt::last_endpoint);
+  }
+  log(log_severity::info, "subscribed to engine KV events",
+      {{"endpoint", opts.endpoint}, {"topic", opts.topic}, {"mode", bind ? "bind" : "connect"},
+       {"replay_endpoint", opts.replay_endpoint}});
+  signal_ready(std::string());
+
+  tracker.start(actions);
+  execute();
+  while (!stop_flag.load(std::memory_order_relaxed)) {
+    poll_once();
+    publish_stats();
+  }
+}
+
+void zmq_source::impl::poll_once() {
+  auto now = clock::now();
+  if (want_replay && !dealer && now >= replay_not_before) open_replay(now);
+
+  const bool throttle = in_flight.load(std::memory_order_acquire) >= opts.max_in_flight;
+  milliseconds timeout(50);
+  if (throttle) {
+    ++throttled;
+    timeout = milliseconds(5);  // credits are not pollable; look again soon
+    // A paused reader must not make the replay look dead.
+    if (dealer) replay_deadline = std::max(replay_deadline, now + opts.replay_timeout);
+  }
+  auto until = [&](clock::time_point t) {
+    auto d = std::chrono::duration_cast<milliseconds>(t - now) + milliseconds(1);
+    timeout = std::clamp(d, milliseconds(0), timeout);
+  };
+  if (want_replay && !dealer) until(replay_not_before);
+  if (dealer) until(replay_deadline);
+
+  std::array<zmq_pollitem_t, 3> items{};
+  size_t n = 0;
+  items[n++] = {mon_sock->handle(), 0, ZMQ_POLLIN, 0};
+  const size_t sub_idx = throttle ? max_parts : n;
+  if (!throttle) items[n++] = {sub_sock->handle(), 0, ZMQ_POLLIN, 0};
+  const size_t dealer_idx = (dealer && !throttle) ? n : max_parts;
+  if (dealer && !throttle) items[n++] = {dealer->handle(), 0, ZMQ_POLLIN, 0};
+  zmq::poll(items.data(), n, timeout);
+
+  if (items[0].revents & ZMQ_POLLIN) drain_monitor(*mon_sock);
+  if (sub_idx < n && (items[sub_idx].revents & ZMQ_POLLIN)) drain_sub(*sub_sock);
+  if (dealer_idx < n && dealer && (items[dealer_idx].revents & ZMQ_POLLIN)) drain_dealer();
+
+  now = clock::now();
+  if (dealer && now >= replay_deadline) replay_timed_out(now);
+}
+
+void zmq_source::impl::drain_sub(zmq::socket_t& sub) {
+  multipart mp;
+  for (uint32_t i = 0; i < opts.max_drain; ++i) {
+    if (in_flight.load(std::memory_order_acquire) >= opts.max_in_flight) return;
+    if (stop_flag.load(std::memory_order_relaxed)) return;
+    if (!recv_multipart(sub, mp)) return;
+    on_live(mp);
+  }
+}
+
+void zmq_source::impl::on_live(multipart& mp) {
+  ++frames.messages;
+  if (mp.count != 3) return reject(frames.bad_frame_count, 0, "frame count", mp.count);
+  if (mp.part[1].size() != 8) return reject(frames.bad_seq_size, 1, "seq size", mp.part[1].size());
+  const uint64_t seq = read_be8(mp.part[1]);
+  if (seq == end_marker) return reject(frames.reserved_seq, 2, "END seq on a live batch", seq);
+  frames.bytes += mp.part[2].size();
+  tracker.on_live(seq, take_payload(mp.part[2]), actions);
+  execute();
+}
+
+void zmq_source::impl::drain_dealer() {
+  multipart mp;
+  for (uint32_t i = 0; i < opts.max_drain && dealer; ++i) {
+    if (stop_flag.load(std::memory_order_relaxed)) return;
+    if (!recv_multipart(*dealer, mp)) return;
+    replay_deadline = clock::now() + opts.replay_timeout;  // an inactivity timeout
+    on_reply(mp);
+  }
+}
+
+void zmq_source::impl::on_reply(multipart& mp) {
+  // DEALER view: ["", seq8, payload] (vLLM < 0.26, SGLang) or ["", topic, seq8, payload].
+  if ((mp.count != 3 && mp.count != 4) || mp.part[0].size() != 0)
+    return reject(frames.replay_malformed, 3, "replay reply shape", mp.count);
+  zmq::message_t& seq_frame = mp.part[mp.count - 2];
+  zmq::message_t& payload = mp.part[mp.count - 1];
+  if (seq_frame.size() != 8)
+    return reject(frames.replay_malformed, 3, "replay seq size", seq_frame.size());
+  const uint64_t seq = read_be8(seq_frame);
+  if (seq == end_marker) {
+    if (payload.size() != 0)
+      return reject(frames.replay_bad_end, 3, "replay END with payload", payload.size());
+    replay_failures = 0;
+    close_replay();  // one DEALER per request: nothing late can leak into the next one
+    want_replay = false;
+    tracker.on_replay_end(actions);
+  } else {
+    tracker.on_replay(seq, take_payload(payload), actions);
+  }
+  execute();
+}
+
+void zmq_source::impl::drain_monitor(zmq::socket_t& mon) {
+  multipart mp;
+  for (int i = 0; i < 64 && recv_multipart(mon, mp); ++i) {
+    if (mp.count < 2 || mp.part[0].size() < 6) continue;
+    uint16_t event = 0;
+    std::memcpy(&event, mp.part[0].data(), sizeof event);
+    std::string addr(mp.part[1].data<char>(), mp.part[1].size());
+    if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      ++connects;
+      ++peers;
+      log(log_severity::info, "engine connected", {{"endpoint", addr}});
+      sink(connected_event{addr});
+    } else if (event == ZMQ_EVENT_DISCONNECTED) {
+      ++disconnects;
+      if (peers > 0) --peers;
+      log(log_severity::warn, "zmq recv failed; reconnecting", {{"endpoint", addr}});
+      sink(disconnected_event{addr});
+    }
+  }
+}
+
+void zmq_source::impl::execute() {
+  for (auto& a : actions) {
+    switch (a.kind) {
+      case action_kind::deliver:
+        in_flight.fetch_add(1, std::memory_order_relaxed);
+        sink(batch_event{a.seq, std::move(a.payload), a.replayed});
+        break;
+      case action_kind::gap_detected:
+        log(log_severity::warn, "sequence gap",
+            {{"first_missing", std::to_string(a.seq)}, {"seen", std::to_string(a.seq2)}});
+        sink(gap_event{a.seq, a.seq2, !opts.replay_endpoint.empty()});
+        break;
+      case action_kind::request_replay:
+        close_replay();
+        want_replay = true;
+        replay_from = a.seq;
+        break;
+      case action_kind::cancel_replay:
+        close_replay();
+        want_replay = false;
+        break;
+      case action_kind::history_lost:
+        log(log_severity::warn, "engine history lost; index will be cleared",
+            {{"first_missing", std::to_string(a.seq)},
+             {"first_available", std::to_string(a.seq2)}, {"reason", to_string(a.reason)}});
+        sink(history_lost_event{a.seq, a.seq2, a.reason});
+        break;
+      case action_kind::incarnation_reset:
+        log(log_severity::warn, "engine sequence restarted; new incarnation",
+            {{"previous_seq", std::to_string(a.seq2)}, {"new_seq", std::to_string(a.seq)}});
+        sink(incarnation_reset_event{a.seq2, a.seq});
+        break;
+    }
+  }
+  actions.clear();
+}
+
+void zmq_source::impl::open_replay(clock::time_point now) {
+  dealer = std::make_unique<zmq::socket_t>(*ctx, zmq::socket_type::dealer);
+  dealer->set(zmq::sockopt::linger, 0);
+  // The ROUTER drops replies to a peer whose pipe is full; never let ours be the full one (the
+  // engine's ring bounds what one replay can send).
+  dealer->set(zmq::sockopt::rcvhwm, 0);
+  dealer->connect(opts.replay_endpoint);
+  const auto seq = be8(replay_from);
+  // Without ZMQ_IMMEDIATE a connecting DEALER queues, so dontwait only fails on a real error.
+  const bool sent =
+      dealer->send(zmq::const_buffer(nullptr, 0), zmq::send_flags::sndmore |
+                                                       zmq::send_flags::dontwait) &&
+      dealer->send(zmq::const_buffer(seq.data(), seq.size()), zmq::send_flags::dontwait);
+  if (!sent) ++frames.replay_send_failed;
+  replay_deadline = now + opts.replay_timeout;
+  log(log_severity::info, "replay requested",
+      {{"endpoint", opts.replay_endpoint}, {"from_seq", std::to_string(replay_from)}});
+}
+
+void zmq_source::impl::replay_timed_out(clock::time_point now) {
+  close_replay();
+  ++replay_failures;
+  // Equal jitter over a capped exponential.
+  const auto shift = std::min<uint32_t>(replay_failures - 1, 20);
+  const auto cap = std::max(opts.replay_backoff_max, milliseconds(1));
+  const auto base = std::min(cap, milliseconds(opts.replay_backoff_initial.count() << shift));
+  const auto half = base.count() / 2;
+  std::uniform_int_distribution<int64_t> jitter(0, std::max<int64_t>(base.count() - half, 0));
+  replay_not_before = now + milliseconds(half + jitter(rng));
+  log(log_severity::warn, "replay timed out; retrying",
+      {{"endpoint", opts.replay_endpoint}, {"failures", std::to_string(replay_failures)}});
+  tracker.on_replay_timeout(actions);
+  execute();
+}
+
+void zmq_source::impl::publish_stats() {
+  zmq_source_stats s;
+  s.tracker = tracker.counters();
+  s.frames = frames;
+  s.in_flight = in_flight.load(std::memory_order_relaxed);
+  s.throttled = throttled;
+  s.connects = connects;
+  s.disconnects = disconnects;
+  s.connected = peers > 0;
+  std::lock_guard<std::mutex> lk(mu);
+  snapshot = s;
+}
+
+// -- zmq_source: the owner's handle ------------------------------------------------------------
+
+zmq_source::zmq_source(zmq_source_options opts, sink_fn sink)
+    : impl_(std::make_shared<impl>(std::move(opts), std::move(sink))) {}
+
+zmq_source::~zmq_source() { stop(); }
+
+bool zmq_source::start(std::string* error) {
+  auto fail = [&](std::string what) {
+    if (error) *error = std::move(what);
+    return false;
+  };
+  if (impl_->thread.joinable() || impl_->started_once) return fail("already started");
+  if (impl_->opts.endpoint.empty()) return fail("no endpoint");
+  impl_->started_once = true;
+  try {
+    impl_->ctx = impl_->opts.context ? impl_->opts.context : std::make_shared<zmq::context_t>(1);
+  } catch (const zmq::error_t& e) {
+    return fail(e.what());
+  }
+  impl_->alive.store(true);
+  auto ready = impl_->ready.get_future();
+  // The thread holds the impl (and through it the context) until it has closed its sockets.
+  impl_->thread = std::thread([p = impl_] { p->run(); });
+  std::string err = ready.get();
+  if (!err.empty()) {
+    impl_->thread.join();
+    return fail(err);
+  }
+  return true;
+}
+
+void zmq_source::stop() {
+  impl_->stop_flag.store(true);
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+bool zmq_source::running() const noexcept { return impl_->alive.load(); }
+
+void zmq_source::credit(uint32_t n) noexcept {
+  uint64_t cur = impl_->in_flight.load(std::memory_order_relaxed);
+  uint64_t next;
+  do {
+    next = cur > n ? cur - n : 0;  // a consumer that over-credits must not wrap the counter
+  } while (!impl_->in_flight.compare_exchange_weak(cur, next, std::memory_order_release,
+                                                   std::memory_order_relaxed));
+}
+
+std::string zmq_source::sub_endpoint() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->sub_endpoint;
+}
+
+zmq_source_stats zmq_source::stats() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  zmq_source_stats s = impl_->snapshot;
+  s.in_flight = impl_->in_flight.load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace kvrelay::ingress

@@ -1,0 +1,511 @@
+// Integration tests of the ingress ZMQ thread against a fake engine in the test: an XPUB (a PUB
+// that shows us when the subscription has arrived, so no slow-joiner sleeps) and a ROUTER replay
+// endpoint, both on 127.0.0.1 with kernel-chosen ports.
+
+#include "actors/ingress/zmq_source.hpp"
+
+#include <gtest/gtest.h>
+#include <zmq.hpp>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace kvrelay::ingress {
+namespace {
+
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+std::string be8(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 7; i >= 0; --i, v >>= 8) s[static_cast<size_t>(i)] = static_cast<char>(v & 0xff);
+  return s;
+}
+uint64_t from_be8(const zmq::message_t& m) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < m.size(); ++i) v = (v << 8) | static_cast<const uint8_t*>(m.data())[i];
+  return v;
+}
+std::string payload(uint64_t seq) { return "batch-" + std::to_string(seq); }
+
+void send_frames(zmq::socket_t& s, const std::vector<std::string>& frames) {
+  for (size_t i = 0; i < frames.size(); ++i)
+    s.send(zmq::buffer(frames[i]),
+           i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+}
+
+// Everything the source reported, in order, with waits bounded by a deadline.
+struct collector {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<ingress_event> events;
+  zmq_source* source = nullptr;  // credits immediately when set
+  std::atomic<bool> auto_credit{true};
+
+  void operator()(ingress_event e) {
+    const bool batch = std::holds_alternative<batch_event>(e);
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      events.push_back(std::move(e));
+    }
+    if (batch && auto_credit && source) source->credit(1);
+    cv.notify_all();
+  }
+  template <class Pred>
+  bool wait(Pred pred, std::chrono::milliseconds timeout = 5000ms) {
+    std::unique_lock<std::mutex> lk(mu);
+    return cv.wait_for(lk, timeout, [&] { return pred(events); });
+  }
+  size_t batch_count() {
+    std::lock_guard<std::mutex> lk(mu);
+    size_t n = 0;
+    for (auto& e : events) n += std::holds_alternative<batch_event>(e);
+    return n;
+  }
+  bool wait_batches(size_t n, std::chrono::milliseconds timeout = 5000ms) {
+    return wait(
+        [&](auto& ev) {
+          size_t k = 0;
+          for (auto& e : ev) k += std::holds_alternative<batch_event>(e);
+          return k >= n;
+        },
+        timeout);
+  }
+  // "0 1 2r 3r 4", checking each payload on the way.
+  std::string batches() {
+    std::lock_guard<std::mutex> lk(mu);
+    std::string out;
+    for (auto& e : events) {
+      if (auto* b = std::get_if<batch_event>(&e)) {
+        if (!out.empty()) out += ' ';
+        out += std::to_string(b->seq) + (b->replayed ? "r" : "");
+        if (b->payload.bytes() != payload(b->seq)) out += "!BAD";
+      }
+    }
+    return out;
+  }
+  template <class T>
+  std::vector<T> all() {
+    std::lock_guard<std::mutex> lk(mu);
+    std::vector<T> out;
+    for (auto& e : events)
+      if (auto* x = std::get_if<T>(&e)) out.push_back(*x);
+    return out;
+  }
+};
+
+// The fake engine: XPUB live socket + optional ROUTER replay socket with a ring.
+struct engine {
+  std::shared_ptr<zmq::context_t> ctx = std::make_shared<zmq::context_t>(1);
+  zmq::socket_t pub{*ctx, zmq::socket_type::xpub};
+  zmq::socket_t router{*ctx, zmq::socket_type::router};
+  std::string pub_ep, router_ep;
+  std::string topic;
+  std::map<uint64_t, std::string> ring;
+
+  explicit engine(bool bind_pub = true) {
+    pub.set(zmq::sockopt::linger, 0);
+    router.set(zmq::sockopt::linger, 0);
+    if (bind_pub) {
+      pub.bind("tcp://127.0.0.1:*");
+      pub_ep = pub.get(zmq::sockopt::last_endpoint);
+    }
+    router.bind("tcp://127.0.0.1:*");
+    router_ep = router.get(zmq::sockopt::last_endpoint);
+  }
+  // Blocks (bounded) until a subscription reached the XPUB.
+  bool wait_subscriber(std::chrono::milliseconds timeout = 5000ms) {
+    std::array<zmq_pollitem_t, 1> it{{{pub.handle(), 0, ZMQ_POLLIN, 0}}};
+    const auto deadline = clock_type::now() + timeout;
+    while (clock_type::now() < deadline) {
+      zmq::poll(it, 50ms);
+      zmq::message_t m;
+      while (pub.recv(m, zmq::recv_flags::dontwait))
+        if (m.size() >= 1 && static_cast<const uint8_t*>(m.data())[0] == 1) return true;
+    }
+    return false;
+  }
+  void publish(uint64_t seq, bool keep = true) {
+    send_frames(pub, {topic, be8(seq), payload(seq)});
+    if (keep) ring[seq] = payload(seq);
+  }
+  // Waits for one replay request; returns its start seq and the requester identity.
+  std::optional<uint64_t> next_request(std::string& identity,
+                                       std::chrono::milliseconds timeout = 5000ms) {
+    std::array<zmq_pollitem_t, 1> it{{{router.handle(), 0, ZMQ_POLLIN, 0}}};
+    if (zmq::poll(it, timeout) <= 0) return std::nullopt;
+    std::vector<zmq::message_t> parts;
+    for (bool more = true; more;) {
+      parts.emplace_back();
+      (void)router.recv(parts.back());
+      more = parts.back().more();
+    }
+    if (parts.size() != 3 || parts[1].size() != 0 || parts[2].size() != 8) return std::nullopt;
+    identity = parts[0].to_string();
+    return from_be8(parts[2]);
+  }
+  // Serves one request from the ring: 2-frame (old vLLM, SGLang) or 3-frame (vLLM >= 0.26).
+  std::optional<uint64_t> serve_replay(bool with_topic, uint64_t ring_floor = 0) {
+    std::string id;
+    auto from = next_request(id);
+    if (!from) return std::nullopt;
+    for (auto& [seq, p] : ring) {
+      if (seq < *from || seq < ring_floor) continue;
+      if (with_topic)
+        send_frames(router, {id, "", topic, be8(seq), p});
+      else
+        send_frames(router, {id, "", be8(seq), p});
+    }
+    if (with_topic)
+      send_frames(router, {id, "", "", std::string(8, '\xff'), ""});
+    else
+      send_frames(router, {id, "", std::string(8, '\xff'), ""});
+    return from;
+  }
+};
+
+zmq_source_options options_for(const engine& e, bool replay, bool cold = false) {
+  zmq_source_options o;
+  o.endpoint = e.pub_ep;
+  if (replay) o.replay_endpoint = e.router_ep;
+  o.topic = e.topic;
+  o.tracker.cold_start_replay = cold;
+  o.reconnect_interval = 50ms;
+  o.context = e.ctx;
+  return o;
+}
+
+struct fixture {
+  collector sink;
+  std::unique_ptr<zmq_source> src;
+  void start(zmq_source_options o) {
+    src = std::make_unique<zmq_source>(std::move(o), [this](ingress_event e) { sink(std::move(e)); });
+    sink.source = src.get();
+    std::string err;
+    ASSERT_TRUE(src->start(&err)) << err;
+  }
+  ~fixture() {
+    if (src) src->stop();
+  }
+};
+
+TEST(SubBinds, FollowsTheWildcardHeuristicAndOverrides) {
+  EXPECT_TRUE(sub_binds("tcp://*:5557", bind_mode::auto_detect));
+  EXPECT_TRUE(sub_binds("tcp://0.0.0.0:5557", bind_mode::auto_detect));
+  EXPECT_TRUE(sub_binds("tcp://[::]:5557", bind_mode::auto_detect));
+  EXPECT_FALSE(sub_binds("tcp://127.0.0.1:5557", bind_mode::auto_detect));
+  EXPECT_FALSE(sub_binds("tcp://[::1]:5557", bind_mode::auto_detect));
+  EXPECT_FALSE(sub_binds("tcp://vllm-0.svc:5557", bind_mode::auto_detect));
+  EXPECT_FALSE(sub_binds("ipc:///tmp/kv", bind_mode::auto_detect));
+  EXPECT_FALSE(sub_binds("inproc://kv", bind_mode::auto_detect));
+  EXPECT_FALSE(sub_binds("garbage", bind_mode::auto_detect));
+  EXPECT_TRUE(sub_binds("tcp://127.0.0.1:5557", bind_mode::bind));
+  EXPECT_FALSE(sub_binds("tcp://*:5557", bind_mode::connect));
+}
+
+TEST(ZmqSource, DeliversInOrderWithPayloadsIntact) {
+  engine e;
+  fixture f;
+  f.start(options_for(e, false));
+  ASSERT_TRUE(e.wait_subscriber());
+  for (uint64_t s = 0; s < 100; ++s) e.publish(s);
+  ASSERT_TRUE(f.sink.wait_batches(100));
+  std::string want;
+  for (uint64_t s = 0; s < 100; ++s) want += (s ? " " : "") + std::to_string(s);
+  EXPECT_EQ(f.sink.batches(), want);
+  auto st = f.src->stats();
+  EXPECT_EQ(st.frames.messages, 100u);
+  EXPECT_EQ(st.tracker.batches, 100u);
+  EXPECT_EQ(st.in_flight, 0u);  // every batch was credited
+}
+
+class ZmqSourceReplay : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ZmqSourceReplay, ForcedGapIsRepairedInOrder) {
+  const bool three_frames = GetParam();
+  engine e;
+  e.topic = "kv@10.0.0.1@m";
+  fixture f;
+  f.start(options_for(e, true));
+  ASSERT_TRUE(e.wait_subscriber());
+  e.publish(0);
+  e.publish(1);
+  ASSERT_TRUE(f.sink.wait_batches(2));
+  e.publish(2);
+  ASSERT_TRUE(f.sink.wait_batches(3));
+  e.ring[3] = payload(3);  // 3 and 4 never reach the SUB: only the ring has them
+  e.ring[4] = payload(4);
+  e.publish(5);
+  auto from = e.serve_replay(three_frames);
+  ASSERT_TRUE(from.has_value());
+  EXPECT_EQ(*from, 3u);
+  ASSERT_TRUE(f.sink.wait_batches(6));
+  EXPECT_EQ(f.sink.batches(), "0 1 2 3r 4r 5");
+  auto gaps = f.sink.all<gap_event>();
+  ASSERT_EQ(gaps.size(), 1u);
+  EXPECT_EQ(gaps[0].first_missing, 3u);
+  EXPECT_EQ(gaps[0].seen, 5u);
+  EXPECT_TRUE(gaps[0].repairing);
+  EXPECT_TRUE(f.sink.all<history_lost_event>().empty());
+  const auto deadline = clock_type::now() + 2s;
+  while (f.src->stats().tracker.replays_succeeded == 0 && clock_type::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  auto st = f.src->stats();
+  EXPECT_EQ(st.tracker.replays_succeeded, 1u);
+  EXPECT_EQ(st.tracker.batches_recovered, 2u);
+  EXPECT_EQ(st.tracker.duplicates, 1u);  // 5 came back in the replay too
+}
+
+INSTANTIATE_TEST_SUITE_P(ReplyShapes, ZmqSourceReplay, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "ThreeFrame" : "TwoFrame"; });
+
+TEST(ZmqSource, ReplayStartingLaterIsReportedAsHistoryLost) {
+  engine e;
+  fixture f;
+  f.start(options_for(e, true));
+  ASSERT_TRUE(e.wait_subscriber());
+  e.publish(0);
+  ASSERT_TRUE(f.sink.wait_batches(1));
+  for (uint64_t s = 1; s < 10; ++s) e.ring[s] = payload(s);
+  e.publish(10);
+  ASSERT_TRUE(e.serve_replay(false, /*ring_floor=*/6).has_value());
+  ASSERT_TRUE(f.sink.wait_batches(6));
+  EXPECT_EQ(f.sink.batches(), "0 6r 7r 8r 9r 10");
+  auto lost = f.sink.all<history_lost_event>();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].first_missing, 1u);
+  EXPECT_EQ(lost[0].first_available, 6u);
+  EXPECT_EQ(lost[0].reason, loss_reason::history_lost);
+}
+
+TEST(ZmqSource, SequenceResetIsANewIncarnation) {
+  engine e;
+  fixture f;
+  f.start(options_for(e, false));
+  ASSERT_TRUE(e.wait_subscriber());
+  e.publish(5);
+  e.publish(6);
+  e.publish(0);
+  e.publish(1);
+  ASSERT_TRUE(f.sink.wait_batches(4));
+  EXPECT_EQ(f.sink.batches(), "5 6 0 1");
+  auto resets = f.sink.all<incarnation_reset_event>();
+  ASSERT_EQ(resets.size(), 1u);
+  EXPECT_EQ(resets[0].previous_seq, 6u);
+  EXPECT_EQ(resets[0].new_seq, 0u);
+}
+
+TEST(ZmqSource, GapWithoutReplayEndpointIsHistoryLost) {
+  engine e;
+  fixture f;
+  f.start(options_for(e, false));
+  ASSERT_TRUE(e.wait_subscriber());
+  e.publish(0);
+  e.publish(3);
+  ASSERT_TRUE(f.sink.wait_batches(2));
+  auto lost = f.sink.all<history_lost_event>();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].reason, loss_reason::no_replay_endpoint);
+  EXPECT_EQ(lost[0].first_missing, 1u);
+  EXPECT_EQ(lost[0].first_available, 3u);
+}
+
+TEST(ZmqSource, MalformedFramesAreCountedAndSkipped) {
+  engine e;
+  fixture f;
+  f.start(options_for(e, false));
+  ASSERT_TRUE(e.wait_subscriber());
+  send_frames(e.pub, {"", be8(0)});                            // 2 frames
+  send_frames(e.pub, {"", be8(0), "x", "y"});                  // 4 frames
+  send_frames(e.pub, {"", "abcd", payload(0)});                // 4-byte seq
+  send_frames(e.pub, {"", std::string(8, '\xff'), "x"});      // END seq on data
+  e.publish(0);
+  ASSERT_TRUE(f.sink.wait_batches(1));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(f.sink.batches(), "0");
+  auto st = f.src->stats();
+  EXPECT_EQ(st.frames.bad_frame_count, 2u);
+  EXPECT_EQ(st.frames.bad_seq_size, 1u);
+  EXPECT_EQ(st.frames.reserved_seq, 1u);
+  EXPECT_EQ(st.frames.messages, 5u);
+}
+
+TEST(ZmqSource, MalformedReplayRepliesAreCountedAndTheReplayRetried) {
+  engine e;
+  fixture f;
+  auto o = options_for(e, true);
+  o.replay_timeout = 200ms;
+  o.replay_backoff_initial = 10ms;
+  f.start(o);
+  ASSERT_TRUE(e.wait_subscriber());
+  e.publish(0);
+  ASSERT_TRUE(f.sink.wait_batches(1));
+  e.ring[1] = payload(1);
+  e.publish(2);
+  std::string id;
+  auto from = e.next_request(id);
+  ASSERT_TRUE(from.has_value());
+  send_frames(e.router, {id, "x", be8(1), payload(1)});           // no delimiter
+  send_frames(e.router, {id, "", "abc", payload(1)});             // short seq
+  send_frames(e.router, {id, "", std::string(8, '\xff'), "junk"});  // END with payload
+  // No valid END: the source times out, reconnects and asks again.
+  ASSERT_TRUE(e.serve_replay(false).has_value());
+  ASSERT_TRUE(f.sink.wait_batches(3));
+  EXPECT_EQ(f.sink.batches(), "0 1r 2");
+  auto st = f.src->stats();
+  EXPECT_EQ(st.frames.replay_malformed, 2u);
+  EXPECT_EQ(st.frames.replay_bad_end, 1u);
+  EXPECT_EQ(st.tracker.replays_failed, 1u);
+}
+
+TEST(ZmqSource, ColdStartCatchesUpFromZero) {
+  engine e;
+  for (uint64_t s = 0; s < 5; ++s) e.ring[s] = payload(s);  // published before we started
+  fixture f;
+  f.start(options_for(e, true, /*cold=*/true));
+  auto from = e.serve_replay(true);
+  ASSERT_TRUE(from.has_value());
+  EXPECT_EQ(*from, 0u);
+  ASSERT_TRUE(f.sink.wait_batches(5));
+  ASSERT_TRUE(e.wait_subscriber());
+  e.publish(5);
+  ASSERT_TRUE(f.sink.wait_batches(6));
+  EXPECT_EQ(f.sink.batches(), "0r 1r 2r 3r 4r 5");
+  EXPECT_TRUE(f.sink.all<history_lost_event>().empty());
+}
+
+TEST(ZmqSource, PublisherAbsentAtStartIsPickedUpWhenItAppears) {
+  std::string ep;
+  {
+    engine probe;  // learn a free port, then let it go
+    ep = probe.pub_ep;
+  }
+  fixture f;
+  zmq_source_options o;
+  o.endpoint = ep;
+  o.reconnect_interval = 50ms;
+  f.start(o);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_FALSE(f.src->stats().connected);
+  engine e(false);
+  e.pub.bind(ep);
+  ASSERT_TRUE(e.wait_subscriber());
+  e.publish(0);
+  e.publish(1);
+  ASSERT_TRUE(f.sink.wait_batches(2));
+  EXPECT_EQ(f.sink.batches(), "0 1");
+  ASSERT_TRUE(f.sink.wait([](auto& ev) {
+    for (auto& x : ev)
+      if (std::holds_alternative<connected_event>(x)) return true;
+    return false;
+  }));
+  EXPECT_TRUE(f.src->stats().connected);
+}
+
+TEST(ZmqSource, SubBindsWhenAskedAndTheEngineDialsIn) {
+  fixture f;
+  zmq_source_options o;
+  o.endpoint = "tcp://127.0.0.1:*";
+  o.mode = bind_mode::bind;
+  f.start(o);
+  const std::string ep = f.src->sub_endpoint();
+  ASSERT_NE(ep.find("tcp://127.0.0.1:"), std::string::npos);
+  engine e(false);
+  e.pub.connect(ep);
+  ASSERT_TRUE(e.wait_subscriber());
+  e.publish(0);
+  ASSERT_TRUE(f.sink.wait_batches(1));
+}
+
+TEST(ZmqSource, TopicIsAPrefixFilter) {
+  engine e;
+  fixture f;
+  auto o = options_for(e, false);
+  o.topic = "kv@a";
+  f.start(o);
+  ASSERT_TRUE(e.wait_subscriber());
+  send_frames(e.pub, {"kv@b@m", be8(0), payload(0)});
+  send_frames(e.pub, {std::string("kv@a@m\0sgl-kv-epoch=1", 21), be8(7), payload(7)});
+  ASSERT_TRUE(f.sink.wait_batches(1));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(f.sink.batches(), "7");
+}
+
+TEST(ZmqSource, StopsReadingAboveTheInFlightBudgetUntilCredited) {
+  engine e;
+  fixture f;
+  f.sink.auto_credit = false;
+  auto o = options_for(e, false);
+  o.max_in_flight = 4;
+  f.start(o);
+  ASSERT_TRUE(e.wait_subscriber());
+  for (uint64_t s = 0; s < 20; ++s) e.publish(s);
+  ASSERT_TRUE(f.sink.wait_batches(4));
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(f.sink.batch_count(), 4u);
+  auto st = f.src->stats();
+  EXPECT_EQ(st.in_flight, 4u);
+  EXPECT_GT(st.throttled, 0u);
+  f.src->credit(100);
+  ASSERT_TRUE(f.sink.wait_batches(8));  // another budget's worth, then it stops again
+  f.sink.auto_credit = true;
+  f.src->credit(100);
+  ASSERT_TRUE(f.sink.wait_batches(20));
+}
+
+TEST(ZmqSource, StopUnderLoadReturnsPromptly) {
+  engine e;
+  fixture f;
+  f.start(options_for(e, false));
+  ASSERT_TRUE(e.wait_subscriber());
+  std::atomic<bool> done{false};
+  // The engine socket belongs to the publishing thread from here on.
+  std::thread publisher([&] {
+    for (uint64_t s = 0; !done.load(); ++s) e.publish(s, false);
+  });
+  ASSERT_TRUE(f.sink.wait_batches(1000));
+  const auto t0 = clock_type::now();
+  f.src->stop();
+  const auto took = clock_type::now() - t0;
+  done = true;
+  publisher.join();
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(took).count(), 200);
+  EXPECT_FALSE(f.src->running());
+}
+
+TEST(ZmqSource, StartFailsCleanlyOnABadEndpoint) {
+  collector sink;
+  zmq_source_options o;
+  o.endpoint = "tcp://256.1.1.1:*";
+  o.mode = bind_mode::bind;
+  zmq_source src(o, [&](ingress_event ev) { sink(std::move(ev)); });
+  std::string err;
+  EXPECT_FALSE(src.start(&err));
+  EXPECT_FALSE(err.empty());
+  EXPECT_FALSE(src.running());
+}
+
+TEST(ZmqSource, ContextTerminationEndsTheThreadQuietly) {
+  engine e;
+  fixture f;
+  auto o = options_for(e, false);
+  auto ctx = std::make_shared<zmq::context_t>(1);
+  o.context = ctx;
+  f.start(o);
+  ctx->shutdown();  // what a process-wide teardown does first
+  const auto deadline = clock_type::now() + 2s;
+  while (f.src->running() && clock_type::now() < deadline) std::this_thread::sleep_for(5ms);
+  EXPECT_FALSE(f.src->running());
+  EXPECT_TRUE(f.sink.all<source_failed_event>().empty());
+}
+
+}  // namespace
+}  // namespace kvrelay::ingress
