@@ -94,6 +94,8 @@ struct positional_index::impl {
   // max_resident only: engine hashes in first-store order. A forgotten block's queue item is
   // not searched for; it is counted stale and skipped when it reaches the front (a hash can be
   // forgotten and stored again, so "resident" alone cannot tell a stale item from a live one).
+  // One logical queue kept as two: bin items carry their position in it, so the common int
+  // items cost 8 bytes and need no tag.
   std::deque<uint64_t> fifo_ints;
   std::deque<std::pair<uint64_t, std::string>> fifo_bins;  // (queue position, bytes)
   uint64_t fifo_pushed = 0;
