@@ -181,10 +181,10 @@ const flag_spec* find(std::string_view name) {
 
 }  // namespace
 
-bool flag_values::any_engine_flag() const {
+std::string flag_values::first_engine_flag() const {
   for (const auto& name : given)
-    if (const auto* s = find(name); s && s->engine) return true;
-  return false;
+    if (const auto* s = find(name); s && s->engine) return name;
+  return {};
 }
 
 flag_parse_result parse_flags(const std::vector<std::string>& args) {

@@ -52,7 +52,9 @@ struct flag_values {
   /// Names (without dashes) of every flag given, in command-line order, repeats included.
   std::vector<std::string> given;
   /// True if any flag that describes an engine (not server/admin/log/config) was given.
-  bool any_engine_flag() const;
+  bool any_engine_flag() const { return !first_engine_flag().empty(); }
+  /// The name of the first engine flag given, or "".
+  std::string first_engine_flag() const;
 };
 
 struct flag_parse_result {

@@ -546,13 +546,9 @@ status parse_adapter_names(std::string_view text, std::map<int64_t, std::string>
 
 status apply_flags(daemon_config& cfg, const flag_values& f) {
   if (f.any_engine_flag() && cfg.engines.size() > 1) {
-    std::string first;
-    for (const auto& g : f.given)
-      if (first.empty() && g != "server" && g != "config" && g != "check" && g != "version" &&
-          g != "admin-listen" && g != "log-format" && g != "log-level")
-        first = g;
-    return status::failure("--" + first + ": engine flags describe a single engine, but the " +
-                           "configuration has " + std::to_string(cfg.engines.size()) +
+    return status::failure("--" + f.first_engine_flag() +
+                           ": engine flags describe a single engine, but the configuration has " +
+                           std::to_string(cfg.engines.size()) +
                            " [[engine]] tables; set the value in the file instead");
   }
   if (cfg.engines.empty() && (f.any_engine_flag() || !f.config_path)) {

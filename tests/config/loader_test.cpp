@@ -730,3 +730,32 @@ TEST(Examples, DescribeWhatTheirNamesSay) {
 
 }  // namespace
 }  // namespace kvrelay::config
+
+namespace kvrelay::config {
+namespace {
+
+// docs/configuration.md documents every key and every flag: derived from the same tables.
+TEST(Docs, EveryKeyAndFlagIsDocumented) {
+  std::ifstream in(KVRELAY_DOCS_FILE);
+  ASSERT_TRUE(in) << KVRELAY_DOCS_FILE;
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const std::string doc = buf.str();
+  daemon_config c;
+  c.engines.emplace_back();
+  std::istringstream printed(to_toml(c));
+  std::string line;
+  size_t keys = 0;
+  while (std::getline(printed, line)) {
+    auto eq = line.find(" = ");
+    if (line.empty() || line[0] == '#' || line[0] == '[' || eq == std::string::npos) continue;
+    ++keys;
+    EXPECT_NE(doc.find("`" + line.substr(0, eq) + "`"), std::string::npos) << line;
+  }
+  EXPECT_EQ(keys, 8u + 3u + 2u + 15u + 6u);
+  for (const auto& name : flag_names())
+    EXPECT_NE(doc.find("`--" + name), std::string::npos) << name;
+}
+
+}  // namespace
+}  // namespace kvrelay::config
