@@ -336,6 +336,7 @@ void zmq_source::impl::on_reply(multipart& mp) {
 
 void zmq_source::impl::drain_monitor(zmq::socket_t& mon) {
   multipart mp;
+  std::vector<ingress_event> out;
   for (int i = 0; i < 64 && recv_multipart(mon, mp); ++i) {
     if (mp.count < 2 || mp.part[0].size() < 6) continue;
     uint16_t event = 0;
@@ -345,14 +346,17 @@ void zmq_source::impl::drain_monitor(zmq::socket_t& mon) {
       ++connects;
       ++peers;
       log(log_severity::info, "engine connected", {{"endpoint", addr}});
-      sink(connected_event{addr});
+      out.emplace_back(connected_event{std::move(addr)});
     } else if (event == ZMQ_EVENT_DISCONNECTED) {
       ++disconnects;
       if (peers > 0) --peers;
       log(log_severity::warn, "zmq recv failed; reconnecting", {{"endpoint", addr}});
-      sink(disconnected_event{addr});
+      out.emplace_back(disconnected_event{std::move(addr)});
     }
   }
+  // Whoever reacts to the event may read stats(): let them see the new connection state.
+  publish_stats();
+  for (auto& ev : out) sink(std::move(ev));
 }
 
 void zmq_source::impl::execute() {
