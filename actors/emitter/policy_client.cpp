@@ -1,0 +1,320 @@
+#include "actors/emitter/policy_client.hpp"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "proto/inferencecache/v1alpha1/inferencecache.grpc.pb.h"
+
+namespace ic = inferencecache::v1alpha1;
+
+namespace kvrelay {
+namespace {
+
+// A PEM bundle of a few CAs is a few KiB; the cap keeps a mistyped path (a log, /dev/zero behind
+// a symlink) from being read into memory whole.
+constexpr std::size_t max_pem_bytes = 1u << 20;
+
+// Longest deadline accepted: gRPC deadlines are absolute time points, and an absurd value would
+// only hide a configuration mistake.
+constexpr std::chrono::milliseconds max_rpc_timeout = std::chrono::hours(1);
+
+struct tls_material {
+  std::string ca, cert, key;
+};
+
+// Reads one PEM file into `out`; returns "" or the reason it is unusable.
+std::string read_pem(const char* what, const std::string& path, std::string& out) {
+  namespace fs = std::filesystem;
+  const std::string where = std::string(what) + " '" + path + "'";
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) return where + " does not exist";
+  // Only regular files: a directory or a FIFO would fail late, or block the caller.
+  if (!fs::is_regular_file(st)) return where + " is not a regular file";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return where + " is not readable";
+  std::string buf(max_pem_bytes + 1, '\0');
+  in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+  if (in.bad()) return where + " could not be read";
+  const auto n = static_cast<std::size_t>(in.gcount());
+  if (n > max_pem_bytes) return where + " is larger than 1 MiB";
+  buf.resize(n);
+  if (buf.find("-----BEGIN ") == std::string::npos) return where + " is not a PEM file";
+  out = std::move(buf);
+  return {};
+}
+
+// Everything `validate` checks, plus the file contents the channel needs.
+std::string load(const client_options& o, tls_material& tls) {
+  if (o.target.empty()) return "policy server target is empty";
+  if (o.rpc_timeout.count() <= 0) return "rpc_timeout must be positive";
+  if (o.rpc_timeout > max_rpc_timeout) return "rpc_timeout must be at most 1 h";
+  if (o.max_reconnect_backoff.count() <= 0) return "max_reconnect_backoff must be positive";
+  if (o.cert_file.empty() != o.key_file.empty())
+    return "cert_file and key_file must be given together (mutual TLS)";
+  if (o.ca_file.empty()) {
+    // Silently ignoring these would send plaintext to someone who asked for TLS.
+    if (!o.cert_file.empty()) return "cert_file/key_file need ca_file (TLS is off without it)";
+    if (!o.server_name.empty()) return "server_name needs ca_file (TLS is off without it)";
+    return {};
+  }
+  if (auto err = read_pem("ca_file", o.ca_file, tls.ca); !err.empty()) return err;
+  if (o.cert_file.empty()) return {};
+  if (auto err = read_pem("cert_file", o.cert_file, tls.cert); !err.empty()) return err;
+  return read_pem("key_file", o.key_file, tls.key);
+}
+
+int clamp_ms(std::chrono::milliseconds d) {
+  return static_cast<int>(
+      std::min<std::chrono::milliseconds::rep>(d.count(), std::numeric_limits<int>::max()));
+}
+
+std::shared_ptr<grpc::Channel> make_channel(const client_options& o, const tls_material& tls) {
+  grpc::ChannelArguments args;
+  // A proxy from the environment must never see policy traffic (deps.md pitfall 13).
+  args.SetInt(GRPC_ARG_ENABLE_HTTP_PROXY, 0);
+  // No retries of any kind: the owner decides what a failure means (R14). A DNS TXT service
+  // config could otherwise switch retries on behind our back.
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  args.SetInt(GRPC_ARG_SERVICE_CONFIG_DISABLE_RESOLUTION, 1);
+  // A restarted emitter gets a fresh connection instead of inheriting a shared subchannel that
+  // may be deep in reconnect backoff.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  const int max_backoff = clamp_ms(o.max_reconnect_backoff);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_backoff);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(1000, max_backoff));
+
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (o.ca_file.empty()) {
+    creds = grpc::InsecureChannelCredentials();
+  } else {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = tls.ca;
+    ssl.pem_cert_chain = tls.cert;
+    ssl.pem_private_key = tls.key;
+    creds = grpc::SslCredentials(ssl);
+    if (!o.server_name.empty()) args.SetSslTargetNameOverride(o.server_name);
+  }
+  return grpc::CreateCustomChannel(o.target, creds, args);
+}
+
+const char* state_name(grpc_connectivity_state s) {
+  switch (s) {
+    case GRPC_CHANNEL_IDLE:
+      return "IDLE";
+    case GRPC_CHANNEL_CONNECTING:
+      return "CONNECTING";
+    case GRPC_CHANNEL_READY:
+      return "READY";
+    case GRPC_CHANNEL_TRANSIENT_FAILURE:
+      return "TRANSIENT_FAILURE";
+    case GRPC_CHANNEL_SHUTDOWN:
+      return "SHUTDOWN";
+  }
+  return "UNKNOWN";
+}
+
+// What every call keeps alive until its callback has run: the context (which TryCancel needs),
+// the user's callback and the start time.
+struct call_base {
+  virtual ~call_base() = default;
+  grpc::ClientContext ctx;
+  policy_client::callback done;
+  std::chrono::steady_clock::time_point start;
+  ic::Ack ack;
+};
+
+}  // namespace
+
+struct policy_client::impl {
+  client_options opts;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<ic::InferenceCache::Stub> stub;
+
+  mutable std::mutex mu;
+  std::condition_variable idle;
+  // Owning registry of calls in flight: the destructor cancels exactly these.
+  std::unordered_map<call_base*, std::shared_ptr<call_base>> calls;
+  // Calls not yet fully finished: callback returned AND call object destroyed. Counted apart
+  // from `calls` because the object must die before the destructor may proceed (see complete).
+  std::size_t pending = 0;
+
+  // Arms the deadline and registers the call; must precede handing the context to gRPC.
+  void begin(const std::shared_ptr<call_base>& c, callback done) {
+    c->done = done ? std::move(done) : [](rpc_result) {};
+    c->start = std::chrono::steady_clock::now();
+    // A monotonic deadline: a wall-clock step must not expire or stretch calls in flight.
+    c->ctx.set_deadline(gpr_time_add(
+        gpr_now(GPR_CLOCK_MONOTONIC),
+        gpr_time_from_millis(static_cast<int64_t>(opts.rpc_timeout.count()), GPR_TIMESPAN)));
+    std::lock_guard<std::mutex> lk(mu);
+    calls.emplace(c.get(), c);
+    ++pending;
+  }
+
+  // Runs on a gRPC thread: the user's callback, then the call object's destruction, then the
+  // count that releases the destructor, in that order.
+  // - Callback before the count: no callback can run after ~policy_client returns.
+  // - Destruction before the count: a ClientContext holds a reference to the grpc::Channel. If
+  //   the last one were dropped here, after the owner let go of the channel, the channel would
+  //   be destroyed on gRPC's own callback thread, which then tries to join itself and crashes
+  //   (observed: "assertion failed: prior > 0" in grpc_cq_internal_unref; grpc/grpc#32584).
+  // Nothing may touch `this` after the final unlock: the destructor may be waiting for it.
+  void complete(call_base* c, const grpc::Status& s) {
+    rpc_result r;
+    r.code = static_cast<int>(s.error_code());
+    r.message = s.error_message();
+    r.accepted = s.ok() && c->ack.accepted();
+    r.latency = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::steady_clock::now() - c->start);
+    {
+      auto done = std::move(c->done);
+      try {
+        done(std::move(r));
+      } catch (...) {
+        // An exception cannot propagate into gRPC's thread; swallowing it keeps the
+        // bookkeeping below intact so the destructor cannot hang.
+      }
+      // `done` (and whatever it captured) is destroyed here, before the destructor can return.
+    }
+    std::shared_ptr<call_base> keep;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      auto it = calls.find(c);
+      if (it != calls.end()) {
+        keep = std::move(it->second);
+        calls.erase(it);
+      }
+    }
+    // Usually the last reference (the destructor may briefly hold another while cancelling, and
+    // then drops it on its own thread). May destroy the reactor whose OnDone called us.
+    keep.reset();
+    std::lock_guard<std::mutex> lk(mu);
+    if (--pending == 0) idle.notify_all();
+  }
+
+  struct report_call;
+  struct publish_call;
+};
+
+// One ReportCacheState stream: write the single update with the half-close, wait for the Ack.
+struct policy_client::impl::report_call final : call_base,
+                                                grpc::ClientWriteReactor<ic::CacheStateUpdate> {
+  report_call(impl* o, std::shared_ptr<const ic::CacheStateUpdate> m)
+      : owner(o), msg(std::move(m)) {}
+  void OnDone(const grpc::Status& s) override { owner->complete(this, s); }
+  impl* owner;
+  std::shared_ptr<const ic::CacheStateUpdate> msg;
+};
+
+struct policy_client::impl::publish_call final : call_base {
+  explicit publish_call(std::shared_ptr<const ic::CacheEvent> e) : ev(std::move(e)) {}
+  std::shared_ptr<const ic::CacheEvent> ev;
+};
+
+namespace {
+
+rpc_result invalid_argument(const char* what) {
+  rpc_result r;
+  r.code = static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT);
+  r.message = what;
+  return r;
+}
+
+}  // namespace
+
+std::string policy_client::validate(const client_options& opts) {
+  tls_material tls;
+  try {
+    return load(opts, tls);
+  } catch (const std::exception& e) {
+    return std::string("invalid policy client options: ") + e.what();
+  }
+}
+
+std::unique_ptr<policy_client> policy_client::make(const client_options& opts,
+                                                   std::string& error) {
+  try {
+    tls_material tls;
+    error = load(opts, tls);
+    if (!error.empty()) return nullptr;
+    auto p = std::make_unique<impl>();
+    p->opts = opts;
+    p->channel = make_channel(opts, tls);
+    p->stub = ic::InferenceCache::NewStub(p->channel);
+    return std::unique_ptr<policy_client>(new policy_client(std::move(p)));
+  } catch (const std::exception& e) {
+    error = std::string("cannot create policy client: ") + e.what();
+    return nullptr;
+  }
+}
+
+policy_client::policy_client(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+policy_client::~policy_client() {
+  std::vector<std::shared_ptr<call_base>> live;
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    live.reserve(impl_->calls.size());
+    for (auto& kv : impl_->calls) live.push_back(kv.second);
+  }
+  // Outside the lock: gRPC may run a completion inline on this thread, and completion takes
+  // the lock. The references in `live` keep each context valid while it is cancelled.
+  for (auto& c : live) c->ctx.TryCancel();
+  live.clear();
+  std::unique_lock<std::mutex> lk(impl_->mu);
+  impl_->idle.wait(lk, [this] { return impl_->pending == 0; });
+}
+
+void policy_client::report(std::shared_ptr<const ic::CacheStateUpdate> msg, callback done) {
+  if (!msg) {
+    if (done) done(invalid_argument("report: null CacheStateUpdate"));
+    return;
+  }
+  auto c = std::make_shared<impl::report_call>(impl_.get(), std::move(msg));
+  impl_->begin(c, std::move(done));
+  impl_->stub->async()->ReportCacheState(&c->ctx, &c->ack, c.get());
+  // One message per stream, and the write carries the half-close (spec §2: one stream per flush).
+  c->StartWriteLast(c->msg.get(), grpc::WriteOptions());
+  c->StartCall();
+}
+
+void policy_client::publish(std::shared_ptr<const ic::CacheEvent> ev, callback done) {
+  if (!ev) {
+    if (done) done(invalid_argument("publish: null CacheEvent"));
+    return;
+  }
+  auto c = std::make_shared<impl::publish_call>(std::move(ev));
+  impl_->begin(c, std::move(done));
+  impl* owner = impl_.get();
+  call_base* raw = c.get();
+  // The registry owns the call until `complete`; the lambda holds only raw pointers, so gRPC
+  // destroying it later touches nothing of ours.
+  impl_->stub->async()->PublishEvent(&c->ctx, c->ev.get(), &c->ack,
+                                     [owner, raw](grpc::Status s) { owner->complete(raw, s); });
+}
+
+std::size_t policy_client::in_flight() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->pending;
+}
+
+std::string policy_client::channel_state() const {
+  return state_name(impl_->channel->GetState(false));
+}
+
+void policy_client::try_connect() { impl_->channel->GetState(true); }
+
+const client_options& policy_client::options() const { return impl_->opts; }
+
+}  // namespace kvrelay

@@ -1,0 +1,107 @@
+// The emitter's gRPC client to the cache-policy server (spec/policy-contract.md §2).
+//
+// A plain class (no CAF) so the emitter actor can own it and the tests can drive it directly.
+// Every call is asynchronous: `report` and `publish` return at once and complete on a gRPC
+// thread, which must only hand the result back (anon_send), never touch actor state.
+// The client never retries (the reference does not either, R14): a failed call is reported once
+// and the owner decides what to do.
+//
+// gRPC headers stay out of this header on purpose: actor code includes it.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace inferencecache::v1alpha1 {
+class CacheStateUpdate;
+class CacheEvent;
+}  // namespace inferencecache::v1alpha1
+
+namespace kvrelay {
+
+/// How to reach the policy server.
+/// Transport: plaintext when `ca_file` is empty; TLS (server authentication against `ca_file`)
+/// when it is set; mutual TLS when `cert_file` and `key_file` are set as well.
+struct client_options {
+  /// host:port (or any gRPC target URI).
+  std::string target = "127.0.0.1:9090";
+  /// Deadline of every call, measured from the moment it is issued.
+  std::chrono::milliseconds rpc_timeout{5000};
+  /// PEM file of the CA(s) that signed the server's certificate; enables TLS.
+  std::string ca_file;
+  /// PEM client certificate chain and its private key; both or neither; they need `ca_file`.
+  std::string cert_file, key_file;
+  /// Overrides the name checked against the server certificate (default: the target's host).
+  std::string server_name;
+  /// Cap on gRPC's reconnect backoff. gRPC's own default grows to 120 s, which would leave the
+  /// emitter failing fast for up to two minutes after the server comes back.
+  std::chrono::milliseconds max_reconnect_backoff{5000};
+};
+
+/// The outcome of one call. `done` callbacks receive exactly one of these.
+struct rpc_result {
+  /// grpc::StatusCode: 0 OK, 1 CANCELLED, 4 DEADLINE_EXCEEDED, 14 UNAVAILABLE, ...
+  int code = 0;
+  /// The status message ("" on success).
+  std::string message;
+  /// Ack.accepted; false whenever code != 0.
+  bool accepted = false;
+  /// From issuing the call to its completion.
+  std::chrono::microseconds latency{0};
+};
+
+class policy_client {
+ public:
+  using callback = std::function<void(rpc_result)>;
+
+  /// Checks `opts` without touching the network: target non-empty, timeout positive, TLS files
+  /// present, readable, PEM, and consistent. Returns "" when valid, else a one-line reason.
+  static std::string validate(const client_options& opts);
+
+  /// Builds a client (the channel connects lazily, or on try_connect()). Returns nullptr and
+  /// sets `error` when `validate` fails or a TLS file cannot be read; never throws.
+  static std::unique_ptr<policy_client> make(const client_options& opts, std::string& error);
+
+  /// Cancels every call in flight (each completes with code 1 CANCELLED) and returns only once
+  /// each callback has returned, so none can run after destruction. Those callbacks may run on
+  /// the destroying thread itself. Must not be called from inside one of this client's
+  /// callbacks (it would wait for itself). Takes about as long as gRPC needs to cancel: well
+  /// under a millisecond per call here, with no network round trip.
+  ~policy_client();
+
+  policy_client(const policy_client&) = delete;
+  policy_client& operator=(const policy_client&) = delete;
+
+  /// ReportCacheState: opens a new client stream, writes `msg` as its only message, half-closes
+  /// and waits for the Ack. `done` runs exactly once, on a gRPC thread (or, when `msg` is null,
+  /// at once on the caller's thread with code 3 INVALID_ARGUMENT).
+  void report(std::shared_ptr<const inferencecache::v1alpha1::CacheStateUpdate> msg,
+              callback done);
+
+  /// PublishEvent (unary). Same completion rules as `report`.
+  void publish(std::shared_ptr<const inferencecache::v1alpha1::CacheEvent> ev, callback done);
+
+  /// Calls issued whose callback has not returned yet.
+  std::size_t in_flight() const;
+
+  /// The channel's connectivity state: "IDLE", "CONNECTING", "READY", "TRANSIENT_FAILURE" or
+  /// "SHUTDOWN". Does not trigger a connection.
+  std::string channel_state() const;
+
+  /// Asks an idle channel to start connecting (e.g. at startup, so /readyz can turn green
+  /// before the first flush). Never blocks.
+  void try_connect();
+
+  /// The options this client was built with.
+  const client_options& options() const;
+
+ private:
+  struct impl;
+  explicit policy_client(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace kvrelay

@@ -1,0 +1,718 @@
+// policy_client against a real gRPC server on loopback: delivery, acks, concurrency, failure
+// codes, deadlines, teardown with calls in flight, and TLS / mTLS with certificates generated at
+// run time.
+#include "actors/emitter/policy_client.hpp"
+
+#include <gtest/gtest.h>
+#include <google/protobuf/util/message_differencer.h>
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <iterator>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include "proto/inferencecache/v1alpha1/inferencecache.grpc.pb.h"
+
+namespace ic = inferencecache::v1alpha1;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using google::protobuf::util::MessageDifferencer;
+using kvrelay::client_options;
+using kvrelay::policy_client;
+using kvrelay::rpc_result;
+
+namespace {
+
+constexpr int k_ok = 0;
+constexpr int k_cancelled = 1;
+constexpr int k_invalid_argument = 3;
+constexpr int k_deadline_exceeded = 4;
+constexpr int k_unavailable = 14;
+
+// -- the fake policy server ---------------------------------------------------------------------
+
+// Records everything it receives. Answers at once by default; `hang` makes it never answer (until
+// the client cancels), `fail` answers UNAVAILABLE, `barrier` holds every PublishEvent until that
+// many have arrived (proof they were all in flight together).
+class fake_policy final : public ic::InferenceCache::Service {
+ public:
+  grpc::Status ReportCacheState(grpc::ServerContext* ctx,
+                                grpc::ServerReader<ic::CacheStateUpdate>* reader,
+                                ic::Ack* ack) override {
+    std::vector<ic::CacheStateUpdate> got;
+    ic::CacheStateUpdate u;
+    while (reader->Read(&u)) got.push_back(u);
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      streams.push_back(std::move(got));
+      record_peer(ctx);
+      cv.notify_all();
+    }
+    return respond(ctx, ack);
+  }
+
+  grpc::Status PublishEvent(grpc::ServerContext* ctx, const ic::CacheEvent* ev,
+                            ic::Ack* ack) override {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      events.push_back(*ev);
+      record_peer(ctx);
+      cv.notify_all();
+    }
+    return respond(ctx, ack);
+  }
+
+  std::size_t stream_count() {
+    std::lock_guard<std::mutex> lk(mu);
+    return streams.size();
+  }
+  std::size_t event_count() {
+    std::lock_guard<std::mutex> lk(mu);
+    return events.size();
+  }
+  // Waits until the server has seen `n` report streams and `m` events.
+  bool wait_seen(std::size_t n, std::size_t m, std::chrono::milliseconds limit = 10s) {
+    std::unique_lock<std::mutex> lk(mu);
+    return cv.wait_for(lk, limit, [&] { return streams.size() >= n && events.size() >= m; });
+  }
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::vector<ic::CacheStateUpdate>> streams;
+  std::vector<ic::CacheEvent> events;
+  std::vector<std::string> peer_common_names;
+  bool accept = true;
+  bool hang = false;
+  bool fail = false;
+  std::size_t barrier = 0;
+
+ private:
+  void record_peer(grpc::ServerContext* ctx) {
+    auto auth = ctx->auth_context();
+    if (!auth) return;
+    for (const auto& v : auth->FindPropertyValues("x509_common_name"))
+      peer_common_names.emplace_back(v.data(), v.size());
+  }
+
+  grpc::Status respond(grpc::ServerContext* ctx, ic::Ack* ack) {
+    std::unique_lock<std::mutex> lk(mu);
+    // IsCancelled has no notification, so poll it; 5 ms is far below every timing asserted.
+    while (!ctx->IsCancelled() && (hang || events.size() < barrier)) cv.wait_for(lk, 5ms);
+    if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
+    if (fail) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "refused by test");
+    ack->set_accepted(accept);
+    return grpc::Status::OK;
+  }
+};
+
+struct test_server {
+  explicit test_server(std::shared_ptr<grpc::ServerCredentials> creds =
+                           grpc::InsecureServerCredentials()) {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", std::move(creds), &port);
+    b.RegisterService(&svc);
+    server = b.BuildAndStart();
+  }
+  ~test_server() { stop(); }
+  void stop() {
+    if (!server) return;
+    server->Shutdown(std::chrono::system_clock::now() + 1s);
+    server->Wait();
+    server.reset();
+  }
+  std::string target() const { return "127.0.0.1:" + std::to_string(port); }
+
+  fake_policy svc;  // declared first: must outlive the server
+  int port = 0;
+  std::unique_ptr<grpc::Server> server;
+};
+
+// -- client-side helpers ------------------------------------------------------------------------
+
+// Collects results from `done` callbacks on gRPC threads.
+struct collector {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<rpc_result> results;
+
+  policy_client::callback cb() {
+    return [this](rpc_result r) {
+      std::lock_guard<std::mutex> lk(mu);
+      results.push_back(std::move(r));
+      cv.notify_all();
+    };
+  }
+  // Waits for `n` results; returns a copy of them (fewer on timeout).
+  std::vector<rpc_result> wait(std::size_t n, std::chrono::milliseconds limit = 10s) {
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait_for(lk, limit, [&] { return results.size() >= n; });
+    return results;
+  }
+};
+
+std::unique_ptr<policy_client> make_client(const client_options& o) {
+  std::string err;
+  auto c = policy_client::make(o, err);
+  EXPECT_TRUE(c) << err;
+  EXPECT_EQ(err, "");
+  return c;
+}
+
+client_options plain(const std::string& target, std::chrono::milliseconds timeout = 5s) {
+  client_options o;
+  o.target = target;
+  o.rpc_timeout = timeout;
+  return o;
+}
+
+std::shared_ptr<const ic::CacheStateUpdate> sample_update(int salt = 0) {
+  auto u = std::make_shared<ic::CacheStateUpdate>();
+  u->set_replica_id("vllm-0");
+  u->set_model_id("llama");
+  u->set_tenant_id("tenant-a");
+  u->set_hash_scheme("xxh3-64-s1337");
+  u->set_timestamp_us(1767225600000000 + salt);
+  auto* p = u->add_prefixes();
+  p->set_prefix_hash(std::string("\x3d\xa0\xff\x8d\xcd\x1d\x4e\x46", 8));
+  p->set_token_count(128);
+  p->set_tier(ic::CACHE_TIER_T1);
+  p->set_adapter_id("sql-lora");
+  auto* q = u->add_prefixes();
+  q->set_prefix_hash(std::string("\x4c\x9d\x2e\x38\x32\xe3\x83\xa5", 8));
+  q->set_token_count(256);
+  q->set_tier(ic::CACHE_TIER_T2);
+  u->mutable_stats()->set_hit_rate(0.5f);
+  return u;
+}
+
+std::shared_ptr<const ic::CacheEvent> sample_event(std::uint64_t n = 0) {
+  auto e = std::make_shared<ic::CacheEvent>();
+  e->set_type(ic::CacheEvent::PREFIX_EVICTED);
+  e->set_replica_id("vllm-0");
+  e->set_model_id("llama");
+  e->set_tenant_id("tenant-a");
+  std::string be8(8, '\0');
+  for (int i = 0; i < 8; ++i) be8[static_cast<std::size_t>(i)] = static_cast<char>(n >> (56 - 8 * i));
+  e->set_prefix_hash(be8);
+  e->set_timestamp_us(1767225600500000);
+  return e;
+}
+
+// -- plaintext ----------------------------------------------------------------------------------
+
+TEST(PolicyClient, ReportDeliversExactlyTheMessageAndReturnsTheAck) {
+  test_server srv;
+  auto client = make_client(plain(srv.target()));
+  ASSERT_TRUE(client);
+  auto msg = sample_update();
+  collector col;
+  client->report(msg, col.cb());
+  auto rs = col.wait(1);
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].code, k_ok) << rs[0].message;
+  EXPECT_TRUE(rs[0].accepted);
+  EXPECT_GT(rs[0].latency.count(), 0);
+
+  // The Ack's flag is passed through, not assumed.
+  srv.svc.accept = false;
+  client->report(msg, col.cb());
+  rs = col.wait(2);
+  ASSERT_EQ(rs.size(), 2u);
+  EXPECT_EQ(rs[1].code, k_ok);
+  EXPECT_FALSE(rs[1].accepted);
+
+  std::lock_guard<std::mutex> lk(srv.svc.mu);
+  ASSERT_EQ(srv.svc.streams.size(), 2u);  // one stream per report
+  for (const auto& s : srv.svc.streams) {
+    ASSERT_EQ(s.size(), 1u);  // carrying exactly one message
+    EXPECT_TRUE(MessageDifferencer::Equals(s[0], *msg)) << s[0].DebugString();
+  }
+}
+
+TEST(PolicyClient, PublishDeliversTheEvent) {
+  test_server srv;
+  auto client = make_client(plain(srv.target()));
+  ASSERT_TRUE(client);
+  auto ev = sample_event(0xDEADBEEF);
+  collector col;
+  client->publish(ev, col.cb());
+  auto rs = col.wait(1);
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].code, k_ok) << rs[0].message;
+  EXPECT_TRUE(rs[0].accepted);
+  std::lock_guard<std::mutex> lk(srv.svc.mu);
+  ASSERT_EQ(srv.svc.events.size(), 1u);
+  EXPECT_TRUE(MessageDifferencer::Equals(srv.svc.events[0], *ev));
+  EXPECT_EQ(srv.svc.streams.size(), 0u);
+}
+
+TEST(PolicyClient, SixtyFourPublishesInFlightAtOnceAllComplete) {
+  test_server srv;
+  srv.svc.barrier = 64;  // nobody is answered before all 64 have arrived
+  auto client = make_client(plain(srv.target()));
+  ASSERT_TRUE(client);
+  collector col;
+  for (std::uint64_t i = 0; i < 64; ++i) client->publish(sample_event(i), col.cb());
+  EXPECT_EQ(client->in_flight(), 64u);
+  auto rs = col.wait(64);
+  ASSERT_EQ(rs.size(), 64u);
+  for (const auto& r : rs) {
+    EXPECT_EQ(r.code, k_ok) << r.message;
+    EXPECT_TRUE(r.accepted);
+  }
+  std::set<std::string> keys;
+  {
+    std::lock_guard<std::mutex> lk(srv.svc.mu);
+    for (const auto& e : srv.svc.events) keys.insert(e.prefix_hash());
+  }
+  EXPECT_EQ(keys.size(), 64u);
+  // The count drops once each callback has returned.
+  for (int i = 0; i < 200 && client->in_flight() != 0; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(client->in_flight(), 0u);
+}
+
+TEST(PolicyClient, ServerDownIsUnavailablePromptly) {
+  std::string target;
+  {
+    test_server gone;
+    target = gone.target();
+  }  // nothing listens on that port any more
+  auto client = make_client(plain(target, 5s));
+  ASSERT_TRUE(client);
+  collector col;
+  const auto t0 = std::chrono::steady_clock::now();
+  client->report(sample_update(), col.cb());
+  client->publish(sample_event(), col.cb());
+  auto rs = col.wait(2);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_EQ(rs.size(), 2u);
+  for (const auto& r : rs) {
+    EXPECT_EQ(r.code, k_unavailable) << r.message;
+    EXPECT_FALSE(r.accepted);
+  }
+  EXPECT_LT(took, 2s);  // fails fast, long before the 5 s deadline
+}
+
+TEST(PolicyClient, SilentServerIsDeadlineExceededWithinTheTimeout) {
+  test_server srv;
+  srv.svc.hang = true;
+  auto client = make_client(plain(srv.target(), 200ms));
+  ASSERT_TRUE(client);
+  collector col;
+  const auto t0 = std::chrono::steady_clock::now();
+  client->report(sample_update(), col.cb());
+  client->publish(sample_event(), col.cb());
+  auto rs = col.wait(2);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_EQ(rs.size(), 2u);
+  for (const auto& r : rs) {
+    EXPECT_EQ(r.code, k_deadline_exceeded) << r.message;
+    EXPECT_FALSE(r.accepted);
+    EXPECT_GE(r.latency, 190ms);
+    EXPECT_LT(r.latency, 1200ms);
+  }
+  EXPECT_LT(took, 1200ms);
+  EXPECT_TRUE(srv.svc.wait_seen(1, 1));  // both calls really reached the server
+}
+
+TEST(PolicyClient, ServerErrorIsReportedOnceAndNeverRetried) {
+  test_server srv;
+  srv.svc.fail = true;
+  auto client = make_client(plain(srv.target()));
+  ASSERT_TRUE(client);
+  collector col;
+  client->publish(sample_event(), col.cb());
+  client->report(sample_update(), col.cb());
+  auto rs = col.wait(2);
+  ASSERT_EQ(rs.size(), 2u);
+  for (const auto& r : rs) {
+    EXPECT_EQ(r.code, k_unavailable);
+    EXPECT_EQ(r.message, "refused by test");
+    EXPECT_FALSE(r.accepted);
+  }
+  std::this_thread::sleep_for(300ms);  // room for a retry, were there one
+  EXPECT_EQ(srv.svc.event_count(), 1u);
+  EXPECT_EQ(srv.svc.stream_count(), 1u);
+  EXPECT_EQ(col.wait(3, 0ms).size(), 2u);
+}
+
+TEST(PolicyClient, NullMessageIsInvalidArgumentWithoutACall) {
+  test_server srv;
+  auto client = make_client(plain(srv.target()));
+  ASSERT_TRUE(client);
+  collector col;
+  client->report(nullptr, col.cb());
+  client->publish(nullptr, col.cb());
+  auto rs = col.wait(2, 0ms);  // delivered synchronously
+  ASSERT_EQ(rs.size(), 2u);
+  for (const auto& r : rs) EXPECT_EQ(r.code, k_invalid_argument);
+  EXPECT_EQ(client->in_flight(), 0u);
+  EXPECT_EQ(srv.svc.event_count(), 0u);
+}
+
+// Callbacks record whether they ran after the client was gone.
+struct teardown_probe {
+  std::atomic<bool> destroyed{false};
+  std::atomic<int> calls{0};
+  std::atomic<int> late{0};
+  std::atomic<int> not_cancelled{0};
+  policy_client::callback cb() {
+    return [this](rpc_result r) {
+      if (destroyed.load()) ++late;
+      if (r.code != k_cancelled) ++not_cancelled;
+      ++calls;
+    };
+  }
+};
+
+TEST(PolicyClient, DestructorCancelsCallsInFlightAndNoCallbackRunsAfterIt) {
+  test_server srv;
+  srv.svc.hang = true;
+  teardown_probe probe;
+  auto client = make_client(plain(srv.target(), 30s));
+  ASSERT_TRUE(client);
+  for (int i = 0; i < 8; ++i) {
+    client->report(sample_update(i), probe.cb());
+    client->publish(sample_event(static_cast<std::uint64_t>(i)), probe.cb());
+  }
+  ASSERT_TRUE(srv.svc.wait_seen(8, 8));  // all 16 are on the wire and stuck
+  EXPECT_EQ(client->in_flight(), 16u);
+  const auto t0 = std::chrono::steady_clock::now();
+  client.reset();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  probe.destroyed = true;
+  EXPECT_LT(took, 2s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                       << " ms";
+  EXPECT_EQ(probe.calls.load(), 16);  // every callback ran, exactly once, before it returned
+  EXPECT_EQ(probe.not_cancelled.load(), 0);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(probe.calls.load(), 16);
+  EXPECT_EQ(probe.late.load(), 0);
+}
+
+TEST(PolicyClient, DestructorRightAfterIssuingStillRunsEachCallbackOnce) {
+  // Calls that gRPC has not even started yet are the racy case for cancellation.
+  test_server srv;
+  srv.svc.hang = true;
+  teardown_probe probe;
+  for (int round = 0; round < 20; ++round) {
+    auto client = make_client(plain(srv.target(), 30s));
+    ASSERT_TRUE(client);
+    client->report(sample_update(round), probe.cb());
+    client->publish(sample_event(static_cast<std::uint64_t>(round)), probe.cb());
+    client.reset();
+    EXPECT_EQ(probe.calls.load(), 2 * (round + 1)) << "round " << round;
+  }
+  probe.destroyed = true;
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(probe.calls.load(), 40);
+  EXPECT_EQ(probe.late.load(), 0);
+}
+
+TEST(PolicyClient, DestroyingRightAfterACompletionNeverCrashes) {
+  // The callback thread still owns the finished call for a moment after `done` returns. If the
+  // destructor did not wait for that, the channel's last reference would be dropped on gRPC's
+  // callback thread, which aborts the process (grpc/grpc#32584); before the fix this crashed
+  // about every other run of this binary.
+  // Both a success and a fast failure (nothing listens on `gone`), which complete on different
+  // gRPC paths.
+  std::string gone;
+  {
+    test_server tmp;
+    gone = tmp.target();
+  }
+  test_server srv;
+  for (int round = 0; round < 100; ++round) {
+    auto client = make_client(plain(round % 2 ? gone : srv.target()));
+    ASSERT_TRUE(client);
+    collector col;
+    client->report(sample_update(round), col.cb());
+    client->publish(sample_event(static_cast<std::uint64_t>(round)), col.cb());
+    ASSERT_EQ(col.wait(2).size(), 2u);
+    client.reset();  // races the gRPC threads still returning from the callbacks
+  }
+  EXPECT_EQ(srv.svc.event_count(), 50u);
+}
+
+TEST(PolicyClient, SustainedWindowOf64CompletesEveryCall) {
+  // 2000 publishes with at most 64 outstanding, the way the emitter drives evictions.
+  test_server srv;
+  constexpr int total = 2000;
+  constexpr int window = 64;
+  // Declared before the client: its destructor may still run callbacks that use them.
+  std::mutex mu;
+  std::condition_variable cv;
+  int outstanding = 0, finished = 0, failed = 0;
+  auto client = make_client(plain(srv.target()));
+  ASSERT_TRUE(client);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < total; ++i) {
+    {
+      std::unique_lock<std::mutex> lk(mu);
+      ASSERT_TRUE(cv.wait_for(lk, 10s, [&] { return outstanding < window; }));
+      ++outstanding;
+    }
+    client->publish(sample_event(static_cast<std::uint64_t>(i)), [&](rpc_result r) {
+      std::lock_guard<std::mutex> lk(mu);
+      --outstanding;
+      ++finished;
+      if (r.code != k_ok || !r.accepted) ++failed;
+      cv.notify_all();
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, 30s, [&] { return finished == total; }));
+  }
+  const auto secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(failed, 0);
+  EXPECT_EQ(srv.svc.event_count(), static_cast<std::size_t>(total));
+  std::cout << "[ measure  ] " << total << " publishes, window " << window << ": "
+            << static_cast<int>(total / secs) << " calls/s\n";
+  client.reset();  // must not wait on anything: every callback has returned
+}
+
+TEST(PolicyClient, ChannelStateStartsIdleAndTryConnectReachesReady) {
+  test_server srv;
+  auto client = make_client(plain(srv.target()));
+  ASSERT_TRUE(client);
+  EXPECT_EQ(client->channel_state(), "IDLE");  // lazy: no connection before asked
+  client->try_connect();
+  std::string st;
+  for (int i = 0; i < 500 && (st = client->channel_state()) != "READY"; ++i)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(st, "READY");
+}
+
+// -- option validation --------------------------------------------------------------------------
+
+class PolicyClientOptions : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() /
+          ("kvrelay_rpc_opts_" + std::to_string(::getpid()) + "_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir);
+    pem = (dir / "ok.pem").string();
+    std::ofstream(pem) << "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+    junk = (dir / "junk.txt").string();
+    std::ofstream(junk) << "not a certificate\n";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  // Expects `o` to be rejected with a reason mentioning `needle`.
+  static void expect_rejected(const client_options& o, const std::string& needle) {
+    const auto why = policy_client::validate(o);
+    EXPECT_NE(why.find(needle), std::string::npos) << "reason: '" << why << "'";
+    std::string err;
+    EXPECT_EQ(policy_client::make(o, err), nullptr);
+    EXPECT_EQ(err, why);
+  }
+  fs::path dir;
+  std::string pem, junk;
+};
+
+TEST_F(PolicyClientOptions, DefaultsArePlaintextAndValid) {
+  client_options o;
+  EXPECT_EQ(o.target, "127.0.0.1:9090");
+  EXPECT_EQ(o.rpc_timeout, 5000ms);
+  EXPECT_EQ(policy_client::validate(o), "");
+  std::string err = "stale";
+  auto c = policy_client::make(o, err);
+  EXPECT_TRUE(c);
+  EXPECT_EQ(err, "");
+}
+
+TEST_F(PolicyClientOptions, RejectsBadValuesWithAReason) {
+  client_options o;
+  o.target = "";
+  expect_rejected(o, "target");
+  o = {};
+  o.rpc_timeout = 0ms;
+  expect_rejected(o, "rpc_timeout");
+  o = {};
+  o.ca_file = (dir / "missing.pem").string();
+  expect_rejected(o, "does not exist");
+  o.ca_file = dir.string();
+  expect_rejected(o, "not a regular file");
+  o.ca_file = junk;
+  expect_rejected(o, "not a PEM file");
+  o.ca_file = pem;
+  o.cert_file = pem;  // key missing
+  expect_rejected(o, "together");
+  o.key_file = (dir / "missing.key").string();
+  expect_rejected(o, "key_file");
+  o = {};
+  o.cert_file = pem;
+  o.key_file = pem;  // mTLS material but TLS off
+  expect_rejected(o, "need ca_file");
+  o = {};
+  o.server_name = "localhost";
+  expect_rejected(o, "needs ca_file");
+}
+
+TEST_F(PolicyClientOptions, RejectsAnUnreadableFile) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root reads any file";
+  fs::permissions(pem, fs::perms::none);
+  client_options o;
+  o.ca_file = pem;
+  expect_rejected(o, "not readable");
+}
+
+// -- TLS and mutual TLS -------------------------------------------------------------------------
+
+// Generates, with the openssl CLI, two CAs, a server certificate (SAN localhost and 127.0.0.1)
+// and a client certificate, all signed by the first CA.
+class PolicyClientTls : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir = new fs::path(fs::temp_directory_path() / ("kvrelay_rpc_tls_" + std::to_string(::getpid())));
+    fs::create_directories(*dir);
+    const std::string d = dir->string();
+    auto write = [&](const char* name, const char* text) { std::ofstream(*dir / name) << text; };
+    write("ca.cnf",
+          "[req]\ndistinguished_name=dn\nx509_extensions=ext\nprompt=no\n"
+          "[dn]\nCN=kvrelay-test-ca\n"
+          "[ext]\nbasicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n"
+          "subjectKeyIdentifier=hash\n");
+    write("other-ca.cnf",
+          "[req]\ndistinguished_name=dn\nx509_extensions=ext\nprompt=no\n"
+          "[dn]\nCN=kvrelay-other-ca\n"
+          "[ext]\nbasicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n");
+    write("server.cnf", "[req]\ndistinguished_name=dn\nprompt=no\n[dn]\nCN=localhost\n");
+    write("client.cnf", "[req]\ndistinguished_name=dn\nprompt=no\n[dn]\nCN=kvrelay-client\n");
+    write("server.ext",
+          "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+          "extendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n");
+    write("client.ext",
+          "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+          "extendedKeyUsage=clientAuth\n");
+    const std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    const std::string cmd =
+        "cd '" + d + "' && exec >openssl.log 2>&1 && " +
+        "openssl req -x509 " + key + " -keyout ca.key -out ca.pem -days 2 -config ca.cnf && " +
+        "openssl req -x509 " + key + " -keyout other-ca.key -out other-ca.pem -days 2 " +
+        "-config other-ca.cnf && " +
+        "openssl req " + key + " -keyout server.key -out server.csr -config server.cnf && " +
+        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial " +
+        "-out server.pem -days 2 -extfile server.ext && " +
+        "openssl req " + key + " -keyout client.key -out client.csr -config client.cnf && " +
+        "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial " +
+        "-out client.pem -days 2 -extfile client.ext";
+    generated = std::system(cmd.c_str()) == 0;
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    fs::remove_all(*dir, ec);
+    delete dir;
+    dir = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_TRUE(generated) << "openssl failed; see " << (*dir / "openssl.log");
+  }
+
+  static std::string path(const char* name) { return (*dir / name).string(); }
+  static std::string slurp(const char* name) {
+    std::ifstream in(*dir / name);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  static std::shared_ptr<grpc::ServerCredentials> server_creds(bool require_client_cert) {
+    grpc::SslServerCredentialsOptions o(
+        require_client_cert ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                            : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    o.pem_root_certs = slurp("ca.pem");
+    o.pem_key_cert_pairs.push_back({slurp("server.key"), slurp("server.pem")});
+    return grpc::SslServerCredentials(o);
+  }
+  // One report and one publish; returns both results.
+  static std::vector<rpc_result> round_trip(const client_options& o) {
+    auto client = make_client(o);
+    if (!client) return {};
+    collector col;
+    client->report(sample_update(), col.cb());
+    client->publish(sample_event(), col.cb());
+    return col.wait(2);
+  }
+  static client_options tls(const test_server& srv, const char* ca = "ca.pem") {
+    client_options o = plain(srv.target());
+    o.ca_file = path(ca);
+    return o;
+  }
+
+  static fs::path* dir;
+  static bool generated;
+};
+fs::path* PolicyClientTls::dir = nullptr;
+bool PolicyClientTls::generated = false;
+
+void expect_all(const std::vector<rpc_result>& rs, int code) {
+  ASSERT_EQ(rs.size(), 2u);
+  for (const auto& r : rs) {
+    EXPECT_EQ(r.code, code) << r.message;
+    EXPECT_EQ(r.accepted, code == k_ok);
+  }
+}
+
+TEST_F(PolicyClientTls, ServerAuthenticatedTlsWorks) {
+  test_server srv(server_creds(false));
+  expect_all(round_trip(tls(srv)), k_ok);  // 127.0.0.1 matches the IP SAN
+  EXPECT_EQ(srv.svc.stream_count(), 1u);
+  EXPECT_EQ(srv.svc.event_count(), 1u);
+}
+
+TEST_F(PolicyClientTls, ServerNameOverrideIsWhatGetsVerified) {
+  test_server srv(server_creds(false));
+  auto o = tls(srv);
+  o.server_name = "localhost";  // in the SAN
+  expect_all(round_trip(o), k_ok);
+  o.server_name = "policy.example.com";  // not in the SAN
+  expect_all(round_trip(o), k_unavailable);
+}
+
+TEST_F(PolicyClientTls, WrongCaFails) {
+  test_server srv(server_creds(false));
+  expect_all(round_trip(tls(srv, "other-ca.pem")), k_unavailable);
+  EXPECT_EQ(srv.svc.event_count(), 0u);
+}
+
+TEST_F(PolicyClientTls, PlaintextClientCannotTalkToTlsServer) {
+  test_server srv(server_creds(false));
+  auto rs = round_trip(plain(srv.target(), 2s));
+  ASSERT_EQ(rs.size(), 2u);
+  for (const auto& r : rs) EXPECT_NE(r.code, k_ok);
+  EXPECT_EQ(srv.svc.event_count(), 0u);
+}
+
+TEST_F(PolicyClientTls, MutualTlsPresentsTheClientCertificate) {
+  test_server srv(server_creds(true));
+  auto o = tls(srv);
+  o.cert_file = path("client.pem");
+  o.key_file = path("client.key");
+  expect_all(round_trip(o), k_ok);
+  std::lock_guard<std::mutex> lk(srv.svc.mu);
+  ASSERT_FALSE(srv.svc.peer_common_names.empty());
+  for (const auto& cn : srv.svc.peer_common_names) EXPECT_EQ(cn, "kvrelay-client");
+}
+
+TEST_F(PolicyClientTls, MutualTlsServerRejectsAClientWithoutCertificate) {
+  test_server srv(server_creds(true));
+  expect_all(round_trip(tls(srv)), k_unavailable);
+  EXPECT_EQ(srv.svc.event_count(), 0u);
+  EXPECT_EQ(srv.svc.stream_count(), 0u);
+}
+
+}  // namespace
