@@ -57,7 +57,9 @@ struct PolicyService : ::testing::Test {
     for (const auto& u : updates) EXPECT_TRUE(writer->Write(u));
     writer->WritesDone();
     auto st = writer->Finish();
-    if (st.ok()) EXPECT_TRUE(ack.accepted());
+    if (st.ok()) {
+      EXPECT_TRUE(ack.accepted());
+    }
     return st;
   }
 
@@ -108,7 +110,9 @@ struct PolicyService : ::testing::Test {
     deadline(ctx, ms);
     ic::Ack ack;
     auto st = stub->PublishEvent(&ctx, e, &ack);
-    if (st.ok()) EXPECT_TRUE(ack.accepted());
+    if (st.ok()) {
+      EXPECT_TRUE(ack.accepted());
+    }
     return st;
   }
 

@@ -1,5 +1,6 @@
 #include "tools/policy-server/policy_index.hpp"
 
+#include <absl/container/flat_hash_map.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -30,9 +31,10 @@ struct stats_entry {
 };
 
 // One (tenant, model). Keyed by prefix hash first, so an eviction, which sweeps every scheme
-// (CacheEvent has no hash_scheme), is one lookup.
+// (CacheEvent has no hash_scheme), is one lookup. A flat map: with a million resident keys the
+// node-based unordered_map spent most of an ingest chasing pointers.
 struct model_index {
-  std::unordered_map<std::string, std::map<partition, holder_map>> prefixes;
+  absl::flat_hash_map<std::string, std::map<partition, holder_map>> prefixes;
   std::map<std::string, stats_entry> stats;
   std::map<std::string, size_t> replica_entries;  // replica → entries it holds
 };
@@ -216,7 +218,11 @@ void policy_index::apply(const ic::CacheEvent& e) {
           if (it != part->second.end()) d.erase_replica(m, part->second, it);
           part = part->second.empty() ? p->second.erase(part) : std::next(part);
         }
-        p = p->second.empty() ? m.prefixes.erase(p) : std::next(p);
+        if (p->second.empty()) {
+          m.prefixes.erase(p++);  // flat_hash_map::erase(iterator) returns void
+        } else {
+          ++p;
+        }
       }
       m.stats.erase(e.replica_id());
       return;
@@ -382,7 +388,11 @@ size_t policy_index::sweep() {
         }
         part = h.empty() ? p->second.erase(part) : std::next(part);
       }
-      p = p->second.empty() ? m.prefixes.erase(p) : std::next(p);
+      if (p->second.empty()) {
+        m.prefixes.erase(p++);
+      } else {
+        ++p;
+      }
     }
     for (auto st = m.stats.begin(); st != m.stats.end();) {
       st = d.alive(st->second.last_seen_us, now_us) ? std::next(st) : m.stats.erase(st);
