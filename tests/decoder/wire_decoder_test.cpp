@@ -249,6 +249,34 @@ TEST(WireDecoderReference, D17_TokenRangeAndNilTokens) {
   expect_reject(with_tokens(S("abc")), decode_error::bad_tokens, "str token_ids");
 }
 
+TEST(WireDecoderReference, D17_TokensOfEveryEncodingRoundTrip) {
+  // Boundaries of each msgpack width, in every position relative to the payload end (the decoder
+  // has a fast path that needs 5 bytes of look-ahead and a careful tail).
+  std::vector<uint32_t> toks = {0, 1, 127, 128, 255, 256, 65535, 65536, 151935, 4294967295u};
+  uint32_t x = 12345;
+  for (int i = 0; i < 300; ++i) {
+    x = x * 1103515245u + 12345u;
+    toks.push_back(x >> (x % 32));
+  }
+  for (size_t len = 0; len <= toks.size(); len += 7) {
+    const std::vector<uint32_t> part(toks.begin(), toks.begin() + static_cast<long>(len));
+    // Token list last in the payload: a 2-element envelope with the event's tokens at the end.
+    const std::string bytes = enc(A({F64(1), A({A({S("BlockStored"), Hashes({1}), Nil(), Toks(part),
+                                                    I(1)})})}));
+    const auto d = ok(bytes);
+    ASSERT_EQ(d.batch.events.size(), 1u);
+    EXPECT_EQ(d.batch.events[0].stored.token_ids, part) << "len " << len;
+  }
+  // Non-minimal encodings (legal msgpack) take the slow path and decode the same.
+  const auto d = ok(batch({A({S("BlockStored"), Hashes({1}), Nil(),
+                              A({[](packer& p) { p.pack_fix_uint32(5); },
+                                 [](packer& p) { p.pack_fix_uint16(6); },
+                                 [](packer& p) { p.pack_fix_int8(7); },
+                                 [](packer& p) { p.pack_fix_int64(8); }}),
+                              I(1)})}));
+  EXPECT_EQ(d.batch.events.at(0).stored.token_ids, (std::vector<uint32_t>{5, 6, 7, 8}));
+}
+
 TEST(WireDecoderReference, D18_GarbageAndShortEnvelope) {
   expect_reject(hex("ff 00 01"), decode_error::bad_envelope, "garbage");
   expect_reject(enc(A({F64(1.0)})), decode_error::bad_envelope, "[1.0]");

@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
 namespace kvrelay::test {
 namespace {
 
@@ -271,6 +275,29 @@ TEST(WireExamples, SGLangS3SaltedMetadataMap) {
   EXPECT_FALSE(e.stored.lora_name.has_value());
   EXPECT_EQ(e.stored.first_tainted_block, 0u);
   EXPECT_EQ(e.stored.token_ids, kTok);
+}
+
+}  // namespace
+}  // namespace kvrelay::test
+
+namespace kvrelay::test {
+namespace {
+
+// The fuzz seed corpus (tests/fuzz/corpus/decoder, written by tests/fuzz/decoder/make_corpus.py)
+// must stay valid input, or the fuzzer starts from rejects only.
+TEST(WireExamples, FuzzSeedCorpusDecodes) {
+  const std::filesystem::path dir =
+      std::filesystem::path(KVRELAY_FIXTURES_DIR) / ".." / "fuzz" / "corpus" / "decoder";
+  size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto d = decode(bytes);
+    EXPECT_EQ(d.err, decode_error::none) << entry.path() << ": " << d.detail;
+    EXPECT_FALSE(d.batch.events.empty()) << entry.path();
+    ++files;
+  }
+  EXPECT_GE(files, 20u);
 }
 
 }  // namespace
