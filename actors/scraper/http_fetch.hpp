@@ -1,0 +1,60 @@
+// A small HTTP GET client for an engine's /metrics URL. One connection is kept alive across
+// scrapes. Never throws; every failure comes back as an error string. httplib stays in the .cpp
+// (Debian's build is a compiled library with ABI-changing defines: deps.md pitfall 9).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kvrelay {
+
+struct http_url {
+  std::string host;   // name, IPv4, or IPv6 without brackets
+  std::uint16_t port = 80;
+  std::string path;   // starts with '/', query included
+};
+
+// Parses `http://host[:port][/path]`. Only plain http: engines serve /metrics without TLS, and a
+// silent downgrade of an https URL would be worse than a clear error. Returns nullopt and sets
+// *error on anything else.
+std::optional<http_url> parse_http_url(std::string_view url, std::string* error);
+
+struct fetch_result {
+  bool ok = false;       // a response arrived (any status); false = transport error
+  int status = 0;        // HTTP status when ok
+  std::string body;      // response body when ok (at most max_body bytes)
+  std::string error;     // what went wrong when !ok
+};
+
+struct http_fetch_options {
+  std::chrono::milliseconds timeout{5000};     // connect, and the whole request after it
+  std::size_t max_body = 16u * 1024u * 1024u;  // bigger bodies are an error, not truncated
+};
+
+class http_fetcher {
+ public:
+  explicit http_fetcher(std::string url, http_fetch_options opts = {});
+  ~http_fetcher();
+  http_fetcher(http_fetcher&&) noexcept;
+  http_fetcher& operator=(http_fetcher&&) noexcept;
+  http_fetcher(const http_fetcher&) = delete;
+  http_fetcher& operator=(const http_fetcher&) = delete;
+
+  // Empty when the URL parsed; otherwise every get() fails with this text.
+  const std::string& url_error() const;
+  const std::string& url() const;
+
+  // One GET. Blocks for at most about the configured timeout. Never throws.
+  fetch_result get();
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace kvrelay
