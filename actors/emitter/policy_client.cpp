@@ -3,6 +3,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <condition_variable>
 #include <exception>
 #include <filesystem>
@@ -124,6 +126,10 @@ const char* state_name(grpc_connectivity_state s) {
   return "UNKNOWN";
 }
 
+// The client whose callback this thread is running, if any: destroying that client from inside
+// its own callback would wait for itself forever, so the destructor turns that into a loud abort.
+thread_local const void* t_in_callback_of = nullptr;
+
 // What every call keeps alive until its callback has run: the context (which TryCancel needs),
 // the user's callback and the start time.
 struct call_base {
@@ -179,12 +185,15 @@ struct policy_client::impl {
         std::chrono::steady_clock::now() - c->start);
     {
       auto done = std::move(c->done);
+      const void* outer = t_in_callback_of;  // a callback may complete another client's call
+      t_in_callback_of = this;
       try {
         done(std::move(r));
       } catch (...) {
         // An exception cannot propagate into gRPC's thread; swallowing it keeps the
         // bookkeeping below intact so the destructor cannot hang.
       }
+      t_in_callback_of = outer;
       // `done` (and whatever it captured) is destroyed here, before the destructor can return.
     }
     std::shared_ptr<call_base> keep;
@@ -262,6 +271,12 @@ std::unique_ptr<policy_client> policy_client::make(const client_options& opts,
 policy_client::policy_client(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 
 policy_client::~policy_client() {
+  if (t_in_callback_of == impl_.get()) {
+    // A programming error (e.g. a callback holding the last shared_ptr to its client); waiting
+    // would deadlock silently, so fail where it can be seen.
+    std::fputs("kvrelay: policy_client destroyed from inside its own callback\n", stderr);
+    std::abort();
+  }
   std::vector<std::shared_ptr<call_base>> live;
   {
     std::lock_guard<std::mutex> lk(impl_->mu);

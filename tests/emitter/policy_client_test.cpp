@@ -484,6 +484,24 @@ TEST(PolicyClient, SustainedWindowOf64CompletesEveryCall) {
   client.reset();  // must not wait on anything: every callback has returned
 }
 
+TEST(PolicyClientDeathTest, DestroyingFromItsOwnCallbackAbortsInsteadOfHanging) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        test_server srv;
+        auto owner = std::make_shared<std::unique_ptr<policy_client>>(
+            make_client(plain(srv.target())));
+        std::atomic<bool> ran{false};
+        // The callback drops the last reference to its own client.
+        (*owner)->publish(sample_event(), [owner, &ran](rpc_result) {
+          ran = true;
+          owner->reset();
+        });
+        for (int i = 0; i < 1000; ++i) std::this_thread::sleep_for(10ms);
+      },
+      "destroyed from inside its own callback");
+}
+
 TEST(PolicyClient, ChannelStateStartsIdleAndTryConnectReachesReady) {
   test_server srv;
   auto client = make_client(plain(srv.target()));
