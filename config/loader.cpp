@@ -558,7 +558,8 @@ status apply_flags(daemon_config& cfg, const flag_values& f) {
   std::map<int64_t, std::string> adapters;
   if (f.lora_adapter_names) {
     if (auto s = parse_adapter_names(*f.lora_adapter_names, adapters); !s)
-      return status::failure("invalid --lora-adapter-names: " + s.error());
+      return status::failure("invalid --lora-adapter-names: " + s.error(),
+                             "invalid --lora-adapter-names");
   }
   auto set = [&cfg](auto& slot, const auto& flag, const std::string& key, const char* name) {
     if (!flag) return;
@@ -600,8 +601,9 @@ status apply_flags(daemon_config& cfg, const flag_values& f) {
     if (!parse(*f.cache_tier, t)) {
       // C02 before C03: a bad identity is what the reference reports first.
       if (auto s = check_identity(cfg); !s) return s;
-      return status::failure("invalid --cache-tier \"" + *f.cache_tier +
-                             "\" (allowed: " + allowed_cache_tiers() + ")");
+      return status::failure("invalid --cache-tier \"" + *f.cache_tier + "\" (allowed: " +
+                                 allowed_cache_tiers() + ")",
+                             "invalid --cache-tier");
     }
     e.metrics.tier = t;
     cfg.origin[p + "metrics.cache_tier"] = "--cache-tier";
@@ -727,8 +729,8 @@ result<daemon_config> resolve(const flag_values& flags, std::vector<std::string>
     if (!loaded) return config_error{loaded.error()};
     cfg = std::move(loaded).value();
   }
-  if (auto s = apply_flags(cfg, flags); !s) return config_error{s.error()};
-  if (auto s = validate(cfg, notes); !s) return config_error{s.error()};
+  if (auto s = apply_flags(cfg, flags); !s) return s.to_error();
+  if (auto s = validate(cfg, notes); !s) return s.to_error();
   return cfg;
 }
 
@@ -760,9 +762,21 @@ std::string to_toml(const daemon_config& c) {
   section("[admin]", admin_fields, c.admin);
   out << "\n";
   section("[log]", log_fields, c.log);
-  for (const auto& e : c.engines) {
+  const auto all_pipelines = pipelines(c);
+  for (size_t i = 0; i < c.engines.size(); ++i) {
+    const auto& e = c.engines[i];
     out << "\n";
     section("[[engine]]", engine_fields, e);
+    if (e.dp_size > 1) {
+      // What the ranks expand to, so --check shows the endpoints and replica ids it will use.
+      for (const auto& p : all_pipelines) {
+        if (p.engine_index != i) continue;
+        out << "# rank " << p.dp_rank << ": replica " << toml_quote(p.replica_id) << ", endpoint "
+            << p.endpoint;
+        if (!p.replay_endpoint.empty()) out << ", replay " << p.replay_endpoint;
+        out << "\n";
+      }
+    }
     out << "\n";
     section("[engine.metrics]", metrics_fields, e.metrics);
     out << "\n[engine.adapters]\n";

@@ -22,6 +22,10 @@ namespace kvrelay::config {
 
 struct config_error {
   std::string message;  // one line, no trailing newline
+  /// The reference's log message for this class of error, for the ERROR line's `msg` (the detail
+  /// goes in a field): "invalid --lora-adapter-names" (C01), "invalid --cache-tier" (C03), or
+  /// "invalid config" for everything else (C02).
+  std::string summary = "invalid config";
 };
 
 /// A value or the error that prevented it.
@@ -36,6 +40,7 @@ class result {
   const T& value() const& { return std::get<0>(v_); }
   T&& value() && { return std::get<0>(std::move(v_)); }
   const std::string& error() const { return std::get<1>(v_).message; }
+  const std::string& summary() const { return std::get<1>(v_).summary; }
 
  private:
   std::variant<T, config_error> v_;
@@ -45,17 +50,22 @@ class result {
 class status {
  public:
   status() = default;
-  static status failure(std::string message) {
+  static status failure(std::string message, std::string summary = "invalid config") {
     status s;
     s.error_ = std::move(message);
+    s.summary_ = std::move(summary);
     return s;
   }
   bool ok() const noexcept { return error_.empty(); }
   explicit operator bool() const noexcept { return ok(); }
   const std::string& error() const noexcept { return error_; }
+  /// See config_error::summary; "" when ok.
+  const std::string& summary() const noexcept { return summary_; }
+  config_error to_error() const { return config_error{error_, summary_}; }
 
  private:
   std::string error_;
+  std::string summary_;
 };
 
 /// Reads and parses a TOML file (at most 1 MiB). Unknown keys and wrong types are errors;

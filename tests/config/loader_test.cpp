@@ -683,6 +683,10 @@ TEST(Pipelines, DataParallelExpansion) {
   EXPECT_EQ(p[1].endpoint, "tcp://127.0.0.1:5558");
   EXPECT_EQ(p[1].replay_endpoint, "tcp://127.0.0.1:5568");
   EXPECT_EQ(p[1].dp_rank, 1);
+  EXPECT_NE(to_toml(c).find("# rank 1: replica \"r0-dp1\", endpoint tcp://127.0.0.1:5558, replay "
+                            "tcp://127.0.0.1:5568\n"),
+            std::string::npos)
+      << to_toml(c);
   c.engines[0].dp_mode = dp_mode::merged;
   p = pipelines(c);
   EXPECT_EQ(p[0].replica_id, "r0");
@@ -755,6 +759,28 @@ TEST(Docs, EveryKeyAndFlagIsDocumented) {
   EXPECT_EQ(keys, 8u + 3u + 2u + 15u + 6u);
   for (const auto& name : flag_names())
     EXPECT_NE(doc.find("`--" + name), std::string::npos) << name;
+}
+
+}  // namespace
+}  // namespace kvrelay::config
+
+namespace kvrelay::config {
+namespace {
+
+// main logs ERROR with the reference's msg text (C01-C03) and the detail in a field.
+TEST(Resolve, ErrorSummariesMatchTheReferenceLogMessages) {
+  auto summary = [](std::vector<std::string> args) {
+    auto r = resolve(flags(std::move(args)));
+    return r ? std::string("ok") : r.summary();
+  };
+  EXPECT_EQ(summary({"--lora-adapter-names=1=", "--replica-id=r", "--model-id=m"}),
+            "invalid --lora-adapter-names");
+  EXPECT_EQ(summary({"--model-id=m"}), "invalid config");
+  EXPECT_EQ(summary({"--replica-id=r", "--model-id=m", "--cache-tier=xpu"}),
+            "invalid --cache-tier");
+  EXPECT_EQ(summary({"--replica-id=r", "--model-id=m", "--engine-endpoint=x"}), "invalid config");
+  EXPECT_EQ(summary({"--config=/nonexistent.toml"}), "invalid config");
+  EXPECT_EQ(summary({"--replica-id=r", "--model-id=m"}), "ok");
 }
 
 }  // namespace
