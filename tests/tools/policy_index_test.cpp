@@ -269,6 +269,13 @@ TEST_F(PolicyIndex, BelowMinimumIsAffinityAndMismatchedLengthsNoHint) {
   EXPECT_EQ(out.replica_scores_size(), 0);
 }
 
+TEST_F(PolicyIndex, NegativeBlockTokenCountIsMalformed) {
+  auto a = csu("a");
+  add(a, K1, 128);
+  idx.ingest(a);
+  EXPECT_EQ(chain({K1}, -128).reason_code(), "NO_HINT");
+}
+
 TEST_F(PolicyIndex, AdapterPartitionsLookups) {
   auto a = csu("a");
   add(a, K1, 128, ic::CACHE_TIER_T1, "sql-lora");

@@ -340,6 +340,18 @@ TEST(WireEncoder, UnknownTagEvent) {
   EXPECT_EQ(map.get().via.map.ptr[0].val.as<std::string>(), "SomeFutureEvent");
 }
 
+TEST(WireEncoder, TruncatedTupleForFaultInjection) {
+  // The reference e2e's undecodable payload: ["BlockStored", [0xE000], nil].
+  fake_event ev;
+  ev.block_hashes = {fake_hash::i(0xE000)};
+  ev.truncate_slots = 3;
+  EXPECT_EQ(to_hex(encode_event(ev, wire_era::a)),
+            "93 ab 42 6c 6f 63 6b 53 74 6f 72 65 64 91 cd e0 00 c0");
+  auto full = stored(fake_hash::i(Hs), fake_hash::i(Ps));
+  full.truncate_slots = 100;  // longer than the tuple: unchanged
+  expect_bytes(encode_event(full, wire_era::s1), S1_STORED, 60);
+}
+
 TEST(WireEncoder, ParseEraAndHex) {
   EXPECT_EQ(parse_era("a"), wire_era::a);
   EXPECT_EQ(parse_era("S3"), wire_era::s2);

@@ -232,8 +232,30 @@ void encode_tag_only(packer& pk, const std::string& tag, bool map) {
   pack_str(pk, tag);
 }
 
+void encode_into(packer& pk, const fake_event& ev, wire_era era);
+
+// Re-packs the first N slots of the full tuple: the slow path is fine for a fault injector.
+void encode_truncated(packer& pk, const fake_event& ev, wire_era era) {
+  fake_event full = ev;
+  full.truncate_slots.reset();
+  std::string bytes;
+  string_sink sink{&bytes};
+  packer inner(sink);
+  encode_into(inner, full, era);
+  const auto oh = msgpack::unpack(bytes.data(), bytes.size());
+  const auto& arr = oh.get().via.array;
+  const uint32_t n = std::min<uint32_t>(arr.size, static_cast<uint32_t>(
+                                                      std::min<size_t>(*ev.truncate_slots, 0xffffffffu)));
+  pk.pack_array(n);
+  for (uint32_t i = 0; i < n; ++i) pk.pack(arr.ptr[i]);
+}
+
 void encode_into(packer& pk, const fake_event& ev, wire_era era) {
   const bool map = is_map_era(era);
+  if (ev.truncate_slots && !map) {
+    encode_truncated(pk, ev, era);
+    return;
+  }
   switch (ev.t) {
     case fake_event::type::stored:
       if (map) encode_stored_map(pk, ev, era); else encode_stored_tuple(pk, ev, era);

@@ -74,6 +74,9 @@ struct fake_event {
   std::optional<int64_t> sliding_window;       // G+: kv_cache_spec_sliding_window
   std::optional<std::string> cache_salt;       // SGLang: slot-7 metadata map / S4 key
   std::optional<std::string> locality;         // map era I only
+  /// Fault injection for tuple eras: write only the first N slots (tag included), e.g. the
+  /// reference e2e's truncated ["BlockStored", [h], nil]. Ignored for map eras.
+  std::optional<size_t> truncate_slots;
 };
 
 struct encode_options {

@@ -270,6 +270,9 @@ void policy_index::lookup(const ic::LookupRouteRequest& req, ic::LookupRouteResp
   int64_t requested = 0;
   if (req.block_hashes_size() > 0) {
     if (req.block_hashes_size() != req.block_token_counts_size()) return finish("NO_HINT");
+    for (int32_t c : req.block_token_counts()) {
+      if (c < 0) return finish("NO_HINT");  // malformed: a block cannot hold negative tokens
+    }
     // Longest leading run per replica: a replica stays in the run while it holds every block.
     std::set<std::string> running;
     for (int i = 0; i < req.block_hashes_size(); ++i) {
@@ -329,7 +332,8 @@ void policy_index::lookup(const ic::LookupRouteRequest& req, ic::LookupRouteResp
     auto* s = resp->add_replica_scores();
     s->set_replica_id(replica);
     auto it = matched.find(replica);
-    s->set_matched_tokens(it == matched.end() ? 0 : static_cast<int32_t>(it->second.tokens));
+    s->set_matched_tokens(
+        it == matched.end() ? 0 : static_cast<int32_t>(std::min<int64_t>(it->second.tokens, INT32_MAX)));
     s->set_score(0.0f);
   }
   finish("AFFINITY_HINT");
