@@ -4,8 +4,12 @@
 #include <absl/container/flat_hash_set.h>
 #include <absl/hash/hash.h>
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <deque>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -79,6 +83,34 @@ struct int_slot_eq {
   }
 };
 
+// The int table is probed at random: at 1M blocks it spans ~44 MB, so with 4 KiB pages nearly
+// every probe also misses the TLB. Asking for transparent huge pages on the 2 MiB-aligned
+// interior of large tables costs no extra memory (nothing is rounded up) and is only advice.
+template <class T>
+struct table_allocator {
+  using value_type = T;
+  table_allocator() = default;
+  template <class U>
+  table_allocator(const table_allocator<U>&) noexcept {}
+
+  T* allocate(size_t n) {
+    const size_t bytes = n * sizeof(T);
+    void* p = std::malloc(bytes);
+    if (p == nullptr) throw std::bad_alloc();
+    constexpr uintptr_t huge = uintptr_t{2} << 20;
+    const auto begin = (reinterpret_cast<uintptr_t>(p) + huge - 1) & ~(huge - 1);
+    const auto end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(huge - 1);
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) noexcept { std::free(p); }
+
+  template <class U>
+  bool operator==(const table_allocator<U>&) const noexcept { return true; }
+  template <class U>
+  bool operator!=(const table_allocator<U>&) const noexcept { return false; }
+};
+
 index_op make_op(index_op::kind k, const entry& e, uint32_t tiers) {
   return index_op{k, e.fp, e.count(), warmest(tiers)};
 }
@@ -88,7 +120,7 @@ index_op make_op(index_op::kind k, const entry& e, uint32_t tiers) {
 struct positional_index::impl {
   index_options opts;
   index_stats stats;
-  absl::flat_hash_set<int_slot, int_slot_hash, int_slot_eq> ints;
+  absl::flat_hash_set<int_slot, int_slot_hash, int_slot_eq, table_allocator<int_slot>> ints;
   absl::flat_hash_map<std::string, entry> bins;  // bin/str engine hashes: rare
 
   // max_resident only: engine hashes in first-store order. A forgotten block's queue item is
