@@ -292,6 +292,8 @@ class reader {
         return error();
       }
     }
+    // A file without engines is reported against the file (flags may still add one).
+    if (cfg_.engines.empty()) cfg_.origin["engine"] = file_;
     return std::move(cfg_);
   }
 

@@ -363,7 +363,7 @@ TEST(Validate, RequiredIdentityR09) {
             "hash_scheme in [[engine]] or --hash-scheme)");
   EXPECT_EQ(check("[[engine]]\nreplica_id = \"r\"\nmodel_id = \"m\"\ntenant_id = \"\"\n"), "");
   EXPECT_EQ(check("[server]\naddress = \"h:1\"\n"),
-            "engine: no engine configured: add an [[engine]] table or pass --replica-id and "
+            "t.toml: engine: no engine configured: add an [[engine]] table or pass --replica-id and "
             "--model-id");
 }
 
@@ -515,7 +515,7 @@ TEST(ApplyFlags, FileWithoutEnginesGetsOneFromFlags) {
   c = load("[server]\naddress = \"s:1\"\n");
   ASSERT_EQ(apply_flags(c, flags({"--config=x.toml"})).error(), "");
   EXPECT_EQ(validate(c).error(),
-            "engine: no engine configured: add an [[engine]] table or pass --replica-id and "
+            "t.toml: engine: no engine configured: add an [[engine]] table or pass --replica-id and "
             "--model-id");
 }
 
