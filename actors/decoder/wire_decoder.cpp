@@ -87,7 +87,7 @@ bool iequals_lower(std::string_view a, const char* lower) {
 /// from them, so a lying length can never cause an allocation.
 class cursor {
  public:
-  cursor(const uint8_t* p, const uint8_t* end) : p(p), end(end) {}
+  cursor(const uint8_t* begin, const uint8_t* stop) : p(begin), end(stop) {}
 
   size_t left() const { return static_cast<size_t>(end - p); }
   bool at_end() const { return p == end; }

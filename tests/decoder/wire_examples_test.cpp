@@ -290,6 +290,9 @@ TEST(WireExamples, FuzzSeedCorpusDecodes) {
       std::filesystem::path(KVRELAY_FIXTURES_DIR) / ".." / "fuzz" / "corpus" / "decoder";
   size_t files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    // Only the generated seeds; regression inputs added later may well be rejects.
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("spec_", 0) != 0 && name.rfind("gen_", 0) != 0) continue;
     std::ifstream in(entry.path(), std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const auto d = decode(bytes);
