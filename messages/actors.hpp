@@ -25,7 +25,7 @@ using emitter_actor = caf::typed_actor<
   // Sends one ordered unit; answers the debouncer with an emit_result when all its RPCs finished.
   caf::reacts_to<emit_unit_ptr>,
   // Sends a stats-only CacheStateUpdate; true when the server acknowledged it (accepted=true).
-  caf::replies_to<replica_stats_ptr>::with<bool>,
+  caf::replies_to<stats_sample_ptr>::with<bool>,
   // Internal: RPC `call` finished with gRPC code, message, Ack.accepted, latency (µs).
   caf::reacts_to<atom::done, uint64_t, int32_t, std::string, bool, int64_t>,
   // Fault injection: throws.
@@ -53,6 +53,8 @@ using decoder_actor = caf::typed_actor<
   caf::reacts_to<atom::resync>,
   // Adds a LoRA id → name mapping at runtime (admin).
   caf::reacts_to<atom::adapter, int64_t, std::string>,
+  // Makes one shard throw (fault injection); false when there is no shard yet.
+  caf::replies_to<atom::crash, std::string>::with<bool>,
   caf::reacts_to<atom::crash>>
   ::extend_with<status_client_actor>;
 
@@ -85,6 +87,8 @@ using ingress_actor = caf::typed_actor<
   caf::reacts_to<atom::tick>,
   // Stops reading (shutdown, first step).
   caf::reacts_to<atom::drain>,
+  // The ZMQ thread ended with an error: quit so the supervisor restarts the data path.
+  caf::reacts_to<atom::done, std::string>,
   caf::reacts_to<atom::crash>>
   ::extend_with<status_client_actor>;
 
@@ -92,10 +96,27 @@ using ingress_actor = caf::typed_actor<
 using scraper_actor = caf::typed_actor<
   // One scrape interval elapsed.
   caf::reacts_to<atom::tick>,
+  // Internal: the fetch thread's result: transport ok, HTTP status, body, error.
+  caf::reacts_to<atom::done, bool, int32_t, std::string, std::string>,
   // A new emitter after a restart.
   caf::reacts_to<atom::update, emitter_actor>,
   caf::reacts_to<atom::crash>>
   ::extend_with<status_client_actor>;
+
+/// Supervises one pipeline: restarts children with backoff and an intensity limit, isolates the
+/// side actors (emitter, scraper) from the data path, and drains it on shutdown.
+using pipeline_actor = caf::typed_actor<
+  // Returns the pipeline's subtree as JSON (every child's status, restarts, last error).
+  caf::replies_to<atom::status>::with<std::string>,
+  // Internal: restart the named child ("emitter", "scraper" or "datapath") after its backoff.
+  caf::reacts_to<atom::restart, std::string>,
+  // Fault injection: makes the named child ("emitter", "scraper", "decoder", "ingress",
+  // "debouncer", "shard") throw.
+  caf::replies_to<atom::crash, std::string>::with<bool>,
+  // Shutdown: stop ingress, drain the data path, final flush; true when everything was sent.
+  caf::replies_to<atom::drain>::with<bool>,
+  // Adds a LoRA id → name mapping at runtime.
+  caf::reacts_to<atom::adapter, int64_t, std::string>>;
 
 // clang-format on
 

@@ -116,13 +116,13 @@ struct emit_result {
 };
 
 /// Load statistics scraped from the engine, for a stats-only CacheStateUpdate.
-struct replica_stats {
+struct stats_sample {
   int64_t cache_memory_bytes = 0;
   float hit_rate = 0;
   float pressure = 0;
   int64_t t2_hit_tokens = 0;
   int64_t t2_query_tokens = 0;
 };
-using replica_stats_ptr = std::shared_ptr<const replica_stats>;
+using stats_sample_ptr = std::shared_ptr<const stats_sample>;
 
 }  // namespace kvrelay

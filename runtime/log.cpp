@@ -79,6 +79,10 @@ void set_sink(std::function<void(level, const std::string&)> sink) {
 }
 
 void write(level l, std::string_view msg, fields f) {
+  write(l, msg, std::vector<field>(f.begin(), f.end()));
+}
+
+void write(level l, std::string_view msg, const std::vector<field>& f) {
   std::string line;
   line.reserve(128);
   if (g_json.load(std::memory_order_relaxed)) {

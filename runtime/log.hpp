@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace kvrelay::log {
 
@@ -42,6 +43,7 @@ void set_json(bool json);
 void set_sink(std::function<void(level, const std::string&)> sink);
 
 void write(level l, std::string_view msg, fields f = {});
+void write(level l, std::string_view msg, const std::vector<field>& f);
 
 inline bool enabled(level l) { return l >= current_level(); }
 inline void debug(std::string_view m, fields f = {}) {

@@ -1,19 +1,132 @@
-// kvrelay daemon entry point: the only translation unit outside the library.
-#include <CLI/CLI.hpp>
+// kvrelay: engine KV-cache events → cache-policy server. The only translation unit outside the
+// library: parse flags, load and validate the configuration (errors exit 2 before anything
+// starts), run the daemon, and turn signals into an orderly shutdown or a reload.
+//   SIGTERM / SIGINT: stop ingress, drain, final flush within 5 s, exit 0; a second one exits now.
+//   SIGHUP: reload adapter maps and the log level from the config file.
 
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <ctime>
 #include <iostream>
+#include <thread>
 
+#include <pthread.h>
+
+#include "config/flags.hpp"
+#include "config/loader.hpp"
+#include "runtime/daemon.hpp"
+#include "runtime/log.hpp"
 #include "runtime/version.hpp"
 
+namespace {
+
+constexpr auto drain_deadline = std::chrono::seconds(5);
+
+int wait_signal(const sigset_t& set) {
+  int sig = 0;
+  while (sigwait(&set, &sig) != 0) {
+  }
+  return sig;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  CLI::App app{"kvrelay: engine KV-cache events to a cache-policy server"};
-  bool show_version = false;
-  app.add_flag("--version", show_version, "print kvrelay's version and its libraries' and exit");
-  CLI11_PARSE(app, argc, argv);
-  if (show_version) {
-    std::cout << kvrelay::version_report();
+  using namespace kvrelay;
+  auto parsed = config::parse_flags(argc, argv);
+  if (parsed.status == config::flag_parse_result::outcome::help) {
+    std::cout << config::usage(argv[0]);
     return 0;
   }
-  std::cerr << "kvrelay: the daemon is not wired yet; try --version\n";
-  return 2;
+  if (parsed.status == config::flag_parse_result::outcome::error) {
+    std::cerr << parsed.error << "\n" << config::usage(argv[0]);
+    return 2;
+  }
+  const auto& flags = parsed.values;
+  if (flags.version) {
+    std::cout << version_report();
+    return 0;
+  }
+  if (flags.check) return config::run_check(flags, std::cout, std::cerr);
+
+  std::vector<std::string> notes;
+  auto cfg = config::resolve(flags, &notes);
+  if (!cfg) {
+    log::error("invalid config", {{"err", cfg.error()}});
+    return 2;
+  }
+  if (auto files = config::check_files(cfg.value()); !files) {
+    log::error("invalid config", {{"err", files.error()}});
+    return 2;
+  }
+  for (const auto& n : notes) log::warn(n);
+
+  // Signals go to this thread only: block them before any other thread exists.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  const auto& c = cfg.value();
+  if (!c.engines.empty()) {
+    const auto& e = c.engines.front();
+    log::info("kvevent-subscriber starting",
+              {{"engine_endpoint", e.endpoint}, {"server", c.server.address},
+               {"replica_id", e.replica_id}, {"model_id", e.model_id},
+               {"engine_metrics_url", e.metrics.url},
+               {"stats_interval", std::to_string(e.metrics.interval.count()) + "ms"},
+               {"cache_tier", config::to_string(e.metrics.tier)},
+               {"engine_model_name", e.metrics.model_label},
+               {"ignore_block_removed", e.l2_tier}, {"engines", c.engines.size()}});
+  }
+  kvrelay::daemon d(cfg.value());
+  std::string error;
+  if (!d.start(error)) {
+    log::error("cannot start", {{"err", error}});
+    d.stop();
+    return 1;
+  }
+
+  for (;;) {
+    int sig = wait_signal(set);
+    if (sig == SIGHUP) {
+      if (!flags.config_path) {
+        log::warn("SIGHUP ignored: no --config file to reload");
+        continue;
+      }
+      auto next = config::resolve(flags);
+      if (!next) {
+        log::error("reload failed; keeping the running configuration", {{"err", next.error()}});
+        continue;
+      }
+      for (const auto& key : d.reload(next.value()))
+        log::warn("configuration change needs a restart to take effect", {{"key", key}});
+      log::info("configuration reloaded");
+      continue;
+    }
+    log::info("shutting down: draining", {{"signal", sig}});
+    break;
+  }
+
+  // Drain on a helper thread so a second signal can still cut it short.
+  std::atomic<bool> drained{false};
+  std::thread drainer([&] {
+    if (!d.drain(drain_deadline)) log::warn("reporter drain timed out");
+    drained = true;
+  });
+  timespec poll{0, 100'000'000};
+  while (!drained.load()) {
+    siginfo_t info;
+    if (sigtimedwait(&set, &info, &poll) > 0 && info.si_signo != SIGHUP) {
+      log::warn("second signal: exiting now");
+      std::_Exit(1);
+    }
+  }
+  drainer.join();
+  d.stop();
+  log::info("kvevent-subscriber stopped");
+  return 0;
 }

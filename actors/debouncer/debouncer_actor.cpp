@@ -10,6 +10,7 @@
 #include "actors/debouncer/pending_set.hpp"
 #include "runtime/log.hpp"
 #include "runtime/metrics_registry.hpp"
+#include "runtime/pipeline_health.hpp"
 #include "runtime/status_json.hpp"
 
 namespace kvrelay {
@@ -27,11 +28,12 @@ struct debouncer_state {
 
   debouncer_options opts;
   std::shared_ptr<metrics_registry> metrics;
+  std::shared_ptr<pipeline_health> health;
   pending_set pending;
   emitter_actor emitter;
   decoder_actor decoder;
 
-  uint64_t epoch = 0;
+  uint64_t epoch = 1;  // the decoder's first epoch
   uint64_t timer_gen = 0;
   bool timer_armed = false;
   uint64_t next_unit = 1;
@@ -155,6 +157,7 @@ void on_ops(debouncer_self self, const shard_ops& ops) {
 void on_result(debouncer_self self, const emit_result& r) {
   auto& st = self->state;
   if (st.in_flight.erase(r.id) == 0) return;  // from before an emitter restart
+  if (st.health) st.health->server_ok.store(r.ok);
   if (!r.ok) {
     st.units_failed->inc();
     if (r.id == st.resync_unit) st.resync_unit = 0;
@@ -172,8 +175,10 @@ void on_result(debouncer_self self, const emit_result& r) {
 
 debouncer_actor::behavior_type debouncer_fn(debouncer_self self, debouncer_options opts,
                                             emitter_actor emitter,
-                                            std::shared_ptr<metrics_registry> metrics) {
+                                            std::shared_ptr<metrics_registry> metrics,
+                                            std::shared_ptr<pipeline_health> health) {
   auto& st = self->state;
+  st.health = std::move(health);
   st.opts = opts;
   st.pending = pending_set(pending_set::options{opts.l2_mode, opts.max_pending, 16384});
   st.emitter = std::move(emitter);
@@ -192,6 +197,7 @@ debouncer_actor::behavior_type debouncer_fn(debouncer_self self, debouncer_optio
                                "Adds, downgrades, evictions and clears sent", l);
   if (opts.refresh_interval.count() > 0)
     self->delayed_send(self, opts.refresh_interval, atom::tick_v);
+  if (opts.start_with_clear) st.pending.clear(now_us());
   return {
       [=](shard_ops_ptr ops) { on_ops(self, *ops); },
       [=](atom::clear, uint64_t epoch, int64_t ts_us) {
@@ -259,8 +265,9 @@ debouncer_actor::behavior_type debouncer_fn(debouncer_self self, debouncer_optio
 }  // namespace
 
 debouncer_actor spawn_debouncer(caf::actor_system& sys, const debouncer_options& opts,
-                                emitter_actor emitter, std::shared_ptr<metrics_registry> metrics) {
-  return sys.spawn(debouncer_fn, opts, std::move(emitter), std::move(metrics));
+                                emitter_actor emitter, std::shared_ptr<metrics_registry> metrics,
+                                std::shared_ptr<pipeline_health> health) {
+  return sys.spawn(debouncer_fn, opts, std::move(emitter), std::move(metrics), std::move(health));
 }
 
 }  // namespace kvrelay

@@ -17,6 +17,7 @@ class actor_system;
 namespace kvrelay {
 
 class metrics_registry;
+struct pipeline_health;
 
 struct debouncer_options {
   std::string replica_id;                      // metric label
@@ -27,9 +28,15 @@ struct debouncer_options {
   size_t max_units_in_flight = 2;              // credits toward the emitter
   std::chrono::milliseconds refresh_interval{10 * 60 * 1000};  // 0 = never
   std::chrono::milliseconds resync_backoff_max{30'000};
+  /// ALL_CLEARED before anything else. On by default: a (re)started data path has an empty
+  /// reverse map, so whatever an earlier run reported for this replica could never be evicted
+  /// by us any more; with a replay endpoint the catch-up rebuilds it right away.
+  bool start_with_clear = true;
 };
 
+/// `health` (optional) learns whether the server acknowledged the last unit (for /readyz).
 debouncer_actor spawn_debouncer(caf::actor_system& sys, const debouncer_options& opts,
-                                emitter_actor emitter, std::shared_ptr<metrics_registry> metrics);
+                                emitter_actor emitter, std::shared_ptr<metrics_registry> metrics,
+                                std::shared_ptr<pipeline_health> health = nullptr);
 
 }  // namespace kvrelay

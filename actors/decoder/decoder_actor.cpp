@@ -13,7 +13,7 @@
 #include "runtime/log.hpp"
 #include "runtime/metrics_registry.hpp"
 #include "runtime/pipeline_health.hpp"
-#include "runtime/status_json.hpp"
+#include "runtime/status_fanout.hpp"
 
 namespace kvrelay {
 
@@ -264,8 +264,14 @@ decoder_actor::behavior_type decoder_fn(decoder_self self, decoder_options opts,
         log::info("adapter mapping added", {{"replica", s.opts.replica_id}, {"lora_id", id},
                                              {"adapter", name}});
       },
+      [=](atom::crash, const std::string&) -> bool {
+        auto& s = self->state;
+        if (s.shards.empty()) return false;
+        self->send(s.shards.begin()->second, atom::crash_v);
+        return true;
+      },
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
-      [=](atom::status) -> std::string {
+      [=](atom::status) -> caf::result<std::string> {
         auto& s = self->state;
         status_json j("decoder", self->mailbox().size());
         j.add("batches", s.batches);
@@ -274,7 +280,14 @@ decoder_actor::behavior_type decoder_fn(decoder_self self, decoder_options opts,
         j.add("partitions", s.shards.size());
         j.add("groups_learned", s.groups.learned());
         j.add("last_error", s.last_error);
-        return j.str();
+        // Answering only after every shard answered also tells the caller that all work sent
+        // to the shards before this request has been turned into ops (used by the drain).
+        std::vector<status_child> kids;
+        for (auto& [adapter, shard] : s.shards)
+          kids.push_back({"shard[" + adapter + "]", shard, ""});
+        auto p = self->make_response_promise<std::string>();
+        fan_out_status(self, std::move(j), std::move(kids), p);
+        return p;
       },
   };
 }

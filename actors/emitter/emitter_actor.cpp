@@ -230,6 +230,7 @@ void on_done(emitter_self self, uint64_t call, int32_t code, const std::string& 
           .observe(age);
   }
   if (st.outstanding > 0) --st.outstanding;
+  if (info.kind == call_kind::clear) st.clear_done = true;
   if (code != 0) {
     ++st.failed;
     st.last_error = std::string(code_name(code)) + ": " + msg;
@@ -256,7 +257,7 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, emitter_options opts,
         s.queue.push_back({std::move(unit), self->current_sender()});
         if (s.queue.size() == 1) pump(self);
       },
-      [=](replica_stats_ptr stats) -> caf::result<bool> {
+      [=](stats_sample_ptr stats) -> caf::result<bool> {
         auto& s = self->state;
         auto u = new_update(s, now_us());  // stats carry the daemon's clock (S13)
         auto* out = u->mutable_stats();

@@ -1,0 +1,219 @@
+#include "actors/scraper/scraper_actor.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "actors/scraper/http_fetch.hpp"
+#include "actors/scraper/stats_tracker.hpp"
+#include "runtime/log.hpp"
+#include "runtime/metrics_registry.hpp"
+#include "runtime/pipeline_health.hpp"
+#include "runtime/status_json.hpp"
+
+namespace kvrelay {
+
+namespace {
+
+/// One thread that performs GETs on request and posts each result back to the actor.
+class fetch_worker {
+ public:
+  fetch_worker(std::string url, http_fetch_options opts, scraper_actor owner)
+      : fetcher_(std::move(url), opts), owner_(std::move(owner)), thread_([this] { run(); }) {}
+  ~fetch_worker() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();  // bounded by the HTTP timeout
+  }
+  /// False when a fetch is still running (the tick is then skipped, not queued).
+  bool request() {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (busy_) return false;
+    busy_ = pending_ = true;
+    cv_.notify_all();
+    return true;
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lk(mu_);
+    for (;;) {
+      cv_.wait(lk, [this] { return stop_ || pending_; });
+      if (stop_) return;
+      pending_ = false;
+      lk.unlock();
+      auto r = fetcher_.get();
+      caf::anon_send(owner_, atom::done_v, r.ok, static_cast<int32_t>(r.status),
+                     std::move(r.body), std::move(r.error));
+      lk.lock();
+      busy_ = false;
+    }
+  }
+
+  http_fetcher fetcher_;
+  scraper_actor owner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false, pending_ = false, busy_ = false;
+  std::thread thread_;  // last: starts after everything it uses
+};
+
+void write(const log_record& r, const std::string& replica_id) {
+  auto lvl = r.level == log_level::debug  ? log::level::debug
+             : r.level == log_level::info ? log::level::info
+             : r.level == log_level::warn ? log::level::warn
+                                          : log::level::error;
+  std::vector<log::field> f{{"replica", replica_id}};
+  for (const auto& x : r.fields) f.emplace_back(x.key, x.value);
+  log::write(lvl, r.message, f);
+}
+
+struct scraper_state {
+  static inline constexpr const char* name = "scraper";
+
+  scraper_options opts;
+  std::shared_ptr<metrics_registry> metrics;
+  std::shared_ptr<pipeline_health> health;
+  emitter_actor emitter;
+  std::unique_ptr<scraper_logic> logic;
+  stats_tracker tracker;
+  std::unique_ptr<silent_stream_detector> silent;
+  std::unique_ptr<fetch_worker> worker;
+  uint64_t events_seen = 0;  // pipeline_health::events at the previous tick
+  uint64_t scrapes = 0, scrape_errors = 0, delivered = 0;
+  std::string last_error;
+  gauge_series* silent_gauge = nullptr;
+  gauge_series* stale_gauge = nullptr;
+
+  ~scraper_state() { log::info("stats reporter stopped", {{"replica", opts.replica_id}}); }
+};
+
+using scraper_self = scraper_actor::stateful_pointer<scraper_state>;
+
+void failed(scraper_self self, const std::string& why) {
+  auto& st = self->state;
+  st.last_error = why;
+  write(st.tracker.failed(why), st.opts.replica_id);
+  st.stale_gauge->set(st.tracker.stale() ? 1 : 0);
+}
+
+void on_fetched(scraper_self self, bool ok, int32_t status, const std::string& body,
+                const std::string& error) {
+  auto& st = self->state;
+  ++st.scrapes;
+  if (!ok) {
+    ++st.scrape_errors;
+    failed(self, "scrape failed: " + error);
+    return;
+  }
+  auto res = st.logic->scrape_response(status, body);
+  // Silent stream: the engine counts prefix-cache queries, but no KV event reached us.
+  const uint64_t events = st.health->events.load();
+  auto t = st.silent->tick(res.prefix_cache_queries_total, events != st.events_seen);
+  st.events_seen = events;
+  if (t == silent_stream_detector::transition::raise) {
+    log::warn("engine reports prefix-cache activity but no KV events arrive; is the engine "
+              "started with KV events enabled, and is the endpoint right?",
+              {{"replica", st.opts.replica_id}, {"event", "kv_events_silent"}});
+    st.silent_gauge->set(1);
+  } else if (t == silent_stream_detector::transition::clear) {
+    log::info("KV events arriving again", {{"replica", st.opts.replica_id}});
+    st.silent_gauge->set(0);
+  }
+  if (!res.ok) {
+    ++st.scrape_errors;
+    failed(self, res.error);
+    return;
+  }
+  auto sample = std::make_shared<stats_sample>();
+  sample->cache_memory_bytes = res.stats.cache_memory_bytes;
+  sample->hit_rate = static_cast<float>(res.stats.hit_rate);
+  sample->pressure = static_cast<float>(res.stats.pressure);
+  sample->t2_hit_tokens = res.stats.t2_hit_tokens;
+  sample->t2_query_tokens = res.stats.t2_query_tokens;
+  self->request(st.emitter, st.opts.rpc_timeout + std::chrono::seconds(1),
+                stats_sample_ptr{std::move(sample)})
+      .then(
+          [=](bool accepted) {
+            auto& s = self->state;
+            if (!accepted) {
+              failed(self, "policy server did not accept the stats update");
+              return;
+            }
+            ++s.delivered;
+            s.health->server_ok.store(true);
+            if (auto rec = s.tracker.delivered()) write(*rec, s.opts.replica_id);
+            s.stale_gauge->set(0);
+          },
+          [=](caf::error& err) { failed(self, "stats update failed: " + to_string(err)); });
+}
+
+scraper_actor::behavior_type scraper_fn(scraper_self self, scraper_options opts,
+                                        emitter_actor emitter,
+                                        std::shared_ptr<metrics_registry> metrics,
+                                        std::shared_ptr<pipeline_health> health) {
+  auto& st = self->state;
+  st.opts = std::move(opts);
+  st.emitter = std::move(emitter);
+  st.metrics = std::move(metrics);
+  st.health = std::move(health);
+  st.logic = std::make_unique<scraper_logic>(st.opts.profile);
+  st.silent = std::make_unique<silent_stream_detector>(st.opts.silent_intervals);
+  st.worker = std::make_unique<fetch_worker>(
+      st.opts.url, http_fetch_options{st.opts.http_timeout, 16u << 20},
+      caf::actor_cast<scraper_actor>(self));
+  const label_set l{{"replica", st.opts.replica_id}};
+  st.silent_gauge = &st.metrics->gauge(
+      "kvrelay_engine_events_silent",
+      "1 when the engine shows prefix-cache activity but no KV events arrive", l);
+  st.stale_gauge = &st.metrics->gauge(
+      "kvrelay_stats_stale", "1 after 3 consecutive stats ticks without a delivered sample", l);
+  if (!st.logic->warning().empty())
+    log::warn(st.logic->warning(), {{"replica", st.opts.replica_id}});
+  write(stats_tracker::starting(st.opts.interval.count()), st.opts.replica_id);
+  // The first tick comes after one interval, not at start (S13).
+  self->delayed_send(self, st.opts.interval, atom::tick_v);
+  return {
+      [=](atom::tick) {
+        auto& s = self->state;
+        if (!s.worker->request()) failed(self, "previous scrape still running");
+        self->delayed_send(self, s.opts.interval, atom::tick_v);
+      },
+      [=](atom::done, bool ok, int32_t status, const std::string& body, const std::string& err) {
+        on_fetched(self, ok, status, body, err);
+      },
+      [=](atom::update, emitter_actor e) { self->state.emitter = std::move(e); },
+      [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
+      [=](atom::status) -> std::string {
+        auto& s = self->state;
+        status_json j("scraper", self->mailbox().size());
+        j.add("url", s.opts.url);
+        j.add("profile", to_string(s.logic->profile()));
+        j.add("scrapes", s.scrapes);
+        j.add("scrape_errors", s.scrape_errors);
+        j.add("delivered", s.delivered);
+        j.add("consecutive_failures", s.tracker.consecutive_failures());
+        j.add("stale", s.tracker.stale());
+        j.add("events_silent", s.silent->alarmed());
+        j.add("last_error", s.last_error);
+        return j.str();
+      },
+  };
+}
+
+}  // namespace
+
+scraper_actor spawn_scraper(caf::actor_system& sys, const scraper_options& opts,
+                            emitter_actor emitter, std::shared_ptr<metrics_registry> metrics,
+                            std::shared_ptr<pipeline_health> health) {
+  return sys.spawn(scraper_fn, opts, std::move(emitter), std::move(metrics), std::move(health));
+}
+
+}  // namespace kvrelay

@@ -1,0 +1,315 @@
+#include "runtime/daemon.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <mutex>
+
+#include "config/loader.hpp"
+#include "runtime/admin_server.hpp"
+#include "runtime/log.hpp"
+#include "runtime/metrics_registry.hpp"
+#include "runtime/pipeline_health.hpp"
+#include "runtime/pipeline_supervisor.hpp"
+#include "runtime/status_json.hpp"
+
+namespace kvrelay {
+
+namespace {
+
+index_options to_index_options(const config::engine_settings& e) {
+  index_options o;
+  o.unknown_parent = e.unknown_parent == config::unknown_parent::root
+                         ? unknown_parent_policy::root
+                         : unknown_parent_policy::drop;
+  o.index_salted = e.index_salted;
+  o.ignore_block_removed = false;  // L2 downgrades are the debouncer's job (own CSU, L03)
+  o.max_resident = static_cast<size_t>(std::max<int64_t>(e.max_blocks_per_adapter, 0));
+  return o;
+}
+
+pipeline_options to_pipeline_options(const config::daemon_config& cfg,
+                                     const config::pipeline_settings& ps) {
+  const auto& e = cfg.engines.at(ps.engine_index);
+  pipeline_options p;
+  p.name = e.dp_size > 1 && e.dp_mode == config::dp_mode::merged
+               ? e.replica_id + "-dp" + std::to_string(ps.dp_rank)
+               : ps.replica_id;
+  replica_identity id{ps.replica_id, e.model_id, e.tenant_id, e.hash_scheme};
+
+  p.ingress.replica_id = p.name;
+  p.ingress.source.endpoint = ps.endpoint;
+  p.ingress.source.replay_endpoint = ps.replay_endpoint;
+  p.ingress.source.topic = e.topic;
+  p.ingress.source.reconnect_interval = e.reconnect_backoff;
+
+  p.decoder.replica_id = p.name;
+  p.decoder.adapters = e.adapters;
+  p.decoder.index = to_index_options(e);
+  if (e.dp_size > 1) p.decoder.expected_dp_rank = ps.dp_rank;
+
+  p.debouncer.replica_id = p.name;
+  p.debouncer.window = e.window;
+  p.debouncer.l2_mode = e.l2_tier;
+  p.debouncer.refresh_interval = cfg.server.refresh_interval;
+
+  p.emitter.identity = id;
+  p.emitter.client.target = cfg.server.address;
+  p.emitter.client.rpc_timeout = cfg.server.rpc_timeout;
+  if (cfg.server.tls) {
+    p.emitter.client.ca_file = cfg.server.ca_file;
+    p.emitter.client.cert_file = cfg.server.cert_file;
+    p.emitter.client.key_file = cfg.server.key_file;
+    p.emitter.client.server_name = cfg.server.server_name;
+  }
+
+  const bool scrape = !e.metrics.url.empty() &&
+                      (e.dp_mode == config::dp_mode::separate || ps.dp_rank == 0);
+  if (scrape) {
+    scraper_options s;
+    s.replica_id = p.name;
+    s.url = e.metrics.url;
+    s.interval = e.metrics.interval;
+    s.rpc_timeout = cfg.server.rpc_timeout;
+    s.profile.hash_scheme = e.hash_scheme;
+    s.profile.cache_tier = config::to_string(e.metrics.tier);
+    s.profile.model_name = e.metrics.model_label;
+    s.profile.cache_size_bytes = e.metrics.cache_size_bytes;
+    s.profile.max_concurrency_ceiling = e.metrics.max_concurrency;
+    p.scraper = s;
+  }
+  return p;
+}
+
+log::level to_log_level(config::log_level l) {
+  switch (l) {
+    case config::log_level::debug: return log::level::debug;
+    case config::log_level::info: return log::level::info;
+    case config::log_level::warn: return log::level::warn;
+    case config::log_level::error: return log::level::error;
+  }
+  return log::level::info;
+}
+
+}  // namespace
+
+struct daemon::impl {
+  config::daemon_config cfg;
+  std::shared_ptr<metrics_registry> metrics = std::make_shared<metrics_registry>();
+  std::unique_ptr<caf::actor_system_config> sys_cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  struct pipeline {
+    std::string name;
+    std::string replica_id;
+    std::shared_ptr<pipeline_health> health;
+    pipeline_actor hdl;
+    pipeline_options opts;
+  };
+  std::vector<pipeline> pipelines;
+  std::unique_ptr<admin_server> admin;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  std::mutex mu;  // start/stop vs admin threads
+  bool running = false;
+};
+
+daemon::daemon(config::daemon_config cfg) : impl_(std::make_unique<impl>()) {
+  impl_->cfg = std::move(cfg);
+}
+
+daemon::~daemon() { stop(); }
+
+bool daemon::start(std::string& error) {
+  auto& d = *impl_;
+  log::set_json(d.cfg.log.format == config::log_format::json);
+  log::set_level(to_log_level(d.cfg.log.level));
+  d.sys_cfg = std::make_unique<caf::actor_system_config>();
+  // Never write CAF's actor_log files into the working directory.
+  d.sys_cfg->set("logger.file-verbosity", caf::atom("quiet"));
+  d.sys_cfg->set("logger.console-verbosity", caf::atom("quiet"));
+  d.sys = std::make_unique<caf::actor_system>(*d.sys_cfg);
+  for (const auto& ps : config::pipelines(d.cfg)) {
+    impl::pipeline p;
+    p.opts = to_pipeline_options(d.cfg, ps);
+    p.name = p.opts.name;
+    p.replica_id = ps.replica_id;
+    p.health = std::make_shared<pipeline_health>();
+    p.health->name = p.name;
+    p.hdl = spawn_pipeline(*d.sys, p.opts, d.metrics, p.health, error);
+    if (!p.hdl) {
+      error = p.name + ": " + error;
+      return false;
+    }
+    d.pipelines.push_back(std::move(p));
+  }
+  if (!d.cfg.admin.listen.empty()) {
+    d.admin = std::make_unique<admin_server>(*this);
+    if (!d.admin->start(d.cfg.admin, error)) return false;
+  }
+  d.running = true;
+  log::info("kvrelay starting",
+            {{"version", KVRELAY_VERSION}, {"pipelines", d.pipelines.size()},
+             {"server", d.cfg.server.address}, {"admin", d.cfg.admin.listen}});
+  return true;
+}
+
+bool daemon::drain(std::chrono::milliseconds deadline) {
+  auto& d = *impl_;
+  if (!d.sys || d.pipelines.empty()) return true;
+  caf::scoped_actor self{*d.sys};
+  bool all = true;
+  // Ask every pipeline at once so they drain in parallel within one deadline.
+  using handle_t = decltype(self->request(d.pipelines.front().hdl, deadline, atom::drain_v));
+  std::vector<std::pair<std::string, handle_t>> pending;
+  for (auto& p : d.pipelines)
+    pending.emplace_back(p.name, self->request(p.hdl, deadline, atom::drain_v));
+  for (auto& [name, h] : pending) {
+    h.receive([&](bool ok) { all = all && ok; },
+              [&, n = name](caf::error& err) {
+                all = false;
+                log::warn("reporter drain timed out",
+                          {{"pipeline", n}, {"err", caf::to_string(err)}});
+              });
+  }
+  return all;
+}
+
+void daemon::stop() {
+  auto& d = *impl_;
+  if (d.admin) {
+    d.admin->stop();
+    d.admin.reset();
+  }
+  if (!d.sys) return;
+  for (auto& p : d.pipelines) caf::anon_send_exit(p.hdl, caf::exit_reason::user_shutdown);
+  d.pipelines.clear();
+  d.sys->await_all_actors_done();
+  d.sys.reset();
+  d.sys_cfg.reset();
+  d.running = false;
+}
+
+std::string daemon::tree_json(std::chrono::milliseconds timeout) {
+  auto& d = *impl_;
+  if (!d.sys) return {};
+  caf::scoped_actor self{*d.sys};
+  std::string out = "{\"kvrelay\":\"" KVRELAY_VERSION "\",\"uptime_s\":" +
+                    std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                       std::chrono::steady_clock::now() - d.started)
+                                       .count()) +
+                    ",\"pipelines\":[";
+  bool first = true;
+  for (auto& p : d.pipelines) {
+    std::string part;
+    self->request(p.hdl, timeout, atom::status_v)
+        .receive([&](std::string& s) { part = std::move(s); },
+                 [&](caf::error& err) {
+                   status_json j("pipeline", 0);
+                   j.add("pipeline", p.name);
+                   j.add("state", "no answer: " + caf::to_string(err));
+                   part = j.str();
+                 });
+    if (!first) out += ',';
+    first = false;
+    out += part;
+  }
+  out += "]}";
+  return out;
+}
+
+std::string daemon::engines_json() const {
+  const auto& d = *impl_;
+  std::string out = "[";
+  for (size_t i = 0; i < d.pipelines.size(); ++i) {
+    const auto& p = d.pipelines[i];
+    const auto& h = *p.health;
+    status_json j("engine", 0);
+    j.add("pipeline", p.name);
+    j.add("replica_id", p.replica_id);
+    j.add("endpoint", p.opts.ingress.source.endpoint);
+    j.add("replay_endpoint", p.opts.ingress.source.replay_endpoint);
+    j.add("topic", p.opts.ingress.source.topic);
+    j.add("connected", h.engine_connected.load());
+    j.add("last_seq", h.last_seq.load());
+    j.add("batches", h.batches.load());
+    j.add("events", h.events.load());
+    j.add("ready", h.ready());
+    j.add("unhealthy", h.unhealthy.load());
+    std::string adapters = "{";
+    bool first = true;
+    for (const auto& [id, name] : p.opts.decoder.adapters) {
+      if (!first) adapters += ',';
+      first = false;
+      adapters += "\"" + std::to_string(id) + "\":\"" + name + "\"";
+    }
+    adapters += "}";
+    j.add_raw("adapters", adapters);
+    if (i) out += ',';
+    out += j.str();
+  }
+  return out + "]";
+}
+
+bool daemon::ready() const {
+  const auto& d = *impl_;
+  if (d.pipelines.empty()) return false;
+  for (const auto& p : d.pipelines)
+    if (!p.health->ready()) return false;
+  return true;
+}
+
+bool daemon::crash(const std::string& pipeline, const std::string& unit) {
+  auto& d = *impl_;
+  if (!d.sys) return false;
+  for (auto& p : d.pipelines) {
+    if (p.name != pipeline) continue;
+    caf::scoped_actor self{*d.sys};
+    bool ok = false;
+    self->request(p.hdl, std::chrono::seconds(2), atom::crash_v, unit)
+        .receive([&](bool r) { ok = r; }, [&](caf::error&) { ok = false; });
+    return ok;
+  }
+  return false;
+}
+
+bool daemon::add_adapter(const std::string& replica_id, int64_t id, const std::string& name) {
+  auto& d = *impl_;
+  bool any = false;
+  for (auto& p : d.pipelines) {
+    if (!replica_id.empty() && p.replica_id != replica_id) continue;
+    p.opts.decoder.adapters[id] = name;
+    caf::anon_send(p.hdl, atom::adapter_v, id, name);
+    any = true;
+  }
+  return any;
+}
+
+std::vector<std::string> daemon::reload(const config::daemon_config& next) {
+  auto& d = *impl_;
+  auto diff = config::diff_for_reload(d.cfg, next);
+  if (diff.log_level_changed) {
+    log::set_level(to_log_level(next.log.level));
+    d.cfg.log.level = next.log.level;
+  }
+  for (const auto& rid : diff.adapters_changed) {
+    for (const auto& e : next.engines) {
+      if (e.replica_id != rid) continue;
+      for (const auto& [id, name] : e.adapters) add_adapter(rid, id, name);
+      for (auto& mine : d.cfg.engines)
+        if (mine.replica_id == rid) mine.adapters = e.adapters;
+    }
+  }
+  return diff.restart_required;
+}
+
+metrics_registry& daemon::metrics() { return *impl_->metrics; }
+const config::daemon_config& daemon::config() const { return impl_->cfg; }
+uint16_t daemon::admin_port() const { return impl_->admin ? impl_->admin->port() : 0; }
+
+std::vector<std::string> daemon::pipeline_names() const {
+  std::vector<std::string> out;
+  for (const auto& p : impl_->pipelines) out.push_back(p.name);
+  return out;
+}
+
+}  // namespace kvrelay

@@ -1,0 +1,61 @@
+#pragma once
+// The daemon as an object: builds the actor system, one supervised pipeline per engine source
+// (per DP rank), and the admin port from a validated configuration; drains and stops them in
+// order. main.cpp wraps it with signals; integration tests run it in-process.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/settings.hpp"
+
+namespace kvrelay {
+
+class metrics_registry;
+struct pipeline_health;
+
+class daemon {
+ public:
+  explicit daemon(config::daemon_config cfg);
+  ~daemon();  // stop()
+  daemon(const daemon&) = delete;
+  daemon& operator=(const daemon&) = delete;
+
+  /// Starts everything. False (with `error`) when something cannot start at all (an unreadable
+  /// TLS file, an admin port that cannot bind). Engines that are not there yet are not an error.
+  bool start(std::string& error);
+
+  /// Graceful shutdown, first half: stop every ingress, drain the data paths and wait (at most
+  /// `deadline`) for the final flush to be acknowledged. True when everything was delivered.
+  bool drain(std::chrono::milliseconds deadline);
+
+  /// Stops every actor and the admin port and destroys the actor system. Idempotent.
+  void stop();
+
+  /// The /debug/tree document (JSON). Empty before start().
+  std::string tree_json(std::chrono::milliseconds timeout = std::chrono::seconds(2));
+  /// The /debug/engines document (JSON).
+  std::string engines_json() const;
+  /// Every pipeline decoded a batch (or finished its catch-up) and the server answered.
+  bool ready() const;
+  /// Fault injection: makes `unit` of pipeline `name` throw. False when unknown.
+  bool crash(const std::string& pipeline, const std::string& unit);
+  /// Adds a LoRA id → name mapping to every pipeline of `replica_id` ("" = all). False when no
+  /// pipeline matched.
+  bool add_adapter(const std::string& replica_id, int64_t id, const std::string& name);
+  /// Applies a SIGHUP reload: adapter maps and log level; returns what needs a restart.
+  std::vector<std::string> reload(const config::daemon_config& next);
+
+  metrics_registry& metrics();
+  const config::daemon_config& config() const;
+  /// The admin port actually bound (0 when disabled or not started).
+  uint16_t admin_port() const;
+  std::vector<std::string> pipeline_names() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace kvrelay

@@ -1,0 +1,285 @@
+#include "runtime/pipeline_supervisor.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <deque>
+#include <random>
+
+#include "actors/emitter/policy_client.hpp"
+#include "runtime/log.hpp"
+#include "runtime/metrics_registry.hpp"
+#include "runtime/pipeline_health.hpp"
+#include "runtime/status_fanout.hpp"
+
+namespace kvrelay {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// Restart bookkeeping of one supervised unit ("emitter", "scraper" or "datapath").
+struct restart_record {
+  int restarts = 0;
+  std::deque<clock::time_point> recent;
+  std::string last_error;
+  clock::time_point started = clock::now();
+  bool pending = false;  // a restart is scheduled
+};
+
+struct pipeline_state {
+  static inline constexpr const char* name = "pipeline";
+
+  pipeline_options opts;
+  std::shared_ptr<metrics_registry> metrics;
+  std::shared_ptr<pipeline_health> health;
+  std::shared_ptr<credit_line> credits = std::make_shared<credit_line>();
+
+  emitter_actor emitter;
+  scraper_actor scraper;
+  debouncer_actor debouncer;
+  decoder_actor decoder;
+  ingress_actor ingress;
+
+  std::map<std::string, restart_record> records;
+  bool shutting_down = false;
+  std::mt19937_64 rng{std::random_device{}()};
+};
+
+using pipeline_self = pipeline_actor::stateful_pointer<pipeline_state>;
+
+std::string reason_text(const caf::error& e) {
+  return e ? caf::to_string(e) : std::string("normal");
+}
+
+void spawn_emitter_child(pipeline_self self) {
+  auto& st = self->state;
+  std::string err;
+  st.emitter = spawn_emitter(self->system(), st.opts.emitter, st.metrics, err);
+  if (!st.emitter) {
+    st.records["emitter"].last_error = err;
+    return;
+  }
+  self->monitor(st.emitter);
+  st.records["emitter"].started = clock::now();
+}
+
+void spawn_scraper_child(pipeline_self self) {
+  auto& st = self->state;
+  if (!st.opts.scraper) return;
+  st.scraper = spawn_scraper(self->system(), *st.opts.scraper, st.emitter, st.metrics, st.health);
+  self->monitor(st.scraper);
+  st.records["scraper"].started = clock::now();
+}
+
+void spawn_datapath(pipeline_self self) {
+  auto& st = self->state;
+  st.debouncer =
+      spawn_debouncer(self->system(), st.opts.debouncer, st.emitter, st.metrics, st.health);
+  auto credits = st.credits;
+  st.decoder = spawn_decoder(self->system(), st.opts.decoder, st.debouncer, st.metrics, st.health,
+                             [credits](size_t n) { credits->credit(static_cast<uint32_t>(n)); });
+  st.ingress = spawn_ingress(self->system(), st.opts.ingress, st.decoder, st.credits, st.metrics,
+                             st.health);
+  self->monitor(st.debouncer);
+  self->monitor(st.decoder);
+  self->monitor(st.ingress);
+  st.records["datapath"].started = clock::now();
+}
+
+std::chrono::milliseconds backoff_for(pipeline_state& st, restart_record& r) {
+  const auto now = clock::now();
+  while (!r.recent.empty() && now - r.recent.front() > st.opts.restart_window)
+    r.recent.pop_front();
+  r.recent.push_back(now);
+  ++r.restarts;
+  if (static_cast<int>(r.recent.size()) > st.opts.max_restarts) {
+    if (!st.health->unhealthy.exchange(true))
+      log::error("pipeline keeps failing; marked unhealthy, retrying slowly",
+                 {{"pipeline", st.opts.name}, {"restarts", r.restarts},
+                  {"last_error", r.last_error}});
+    return st.opts.unhealthy_backoff;
+  }
+  std::chrono::milliseconds base =
+      st.opts.backoff_min * (int64_t{1} << std::min<size_t>(r.recent.size() - 1, 16));
+  base = std::min(base, st.opts.backoff_max);
+  // Jitter in [base/2, base]: pipelines failing together do not retry in lockstep.
+  std::uniform_int_distribution<int64_t> d(base.count() / 2, base.count());
+  return std::chrono::milliseconds(d(st.rng));
+}
+
+void schedule_restart(pipeline_self self, const std::string& unit, const caf::error& reason) {
+  auto& st = self->state;
+  auto& r = st.records[unit];
+  r.last_error = reason_text(reason);
+  if (r.pending) return;
+  r.pending = true;
+  auto delay = backoff_for(st, r);
+  st.metrics
+      ->counter("kvrelay_actor_restarts_total", "Supervised restarts by pipeline and unit",
+                {{"pipeline", st.opts.name}, {"unit", unit}})
+      .inc();
+  log::warn("actor failed; restarting", {{"pipeline", st.opts.name}, {"unit", unit},
+                                          {"err", r.last_error},
+                                          {"backoff_ms", static_cast<int64_t>(delay.count())}});
+  self->delayed_send(self, delay, atom::restart_v, unit);
+}
+
+void on_down(pipeline_self self, const caf::down_msg& m) {
+  auto& st = self->state;
+  if (!m.source || st.shutting_down) return;
+  const auto is = [&](const auto& hdl) { return hdl && m.source == hdl.address(); };
+  if (is(st.emitter)) {
+    st.emitter = nullptr;
+    schedule_restart(self, "emitter", m.reason);
+  } else if (is(st.scraper)) {
+    st.scraper = nullptr;
+    schedule_restart(self, "scraper", m.reason);
+  } else if (is(st.debouncer) || is(st.decoder) || is(st.ingress)) {
+    // The data path goes down as a whole; the others are stopped (their DOWNs no longer match).
+    const auto stop = [&](auto& hdl) {
+      if (hdl && m.source != hdl.address()) self->send_exit(hdl, caf::exit_reason::user_shutdown);
+      hdl = nullptr;
+    };
+    stop(st.ingress);
+    stop(st.decoder);
+    stop(st.debouncer);
+    st.credits->attach(nullptr);
+    schedule_restart(self, "datapath", m.reason);
+  }
+}
+
+void restart(pipeline_self self, const std::string& unit) {
+  auto& st = self->state;
+  auto& r = st.records[unit];
+  r.pending = false;
+  if (st.shutting_down) return;
+  if (unit == "emitter") {
+    spawn_emitter_child(self);
+    if (!st.emitter) {
+      schedule_restart(self, "emitter", caf::make_error(caf::sec::runtime_error, r.last_error));
+      return;
+    }
+    // Units in flight to the old emitter are treated as lost by the debouncer (it resyncs).
+    if (st.debouncer) self->send(st.debouncer, atom::update_v, st.emitter);
+    if (st.scraper) self->send(st.scraper, atom::update_v, st.emitter);
+  } else if (unit == "scraper") {
+    spawn_scraper_child(self);
+  } else if (unit == "datapath") {
+    spawn_datapath(self);
+  }
+  log::info("actor restarted", {{"pipeline", st.opts.name}, {"unit", unit},
+                                {"restarts", r.restarts}});
+}
+
+std::string record_json(const restart_record& r) {
+  status_json j("", 0);
+  j.add("restarts", r.restarts);
+  j.add("last_error", r.last_error);
+  j.add("uptime_s", std::chrono::duration_cast<std::chrono::seconds>(clock::now() - r.started)
+                        .count());
+  auto s = j.str();
+  // Drop the leading {"kind":"","mailbox":0, and the closing brace: members only.
+  auto pos = s.find("\"restarts\"");
+  return s.substr(pos, s.size() - pos - 1);
+}
+
+void drain(pipeline_self self, caf::typed_response_promise<bool> promise) {
+  auto& st = self->state;
+  st.shutting_down = true;
+  if (st.ingress) self->send(st.ingress, atom::drain_v);  // stop reading first
+  if (!st.decoder || !st.debouncer) {
+    promise.deliver(false);
+    return;
+  }
+  // The decoder answers status only after its shards did: everything read so far has become
+  // ops in the debouncer's mailbox by then. Then the debouncer flushes and waits for acks.
+  auto deadline = st.opts.drain_timeout;
+  self->request(st.decoder, deadline, atom::status_v)
+      .then(
+          [=](const std::string&) mutable {
+            auto& s = self->state;
+            self->request(s.debouncer, deadline, atom::drain_v)
+                .then([=](bool ok) mutable { promise.deliver(ok); },
+                      [=](caf::error&) mutable { promise.deliver(false); });
+          },
+          [=](caf::error&) mutable { promise.deliver(false); });
+}
+
+pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_options opts,
+                                          std::shared_ptr<metrics_registry> metrics,
+                                          std::shared_ptr<pipeline_health> health) {
+  auto& st = self->state;
+  st.opts = std::move(opts);
+  st.metrics = std::move(metrics);
+  st.health = std::move(health);
+  self->set_down_handler([=](caf::down_msg& m) { on_down(self, m); });
+  // Children die with their supervisor.
+  self->attach_functor([=](const caf::error&) {
+    auto& s = self->state;
+    if (s.ingress) caf::anon_send_exit(s.ingress, caf::exit_reason::user_shutdown);
+    if (s.decoder) caf::anon_send_exit(s.decoder, caf::exit_reason::user_shutdown);
+    if (s.debouncer) caf::anon_send_exit(s.debouncer, caf::exit_reason::user_shutdown);
+    if (s.scraper) caf::anon_send_exit(s.scraper, caf::exit_reason::user_shutdown);
+    if (s.emitter) caf::anon_send_exit(s.emitter, caf::exit_reason::user_shutdown);
+  });
+  spawn_emitter_child(self);
+  spawn_datapath(self);
+  spawn_scraper_child(self);
+  return {
+      [=](atom::status) -> caf::result<std::string> {
+        auto& s = self->state;
+        status_json j("pipeline", self->mailbox().size());
+        j.add("pipeline", s.opts.name);
+        j.add("replica_id", s.opts.emitter.identity.replica_id);
+        j.add("ready", s.health->ready());
+        j.add("unhealthy", s.health->unhealthy.load());
+        const auto extra = [&](const char* unit) { return record_json(s.records[unit]); };
+        std::vector<status_child> kids{
+            {"ingress", s.ingress, extra("datapath")},
+            {"decoder", s.decoder, extra("datapath")},
+            {"debouncer", s.debouncer, extra("datapath")},
+            {"emitter", s.emitter, extra("emitter")},
+        };
+        if (s.opts.scraper) kids.push_back({"scraper", s.scraper, extra("scraper")});
+        auto p = self->make_response_promise<std::string>();
+        fan_out_status(self, std::move(j), std::move(kids), p);
+        return p;
+      },
+      [=](atom::restart, const std::string& unit) { restart(self, unit); },
+      [=](atom::crash, const std::string& who) -> caf::result<bool> {
+        auto& s = self->state;
+        if (who == "emitter" && s.emitter) self->send(s.emitter, atom::crash_v);
+        else if (who == "scraper" && s.scraper) self->send(s.scraper, atom::crash_v);
+        else if (who == "decoder" && s.decoder) self->send(s.decoder, atom::crash_v);
+        else if (who == "ingress" && s.ingress) self->send(s.ingress, atom::crash_v);
+        else if (who == "debouncer" && s.debouncer) self->send(s.debouncer, atom::crash_v);
+        else if (who == "shard" && s.decoder) return self->delegate(s.decoder, atom::crash_v, who);
+        else return false;
+        return true;
+      },
+      [=](atom::drain) -> caf::result<bool> {
+        auto p = self->make_response_promise<bool>();
+        drain(self, p);
+        return p;
+      },
+      [=](atom::adapter, int64_t id, std::string& name) {
+        auto& s = self->state;
+        s.opts.decoder.adapters[id] = name;  // survives data-path restarts
+        if (s.decoder) self->send(s.decoder, atom::adapter_v, id, name);
+      },
+  };
+}
+
+}  // namespace
+
+pipeline_actor spawn_pipeline(caf::actor_system& sys, const pipeline_options& opts,
+                              std::shared_ptr<metrics_registry> metrics,
+                              std::shared_ptr<pipeline_health> health, std::string& error) {
+  error = policy_client::validate(opts.emitter.client);
+  if (!error.empty()) return {};
+  return sys.spawn(pipeline_fn, opts, std::move(metrics), std::move(health));
+}
+
+}  // namespace kvrelay
