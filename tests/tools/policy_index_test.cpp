@@ -320,6 +320,20 @@ TEST_F(PolicyIndex, GlobalCapDropsNewEntries) {
   EXPECT_EQ(small.counters().prefixes_dropped, 1u);
 }
 
+TEST_F(PolicyIndex, CountOnlyStoresNothingButCounts) {
+  index_options o = opts();
+  o.count_only = true;
+  policy_index counting(o);
+  auto u = csu("r0");
+  add(u, K1, 16);
+  add(u, K2, 32);
+  u.mutable_stats()->set_hit_rate(0.5f);
+  counting.ingest(u);
+  EXPECT_EQ(counting.entries(), 0u);
+  EXPECT_EQ(counting.counters().prefixes_upserted, 2u);
+  EXPECT_TRUE(counting.has_stats("t", "m", "r0"));
+}
+
 TEST_F(PolicyIndex, JsonDumpHoldsTheIndex) {
   auto u = csu("r0");
   add(u, K1, 16);

@@ -34,6 +34,7 @@ const char* k_usage =
     "  --tls-key PATH             server private key (PEM)\n"
     "  --tls-client-ca PATH       CA for client certificates (mTLS)\n"
     "  --require-client-cert      reject clients without a valid certificate\n"
+    "  --count-only               count reported prefixes without storing them (benches)\n"
     "  -h, --help                 this text\n";
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -93,6 +94,10 @@ int main(int argc, char** argv) {
     }
     if (name == "require-client-cert") {
       require_client = !value || *value == "true" || *value == "1";
+      continue;
+    }
+    if (name == "count-only") {
+      opt.index.count_only = !value || *value == "true" || *value == "1";
       continue;
     }
     static const char* const valued[] = {"listen",   "min-matched-tokens", "ttl-seconds",

@@ -7,8 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <mutex>
+#include <optional>
 #include <set>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -17,8 +17,20 @@
 namespace kvrelay::policy {
 namespace {
 
-using holder_map = std::map<std::string, replica_entry>;          // replica → entry
-using partition = std::pair<std::string, std::string>;            // (hash_scheme, adapter)
+// Strings that repeat across millions of entries (replica, scheme, adapter) are interned to
+// 32-bit ids; each prefix then holds a small vector, usually one partition with one holder.
+using name_id = uint32_t;
+
+struct holder {
+  name_id replica;
+  replica_entry entry;
+};
+
+struct partition {
+  name_id scheme;
+  name_id adapter;
+  std::vector<holder> holders;
+};
 
 struct stats_entry {
   int64_t cache_memory_bytes = 0;
@@ -31,12 +43,11 @@ struct stats_entry {
 };
 
 // One (tenant, model). Keyed by prefix hash first, so an eviction, which sweeps every scheme
-// (CacheEvent has no hash_scheme), is one lookup. A flat map: with a million resident keys the
-// node-based unordered_map spent most of an ingest chasing pointers.
+// (CacheEvent has no hash_scheme), is one lookup.
 struct model_index {
-  absl::flat_hash_map<std::string, std::map<partition, holder_map>> prefixes;
+  absl::flat_hash_map<std::string, std::vector<partition>> prefixes;
   std::map<std::string, stats_entry> stats;
-  std::map<std::string, size_t> replica_entries;  // replica → entries it holds
+  std::map<name_id, size_t> replica_entries;  // replica → entries it holds
 };
 
 float finite_or_zero(float v) { return std::isfinite(v) ? v : 0.0f; }
@@ -78,58 +89,123 @@ struct policy_index::impl {
     return opt.ttl_us <= 0 || last_seen + opt.ttl_us >= now_us;
   }
 
-  void erase_replica(model_index& m, holder_map& h, holder_map::iterator it) {
-    auto rc = m.replica_entries.find(it->first);
+  std::vector<std::string> names;
+  absl::flat_hash_map<std::string, name_id> ids;
+
+  name_id intern(const std::string& name) {
+    auto [it, inserted] = ids.emplace(name, static_cast<name_id>(names.size()));
+    if (inserted) names.push_back(name);
+    return it->second;
+  }
+  std::optional<name_id> find_id(const std::string& name) const {
+    auto it = ids.find(name);
+    if (it == ids.end()) return std::nullopt;
+    return it->second;
+  }
+
+  void forget_entry(model_index& m, name_id replica) {
+    auto rc = m.replica_entries.find(replica);
     if (rc != m.replica_entries.end() && --rc->second == 0) m.replica_entries.erase(rc);
-    h.erase(it);
     --entries;
   }
 
-  // Drops empty holder maps, partitions and prefixes after an erase.
-  static void prune(model_index& m, const std::string& prefix) {
-    auto p = m.prefixes.find(prefix);
-    if (p == m.prefixes.end()) return;
-    for (auto it = p->second.begin(); it != p->second.end();) {
-      it = it->second.empty() ? p->second.erase(it) : std::next(it);
+  // Removes the holders `drop` selects from one prefix's partitions, then empty partitions;
+  // returns how many went. The caller erases the prefix when its vector is empty.
+  template <typename Pred>
+  size_t erase_holders(model_index& m, std::vector<partition>& parts, Pred drop) {
+    size_t removed = 0;
+    for (auto& part : parts) {
+      auto& hs = part.holders;
+      for (size_t i = 0; i < hs.size();) {
+        if (drop(part, hs[i])) {
+          forget_entry(m, hs[i].replica);
+          hs[i] = hs.back();
+          hs.pop_back();
+          ++removed;
+        } else {
+          ++i;
+        }
+      }
     }
-    if (p->second.empty()) m.prefixes.erase(p);
+    parts.erase(std::remove_if(parts.begin(), parts.end(),
+                               [](const partition& p) { return p.holders.empty(); }),
+                parts.end());
+    return removed;
   }
 
-  void upsert(model_index& m, const std::string& scheme, const std::string& adapter,
-              const std::string& prefix, int32_t tokens, int64_t seen, int32_t tier,
-              const std::string& replica) {
-    auto& h = m.prefixes[prefix][{scheme, adapter}];
-    auto it = h.find(replica);
-    if (it == h.end()) {
+  // Applies `drop` to every prefix of a model, erasing prefixes left empty.
+  template <typename Pred>
+  size_t erase_everywhere(model_index& m, Pred drop) {
+    size_t removed = 0;
+    for (auto p = m.prefixes.begin(); p != m.prefixes.end();) {
+      removed += erase_holders(m, p->second, drop);
+      if (p->second.empty()) {
+        m.prefixes.erase(p++);  // flat_hash_map::erase(iterator) returns void
+      } else {
+        ++p;
+      }
+    }
+    return removed;
+  }
+
+  void upsert(model_index& m, name_id scheme, name_id adapter, const std::string& prefix,
+              int32_t tokens, int64_t seen, int32_t tier, name_id replica) {
+    auto slot = m.prefixes.find(prefix);
+    if (slot == m.prefixes.end()) {
       if (entries >= opt.max_entries) {
         ++counters.prefixes_dropped;
-        if (h.empty()) prune(m, prefix);
         return;
       }
-      it = h.emplace(replica, replica_entry{}).first;
+      slot = m.prefixes.emplace(prefix, std::vector<partition>{}).first;
+    }
+    auto& parts = slot->second;
+    auto part = std::find_if(parts.begin(), parts.end(), [&](const partition& p) {
+      return p.scheme == scheme && p.adapter == adapter;
+    });
+    holder* h = nullptr;
+    if (part != parts.end()) {
+      for (auto& x : part->holders) {
+        if (x.replica == replica) h = &x;
+      }
+    }
+    if (h == nullptr) {
+      if (entries >= opt.max_entries) {
+        ++counters.prefixes_dropped;
+        if (parts.empty()) m.prefixes.erase(slot);
+        return;
+      }
+      if (part == parts.end()) {
+        parts.push_back(partition{scheme, adapter, {}});
+        part = std::prev(parts.end());
+      }
+      part->holders.push_back(holder{replica, {}});
+      h = &part->holders.back();
       ++m.replica_entries[replica];
       ++entries;
     }
-    it->second = replica_entry{tokens, seen, tier};  // last write wins
+    h->entry = replica_entry{tokens, seen, tier};  // last write wins
     ++counters.prefixes_upserted;
   }
 
   // Replicas holding `prefix` for the lookup's scheme (any, if empty) and adapter.
-  std::map<std::string, const replica_entry*> holders_for(const model_index& m,
-                                                          const std::string& prefix,
-                                                          const std::string& scheme,
-                                                          const std::string& adapter,
-                                                          int64_t now_us) const {
-    std::map<std::string, const replica_entry*> out;
+  std::map<name_id, const replica_entry*> holders_for(const model_index& m,
+                                                      const std::string& prefix,
+                                                      const std::string& scheme,
+                                                      const std::string& adapter,
+                                                      int64_t now_us) const {
+    std::map<name_id, const replica_entry*> out;
     auto p = m.prefixes.find(prefix);
     if (p == m.prefixes.end()) return out;
-    for (const auto& [part, h] : p->second) {
-      if ((!scheme.empty() && part.first != scheme) || part.second != adapter) continue;
-      for (const auto& [replica, e] : h) {
-        if (!alive(e.last_seen_us, now_us)) continue;
-        auto [it, inserted] = out.emplace(replica, &e);
+    const auto scheme_id = find_id(scheme);
+    const auto adapter_id = find_id(adapter);
+    if (!adapter_id || (!scheme.empty() && !scheme_id)) return out;
+    for (const auto& part : p->second) {
+      if ((!scheme.empty() && part.scheme != *scheme_id) || part.adapter != *adapter_id) continue;
+      for (const auto& h : part.holders) {
+        if (!alive(h.entry.last_seen_us, now_us)) continue;
+        auto [it, inserted] = out.emplace(h.replica, &h.entry);
         // Two schemes may hold the same prefix for one replica: keep the larger count.
-        if (!inserted && e.token_count > it->second->token_count) it->second = &e;
+        if (!inserted && h.entry.token_count > it->second->token_count) it->second = &h.entry;
       }
     }
     return out;
@@ -165,11 +241,17 @@ void policy_index::ingest(const ic::CacheStateUpdate& u) {
     st.last_seen_us = seen;
     ++d.counters.stats_updates;
   }
+  if (d.opt.count_only) {
+    d.counters.prefixes_upserted += static_cast<uint64_t>(u.prefixes_size());
+    return;
+  }
   if (u.hash_scheme().empty()) {
     // Fail-open: prefixes under an unknown (empty) scheme could never be looked up correctly.
     d.counters.prefixes_dropped += static_cast<uint64_t>(u.prefixes_size());
     return;
   }
+  const name_id scheme = d.intern(u.hash_scheme());
+  const name_id replica = d.intern(u.replica_id());
   for (const auto& p : u.prefixes()) {
     const bool chain_bad = p.block_hashes_size() > 0 && p.block_token_counts_size() > 0 &&
                            p.block_hashes_size() != p.block_token_counts_size();
@@ -178,8 +260,8 @@ void policy_index::ingest(const ic::CacheStateUpdate& u) {
       continue;
     }
     const std::string& adapter = p.adapter_id().empty() ? u.adapter_id() : p.adapter_id();
-    d.upsert(m, u.hash_scheme(), adapter, p.prefix_hash(), p.token_count(), seen,
-             normalize_tier(static_cast<int32_t>(p.tier())), u.replica_id());
+    d.upsert(m, scheme, d.intern(adapter), p.prefix_hash(), p.token_count(), seen,
+             normalize_tier(static_cast<int32_t>(p.tier())), replica);
   }
 }
 
@@ -198,31 +280,26 @@ void policy_index::apply(const ic::CacheEvent& e) {
       if (mit == d.models.end()) return;
       auto& m = mit->second;
       auto p = m.prefixes.find(e.prefix_hash());
-      if (p == m.prefixes.end()) return;
+      const auto replica = d.find_id(e.replica_id());
+      if (p == m.prefixes.end() || !replica) return;
       // Across every hash scheme; narrowed to one adapter only when adapter_id is non-empty.
-      for (auto& [part, h] : p->second) {
-        if (!e.adapter_id().empty() && part.second != e.adapter_id()) continue;
-        auto it = h.find(e.replica_id());
-        if (it != h.end()) d.erase_replica(m, h, it);
-      }
-      impl::prune(m, e.prefix_hash());
+      const auto adapter = d.find_id(e.adapter_id());
+      const bool narrowed = !e.adapter_id().empty();
+      if (narrowed && !adapter) return;
+      d.erase_holders(m, p->second, [&](const partition& part, const holder& h) {
+        return h.replica == *replica && (!narrowed || part.adapter == *adapter);
+      });
+      if (p->second.empty()) m.prefixes.erase(p);
       return;
     }
     case ic::CacheEvent::ALL_CLEARED: {
       ++d.counters.cleared_events;
       if (mit == d.models.end()) return;
       auto& m = mit->second;
-      for (auto p = m.prefixes.begin(); p != m.prefixes.end();) {
-        for (auto part = p->second.begin(); part != p->second.end();) {
-          auto it = part->second.find(e.replica_id());
-          if (it != part->second.end()) d.erase_replica(m, part->second, it);
-          part = part->second.empty() ? p->second.erase(part) : std::next(part);
-        }
-        if (p->second.empty()) {
-          m.prefixes.erase(p++);  // flat_hash_map::erase(iterator) returns void
-        } else {
-          ++p;
-        }
+      if (const auto replica = d.find_id(e.replica_id())) {
+        d.erase_everywhere(m, [&](const partition&, const holder& h) {
+          return h.replica == *replica;
+        });
       }
       m.stats.erase(e.replica_id());
       return;
@@ -274,16 +351,16 @@ void policy_index::lookup(const ic::LookupRouteRequest& req, ic::LookupRouteResp
       if (c < 0) return finish("NO_HINT");  // malformed: a block cannot hold negative tokens
     }
     // Longest leading run per replica: a replica stays in the run while it holds every block.
-    std::set<std::string> running;
+    std::set<name_id> running;
     for (int i = 0; i < req.block_hashes_size(); ++i) {
       requested += req.block_token_counts(i);
       const auto held = d.holders_for(m, req.block_hashes(i), req.hash_scheme(),
                                       req.adapter_id(), now_us);
-      std::set<std::string> next;
+      std::set<name_id> next;
       for (const auto& [replica, e] : held) {
         if (i > 0 && running.count(replica) == 0) continue;
         next.insert(replica);
-        auto& mt = matched[replica];
+        auto& mt = matched[d.names[replica]];
         mt.tokens += req.block_token_counts(i);
         mt.tier = e->tier;
       }
@@ -298,7 +375,7 @@ void policy_index::lookup(const ic::LookupRouteRequest& req, ic::LookupRouteResp
     requested = req.prefix_token_count();
     for (const auto& [replica, e] :
          d.holders_for(m, req.prefix_hash(), req.hash_scheme(), req.adapter_id(), now_us)) {
-      matched[replica] = match{e->token_count, e->tier};
+      matched[d.names[replica]] = match{e->token_count, e->tier};
     }
   } else {
     return finish("NO_HINT");
@@ -325,7 +402,7 @@ void policy_index::lookup(const ic::LookupRouteRequest& req, ic::LookupRouteResp
   }
   // No usable match: an affinity hint over every replica known for the model, if any.
   std::set<std::string> known;
-  for (const auto& [replica, n] : m.replica_entries) known.insert(replica);
+  for (const auto& [replica, n] : m.replica_entries) known.insert(d.names[replica]);
   for (const auto& [replica, st] : m.stats) known.insert(replica);
   if (known.empty()) return finish("NO_HINT");
   for (const auto& replica : known) {
@@ -350,10 +427,10 @@ void policy_index::cache_state(const ic::GetCacheStateRequest& req,
     if (key.first != req.tenant_id()) continue;
     if (!req.model_id().empty() && key.second != req.model_id()) continue;
     for (const auto& [prefix, parts] : m.prefixes) {
-      for (const auto& [part, h] : parts) {
-        if (h.empty()) continue;
+      for (const auto& part : parts) {
+        if (part.holders.empty()) continue;
         ++total;
-        if (h.size() > 1) ++hot;
+        if (part.holders.size() > 1) ++hot;
       }
     }
     for (const auto& [replica, st] : m.stats) {
@@ -377,27 +454,9 @@ size_t policy_index::sweep() {
   const int64_t now_us = d.now();
   size_t removed = 0;
   for (auto& [key, m] : d.models) {
-    for (auto p = m.prefixes.begin(); p != m.prefixes.end();) {
-      for (auto part = p->second.begin(); part != p->second.end();) {
-        auto& h = part->second;
-        for (auto it = h.begin(); it != h.end();) {
-          if (d.alive(it->second.last_seen_us, now_us)) {
-            ++it;
-            continue;
-          }
-          auto next = std::next(it);
-          d.erase_replica(m, h, it);
-          it = next;
-          ++removed;
-        }
-        part = h.empty() ? p->second.erase(part) : std::next(part);
-      }
-      if (p->second.empty()) {
-        m.prefixes.erase(p++);
-      } else {
-        ++p;
-      }
-    }
+    removed += d.erase_everywhere(m, [&](const partition&, const holder& h) {
+      return !d.alive(h.entry.last_seen_us, now_us);
+    });
     for (auto st = m.stats.begin(); st != m.stats.end();) {
       st = d.alive(st->second.last_seen_us, now_us) ? std::next(st) : m.stats.erase(st);
     }
@@ -422,9 +481,14 @@ std::map<std::string, replica_entry> policy_index::holders(const std::string& te
   if (mit == impl_->models.end()) return {};
   auto p = mit->second.prefixes.find(prefix);
   if (p == mit->second.prefixes.end()) return {};
-  auto part = p->second.find({scheme, adapter});
-  if (part == p->second.end()) return {};
-  return part->second;
+  std::map<std::string, replica_entry> out;
+  const auto scheme_id = impl_->find_id(scheme), adapter_id = impl_->find_id(adapter);
+  if (!scheme_id || !adapter_id) return out;
+  for (const auto& part : p->second) {
+    if (part.scheme != *scheme_id || part.adapter != *adapter_id) continue;
+    for (const auto& h : part.holders) out.emplace(impl_->names[h.replica], h.entry);
+  }
+  return out;
 }
 
 size_t policy_index::total_prefixes(const std::string& tenant, const std::string& model) const {
@@ -433,7 +497,7 @@ size_t policy_index::total_prefixes(const std::string& tenant, const std::string
   if (mit == impl_->models.end()) return 0;
   size_t n = 0;
   for (const auto& [prefix, parts] : mit->second.prefixes) {
-    for (const auto& [part, h] : parts) n += h.empty() ? 0 : 1;
+    for (const auto& part : parts) n += part.holders.empty() ? 0 : 1;
   }
   return n;
 }
@@ -461,17 +525,21 @@ std::string policy_index::dump_json() const {
   json models = json::array();
   for (const auto& [key, m] : impl_->models) {
     // Sorted output so two dumps of the same state are byte-identical.
-    std::map<std::string, const std::map<partition, holder_map>*> sorted;
+    std::map<std::string, const std::vector<partition>*> sorted;
     for (const auto& [prefix, parts] : m.prefixes) sorted.emplace(prefix, &parts);
     json prefixes = json::array();
     for (const auto& [prefix, parts] : sorted) {
-      for (const auto& [part, h] : *parts) {
-        json replicas = json::object();
-        for (const auto& [replica, e] : h) {
-          replicas[replica] = {{"token_count", e.token_count},
-                               {"last_seen_us", e.last_seen_us},
-                               {"tier", e.tier}};
+      std::map<std::pair<std::string, std::string>, json> by_partition;
+      for (const auto& part : *parts) {
+        json replicas = json::object();  // a json object keeps its keys sorted
+        for (const auto& h : part.holders) {
+          replicas[impl_->names[h.replica]] = {{"token_count", h.entry.token_count},
+                                               {"last_seen_us", h.entry.last_seen_us},
+                                               {"tier", h.entry.tier}};
         }
+        by_partition[{impl_->names[part.scheme], impl_->names[part.adapter]}] = replicas;
+      }
+      for (const auto& [part, replicas] : by_partition) {
         prefixes.push_back({{"prefix_hash", hex(prefix)},
                             {"hash_scheme", part.first},
                             {"adapter_id", part.second},

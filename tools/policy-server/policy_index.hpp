@@ -35,6 +35,9 @@ struct index_options {
   int32_t min_matched_tokens = 64;           // PREFIX_MATCH threshold
   size_t max_entries = 1000000;              // global cap on (key, replica) entries
   std::function<int64_t()> now_us;           // clock; default: system_clock in µs
+  /// Throughput benches: count prefixes (prefixes_upserted) but store nothing, so the server is
+  /// never the bottleneck of a pipeline measurement. Lookups then find nothing.
+  bool count_only = false;
 };
 
 struct replica_entry {
