@@ -271,6 +271,13 @@ class prom_parser_impl {
       if (*i >= l.size() || l[*i] != '"') return bad("expected '\"' to open label value");
       ++*i;
       std::string value;
+      // Fast path: most values have no escapes, so copy them in one go.
+      std::size_t stop = *i;
+      while (stop < l.size() && l[stop] != '"' && l[stop] != '\\') ++stop;
+      if (stop < l.size() && l[stop] == '"') {
+        value.assign(l.substr(*i, stop - *i));
+        *i = stop;
+      }
       for (;;) {
         if (*i >= l.size()) return bad("unterminated label value");
         char c = l[(*i)++];
@@ -311,7 +318,11 @@ class prom_parser_impl {
     std::size_t after_name = i;
     skip_blanks(l, &i);
     if (i < l.size() && l[i] == '{') {
-      if (!parse_labels(l, &i, &s.labels)) return false;
+      scratch_.clear();
+      if (!parse_labels(l, &i, &scratch_)) return false;
+      // One exact-size allocation per sample instead of the vector's growth steps.
+      s.labels.reserve(scratch_.size());
+      for (auto& lab : scratch_) s.labels.push_back(std::move(lab));
       if (i < l.size() && !is_blank(l[i])) return bad("expected blank before value");
     } else if (i == after_name && i < l.size()) {
       return bad("invalid character in metric name");
@@ -358,6 +369,7 @@ class prom_parser_impl {
   std::size_t line_no_ = 0;
   std::size_t current_ = static_cast<std::size_t>(-1);
   std::vector<bool> helped_;
+  std::vector<prom_label> scratch_;  // reused across lines
   std::string why_;
 };
 
