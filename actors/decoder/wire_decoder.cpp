@@ -647,7 +647,7 @@ class parser {
       }
       case tag_kind::cleared: {
         if ((r = skip(n - 1)) != de::none) return r;  // reference D21: extras ignored
-        slot().type = event_type::cleared;
+        begin_cleared(slot());
         ++used;
         return de::none;
       }
@@ -688,7 +688,7 @@ class parser {
       if (kind == tag_kind::unknown) {
         ++out_.skipped_unknown;
       } else {
-        slot().type = event_type::cleared;
+        begin_cleared(slot());
         ++used;
       }
       return de::none;
@@ -743,6 +743,14 @@ class parser {
     s.sliding_window.reset();
     s.first_tainted_block = 0;
     s.eagle_bigram = false;
+    e.removed.block_hashes.clear();
+  }
+
+  // Capacity is kept; only the stale contents go, so a reader never sees another event's data.
+  static void begin_cleared(kv_event& e) {
+    e.type = event_type::cleared;
+    e.stored.block_hashes.clear();
+    e.stored.token_ids.clear();
     e.removed.block_hashes.clear();
   }
 

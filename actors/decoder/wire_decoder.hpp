@@ -63,6 +63,7 @@ enum class decode_error : uint8_t {
 /// Stable snake_case name of `e` ("none" for decode_error::none).
 const char* to_string(decode_error e) noexcept;
 
+/// Not thread-safe: one instance per pipeline (it keeps released events for reuse).
 class wire_decoder {
  public:
   /// Caps that keep a hostile or broken engine from making us allocate without bound (a
