@@ -526,6 +526,33 @@ TEST(ZmqSource, DeadReplayEndpointDelaysLiveOnlyUntilTheReplayIsGivenUp) {
   ASSERT_TRUE(f.sink.wait_batches(3));
 }
 
+TEST(ZmqSource, LogsTheReferenceMessagesThroughTheHook) {
+  engine e;
+  fixture f;
+  std::mutex mu;
+  std::vector<std::string> lines;
+  auto o = options_for(e, false);
+  o.log = [&](log_severity sev, const std::string& msg, const log_fields& fields) {
+    std::string line = std::to_string(static_cast<int>(sev)) + " " + msg;
+    for (auto& [k, v] : fields) line += " " + k + "=" + v;
+    std::lock_guard<std::mutex> lk(mu);
+    lines.push_back(line);
+  };
+  f.start(o);
+  ASSERT_TRUE(e.wait_subscriber());
+  e.publish(0);
+  e.publish(2);
+  ASSERT_TRUE(f.sink.wait_batches(2));
+  std::lock_guard<std::mutex> lk(mu);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines[0].rfind("1 subscribed to engine KV events endpoint=" + e.pub_ep + " topic=", 0),
+            0u)
+      << lines[0];
+  bool lost = false;
+  for (auto& l : lines) lost |= l.find("2 engine history lost") == 0;
+  EXPECT_TRUE(lost);
+}
+
 TEST(ZmqSource, StartFailsCleanlyOnABadEndpoint) {
   collector sink;
   zmq_source_options o;
