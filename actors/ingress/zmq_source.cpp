@@ -402,7 +402,18 @@ void zmq_source::impl::open_replay(clock::time_point now) {
   // The ROUTER drops replies to a peer whose pipe is full; never let ours be the full one (the
   // engine's ring bounds what one replay can send).
   dealer->set(zmq::sockopt::rcvhwm, 0);
-  dealer->connect(opts.replay_endpoint);
+  try {
+    dealer->connect(opts.replay_endpoint);
+  } catch (const zmq::error_t& e) {
+    if (e.num() == ETERM) throw;
+    // A replay endpoint ZMQ cannot dial (e.g. the engine's own "tcp://*:5558") is a config
+    // error: say so loudly, and let the attempts run out so live traffic still flows.
+    ++frames.replay_send_failed;
+    log(log_severity::error, "replay endpoint unusable",
+        {{"endpoint", opts.replay_endpoint}, {"error", e.what()}});
+    replay_timed_out(now);
+    return;
+  }
   const auto seq = be8(replay_from);
   // Without ZMQ_IMMEDIATE a connecting DEALER queues, so dontwait only fails on a real error.
   const bool sent =

@@ -553,6 +553,25 @@ TEST(ZmqSource, LogsTheReferenceMessagesThroughTheHook) {
   EXPECT_TRUE(lost);
 }
 
+TEST(ZmqSource, UndialableReplayEndpointDoesNotKillTheThread) {
+  engine e;
+  fixture f;
+  auto o = options_for(e, false, /*cold=*/true);
+  o.replay_endpoint = "tcp://*:5558";  // the engine-side form: cannot be dialled
+  o.replay_backoff_initial = 1ms;
+  f.start(o);
+  ASSERT_TRUE(e.wait_subscriber());
+  e.publish(0);
+  e.publish(1);
+  ASSERT_TRUE(f.sink.wait_batches(2));
+  EXPECT_EQ(f.sink.batches(), "0 1");
+  EXPECT_TRUE(f.sink.all<source_failed_event>().empty());
+  EXPECT_TRUE(f.src->running());
+  EXPECT_TRUE(f.wait_stats([](const zmq_source_stats& st) {
+    return st.frames.replay_send_failed >= 1 && st.tracker.replays_failed >= 1;
+  }));
+}
+
 TEST(ZmqSource, StartFailsCleanlyOnABadEndpoint) {
   collector sink;
   zmq_source_options o;
