@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> notes;
   auto cfg = config::resolve(flags, &notes);
   if (!cfg) {
-    log::error("invalid config", {{"err", cfg.error()}});
+    log::error(cfg.summary(), {{"err", cfg.error()}});
     return 2;
   }
   if (auto files = config::check_files(cfg.value()); !files) {
