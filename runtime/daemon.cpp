@@ -30,7 +30,8 @@ index_options to_index_options(const config::engine_settings& e) {
 }
 
 pipeline_options to_pipeline_options(const config::daemon_config& cfg,
-                                     const config::pipeline_settings& ps) {
+                                     const config::pipeline_settings& ps,
+                                     std::shared_ptr<merged_holders> holders) {
   const auto& e = cfg.engines.at(ps.engine_index);
   pipeline_options p;
   p.name = e.dp_size > 1 && e.dp_mode == config::dp_mode::merged
@@ -53,6 +54,13 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
   p.debouncer.window = e.window;
   p.debouncer.l2_mode = e.l2_tier;
   p.debouncer.refresh_interval = cfg.server.refresh_interval;
+  if (holders) {
+    p.debouncer.merged_rank = static_cast<unsigned>(ps.dp_rank);
+    p.debouncer.holders = std::move(holders);
+    // One replica, several ranks: only rank 0 clears it at start; a rank restarting later
+    // evicts what it alone held instead (see merged_holders).
+    p.debouncer.start_with_clear = ps.dp_rank == 0;
+  }
 
   p.emitter.identity = id;
   p.emitter.client.target = cfg.server.address;
@@ -128,9 +136,17 @@ bool daemon::start(std::string& error) {
   d.sys_cfg->set("logger.file-verbosity", caf::atom("quiet"));
   d.sys_cfg->set("logger.console-verbosity", caf::atom("quiet"));
   d.sys = std::make_unique<caf::actor_system>(*d.sys_cfg);
+  std::map<size_t, std::shared_ptr<merged_holders>> holders;  // per merged engine
   for (const auto& ps : config::pipelines(d.cfg)) {
+    const auto& e = d.cfg.engines.at(ps.engine_index);
+    std::shared_ptr<merged_holders> h;
+    if (e.dp_size > 1 && e.dp_mode == config::dp_mode::merged) {
+      auto& slot = holders[ps.engine_index];
+      if (!slot) slot = std::make_shared<merged_holders>();
+      h = slot;
+    }
     impl::pipeline p;
-    p.opts = to_pipeline_options(d.cfg, ps);
+    p.opts = to_pipeline_options(d.cfg, ps, std::move(h));
     p.name = p.opts.name;
     p.replica_id = ps.replica_id;
     p.health = std::make_shared<pipeline_health>();

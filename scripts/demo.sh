@@ -1,10 +1,103 @@
 #!/usr/bin/env bash
-# Builds kvrelay and runs its embedded demo: fake engine -> kvrelay -> demo policy server, then
-# asks the policy server what a router would get back for a few prompts.
+# The embedded demo: two fake engines -> kvrelay -> the demo policy server, all on loopback.
+#   engine "vllm-0": the reference's scripted scenario (2 blocks of 128 tokens from token 5000)
+#   engine "vllm-1": a random realistic workload with two LoRA adapters, evictions and replay
+# Then it asks the policy server what a router would get back for a few prompts, shows what
+# kvrelay reports about itself, and stops kvrelay with SIGTERM (graceful drain, exit 0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 cmake --preset default >/dev/null
-cmake --build --preset default
-exec ./build/default/kvrelay --version
+cmake --build --preset default --target kvrelay_bin kvrelay-fake-engine kvrelay-policy-server \
+  kvrelay-route-probe
+
+B=build/default
+WORK=$(mktemp -d /tmp/kvrelay-demo.XXXXXX)
+# Ports: a base picked per run so two demos (or a leftover) do not collide.
+BASE=$(( 20000 + (RANDOM % 20000) ))
+SERVER=127.0.0.1:$BASE ADMIN=127.0.0.1:$((BASE + 1))
+E0=$((BASE + 2)) E0R=$((BASE + 3)) E1=$((BASE + 4)) E1R=$((BASE + 5))
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+say() { printf '\n== %s\n' "$*"; }
+
+say "starting the demo policy server on $SERVER"
+$B/tools/policy-server/kvrelay-policy-server --listen "$SERVER" --min-matched-tokens 64 \
+  >"$WORK/policy-server.log" 2>&1 & pids+=($!)
+
+say "starting fake engine vllm-0 (scripted: 2 blocks x 128 tokens from token 5000) on :$E0"
+$B/tools/fake-engine/kvrelay-fake-engine -bind "tcp://127.0.0.1:$E0" --replay-bind "tcp://127.0.0.1:$E0R" \
+  -block-size 128 -num-blocks 2 -events 2 -start-token 5000 -interval 200ms \
+  >"$WORK/engine-0.log" 2>&1 & pids+=($!)
+say "starting fake engine vllm-1 (random workload, LoRA adapters, evictions) on :$E1"
+$B/tools/fake-engine/kvrelay-fake-engine -bind "tcp://127.0.0.1:$E1" --replay-bind "tcp://127.0.0.1:$E1R" \
+  --workload random --era D --rate 50 --lora-adapters 2 --capacity 2000 --seed 7 \
+  >"$WORK/engine-1.log" 2>&1 & pids+=($!)
+
+cat >"$WORK/kvrelay.toml" <<TOML
+[server]
+address = "$SERVER"
+
+[admin]
+listen = "$ADMIN"
+
+[log]
+format = "text"
+
+[[engine]]
+replica_id = "vllm-0"
+model_id = "demo-model"
+endpoint = "tcp://127.0.0.1:$E0"
+replay_endpoint = "tcp://127.0.0.1:$E0R"
+window = "20ms"
+[engine.metrics]
+url = ""
+
+[[engine]]
+replica_id = "vllm-1"
+model_id = "demo-model"
+endpoint = "tcp://127.0.0.1:$E1"
+replay_endpoint = "tcp://127.0.0.1:$E1R"
+window = "20ms"
+[engine.metrics]
+url = ""
+TOML
+
+say "kvrelay --config $WORK/kvrelay.toml --check"
+$B/kvrelay --config "$WORK/kvrelay.toml" --check >/dev/null && echo "configuration valid"
+say "starting kvrelay (2 pipelines, admin on $ADMIN)"
+$B/kvrelay --config "$WORK/kvrelay.toml" >"$WORK/kvrelay.log" 2>&1 & KV=$!
+pids+=($KV)
+
+for _ in $(seq 1 100); do
+  if curl -sf "http://$ADMIN/readyz" >/dev/null 2>&1; then break; fi
+  sleep 0.1
+done
+curl -s "http://$ADMIN/readyz" || true
+sleep 1  # let a few windows flush
+
+probe() {
+  echo "\$ kvrelay-route-probe --tokens $2   # $1"
+  $B/tools/route-probe/kvrelay-route-probe --server "$SERVER" --model demo-model \
+    --block-size 128 --tokens "$2" | sed 's/^/  /'
+}
+say "what a router gets back (LookupRoute with the prompt's block fingerprints)"
+probe "the scripted prompt: both blocks cached on vllm-0" "5000-5255"
+probe "same first block, different second block" "5000-5127,1-128"
+probe "a prompt no engine has seen" "1-256"
+
+say "kvrelay's view: /debug/engines"
+curl -s "http://$ADMIN/debug/engines"; echo
+say "a few of kvrelay's metrics"
+curl -s "http://$ADMIN/metrics" | grep -E '^kvrelay_(batches_total|events_total|resident_blocks|rpc_total|replays_total)' | head -20
+
+say "SIGTERM: kvrelay drains and exits"
+kill -TERM "$KV"
+set +e; wait "$KV"; rc=$?; set -e
+echo "kvrelay exited with $rc"
+say "logs are in $WORK"
+tail -n 3 "$WORK/kvrelay.log"
+exit "$rc"

@@ -5,6 +5,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "actors/debouncer/pending_set.hpp"
@@ -60,6 +61,8 @@ struct debouncer_state {
 
 using debouncer_self = debouncer_actor::stateful_pointer<debouncer_state>;
 
+bool merged(const debouncer_state& st) { return st.opts.merged_rank && st.opts.holders; }
+
 void arm_timer(debouncer_self self) {
   auto& st = self->state;
   if (st.timer_armed) return;
@@ -99,7 +102,15 @@ void start_resync(debouncer_self self, const char* why) {
   if (st.resync_unit != 0) return;
   st.resyncs->inc();
   log::info("resyncing the policy server: ALL_CLEARED, then every resident block",
-            {{"replica", st.opts.replica_id}, {"reason", why}});
+            {{"replica", st.opts.replica_id}, {"reason", why}, {"merged_dp", merged(st)}});
+  if (merged(st)) {
+    // Other ranks share the replica: no ALL_CLEARED. Pending evictions are kept (they are the
+    // outage's removals); the re-report after the next success restores everything held.
+    st.healthy = true;
+    if (st.decoder) self->send(st.decoder, atom::resync_v);
+    flush(self);
+    return;
+  }
   // The re-report supersedes whatever is pending; the clear makes sure nothing stale survives.
   st.pending.reset();
   st.pending.clear(now_us());
@@ -126,15 +137,52 @@ void mark_unhealthy(debouncer_self self, const std::string& why) {
   schedule_resync(self);
 }
 
-void on_ops(debouncer_self self, const shard_ops& ops) {
+// Merged DP mode: keeps an eviction only when this rank was the prefix's last holder.
+shard_ops filter_merged(debouncer_state& st, const shard_ops& in) {
+  shard_ops out = in;
+  out.ops.clear();
+  const unsigned rank = *st.opts.merged_rank;
+  for (const auto& op : in.ops) {
+    if (op.op == prefix_op::kind::upsert) {
+      st.opts.holders->add(in.adapter, op.fingerprint, rank);
+      out.ops.push_back(op);
+    } else if (st.opts.holders->remove(in.adapter, op.fingerprint, rank)) {
+      out.ops.push_back(op);
+    }
+  }
+  return out;
+}
+
+// A clear of this pipeline. Merged DP mode: evict only what no other rank holds.
+void clear_replica(debouncer_self self, int64_t ts_us) {
   auto& st = self->state;
+  if (!merged(st)) {
+    st.pending.clear(ts_us);
+    return;
+  }
+  shard_ops evicts;
+  evicts.ts_us = ts_us;
+  std::map<std::string, shard_ops> by_adapter;
+  st.opts.holders->clear_rank(*st.opts.merged_rank, [&](const std::string& adapter, uint64_t fp) {
+    auto& o = by_adapter[adapter];
+    o.adapter = adapter;
+    o.ts_us = ts_us;
+    o.ops.push_back(prefix_op{prefix_op::kind::evict, tier::t1, 0, fp});
+  });
+  for (auto& [adapter, o] : by_adapter) st.pending.apply(o);
+}
+
+void on_ops(debouncer_self self, const shard_ops& raw) {
+  auto& st = self->state;
+  const shard_ops filtered = merged(st) ? filter_merged(st, raw) : shard_ops{};
+  const shard_ops& ops = merged(st) ? filtered : raw;
   if (ops.epoch < st.epoch) {  // stored before a clear: must never reach the server after it
     st.stale_ops->inc(ops.ops.size());
     return;
   }
   if (ops.epoch > st.epoch) {  // the clear notice is behind this op: clear now
     st.epoch = ops.epoch;
-    st.pending.clear(ops.ts_us);
+    clear_replica(self, ops.ts_us);
   }
   bool evicts = std::any_of(ops.ops.begin(), ops.ops.end(),
                             [](const prefix_op& o) { return o.op == prefix_op::kind::evict; });
@@ -197,14 +245,14 @@ debouncer_actor::behavior_type debouncer_fn(debouncer_self self, debouncer_optio
                                "Adds, downgrades, evictions and clears sent", l);
   if (opts.refresh_interval.count() > 0)
     self->delayed_send(self, opts.refresh_interval, atom::tick_v);
-  if (opts.start_with_clear) st.pending.clear(now_us());
+  if (opts.start_with_clear) clear_replica(self, now_us());
   return {
       [=](shard_ops_ptr ops) { on_ops(self, *ops); },
       [=](atom::clear, uint64_t epoch, int64_t ts_us) {
         auto& s = self->state;
         if (epoch <= s.epoch && epoch != 0) return;  // already cleared by a newer-epoch op
         s.epoch = std::max(s.epoch, epoch);
-        s.pending.clear(ts_us);
+        clear_replica(self, ts_us);
         flush(self);
       },
       [=](emit_result& r) { on_result(self, r); },

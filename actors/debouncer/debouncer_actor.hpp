@@ -7,6 +7,10 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
+#include <optional>
+
+#include "actors/shard/holder_set.hpp"
 
 #include "messages/actors.hpp"
 
@@ -18,6 +22,30 @@ namespace kvrelay {
 
 class metrics_registry;
 struct pipeline_health;
+
+/// Data-parallel ranks reported as ONE replica (dp_mode = merged): which ranks hold each
+/// (adapter, fingerprint). Shared by the ranks' debouncers (a thread-safe service object, not
+/// actor state): an eviction reaches the server only when no rank holds the prefix any more.
+class merged_holders {
+ public:
+  bool add(const std::string& adapter, uint64_t fp, unsigned rank) {
+    std::lock_guard<std::mutex> lk(mu_);
+    return set_.add(adapter, fp, rank);
+  }
+  bool remove(const std::string& adapter, uint64_t fp, unsigned rank) {
+    std::lock_guard<std::mutex> lk(mu_);
+    return set_.remove(adapter, fp, rank);
+  }
+  template <class F>
+  size_t clear_rank(unsigned rank, F&& released) {
+    std::lock_guard<std::mutex> lk(mu_);
+    return set_.clear_rank(rank, released);
+  }
+
+ private:
+  std::mutex mu_;
+  holder_set set_;
+};
 
 struct debouncer_options {
   std::string replica_id;                      // metric label
@@ -32,6 +60,11 @@ struct debouncer_options {
   /// reverse map, so whatever an earlier run reported for this replica could never be evicted
   /// by us any more; with a replay endpoint the catch-up rebuilds it right away.
   bool start_with_clear = true;
+  /// Merged DP mode: this pipeline's rank and the replica's shared holder table. A rank's clear
+  /// then evicts only what no other rank holds (ALL_CLEARED would wipe every rank), and a resync
+  /// re-reports without clearing.
+  std::optional<unsigned> merged_rank;
+  std::shared_ptr<merged_holders> holders;
 };
 
 /// `health` (optional) learns whether the server acknowledged the last unit (for /readyz).

@@ -71,7 +71,6 @@ class pending_set {
   bool clear_ = false;
   int64_t clear_ts_us_ = 0;
   bool overflowed_ = false;
-  int64_t oldest_received_ns_ = 0;
 };
 
 }  // namespace kvrelay
