@@ -41,8 +41,12 @@ constexpr const char* kHits = "vllm:prefix_cache_hits";
 constexpr const char* kQueries = "vllm:prefix_cache_queries";
 constexpr const char* kExtHits = "vllm:external_prefix_cache_hits";
 constexpr const char* kExtQueries = "vllm:external_prefix_cache_queries";
-constexpr const char* kKnown[] = {kUsageKv, kUsageGpu, kUsageCpu, kRunning, kWaiting,
-                                  kHits,    kQueries,  kExtHits,  kExtQueries};
+// Older V1 builds (before the rename) expose the prefix-cache counters under these names. The
+// reference ignores them and reports hit_rate 0; we read them only when the new names are absent.
+constexpr const char* kHitsOld = "vllm:gpu_prefix_cache_hits";
+constexpr const char* kQueriesOld = "vllm:gpu_prefix_cache_queries";
+constexpr const char* kKnown[] = {kUsageKv, kUsageGpu, kUsageCpu,   kRunning, kWaiting, kHits,
+                                  kQueries, kExtHits,  kExtQueries, kHitsOld, kQueriesOld};
 }  // namespace vllm
 
 namespace sglang {
@@ -221,6 +225,11 @@ scrape_result scraper_logic::scrape_vllm(const prom_exposition& exp) {
 
   aggregate hits = read_counter(exp, kHits, filter);
   aggregate queries = read_counter(exp, kQueries, filter);
+  // Fall back to the deprecated pair only as a pair, so one series never mixes two generations.
+  if (!hits.found && !queries.found) {
+    hits = read_counter(exp, kHitsOld, filter);
+    queries = read_counter(exp, kQueriesOld, filter);
+  }
   // Either counter absent: 0 and the baseline is left where it was (M19).
   if (hits.found && queries.found) {
     r.stats.hit_rate = hit_rate_delta(counters{hits.sum, queries.sum});

@@ -452,6 +452,31 @@ TEST(VllmProfile, M28HistogramFamiliesParse) {
   EXPECT_TRUE(scrape_fixture(s, "vllm_metrics_openmetrics_full.txt").ok);
 }
 
+TEST(VllmProfile, DeprecatedGpuPrefixCacheCountersAreAFallback) {
+  auto body = [](int hits, int queries, bool with_new) {
+    std::string b =
+        "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 1\n"
+        "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 0\n"
+        "# TYPE vllm:gpu_prefix_cache_hits_total counter\nvllm:gpu_prefix_cache_hits_total " +
+        std::to_string(hits) +
+        "\n# TYPE vllm:gpu_prefix_cache_queries_total counter\n"
+        "vllm:gpu_prefix_cache_queries_total " +
+        std::to_string(queries) + "\n";
+    if (with_new)
+      b += "# TYPE vllm:prefix_cache_hits_total counter\nvllm:prefix_cache_hits_total 0\n"
+           "# TYPE vllm:prefix_cache_queries_total counter\nvllm:prefix_cache_queries_total " +
+           std::to_string(queries) + "\n";
+    return b;
+  };
+  scraper_logic old_only(vllm_cfg());
+  ASSERT_TRUE(old_only.scrape_body(body(10, 100, false)).ok);
+  EXPECT_DOUBLE_EQ(old_only.scrape_body(body(40, 200, false)).stats.hit_rate, 0.3);
+  // With the current names present, the deprecated ones are ignored.
+  scraper_logic both(vllm_cfg());
+  ASSERT_TRUE(both.scrape_body(body(10, 100, true)).ok);
+  EXPECT_EQ(both.scrape_body(body(40, 200, true)).stats.hit_rate, 0.0);
+}
+
 // --- SGLang profile (reference-behaviour.md §1.9) -------------------------------------------------
 
 TEST(SglangProfile, G01ExtractsNativeMetrics) {
