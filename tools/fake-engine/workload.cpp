@@ -84,6 +84,9 @@ struct workload::impl {
     if (opt.system_prompts == 0) opt.system_prompts = 1;
     if (opt.vocab == 0) opt.vocab = 32000;
     opt.system_blocks_max = std::max(opt.system_blocks_max, opt.system_blocks_min);
+    // At least one fresh user block per request: an all-hit step would send nothing, and
+    // next_batch() must not spin looking for a miss.
+    opt.user_blocks_min = std::max<size_t>(opt.user_blocks_min, 1);
     opt.user_blocks_max = std::max(opt.user_blocks_max, opt.user_blocks_min);
     opt.requests_max = std::max(opt.requests_max, std::max<size_t>(opt.requests_min, 1));
     // A request must fit in the cache, or it would evict its own prefix.
