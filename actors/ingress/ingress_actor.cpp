@@ -48,10 +48,10 @@ void publish(ingress_state& st) {
   const auto& rid = st.opts.replica_id;
   const auto bump = [&](const char* name, const char* help, uint64_t cur, uint64_t prev,
                         label_set extra = {}) {
-    if (cur <= prev) return;
     label_set l{{"replica", rid}};
     l.insert(l.end(), extra.begin(), extra.end());
-    m.counter(name, help, l).inc(cur - prev);
+    auto& c = m.counter(name, help, l);  // created even at 0, so dashboards see the series
+    if (cur > prev) c.inc(cur - prev);
   };
   const auto& t = now.tracker;
   const auto& p = st.last.tracker;
