@@ -1,0 +1,354 @@
+// kvrelay-bench-loadgen: the engine side of the end-to-end benchmark. It pre-generates a realistic
+// workload with the fake engine's workload model (block size 16, prompts of 512–8192 tokens with
+// Zipf-shared system prefixes, LoRA traffic over 8 adapters, LRU evictions once the cache is full,
+// a clear now and then), encodes it once, measures the same-run floor over exactly those payloads,
+// then publishes it over ZMQ PUB at a target block rate or as fast as it can. The engine batch
+// time (envelope ts) is patched in at publish time, so latency is measured from the real send.
+//
+// Output: one JSON object per line on stdout ({"kind":"generated"|"floor"|"published", ...}).
+// tools/fake-engine paces by batches and encodes on the fly; a benchmark needs blocks/s pacing,
+// longer prompts and an encoder that is not in the measured path, hence this separate tool.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/stat.h>
+
+#include "bench/floor/floor.hpp"
+#include "tools/fake-engine/publisher.hpp"
+#include "tools/fake-engine/wire_encoder.hpp"
+#include "tools/fake-engine/workload.hpp"
+
+namespace {
+
+using namespace kvrelay::fake;
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop.store(true); }
+
+const char* k_usage =
+    "Usage: kvrelay-bench-loadgen [flags]   (--x v or --x=v)\n"
+    "  --bind EP            PUB endpoint of rank 0 (default tcp://127.0.0.1:5557; rank r: port+r)\n"
+    "  --dp-size N          one engine's DP ranks on port+r, one workload each (default 1)\n"
+    "  --engines N          N single-rank engines (a node) on port+10*i (default 1)\n"
+    "  --blocks N           stored blocks to generate per rank (default 200000)\n"
+    "  --rate B             total stored blocks/s; 0 = as fast as possible (default 0)\n"
+    "  --block-size N       tokens per block (default 16)\n"
+    "  --prompt-min T       shortest prompt in tokens (default 512)\n"
+    "  --prompt-max T       longest prompt in tokens (default 8192)\n"
+    "  --system-prompts N   shared prefixes, Zipf-picked (default 64)\n"
+    "  --lora-adapters N    adapters in use (default 8)\n"
+    "  --lora-fraction F    share of requests with an adapter (default 0.2)\n"
+    "  --capacity N         engine GPU cache in blocks; LRU eviction beyond (default 65536)\n"
+    "  --clear-prob P       AllBlocksCleared probability per batch (default 0.0005)\n"
+    "  --era ERA            wire era (default G)\n"
+    "  --seed N             workload seed (default 1)\n"
+    "  --floor-repeats N    floor passes (best of N; 0 = skip the floor; default 3)\n"
+    "  --go-file PATH       wait (up to 120 s) until PATH exists before publishing\n"
+    "  --floor-only         generate, measure the floor, exit\n"
+    "  --linger-ms N        wait for queued messages at exit (default 30000)\n";
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::fprintf(stderr, "%s\n%s", msg.c_str(), k_usage);
+  std::exit(2);
+}
+
+struct options {
+  std::string bind = "tcp://127.0.0.1:5557";
+  long dp_size = 1;
+  long engines = 1;
+  long blocks = 200000;
+  double rate = 0;
+  long block_size = 16, prompt_min = 512, prompt_max = 8192, system_prompts = 64;
+  long lora_adapters = 8;
+  double lora_fraction = 0.2;
+  long capacity = 65536;
+  double clear_prob = 0.0005;
+  std::string era = "G";
+  long seed = 1, floor_repeats = 3, linger_ms = 30000;
+  std::string go_file;
+  bool floor_only = false;
+};
+
+double to_double(const std::string& name, const std::string& v) {
+  char* end = nullptr;
+  const double d = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0') usage_error("invalid value for --" + name);
+  return d;
+}
+
+options parse(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(k_usage, stdout);
+      std::exit(0);
+    }
+    if (a.rfind("--", 0) != 0) usage_error("unexpected argument: " + a);
+    std::string name = a.substr(2), value;
+    if (name == "floor-only") {
+      o.floor_only = true;
+      continue;
+    }
+    if (const auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else {
+      if (i + 1 >= argc) usage_error("flag needs an argument: --" + name);
+      value = argv[++i];
+    }
+    const auto num = [&] { return static_cast<long>(to_double(name, value)); };
+    if (name == "bind") o.bind = value;
+    else if (name == "dp-size") o.dp_size = num();
+    else if (name == "engines") o.engines = num();
+    else if (name == "blocks") o.blocks = num();
+    else if (name == "rate") o.rate = to_double(name, value);
+    else if (name == "block-size") o.block_size = num();
+    else if (name == "prompt-min") o.prompt_min = num();
+    else if (name == "prompt-max") o.prompt_max = num();
+    else if (name == "system-prompts") o.system_prompts = num();
+    else if (name == "lora-adapters") o.lora_adapters = num();
+    else if (name == "lora-fraction") o.lora_fraction = to_double(name, value);
+    else if (name == "capacity") o.capacity = num();
+    else if (name == "clear-prob") o.clear_prob = to_double(name, value);
+    else if (name == "era") o.era = value;
+    else if (name == "seed") o.seed = num();
+    else if (name == "floor-repeats") o.floor_repeats = num();
+    else if (name == "go-file") o.go_file = value;
+    else if (name == "linger-ms") o.linger_ms = num();
+    else usage_error("unknown flag --" + name);
+  }
+  if (o.dp_size < 1 || o.dp_size > 64) usage_error("--dp-size must be in [1, 64]");
+  if (o.engines < 1 || o.engines > 64) usage_error("--engines must be in [1, 64]");
+  if (o.engines > 1 && o.dp_size > 1) usage_error("--engines and --dp-size do not combine");
+  if (o.block_size < 1 || o.prompt_min < o.block_size || o.prompt_max < o.prompt_min) {
+    usage_error("need 1 <= block-size <= prompt-min <= prompt-max");
+  }
+  if (o.blocks < 1 || o.rate < 0) usage_error("--blocks must be >= 1 and --rate >= 0");
+  return o;
+}
+
+// Prompt length in blocks = Zipf-picked system prefix + a user tail; together they span
+// [prompt_min, prompt_max] tokens. A quarter of the shortest prompt and half of the longest is
+// shared prefix, so popular prefixes are long and hit often, as with real system prompts.
+workload_options workload_for(const options& o, long rank) {
+  workload_options w;
+  w.seed = static_cast<uint64_t>(o.seed + rank);
+  w.block_size = o.block_size;
+  const size_t min_b = static_cast<size_t>(o.prompt_min / o.block_size);
+  const size_t max_b = static_cast<size_t>(o.prompt_max / o.block_size);
+  w.system_prompts = static_cast<size_t>(std::max(1L, o.system_prompts));
+  w.system_blocks_min = std::max<size_t>(1, min_b / 4);
+  w.system_blocks_max = std::max(w.system_blocks_min, max_b / 2);
+  w.user_blocks_min = std::max<size_t>(1, min_b - w.system_blocks_min);
+  w.user_blocks_max = std::max(w.user_blocks_min, max_b - w.system_blocks_max);
+  w.capacity_blocks = static_cast<size_t>(std::max(1L, o.capacity));
+  w.lora_adapters = static_cast<size_t>(std::max(0L, o.lora_adapters));
+  w.lora_fraction = o.lora_fraction;
+  w.clear_probability = o.clear_prob;
+  w.hashes = hash_mode::u64;
+  return w;
+}
+
+struct batch {
+  std::string payload;
+  uint32_t blocks = 0;  // stored block hashes
+  uint32_t events = 0;
+};
+
+struct rank_load {
+  std::vector<batch> batches;
+  uint64_t blocks = 0, removed_blocks = 0, events = 0, clears = 0;
+  size_t resident = 0;
+};
+
+// The envelope's ts is a float64 right after the array header; patched per send so event age is
+// measured from the moment the engine publishes, not from generation.
+constexpr size_t k_ts_offset = 1;
+
+rank_load generate(const options& o, long rank, long wire_rank, wire_era era,
+                   kvrelay::bench::floor_input* floor_in) {
+  workload wl(workload_for(o, rank));
+  rank_load out;
+  encode_options eo;
+  eo.era = era;
+  eo.ts = 0.5;  // non-integral: always written as float64 (0xcb), so it can be patched in place
+  eo.dp_rank = wire_rank;
+  while (out.blocks < static_cast<uint64_t>(o.blocks)) {
+    const auto events = wl.next_batch();
+    batch b;
+    for (const auto& ev : events) {
+      ++b.events;
+      if (ev.t == fake_event::type::stored) {
+        b.blocks += static_cast<uint32_t>(ev.block_hashes.size());
+        if (floor_in) {
+          floor_in->tokens.insert(floor_in->tokens.end(), ev.token_ids.begin(),
+                                  ev.token_ids.end());
+        }
+      } else if (ev.t == fake_event::type::removed) {
+        out.removed_blocks += ev.block_hashes.size();
+      } else if (ev.t == fake_event::type::cleared) {
+        ++out.clears;
+      }
+    }
+    b.payload = encode_batch(events, eo);
+    if (b.payload.size() < k_ts_offset + 9 ||
+        static_cast<unsigned char>(b.payload[k_ts_offset]) != 0xcb) {
+      std::fprintf(stderr, "loadgen: era %s has no float64 ts at offset 1\n", era_name(era));
+      std::exit(1);
+    }
+    if (floor_in) floor_in->payloads.push_back(b.payload);
+    out.blocks += b.blocks;
+    out.events += b.events;
+    out.batches.push_back(std::move(b));
+  }
+  out.resident = wl.stats().gpu_resident;
+  return out;
+}
+
+void patch_ts(std::string& payload, double ts) {
+  uint64_t bits;
+  std::memcpy(&bits, &ts, sizeof bits);
+  for (int i = 0; i < 8; ++i) {
+    payload[k_ts_offset + 1 + static_cast<size_t>(i)] = static_cast<char>(bits >> (56 - 8 * i));
+  }
+}
+
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Engine i of a node listens on the base port + 10 * i (config/examples/node-4-engines.toml).
+std::string engine_endpoint(const std::string& base, long i) {
+  const auto colon = base.rfind(':');
+  if (i == 0 || colon == std::string::npos) return base;
+  const long port = std::strtol(base.c_str() + colon + 1, nullptr, 10);
+  if (port <= 0) usage_error("--engines needs a numeric port in --bind");
+  return base.substr(0, colon + 1) + std::to_string(port + 10 * i);
+}
+
+bool wait_for_file(const std::string& path) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  struct stat st {};
+  while (!g_stop.load() && std::chrono::steady_clock::now() < deadline) {
+    if (::stat(path.c_str(), &st) == 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const options o = parse(argc, argv);
+  const auto era = parse_era(o.era);
+  if (!era) usage_error("unknown --era " + o.era);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+
+  const long sources = std::max(o.dp_size, o.engines);
+  // Bind first so the subscriber can connect while we generate.
+  std::vector<std::unique_ptr<publisher>> pubs;
+  if (!o.floor_only) {
+    for (long r = 0; r < sources; ++r) {
+      publisher_options po;
+      po.bind = o.engines > 1 ? engine_endpoint(o.bind, r) : o.bind;
+      po.topic = "kv-events";
+      po.dp_rank = o.engines > 1 ? 0 : static_cast<int>(r);
+      po.sndhwm = 0;  // unbounded: a benchmark must never drop on the engine side
+      po.linger_ms = static_cast<int>(o.linger_ms);
+      po.buffer_steps = 1;
+      try {
+        pubs.push_back(std::make_unique<publisher>(po));
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "loadgen: %s\n", e.what());
+        return 1;
+      }
+      std::fprintf(stderr, "loadgen: rank %ld publishing on %s\n", r,
+                   pubs.back()->live_endpoint().c_str());
+    }
+  }
+
+  const auto g0 = std::chrono::steady_clock::now();
+  kvrelay::bench::floor_input floor_in;
+  floor_in.block_size = o.block_size;
+  std::vector<rank_load> loads;
+  uint64_t blocks = 0, events = 0, batches = 0, removed = 0, clears = 0, resident = 0;
+  for (long r = 0; r < sources; ++r) {
+    loads.push_back(generate(o, r, o.engines > 1 ? 0 : r, *era,
+                             o.floor_repeats > 0 ? &floor_in : nullptr));
+    blocks += loads.back().blocks;
+    events += loads.back().events;
+    batches += loads.back().batches.size();
+    removed += loads.back().removed_blocks;
+    clears += loads.back().clears;
+    resident += loads.back().resident;
+  }
+  const double gen_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - g0).count();
+  std::printf("{\"kind\":\"generated\",\"ranks\":%ld,\"batches\":%llu,\"blocks\":%llu,"
+              "\"events\":%llu,\"removed_blocks\":%llu,\"clears\":%llu,"
+              "\"engine_resident_blocks\":%llu,\"seconds\":%.3f}\n",
+              sources, static_cast<unsigned long long>(batches),
+              static_cast<unsigned long long>(blocks), static_cast<unsigned long long>(events),
+              static_cast<unsigned long long>(removed), static_cast<unsigned long long>(clears),
+              static_cast<unsigned long long>(resident), gen_s);
+  std::fflush(stdout);
+
+  if (o.floor_repeats > 0) {
+    const auto f = kvrelay::bench::measure_floor(floor_in, static_cast<int>(o.floor_repeats));
+    std::printf("{\"kind\":\"floor\",%s\n", kvrelay::bench::to_json(f).substr(1).c_str());
+    std::fflush(stdout);
+  }
+  floor_in = {};  // release the copies before publishing
+  if (o.floor_only) return 0;
+
+  if (!o.go_file.empty() && !wait_for_file(o.go_file)) {
+    std::fprintf(stderr, "loadgen: no go file %s\n", o.go_file.c_str());
+    return 1;
+  }
+
+  // Round-robin over ranks, one batch each, paced by stored blocks when a rate is given.
+  const double t0 = wall_seconds();
+  const auto s0 = std::chrono::steady_clock::now();
+  std::vector<size_t> next(loads.size(), 0);
+  uint64_t sent_blocks = 0, sent_batches = 0;
+  bool more = true;
+  while (more && !g_stop.load()) {
+    more = false;
+    for (size_t r = 0; r < loads.size(); ++r) {
+      if (next[r] >= loads[r].batches.size()) continue;
+      more = true;
+      batch& b = loads[r].batches[next[r]++];
+      if (o.rate > 0) {
+        const auto due = s0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                  std::chrono::duration<double>(
+                                      static_cast<double>(sent_blocks) / o.rate));
+        std::this_thread::sleep_until(due);
+      }
+      patch_ts(b.payload, wall_seconds());
+      pubs[r]->publish(b.payload, false);
+      sent_blocks += b.blocks;
+      ++sent_batches;
+    }
+  }
+  const double t1 = wall_seconds();
+  std::printf("{\"kind\":\"published\",\"batches\":%llu,\"blocks\":%llu,\"start_unix\":%.6f,"
+              "\"end_unix\":%.6f,\"seconds\":%.4f,\"blocks_per_s\":%.0f}\n",
+              static_cast<unsigned long long>(sent_batches),
+              static_cast<unsigned long long>(sent_blocks), t0, t1, t1 - t0,
+              t1 > t0 ? static_cast<double>(sent_blocks) / (t1 - t0) : 0.0);
+  std::fflush(stdout);
+  for (auto& p : pubs) p->stop();  // lingers until the subscriber has the queued messages
+  return 0;
+}

@@ -1,0 +1,378 @@
+#!/usr/bin/env bash
+# End-to-end benchmark: load generator (fake engine workload, ZMQ PUB) → kvrelay → counting policy
+# server (gRPC), all on TCP loopback, plus the same-run floor (msgpack parse + XXH3 over the very
+# payloads published). See BENCHMARKS.md for what each figure means.
+#
+#   ./scripts/bench.sh                 full run (several minutes on 2 shared cores)
+#   ./scripts/bench.sh --smoke         a few seconds, for CI: runs every piece once, no thresholds
+# Options: --build-dir DIR (default build/bench), --no-build, --out DIR (default
+# $BUILD_DIR/bench-results), --repeats N (repeats of each case, default 2), --cases LIST
+# (comma-separated from: micro,throughput,evicting,latency,dp4,node4; default all).
+#
+# Exit status: 0 when every case ran and kvrelay received every published block without a
+# sequence gap; 1 otherwise. Figures are reported, never asserted (the machine is shared).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="$ROOT/build/bench"
+OUT=""
+REPEATS=2
+SMOKE=0
+BUILD=1
+CASES="micro,throughput,evicting,latency,dp4,node4"
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --smoke) SMOKE=1 ;;
+    --no-build) BUILD=0 ;;
+    --build-dir) BUILD_DIR="$(realpath -m "$2")"; shift ;;
+    --out) OUT="$(realpath -m "$2")"; shift ;;
+    --repeats) REPEATS="$2"; shift ;;
+    --cases) CASES="$2"; shift ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "bench.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+[[ -n "$OUT" ]] || OUT="$BUILD_DIR/bench-results"
+if [[ $SMOKE == 1 ]]; then
+  REPEATS=1
+  [[ "$CASES" == "micro,throughput,evicting,latency,dp4,node4" ]] && CASES="throughput,evicting,latency,dp4,node4"
+fi
+has_case() { [[ ",$CASES," == *",$1,"* ]]; }
+
+if [[ $BUILD == 1 ]]; then
+  cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  targets=(kvrelay_bin kvrelay-bench-loadgen kvrelay-bench-sink)
+  has_case micro && targets+=(bench_decoder bench_shard bench_flush)
+  cmake --build "$BUILD_DIR" --target "${targets[@]}" -j2
+fi
+KVRELAY="$BUILD_DIR/kvrelay"
+LOADGEN="$BUILD_DIR/bench/e2e/kvrelay-bench-loadgen"
+SINK="$BUILD_DIR/bench/e2e/kvrelay-bench-sink"
+for b in "$KVRELAY" "$LOADGEN" "$SINK"; do
+  [[ -x "$b" ]] || { echo "bench.sh: missing $b (build it or drop --no-build)" >&2; exit 1; }
+done
+
+mkdir -p "$OUT"
+RESULTS="$OUT/results.jsonl"
+: >"$RESULTS"
+WORK="$(mktemp -d /tmp/kvrelay-bench.XXXXXX)"
+CLK_TCK="$(getconf CLK_TCK)"
+FAILED=0
+PIDS=()
+
+cleanup() {
+  local p
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+log() { echo "[bench $(date -u +%H:%M:%S)] $*" >&2; }
+now() { date +%s.%N; }
+
+# A free TCP port on loopback (bound and released; good enough on a quiet host).
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+# Base port with room for 4 engines (port+30) or 4 DP ranks.
+free_base_port() {
+  local p
+  for _ in $(seq 50); do
+    p=$(( (RANDOM % 20000) + 30000 ))
+    if python3 - "$p" <<'EOF' 2>/dev/null; then echo "$p"; return; fi
+import socket, sys
+base = int(sys.argv[1])
+socks = []
+for off in (0, 1, 2, 3, 10, 20, 30):
+    s = socket.socket(); s.bind(("127.0.0.1", base + off)); socks.append(s)
+EOF
+  done
+  echo "bench.sh: no free port range" >&2
+  exit 1
+}
+
+cpu_seconds() {  # utime + stime of a process, seconds
+  awk -v t="$CLK_TCK" '{ printf "%.3f", ($14 + $15) / t }' "/proc/$1/stat"
+}
+status_kb() {  # VmRSS / VmHWM of a process, kB
+  awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"
+}
+
+ADMIN=""
+metrics() { curl -sf --noproxy '*' --max-time 2 "http://$ADMIN/metrics" || true; }
+# Sum of every sample of metric $1 whose line contains $2 (optional).
+metric_sum() {
+  metrics | awk -v n="$1" -v f="${2:-}" '
+    index($0, n) == 1 && (substr($0, length(n) + 1, 1) == "{" || substr($0, length(n) + 1, 1) == " ") &&
+    (f == "" || index($0, f) > 0) { s += $NF } END { printf "%.0f", s + 0 }'
+}
+
+SINK_PID=""; SINK_PORT=""; SINK_STATS=""
+start_sink() {
+  SINK_STATS="$WORK/sink-$1.json"
+  rm -f "$WORK/sink.port"
+  "$SINK" --listen 127.0.0.1:0 --port-file "$WORK/sink.port" --stats-file "$SINK_STATS" \
+    2>>"$OUT/sink.log" &
+  SINK_PID=$!
+  PIDS+=("$SINK_PID")
+  for _ in $(seq 200); do [[ -s "$WORK/sink.port" ]] && break; sleep 0.02; done
+  SINK_PORT="$(cat "$WORK/sink.port")"
+}
+sink_stats() {  # fresh JSON from the sink
+  rm -f "$SINK_STATS"
+  kill -USR1 "$SINK_PID"
+  for _ in $(seq 250); do [[ -s "$SINK_STATS" ]] && break; sleep 0.02; done
+  cat "$SINK_STATS"
+}
+json_field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
+
+KV_PID=""
+start_kvrelay() {  # $1 = case name, rest = kvrelay flags
+  local name="$1"; shift
+  ADMIN="127.0.0.1:$(free_port)"
+  "$KVRELAY" --server "127.0.0.1:$SINK_PORT" --admin-listen "$ADMIN" --log-level warn "$@" \
+    >>"$OUT/kvrelay-$name.log" 2>&1 &
+  KV_PID=$!
+  PIDS+=("$KV_PID")
+}
+wait_connected() {  # $1 = engine sources expected
+  for _ in $(seq 300); do
+    [[ "$(metric_sum kvrelay_engine_connected)" -ge "$1" ]] && { sleep 0.5; return 0; }
+    sleep 0.05
+  done
+  log "kvrelay never connected to $1 source(s)"
+  return 1
+}
+stop_all() {
+  local p
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  PIDS=()
+}
+
+ADAPTERS="1=lora-0,2=lora-1,3=lora-2,4=lora-3,5=lora-4,6=lora-5,7=lora-6,8=lora-7"
+# One run: $1 case, $2 mode (single|dp4|node4), $3 blocks per source, $4 rate (0 = max),
+# $5 extra loadgen flags (quoted string). Appends one JSON line to $RESULTS.
+run_case() {
+  local name="$1" mode="$2" blocks="$3" rate="$4" extra="$5"
+  local base sources=1 kv_flags=() lg_flags=()
+  base="$(free_base_port)"
+  start_sink "$name"
+  case "$mode" in
+    dp4) sources=4; lg_flags=(--dp-size 4)
+         kv_flags=(--engine-endpoint "tcp://127.0.0.1:$base" --dp-size 4 --replica-id bench
+                   --model-id bench --engine-metrics-url "" --lora-adapter-names "$ADAPTERS") ;;
+    node4) sources=4; lg_flags=(--engines 4)
+           node_config "$base" >"$WORK/node4.toml"
+           kv_flags=(--config "$WORK/node4.toml") ;;
+    *) kv_flags=(--engine-endpoint "tcp://127.0.0.1:$base" --replica-id bench --model-id bench
+                 --engine-metrics-url "" --lora-adapter-names "$ADAPTERS") ;;
+  esac
+  log "case $name: mode=$mode blocks/source=$blocks rate=$rate $extra"
+  local lg_out="$WORK/loadgen-$name.out"
+  rm -f "$WORK/go"
+  # shellcheck disable=SC2086
+  "$LOADGEN" --bind "tcp://127.0.0.1:$base" --blocks "$blocks" --rate "$rate" \
+    --go-file "$WORK/go" "${lg_flags[@]}" $extra >"$lg_out" 2>>"$OUT/loadgen.log" &
+  local lg_pid=$!
+  PIDS+=("$lg_pid")
+  start_kvrelay "$name" "${kv_flags[@]}"
+  # The loadgen prints its floor once generation is done; wait for it before measuring anything.
+  for _ in $(seq 3000); do
+    grep -q '"kind":"floor"' "$lg_out" 2>/dev/null && break
+    kill -0 "$lg_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  wait_connected "$sources" || { FAILED=1; stop_all; return; }
+  local expected
+  expected="$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    d=json.loads(l)
+    if d["kind"]=="generated": print(d["blocks"])' "$lg_out")"
+  # Idle: connected, nothing published yet.
+  # CLK_TCK is 100 Hz: 5 s resolves 0.2 % of a core.
+  local idle_s=5; [[ $SMOKE == 1 ]] && idle_s=1
+  local c_idle0 c_idle1 rss_base
+  c_idle0="$(cpu_seconds "$KV_PID")"; sleep "$idle_s"; c_idle1="$(cpu_seconds "$KV_PID")"
+  rss_base="$(status_kb "$KV_PID" VmRSS)"
+  kill -USR2 "$SINK_PID"; sleep 0.05
+  local c0 t0 t1="" c1 stored=0 last=-1 stall=0
+  c0="$(cpu_seconds "$KV_PID")"; t0="$(now)"
+  touch "$WORK/go"
+  while :; do
+    stored="$(metric_sum kvrelay_blocks_total 'type="stored"')"
+    if [[ "$stored" -ge "$expected" ]]; then t1="$(now)"; c1="$(cpu_seconds "$KV_PID")"; break; fi
+    if [[ "$stored" == "$last" ]]; then stall=$((stall + 1)); else stall=0; last="$stored"; fi
+    # Pre-publish generation can be slow; stall counting starts once blocks flow.
+    if [[ "$stored" -gt 0 && $stall -ge 200 ]]; then log "case $name: stalled at $stored/$expected"; break; fi
+    sleep 0.05
+  done
+  [[ -n "$t1" ]] || { t1="$(now)"; c1="$(cpu_seconds "$KV_PID")"; FAILED=1; }
+  # Drain: nothing pending in kvrelay and the sink quiet for 3 windows.
+  local pend s quiet=0 prev_any="" any
+  for _ in $(seq 3000); do
+    pend="$(metric_sum kvrelay_pending_entries)"
+    s="$(sink_stats)"; any="$(json_field "$s" last_any_us)"
+    if [[ "$pend" == 0 && "$any" == "$prev_any" ]]; then quiet=$((quiet + 1)); else quiet=0; fi
+    prev_any="$any"
+    [[ $quiet -ge 3 ]] && break
+    sleep 0.1
+  done
+  local c2 rss hwm resident gaps lost events_total
+  c2="$(cpu_seconds "$KV_PID")"
+  rss="$(status_kb "$KV_PID" VmRSS)"; hwm="$(status_kb "$KV_PID" VmHWM)"
+  resident="$(metric_sum kvrelay_resident_blocks)"
+  gaps="$(metric_sum kvrelay_seq_gaps_total)"
+  lost="$(metric_sum kvrelay_batches_lost_total)"
+  events_total="$(metric_sum kvrelay_events_total)"
+  # Idle again, now holding state (resync timers, scrapes off).
+  local c_post0 c_post1
+  c_post0="$(cpu_seconds "$KV_PID")"; sleep "$idle_s"; c_post1="$(cpu_seconds "$KV_PID")"
+  wait "$lg_pid" 2>/dev/null || true
+  python3 - "$name" "$mode" "$rate" "$lg_out" "$s" "$t0" "$t1" "$c0" "$c1" "$c2" "$expected" \
+    "$stored" "$gaps" "$lost" "$events_total" "$resident" "$rss_base" "$rss" "$hwm" \
+    "$c_idle0" "$c_idle1" "$c_post0" "$c_post1" "$idle_s" >>"$RESULTS" <<'EOF'
+import json, sys
+(name, mode, rate, lg_out, sink, t0, t1, c0, c1, c2, expected, stored, gaps, lost, events,
+ resident, rss_base, rss, hwm, ci0, ci1, cp0, cp1, idle_s) = sys.argv[1:]
+lg = {}
+for line in open(lg_out):
+    d = json.loads(line); lg[d["kind"]] = d
+sink = json.loads(sink)
+t0, t1, c0, c1, c2 = map(float, (t0, t1, c0, c1, c2))
+stored, expected, resident = int(stored), int(expected), int(resident)
+pub = lg.get("published", {})
+ingest_s = t1 - t0
+e2e_s = (sink["last_prefix_us"] / 1e6 - pub["start_unix"]) if pub and sink["last_prefix_us"] else 0
+floor = lg.get("floor", {})
+r = {
+    "case": name, "mode": mode, "target_rate": float(rate),
+    "blocks": stored, "expected_blocks": expected, "events": int(events),
+    "seq_gaps": int(gaps), "batches_lost": int(lost),
+    "publish_s": pub.get("seconds"), "publish_blocks_per_s": pub.get("blocks_per_s"),
+    # Primary: first publish → last prefix received by the server (both exact wall clocks).
+    "e2e_s": round(e2e_s, 3),
+    "blocks_per_s": round(stored / e2e_s) if e2e_s > 0 else 0,
+    "events_per_s": round(int(events) / e2e_s) if e2e_s > 0 else 0,
+    # Secondary: go → kvrelay decoded the last block (polled every ~0.05 s: coarse).
+    "ingest_s": round(ingest_s, 3),
+    "ingest_blocks_per_s": round(stored / ingest_s) if ingest_s > 0 else 0,
+    "cpu_s_ingest": round(c1 - c0, 3), "cpu_s_total": round(c2 - c0, 3),
+    "cpu_s_per_m_blocks": round((c2 - c0) / stored * 1e6, 3) if stored else None,
+    "cpu_ns_per_block": round((c2 - c0) / stored * 1e9, 1) if stored else None,
+    "ingest_cpu_ns_per_block": round((c1 - c0) / stored * 1e9, 1) if stored else None,
+    "resident_blocks": resident,
+    "rss_base_kb": int(rss_base), "rss_kb": int(rss), "hwm_kb": int(hwm),
+    "bytes_per_resident_block": round((int(rss) - int(rss_base)) * 1024 / resident, 1) if resident else None,
+    "hwm_bytes_per_resident_block": round(int(hwm) * 1024 / resident, 1) if resident else None,
+    "idle_cpu_pct_before": round((float(ci1) - float(ci0)) / float(idle_s) * 100, 2),
+    "idle_cpu_pct_after": round((float(cp1) - float(cp0)) / float(idle_s) * 100, 2),
+    "server_prefixes": sink["prefixes"], "server_evictions": sink["evictions"],
+    "server_clears": sink["clears"], "server_updates": sink["csu_with_prefixes"],
+    "server_evictions_per_s": round(sink["evictions"] / e2e_s) if e2e_s > 0 else 0,
+    "lat_p50_ms": sink["lat_p50_ms"], "lat_p90_ms": sink["lat_p90_ms"],
+    "lat_p99_ms": sink["lat_p99_ms"], "lat_max_ms": sink["lat_max_ms"],
+    "floor": floor, "generated": lg.get("generated", {}),
+}
+if floor.get("floor_ns") and r["cpu_ns_per_block"]:
+    r["cpu_vs_floor"] = round(r["cpu_ns_per_block"] / floor["floor_ns"], 2)
+    r["ingest_cpu_vs_floor"] = round(r["ingest_cpu_ns_per_block"] / floor["floor_ns"], 2)
+    r["decode_fp_vs_floor"] = round(floor["decode_fp_ns"] / floor["floor_ns"], 2)
+    floor_rate = 1e9 / floor["floor_ns"]
+    r["floor_blocks_per_s"] = round(floor_rate)
+    r["throughput_vs_floor"] = round(r["blocks_per_s"] / floor_rate, 3) if r["blocks_per_s"] else None
+print(json.dumps(r))
+EOF
+  tail -1 "$RESULTS" >&2
+  if [[ "$stored" -lt "$expected" || "$gaps" != 0 ]]; then
+    log "case $name: received $stored of $expected blocks, $gaps gap(s)"
+    FAILED=1
+  fi
+  stop_all
+}
+
+node_config() {  # four single-rank engines on base, base+10, base+20, base+30
+  local base="$1" i
+  printf '[server]\naddress = "127.0.0.1:%s"\n' "$SINK_PORT"
+  for i in 0 1 2 3; do
+    printf '\n[[engine]]\nreplica_id = "node-gpu%s"\nmodel_id = "bench"\nendpoint = "tcp://127.0.0.1:%s"\n' \
+      "$i" "$((base + 10 * i))"
+    printf '[engine.adapters]\n'
+    local a; for a in 1 2 3 4 5 6 7 8; do printf '%s = "lora-%s"\n' "$a" "$((a - 1))"; done
+    printf '[engine.metrics]\nurl = ""\n'
+  done
+}
+
+log "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg)"
+log "results → $RESULTS"
+
+if has_case micro; then
+  for exe in "$BUILD_DIR/bench/decoder/bench_decoder" "$BUILD_DIR/bench/shard/bench_shard" \
+             "$BUILD_DIR/bench/e2e/bench_flush"; do
+    [[ -x "$exe" ]] || { log "missing $exe"; continue; }
+    b="${exe##*/bench_}"
+    log "microbenchmark bench_$b"
+    "$exe" --benchmark_counters_tabular=true --benchmark_min_time=0.2 \
+      --benchmark_out="$OUT/bench_$b.json" --benchmark_out_format=json >"$OUT/bench_$b.txt" 2>&1 ||
+      FAILED=1
+  done
+fi
+
+# Engine cache sizes: "big" never fills (no evictions: the add path alone, and 1 M resident
+# blocks for the memory figure); "small" is a 64 Ki-block GPU cache that fills in a few batches, so
+# the steady state is one eviction per stored block, as on a busy engine.
+BIG="--capacity 4000000 --clear-prob 0"
+SMALL="--capacity 65536 --clear-prob 0.0005"
+if [[ $SMOKE == 1 ]]; then
+  TP_BLOCKS=20000; EV_BLOCKS=20000; LAT_SECS=2; LAT_CASES=("10000 small")
+else
+  TP_BLOCKS=1000000; EV_BLOCKS=300000; LAT_SECS=6
+  LAT_CASES=("10000 small" "100000 big" "100000 small")
+fi
+
+if has_case throughput; then
+  for i in $(seq "$REPEATS"); do run_case "throughput-$i" single "$TP_BLOCKS" 0 "$BIG"; done
+fi
+if has_case evicting; then
+  for i in $(seq "$REPEATS"); do run_case "evicting-$i" single "$EV_BLOCKS" 0 "$SMALL"; done
+fi
+if has_case latency; then
+  for lc in "${LAT_CASES[@]}"; do
+    read -r r cache <<<"$lc"
+    flags="$BIG"; [[ $cache == small ]] && flags="$SMALL"
+    n="$REPEATS"; [[ $r -ge 100000 && $cache == small ]] && n=1  # its eviction backlog is slow
+    for i in $(seq "$n"); do
+      run_case "latency-${r}-${cache}-$i" single $((r * LAT_SECS)) "$r" "$flags --floor-repeats 1"
+    done
+  done
+fi
+if has_case dp4; then
+  for i in $(seq "$REPEATS"); do run_case "dp4-$i" dp4 $((TP_BLOCKS / 4)) 0 "$BIG"; done
+fi
+if has_case node4; then
+  for i in $(seq "$REPEATS"); do run_case "node4-$i" node4 $((TP_BLOCKS / 4)) 0 "$BIG"; done
+fi
+
+# Summary table (medians are the reader's job: every run is listed).
+python3 - "$RESULTS" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print("| case | blocks | e2e blocks/s | events/s | ingest blocks/s | gaps | evictions/s | CPU s/M blocks "
+      "| ingest CPU ns/block | floor ns/block | CPU ÷ floor (all, ingest) | decode+fp ÷ floor | p50 ms "
+      "| p99 ms | resident | B/resident block | idle CPU % (before/after) |")
+print("|" + "---|" * 17)
+for r in rows:
+    f = r.get("floor", {})
+    print("| {case} | {blocks} | {blocks_per_s} | {events_per_s} | {ingest_blocks_per_s} | {seq_gaps} | "
+          "{server_evictions_per_s} | {cpu_s_per_m_blocks} | {ingest_cpu_ns_per_block} | {fl} | {cvf}, {icvf} | "
+          "{dvf} | {lat_p50_ms} | {lat_p99_ms} | {resident_blocks} | {bprb} | "
+          "{idle_cpu_pct_before}/{idle_cpu_pct_after} |".format(
+              fl=f.get("floor_ns", "-"), cvf=r.get("cpu_vs_floor", "-"),
+              icvf=r.get("ingest_cpu_vs_floor", "-"),
+              dvf=r.get("decode_fp_vs_floor", "-"), bprb=r.get("bytes_per_resident_block", "-"), **r))
+EOF
+[[ $FAILED == 0 ]] || log "some case failed (see above and $OUT/*.log)"
+exit "$FAILED"
