@@ -37,8 +37,11 @@ struct admin_server::impl {
   template <class F>
   void add(const std::string& method, const std::string& path, const std::string& help, F f) {
     routes.push_back({method, path, help});
-    auto wrapped = [this, f](const httplib::Request& req, httplib::Response& res) {
-      if (!authorized(req)) {
+    // The token guards what changes the daemon (docs/configuration.md); probes and read-only
+    // pages stay open so kubelet and Prometheus need no secret.
+    const bool guarded = method != "GET";
+    auto wrapped = [this, f, guarded](const httplib::Request& req, httplib::Response& res) {
+      if (guarded && !authorized(req)) {
         res.status = 401;
         res.set_content("unauthorized: send 'Authorization: Bearer <token>'\n", "text/plain");
         return;

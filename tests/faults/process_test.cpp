@@ -1,0 +1,155 @@
+// The real binary: signals, exit codes, configuration errors and the version report. The daemon
+// runs as a child process against an in-process policy server and fake engine.
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <regex>
+#include <thread>
+
+#include "tests/faults/fault_fixture.hpp"
+
+namespace kvrelay::faults {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string binary = KVRELAY_BINARY_DIR "/kvrelay";
+
+std::string toml_for(fault_env& env, const std::string& window, const std::string& rpc_timeout) {
+  return "[server]\naddress = \"" + env.server.target() + "\"\nrpc_timeout = \"" + rpc_timeout +
+         "\"\n\n[admin]\nlisten = \"\"\n\n[log]\nformat = \"text\"\nlevel = \"info\"\n\n"
+         "[[engine]]\nreplica_id = \"" + std::string(replica) + "\"\nmodel_id = \"" + model +
+         "\"\ntenant_id = \"" + tenant + "\"\nendpoint = \"" + env.engine->live_endpoint() +
+         "\"\nreplay_endpoint = \"" + env.engine->replay_endpoint() + "\"\ntopic = \"" + topic +
+         "\"\nwindow = \"" + window + "\"\nreconnect_backoff = \"100ms\"\n\n[engine.metrics]\n"
+         "url = \"\"\n";
+}
+
+// Waits until the child has subscribed and indexed what was published so far.
+void warm_up(fault_env& env) {
+  env.publish_steps(30);
+  ASSERT_EQ(env.wait_consistent(15s), "");
+}
+
+TEST(ProcessSignals, SigtermDrainsTheFinalFlushAndExitsZero) {
+  temp_dir dir;
+  fault_env env;
+  // A long window: only the shutdown's final flush can deliver what is pending at SIGTERM.
+  dir.write("kvrelay.toml", toml_for(env, "3s", "500ms"));
+  child_process p({binary, "--config", dir.file("kvrelay.toml")}, dir.path());
+  ASSERT_GT(p.pid(), 0);
+  warm_up(env);
+
+  // Load, then SIGTERM once everything published has been read (the window holds it pending).
+  for (int i = 0; i < 10; ++i) {
+    env.publish_steps(40);
+    std::this_thread::sleep_for(20ms);
+  }
+  // No evictions in the last steps: those force a flush and would hide a missing final one.
+  env.model.opts().capacity = 100000;
+  env.publish_steps(10);
+  std::this_thread::sleep_for(300ms);  // read by the SUB; far below the 3 s window
+  const auto want = env.model.expected();
+  ASSERT_NE(describe_diff(want, server_view(env.server)), "")
+      << "the tail should still be pending before SIGTERM (window 3 s)";
+  const auto t0 = std::chrono::steady_clock::now();
+  p.signal(SIGTERM);
+  const auto code = p.wait(6s);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(code.has_value()) << "no exit within the 5 s drain deadline\n" << p.err();
+  EXPECT_EQ(*code, 0) << p.err();
+  EXPECT_LT(took, 5500ms);
+  EXPECT_EQ(describe_diff(want, server_view(env.server)), "") << p.err();
+}
+
+TEST(ProcessSignals, SigtermWhilePublishingExitsZeroInTime) {
+  temp_dir dir;
+  fault_env env;
+  dir.write("kvrelay.toml", toml_for(env, "10ms", "500ms"));
+  child_process p({binary, "--config", dir.file("kvrelay.toml")}, dir.path());
+  ASSERT_GT(p.pid(), 0);
+  warm_up(env);
+  std::atomic<bool> stop{false};
+  std::thread load([&] {
+    while (!stop.load()) env.publish_steps(1);
+  });
+  std::this_thread::sleep_for(500ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  p.signal(SIGTERM);
+  const auto code = p.wait(6s);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  stop = true;
+  load.join();
+  ASSERT_TRUE(code.has_value()) << p.err();
+  EXPECT_EQ(*code, 0) << p.err();
+  EXPECT_LT(took, 5500ms);
+}
+
+TEST(ProcessSignals, SecondSignalExitsAtOnce) {
+  temp_dir dir;
+  fault_env env;
+  // The server swallows calls and the deadline is long, so the drain would take the full 5 s.
+  dir.write("kvrelay.toml", toml_for(env, "3s", "20s"));
+  child_process p({binary, "--config", dir.file("kvrelay.toml")}, dir.path());
+  ASSERT_GT(p.pid(), 0);
+  warm_up(env);
+  env.server.set_black_hole(true);
+  env.model.opts().capacity = 100000;
+  env.publish_steps(10);
+  std::this_thread::sleep_for(300ms);
+  p.signal(SIGTERM);
+  std::this_thread::sleep_for(400ms);
+  ASSERT_FALSE(p.wait(0ms).has_value()) << "the first signal should still be draining";
+  const auto t0 = std::chrono::steady_clock::now();
+  p.signal(SIGTERM);
+  const auto code = p.wait(3s);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  env.server.set_black_hole(false);
+  ASSERT_TRUE(code.has_value()) << "a second signal must not wait for the drain\n" << p.err();
+  EXPECT_LT(took, 1000ms);
+  EXPECT_NE(*code, 0) << "an interrupted drain is not a clean exit";
+  EXPECT_NE(p.err().find("second signal"), std::string::npos) << p.err();
+}
+
+TEST(ProcessConfig, BadConfigExitsTwoWithFileLineColumn) {
+  temp_dir dir;
+  dir.write("bad.toml",
+            "[server]\naddress = \"127.0.0.1:9\"\n\n[[engine]]\nreplica_id = \"r\"\n"
+            "model_id = \"m\"\ndp_mode = \"split\"\n");
+  child_process p({binary, "--config", dir.file("bad.toml")}, dir.path());
+  const auto code = p.wait(10s);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 2) << p.err();
+  const std::string all = p.out() + p.err();
+  // The offending value is on line 7: "dp_mode = \"split\"".
+  const std::regex where(std::regex_replace(dir.file("bad.toml"), std::regex(R"([.^$|()\[\]{}*+?\\])"),
+                                            R"(\$&)") +
+                         ":7:[0-9]+:");
+  EXPECT_TRUE(std::regex_search(all, where)) << all;
+  EXPECT_NE(all.find("split"), std::string::npos) << all;
+}
+
+TEST(ProcessConfig, SyntaxErrorAlsoNamesThePlace) {
+  temp_dir dir;
+  dir.write("broken.toml", "[server]\naddress = \"127.0.0.1:9\n");
+  child_process p({binary, "--config", dir.file("broken.toml")}, dir.path());
+  const auto code = p.wait(10s);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 2) << p.err();
+  EXPECT_NE((p.out() + p.err()).find("broken.toml:2:"), std::string::npos) << p.err();
+}
+
+TEST(ProcessVersion, NamesTheLibrariesItRunsWith) {
+  temp_dir dir;
+  child_process p({binary, "--version"}, dir.path());
+  const auto code = p.wait(10s);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 0);
+  const auto out = p.out();
+  for (const char* lib : {"kvrelay ", "CAF 0.17.6", "libzmq 4.", "gRPC 1.", "protobuf 3."})
+    EXPECT_NE(out.find(lib), std::string::npos) << lib << " missing from:\n" << out;
+}
+
+}  // namespace
+}  // namespace kvrelay::faults
