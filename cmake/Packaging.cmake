@@ -1,0 +1,90 @@
+# Install layout and the Debian package. Included at the end of the top-level CMakeLists.txt.
+#
+#   cmake -S . -B build/pkg -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr \
+#         -DKVRELAY_BUILD_TESTS=OFF -DKVRELAY_BUILD_BENCH=OFF
+#   cmake --build build/pkg -j2 && (cd build/pkg && cpack -G DEB)      → kvrelay_<v>-1_<arch>.deb
+#   DESTDIR=/tmp/stage cmake --install build/pkg                         → a staged tree
+#
+# cpack runs the install step, which builds `all` first: configure the package build without tests
+# and benchmarks. Installed (prefix /usr):
+#   bin/kvrelay, bin/kvrelay-fake-engine, bin/kvrelay-policy-server, bin/kvrelay-route-probe
+#     (the tools install themselves from tools/*/CMakeLists.txt)
+#   /etc/kvrelay/kvrelay.toml                     default config, a dpkg conffile
+#   lib/systemd/system/kvrelay.service            hardened unit (deploy/systemd)
+#   share/doc/kvrelay/examples/*.toml             config/examples
+#   share/doc/kvrelay/kubernetes/                 deploy/kubernetes
+#   share/doc/kvrelay/*.md                        README and docs/
+# With prefix /usr the config goes to /etc (absolute: stage with DESTDIR, not --prefix); with any
+# other prefix to <prefix>/etc, and the unit's paths are rewritten to match.
+
+if(NOT TARGET kvrelay_bin)
+  return()  # core-only and fuzz builds have no daemon to install
+endif()
+
+include(GNUInstallDirs)
+
+set(_kvrelay_deploy "${PROJECT_SOURCE_DIR}/deploy")
+if(CMAKE_INSTALL_FULL_SYSCONFDIR STREQUAL "/etc")
+  set(_kvrelay_confdir "/etc/kvrelay")
+else()
+  set(_kvrelay_confdir "${CMAKE_INSTALL_SYSCONFDIR}/kvrelay")
+endif()
+set(_kvrelay_conffile "${CMAKE_INSTALL_FULL_SYSCONFDIR}/kvrelay/kvrelay.toml")
+
+# -- the unit: deploy/systemd/kvrelay.service names the .deb's paths; follow the real prefix -------
+set(_unit_src "${_kvrelay_deploy}/systemd/kvrelay.service")
+set_property(DIRECTORY "${PROJECT_SOURCE_DIR}" APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${_unit_src}")
+file(READ "${_unit_src}" _unit)
+string(REPLACE "/usr/bin/kvrelay" "${CMAKE_INSTALL_FULL_BINDIR}/kvrelay" _unit "${_unit}")
+string(REPLACE "/etc/kvrelay/kvrelay.toml" "${_kvrelay_conffile}" _unit "${_unit}")
+string(REPLACE "/usr/share/doc/kvrelay" "${CMAKE_INSTALL_FULL_DOCDIR}" _unit "${_unit}")
+file(CONFIGURE OUTPUT "${PROJECT_BINARY_DIR}/packaging/kvrelay.service" CONTENT "${_unit}"
+     @ONLY NEWLINE_STYLE UNIX)
+
+# -- install rules (the binaries' are next to their targets) ----------------------------------------
+install(FILES "${_kvrelay_deploy}/kvrelay.toml" DESTINATION "${_kvrelay_confdir}"
+        PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
+install(FILES "${PROJECT_BINARY_DIR}/packaging/kvrelay.service"
+        DESTINATION lib/systemd/system
+        PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/config/examples/" DESTINATION "${CMAKE_INSTALL_DOCDIR}/examples"
+        FILES_MATCHING PATTERN "*.toml")
+install(DIRECTORY "${_kvrelay_deploy}/kubernetes/" DESTINATION "${CMAKE_INSTALL_DOCDIR}/kubernetes")
+file(GLOB _kvrelay_docs CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/docs/*.md")
+install(FILES "${PROJECT_SOURCE_DIR}/README.md" ${_kvrelay_docs} DESTINATION "${CMAKE_INSTALL_DOCDIR}")
+
+# -- CPack: the .deb -----------------------------------------------------------------------------------
+set(KVRELAY_PACKAGE_MAINTAINER "kvrelay maintainers <kvrelay@example.invalid>"
+    CACHE STRING "Maintainer field of the .deb")
+set(KVRELAY_PACKAGE_RELEASE "1" CACHE STRING "Debian revision of the .deb (<version>-<release>)")
+
+set(CPACK_PACKAGE_NAME "kvrelay")
+set(CPACK_PACKAGE_VERSION "${PROJECT_VERSION}")
+set(CPACK_PACKAGE_CONTACT "${KVRELAY_PACKAGE_MAINTAINER}")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+    "relays inference engines' KV-cache events to a cache-policy server")
+set(CPACK_PACKAGE_DESCRIPTION
+    "kvrelay subscribes to the KV-cache event streams of LLM inference engines (vLLM, SGLang and\n"
+    "engines using their wire format) over ZeroMQ, fingerprints the stored blocks, and reports\n"
+    "which replica holds which prefix to a cache-aware router's policy server over gRPC. It is a\n"
+    "drop-in replacement for the Go kvevent-subscriber (same flags), with replay, tiers, LoRA\n"
+    "partitions and many engines per daemon.")
+set(CPACK_PACKAGING_INSTALL_PREFIX "${CMAKE_INSTALL_PREFIX}")
+set(CPACK_STRIP_FILES ON)  # RelWithDebInfo binaries are ~40 MB each with their debug info
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_RELEASE "${KVRELAY_PACKAGE_RELEASE}")
+set(CPACK_DEBIAN_PACKAGE_SECTION "net")
+set(CPACK_DEBIAN_PACKAGE_PRIORITY "optional")
+# Depends from the binaries' real shared-library needs (dpkg-shlibdeps, from dpkg-dev).
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+file(CONFIGURE OUTPUT "${PROJECT_BINARY_DIR}/packaging/conffiles" CONTENT "${_kvrelay_conffile}\n")
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
+    "${PROJECT_BINARY_DIR}/packaging/conffiles"
+    "${_kvrelay_deploy}/debian/postinst"
+    "${_kvrelay_deploy}/debian/prerm"
+    "${_kvrelay_deploy}/debian/postrm")
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+set(CPACK_GENERATOR "DEB")
+set(CPACK_SOURCE_GENERATOR "TGZ")
+set(CPACK_SOURCE_IGNORE_FILES "/build/" "/\\\\.git/")
+include(CPack)
