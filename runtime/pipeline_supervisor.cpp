@@ -188,23 +188,45 @@ std::string record_json(const restart_record& r) {
 void drain(pipeline_self self, caf::typed_response_promise<bool> promise) {
   auto& st = self->state;
   st.shutting_down = true;
-  if (st.ingress) self->send(st.ingress, atom::drain_v);  // stop reading first
   if (!st.decoder || !st.debouncer) {
+    if (st.ingress) self->send(st.ingress, atom::drain_v);
     promise.deliver(false);
     return;
   }
+  auto deadline = st.opts.drain_timeout;
   // The decoder answers status only after its shards did: everything read so far has become
   // ops in the debouncer's mailbox by then. Then the debouncer flushes and waits for acks.
-  auto deadline = st.opts.drain_timeout;
-  self->request(st.decoder, deadline, atom::status_v)
-      .then(
-          [=](const std::string&) mutable {
-            auto& s = self->state;
-            self->request(s.debouncer, deadline, atom::drain_v)
-                .then([=](bool ok) mutable { promise.deliver(ok); },
-                      [=](caf::error&) mutable { promise.deliver(false); });
-          },
-          [=](caf::error&) mutable { promise.deliver(false); });
+  auto decode_then_flush = [=]() mutable {
+    auto& s = self->state;
+    if (!s.decoder || !s.debouncer) {
+      promise.deliver(false);
+      return;
+    }
+    self->request(s.decoder, deadline, atom::status_v)
+        .then(
+            [=](const std::string&) mutable {
+              auto& s2 = self->state;
+              if (!s2.debouncer) {
+                promise.deliver(false);
+                return;
+              }
+              self->request(s2.debouncer, deadline, atom::drain_v)
+                  .then([=](bool ok) mutable { promise.deliver(ok); },
+                        [=](caf::error&) mutable { promise.deliver(false); });
+            },
+            [=](caf::error&) mutable { promise.deliver(false); });
+  };
+  if (!st.ingress) {
+    decode_then_flush();
+    return;
+  }
+  // Stop reading first. The ingress still reads what the engine already sent and answers
+  // status only once its source stopped: every batch it read is then in the decoder's mailbox,
+  // ahead of our status request.
+  self->send(st.ingress, atom::drain_v);
+  self->request(st.ingress, deadline, atom::status_v)
+      .then([=](const std::string&) mutable { decode_then_flush(); },
+            [=](caf::error&) mutable { decode_then_flush(); });
 }
 
 pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_options opts,

@@ -3,8 +3,10 @@
 #include <caf/actor_system.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
 
 #include <chrono>
+#include <vector>
 
 #include "runtime/log.hpp"
 #include "runtime/metrics_registry.hpp"
@@ -16,6 +18,10 @@ namespace kvrelay {
 namespace {
 
 constexpr auto tick_interval = std::chrono::seconds(1);
+// Shutdown: what the engine already sent is read until the socket is quiet this long, at most
+// drain_read_max (an engine that never pauses must not hold the shutdown).
+constexpr auto drain_poll = std::chrono::milliseconds(20);
+constexpr auto drain_read_max = std::chrono::seconds(1);
 
 int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -32,6 +38,14 @@ struct ingress_state {
   std::shared_ptr<metrics_registry> metrics;
   std::shared_ptr<pipeline_health> health;
   ingress::zmq_source_stats last{};  // counters already published
+
+  // Drain: batches published before it are still read (they may sit in the SUB socket); status
+  // answers wait until the source stopped, so the supervisor knows every batch went out.
+  bool draining = false;
+  bool stopped = false;
+  uint64_t drain_seen = ~uint64_t{0};
+  std::chrono::steady_clock::time_point drain_until{};
+  std::vector<caf::typed_response_promise<std::string>> status_waiting;
 
   ~ingress_state() {
     // Join the ZMQ thread before the handles it sends to go away (STYLE.md C1).
@@ -158,6 +172,46 @@ ingress::log_fn make_log(std::string replica_id) {
   };
 }
 
+std::string status_text(ingress_self self) {
+  auto& s = self->state;
+  auto stats = s.source->stats();
+  status_json j("ingress", self->mailbox().size());
+  j.add("endpoint", s.opts.source.endpoint);
+  j.add("replay_endpoint", s.opts.source.replay_endpoint);
+  j.add("topic", s.opts.source.topic);
+  j.add("connected", stats.connected);
+  j.add("running", s.source->running());
+  j.add("messages", stats.frames.messages);
+  j.add("batches", stats.tracker.batches);
+  j.add("gaps", stats.tracker.gaps);
+  j.add("replays_requested", stats.tracker.replays_requested);
+  j.add("replays_succeeded", stats.tracker.replays_succeeded);
+  j.add("batches_recovered", stats.tracker.batches_recovered);
+  j.add("history_lost", stats.tracker.history_lost);
+  j.add("incarnation_resets", stats.tracker.resets);
+  j.add("in_flight", stats.in_flight);
+  return j.str();
+}
+
+// One drain step: stop once nothing new was read for a poll interval and the decoder has taken
+// everything delivered (or the bound passed); else look again shortly.
+void drain_step(ingress_self self) {
+  auto& s = self->state;
+  const auto stats = s.source->stats();
+  const bool quiet = stats.frames.messages == s.drain_seen && stats.in_flight == 0;
+  s.drain_seen = stats.frames.messages;
+  if (!quiet && std::chrono::steady_clock::now() < s.drain_until && s.source->running()) {
+    self->delayed_send(self, drain_poll, atom::tick_v);
+    return;
+  }
+  s.source->stop();
+  s.stopped = true;
+  publish(s);
+  const auto text = status_text(self);
+  for (auto& p : s.status_waiting) p.deliver(text);
+  s.status_waiting.clear();
+}
+
 ingress_actor::behavior_type ingress_fn(ingress_self self, ingress_options opts,
                                         decoder_actor decoder,
                                         std::shared_ptr<credit_line> credits,
@@ -186,35 +240,34 @@ ingress_actor::behavior_type ingress_fn(ingress_self self, ingress_options opts,
   self->delayed_send(self, tick_interval, atom::tick_v);
   return {
       [=](atom::tick) {
-        publish(self->state);
-        self->delayed_send(self, tick_interval, atom::tick_v);
+        auto& s = self->state;
+        if (s.draining && !s.stopped) {
+          drain_step(self);
+          return;
+        }
+        publish(s);
+        if (!s.stopped) self->delayed_send(self, tick_interval, atom::tick_v);
       },
-      [=](atom::drain) { self->state.source->stop(); },
+      [=](atom::drain) {
+        auto& s = self->state;
+        if (s.draining) return;
+        s.draining = true;
+        s.drain_until = std::chrono::steady_clock::now() + drain_read_max;
+        drain_step(self);
+      },
       [=](atom::done, const std::string& what) {
         log::error("zmq thread failed; restarting ingress",
                    {{"replica", self->state.opts.replica_id}, {"err", what}});
         self->quit(caf::make_error(caf::sec::runtime_error, what));
       },
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
-      [=](atom::status) -> std::string {
+      [=](atom::status) -> caf::result<std::string> {
         auto& s = self->state;
-        auto stats = s.source->stats();
-        status_json j("ingress", self->mailbox().size());
-        j.add("endpoint", s.opts.source.endpoint);
-        j.add("replay_endpoint", s.opts.source.replay_endpoint);
-        j.add("topic", s.opts.source.topic);
-        j.add("connected", stats.connected);
-        j.add("running", s.source->running());
-        j.add("messages", stats.frames.messages);
-        j.add("batches", stats.tracker.batches);
-        j.add("gaps", stats.tracker.gaps);
-        j.add("replays_requested", stats.tracker.replays_requested);
-        j.add("replays_succeeded", stats.tracker.replays_succeeded);
-        j.add("batches_recovered", stats.tracker.batches_recovered);
-        j.add("history_lost", stats.tracker.history_lost);
-        j.add("incarnation_resets", stats.tracker.resets);
-        j.add("in_flight", stats.in_flight);
-        return j.str();
+        if (s.draining && !s.stopped) {
+          s.status_waiting.push_back(self->make_response_promise<std::string>());
+          return s.status_waiting.back();
+        }
+        return status_text(self);
       },
   };
 }

@@ -354,10 +354,18 @@ child_process::child_process(const std::vector<std::string>& args, const std::st
   sigaddset(&dfl, SIGHUP);
   posix_spawnattr_setsigdefault(&attr, &dfl);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  // Debugging aid: KVRELAY_FAULT_CHILD_PREFIX="valgrind -q" runs the child under a tool that
+  // keeps its pid (signals still reach the daemon).
+  std::vector<std::string> full;
+  if (const char* prefix = std::getenv("KVRELAY_FAULT_CHILD_PREFIX")) {
+    std::istringstream words(prefix);
+    for (std::string w; words >> w;) full.push_back(w);
+  }
+  full.insert(full.end(), args.begin(), args.end());
   std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : full) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  if (posix_spawn(&pid_, argv[0], &fa, &attr, argv.data(), environ) != 0) pid_ = -1;
+  if (posix_spawnp(&pid_, argv[0], &fa, &attr, argv.data(), environ) != 0) pid_ = -1;
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
 }

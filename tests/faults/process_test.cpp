@@ -26,9 +26,11 @@ std::string toml_for(fault_env& env, const std::string& window, const std::strin
          "url = \"\"\n";
 }
 
-// Waits until the child has subscribed and indexed what was published so far.
+// Waits until the child has subscribed and indexed what was published so far. Enough steps to
+// fill the engine past its capacity: every later step evicts, and an eviction flushes the adds
+// pending before it, so a long window cannot hold the warm-up back.
 void warm_up(fault_env& env) {
-  env.publish_steps(30);
+  env.publish_steps(100);
   ASSERT_EQ(env.wait_consistent(15s), "");
 }
 
@@ -36,7 +38,7 @@ TEST(ProcessSignals, SigtermDrainsTheFinalFlushAndExitsZero) {
   temp_dir dir;
   fault_env env;
   // A long window: only the shutdown's final flush can deliver what is pending at SIGTERM.
-  dir.write("kvrelay.toml", toml_for(env, "3s", "500ms"));
+  dir.write("kvrelay.toml", toml_for(env, "30s", "500ms"));
   child_process p({binary, "--config", dir.file("kvrelay.toml")}, dir.path());
   ASSERT_GT(p.pid(), 0);
   warm_up(env);
@@ -46,13 +48,16 @@ TEST(ProcessSignals, SigtermDrainsTheFinalFlushAndExitsZero) {
     env.publish_steps(40);
     std::this_thread::sleep_for(20ms);
   }
+  // Everything so far acknowledged: an ack also sends whatever is pending, and would deliver
+  // the tail below before SIGTERM.
+  ASSERT_EQ(env.wait_consistent(10s), "");
   // No evictions in the last steps: those force a flush and would hide a missing final one.
   env.model.opts().capacity = 100000;
   env.publish_steps(10);
-  std::this_thread::sleep_for(300ms);  // read by the SUB; far below the 3 s window
+  std::this_thread::sleep_for(300ms);  // read by the SUB; far below the window
   const auto want = env.model.expected();
   ASSERT_NE(describe_diff(want, server_view(env.server)), "")
-      << "the tail should still be pending before SIGTERM (window 3 s)";
+      << "the tail should still be pending before SIGTERM (window 30 s)";
   const auto t0 = std::chrono::steady_clock::now();
   p.signal(SIGTERM);
   const auto code = p.wait(6s);
