@@ -7,7 +7,8 @@
 #   ./scripts/bench.sh --smoke         a few seconds, for CI: runs every piece once, no thresholds
 # Options: --build-dir DIR (default build/bench), --no-build, --out DIR (default
 # $BUILD_DIR/bench-results), --repeats N (repeats of each case, default 2), --cases LIST
-# (comma-separated from: micro,throughput,evicting,latency,dp4,node4; default all).
+# (comma-separated from: micro,throughput,memory,evicting,latency,dp4,node4, and profile (perf +
+# callgrind, not in the default list); default all but profile).
 #
 # Exit status: 0 when every case ran and kvrelay received every published block without a
 # sequence gap; 1 otherwise. Figures are reported, never asserted (the machine is shared).
@@ -19,7 +20,7 @@ OUT=""
 REPEATS=2
 SMOKE=0
 BUILD=1
-CASES="micro,throughput,evicting,latency,dp4,node4"
+CASES="micro,throughput,memory,evicting,latency,dp4,node4"
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -37,7 +38,8 @@ done
 [[ -n "$OUT" ]] || OUT="$BUILD_DIR/bench-results"
 if [[ $SMOKE == 1 ]]; then
   REPEATS=1
-  [[ "$CASES" == "micro,throughput,evicting,latency,dp4,node4" ]] && CASES="throughput,evicting,latency,dp4,node4"
+  [[ "$CASES" == "micro,throughput,memory,evicting,latency,dp4,node4" ]] &&
+    CASES="throughput,evicting,latency,dp4,node4"
 fi
 has_case() { [[ ",$CASES," == *",$1,"* ]]; }
 
@@ -130,16 +132,19 @@ sink_stats() {  # fresh JSON from the sink
 json_field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
 
 KV_PID=""
+KV_WRAP=""     # e.g. "valgrind --tool=callgrind ..." (same pid: valgrind runs the program in-process)
+PERF_DATA=""   # when set: perf record -e cpu-clock on kvrelay from go until drained
 start_kvrelay() {  # $1 = case name, rest = kvrelay flags
   local name="$1"; shift
   ADMIN="127.0.0.1:$(free_port)"
-  "$KVRELAY" --server "127.0.0.1:$SINK_PORT" --admin-listen "$ADMIN" --log-level warn "$@" \
+  # shellcheck disable=SC2086  # KV_WRAP is a command prefix (valgrind for the profile case)
+  $KV_WRAP "$KVRELAY" --server "127.0.0.1:$SINK_PORT" --admin-listen "$ADMIN" --log-level warn "$@" \
     >>"$OUT/kvrelay-$name.log" 2>&1 &
   KV_PID=$!
   PIDS+=("$KV_PID")
 }
 wait_connected() {  # $1 = engine sources expected
-  for _ in $(seq 300); do
+  for _ in $(seq 1200); do
     [[ "$(metric_sum kvrelay_engine_connected)" -ge "$1" ]] && { sleep 0.5; return 0; }
     sleep 0.05
   done
@@ -201,14 +206,22 @@ for l in open(sys.argv[1]):
   kill -USR2 "$SINK_PID"; sleep 0.05
   local c0 t0 t1="" c1 stored=0 last=-1 stall=0
   c0="$(cpu_seconds "$KV_PID")"; t0="$(now)"
+  local perf_pid=""
+  if [[ -n "$PERF_DATA" ]]; then
+    perf record -e cpu-clock -F 1999 -p "$KV_PID" -o "$PERF_DATA" 2>>"$OUT/perf.log" &
+    perf_pid=$!
+    sleep 0.3
+  fi
   touch "$WORK/go"
   while :; do
     stored="$(metric_sum kvrelay_blocks_total 'type="stored"')"
     if [[ "$stored" -ge "$expected" ]]; then t1="$(now)"; c1="$(cpu_seconds "$KV_PID")"; break; fi
     if [[ "$stored" == "$last" ]]; then stall=$((stall + 1)); else stall=0; last="$stored"; fi
+    [[ "$rate" != 0 && $stall -ge 40 ]] && stall=200  # 10 s without progress at 0.25 s polls
     # Pre-publish generation can be slow; stall counting starts once blocks flow.
     if [[ "$stored" -gt 0 && $stall -ge 200 ]]; then log "case $name: stalled at $stored/$expected"; break; fi
-    sleep 0.05
+    # Each /metrics scrape costs kvrelay ~0.3 ms: poll less when the run is paced anyway.
+    if [[ "$rate" == 0 ]]; then sleep 0.05; else sleep 0.25; fi
   done
   [[ -n "$t1" ]] || { t1="$(now)"; c1="$(cpu_seconds "$KV_PID")"; FAILED=1; }
   # Drain: nothing pending in kvrelay and the sink quiet for 3 windows.
@@ -221,6 +234,7 @@ for l in open(sys.argv[1]):
     [[ $quiet -ge 3 ]] && break
     sleep 0.1
   done
+  if [[ -n "$perf_pid" ]]; then kill -INT "$perf_pid"; wait "$perf_pid" 2>/dev/null || true; fi
   local c2 rss hwm resident gaps lost events_total
   c2="$(cpu_seconds "$KV_PID")"
   rss="$(status_kb "$KV_PID" VmRSS)"; hwm="$(status_kb "$KV_PID" VmHWM)"
@@ -326,6 +340,9 @@ fi
 # the steady state is one eviction per stored block, as on a busy engine.
 BIG="--capacity 4000000 --clear-prob 0"
 SMALL="--capacity 65536 --clear-prob 0.0005"
+# The latency runs last seconds, so their "small" cache is 16 Ki blocks: it fills within the
+# first two seconds even at 10 k blocks/s, and the rest of the run evicts.
+LAT_SMALL="--capacity 16384 --clear-prob 0.0005"
 if [[ $SMOKE == 1 ]]; then
   TP_BLOCKS=20000; EV_BLOCKS=20000; LAT_SECS=2; LAT_CASES=("10000 small")
 else
@@ -336,13 +353,18 @@ fi
 if has_case throughput; then
   for i in $(seq "$REPEATS"); do run_case "throughput-$i" single "$TP_BLOCKS" 0 "$BIG"; done
 fi
+if has_case memory; then
+  # 1 M resident again, paced: a blast parks the whole stream in kvrelay's ZMQ receive queue, and
+  # the heap it leaves behind would be charged to the index.
+  run_case "memory-1M-paced" single "$TP_BLOCKS" 250000 "$BIG --floor-repeats 1"
+fi
 if has_case evicting; then
   for i in $(seq "$REPEATS"); do run_case "evicting-$i" single "$EV_BLOCKS" 0 "$SMALL"; done
 fi
 if has_case latency; then
   for lc in "${LAT_CASES[@]}"; do
     read -r r cache <<<"$lc"
-    flags="$BIG"; [[ $cache == small ]] && flags="$SMALL"
+    flags="$BIG"; [[ $cache == small ]] && flags="$LAT_SMALL"
     n="$REPEATS"; [[ $r -ge 100000 && $cache == small ]] && n=1  # its eviction backlog is slow
     for i in $(seq "$n"); do
       run_case "latency-${r}-${cache}-$i" single $((r * LAT_SECS)) "$r" "$flags --floor-repeats 1"
@@ -354,6 +376,32 @@ if has_case dp4; then
 fi
 if has_case node4; then
   for i in $(seq "$REPEATS"); do run_case "node4-$i" node4 $((TP_BLOCKS / 4)) 0 "$BIG"; done
+fi
+
+if has_case profile; then
+  # Where the time goes. perf with the cpu-clock software event works in this VM (no hardware
+  # counters); callgrind is exact but ~50x slower, so it gets a short, paced run.
+  if command -v perf >/dev/null; then
+    for pc in "throughput $TP_BLOCKS $BIG" "evicting $EV_BLOCKS $SMALL"; do
+      read -r what n flags <<<"$pc"
+      PERF_DATA="$OUT/perf-$what.data"
+      # shellcheck disable=SC2086
+      run_case "profile-perf-$what" single "$n" 0 "$flags --floor-repeats 1"
+      PERF_DATA=""
+      perf report -i "$OUT/perf-$what.data" --no-children --sort dso,symbol --stdio 2>/dev/null |
+        grep -v '^#' | grep -v '^$' | head -60 >"$OUT/perf-$what-self.txt" || true
+      perf report -i "$OUT/perf-$what.data" --no-children --sort comm,dso --stdio 2>/dev/null |
+        grep -v '^#' | grep -v '^$' | head -30 >"$OUT/perf-$what-threads.txt" || true
+    done
+  fi
+  if command -v valgrind >/dev/null; then
+    KV_WRAP="valgrind --tool=callgrind --callgrind-out-file=$OUT/callgrind.out"
+    run_case "profile-callgrind" single 100000 10000 "$BIG --floor-repeats 1"
+    KV_WRAP=""
+    callgrind_annotate --inclusive=yes "$OUT/callgrind.out" 2>/dev/null | head -90 \
+      >"$OUT/callgrind-inclusive.txt" || true
+    callgrind_annotate "$OUT/callgrind.out" 2>/dev/null | head -70 >"$OUT/callgrind-self.txt" || true
+  fi
 fi
 
 # Summary table (medians are the reader's job: every run is listed).
