@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cstdio>
 #include <thread>
 
 #include "runtime/metrics_registry.hpp"
@@ -22,6 +23,21 @@ double restarts(fault_env& env, const std::string& unit) {
 
 uint64_t server_clears(fault_env& env) { return env.server.index().counters().cleared_events; }
 
+using steady = std::chrono::steady_clock;
+
+// wait_consistent, and how long the index took to become true again since `since` (printed and
+// recorded in the XML report as a property).
+std::string recovered(fault_env& env, const char* what, steady::time_point since,
+                      std::chrono::milliseconds timeout = 10s) {
+  auto diff = env.wait_consistent(timeout);
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - since).count();
+  ::testing::Test::RecordProperty(what, static_cast<int>(ms));
+  std::printf("[ measure  ] %s: %lld ms%s\n", what, static_cast<long long>(ms),
+              diff.empty() ? "" : " (not consistent)");
+  return diff;
+}
+
 TEST(EmitterCrash, RestartsAloneAndTheIndexStaysTrue) {
   fault_env env;
   std::string err;
@@ -29,10 +45,11 @@ TEST(EmitterCrash, RestartsAloneAndTheIndexStaysTrue) {
   env.publish_steps(60);
   ASSERT_EQ(env.wait_consistent(), "");
 
+  const auto t0 = steady::now();
   ASSERT_TRUE(env.d->crash(replica, "emitter"));
   env.publish_steps(60);  // flows while the emitter is down and restarting
   EXPECT_TRUE(wait_until([&] { return restarts(env, "emitter") >= 1; }, 5s));
-  EXPECT_EQ(env.wait_consistent(), "");
+  EXPECT_EQ(recovered(env, "emitter_crash_to_consistent_ms", t0), "");
   EXPECT_EQ(restarts(env, "emitter"), 1);
   EXPECT_LE(restarts(env, "datapath"), 0) << "an emitter crash must not restart the data path";
   EXPECT_NE(env.d->tree_json().find("\"restarts\":1"), std::string::npos) << env.d->tree_json();
@@ -101,11 +118,12 @@ TEST(ShardCrash, ClearsAndRebuildsFromReplay) {
   ASSERT_EQ(env.wait_consistent(), "");
   const auto clears_before = server_clears(env);
 
+  const auto t0 = steady::now();
   ASSERT_TRUE(env.d->crash(replica, "shard"));
   env.publish_steps(40);  // arrives while the data path restarts: replay must cover it
   EXPECT_TRUE(wait_until([&] { return server_clears(env) > clears_before; }, 5s))
       << "a shard crash must send ALL_CLEARED (no hint nothing can evict)";
-  EXPECT_EQ(env.wait_consistent(), "");
+  EXPECT_EQ(recovered(env, "shard_crash_to_consistent_ms", t0), "");
   EXPECT_EQ(restarts(env, "datapath"), 1);
   EXPECT_LE(restarts(env, "emitter"), 0);
   env.publish_steps(20);
@@ -127,9 +145,10 @@ TEST(PolicyServerOutage, RestartedEmptyIsRebuiltByResync) {
   }
   EXPECT_TRUE(wait_until([&] { return env.metric("kvrelay_units_failed_total") > 0; }, 3s));
   ASSERT_TRUE(env.server.restart(/*empty_index=*/true));
+  const auto t0 = steady::now();
   ASSERT_EQ(env.server.index().entries(), 0u);
   env.publish_steps(10);
-  EXPECT_EQ(env.wait_consistent(20s), "");
+  EXPECT_EQ(recovered(env, "server_back_empty_to_consistent_ms", t0, 20s), "");
   EXPECT_GE(env.metric("kvrelay_resyncs_total"), 1);
   EXPECT_TRUE(wait_until([&] { return env.d->ready(); }, 5s));
 }
@@ -167,7 +186,7 @@ TEST(PolicyServerBlackHole, IngestionKeepsUpMemoryBoundedThenResyncs) {
   EXPECT_LE(env.server.held_calls(), 16u) << "held calls must be cancelled by the deadline";
 
   env.server.set_black_hole(false);
-  EXPECT_EQ(env.wait_consistent(20s), "");
+  EXPECT_EQ(recovered(env, "black_hole_released_to_consistent_ms", steady::now(), 20s), "");
 }
 
 TEST(EngineRestart, SequenceResetClearsAndReindexes) {
@@ -178,10 +197,11 @@ TEST(EngineRestart, SequenceResetClearsAndReindexes) {
   ASSERT_TRUE(env.wait_live());
   ASSERT_EQ(env.wait_consistent(), "");
 
+  const auto t0 = steady::now();
   env.engine->restart_incarnation();
   env.model.forget();
   env.publish_steps(30);
-  EXPECT_EQ(env.wait_consistent(), "");
+  EXPECT_EQ(recovered(env, "engine_restart_to_consistent_ms", t0), "");
   EXPECT_EQ(env.ingress_field("incarnation_resets"), 1);
 }
 
@@ -224,9 +244,10 @@ TEST(EngineAbsentAtStart, IndexesOnceItAppears) {
   std::this_thread::sleep_for(700ms);
   EXPECT_FALSE(env.d->ready());
 
+  const auto t0 = steady::now();
   env.start_engine(live, replay);
   env.publish_steps(50);
-  EXPECT_EQ(env.wait_consistent(20s), "");
+  EXPECT_EQ(recovered(env, "engine_appeared_to_consistent_ms", t0, 20s), "");
   EXPECT_TRUE(wait_until([&] { return env.d->ready(); }, 5s));
 }
 
@@ -237,6 +258,10 @@ void drain_and_compare(fault_env& env) {
   const auto t0 = std::chrono::steady_clock::now();
   const bool drained = env.d->drain(5s);
   const auto took = std::chrono::steady_clock::now() - t0;
+  std::printf("[ measure  ] drain of %llu batches: %lld ms\n",
+              static_cast<unsigned long long>(last_seq + 1),
+              static_cast<long long>(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
   EXPECT_TRUE(drained);
   EXPECT_LT(took, 5500ms);
   EXPECT_EQ(describe_diff(want, server_view(env.server)), "")
