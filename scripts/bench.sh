@@ -117,7 +117,7 @@ start_sink() {
   SINK_STATS="$WORK/sink-$1.json"
   rm -f "$WORK/sink.port"
   "$SINK" --listen 127.0.0.1:0 --port-file "$WORK/sink.port" --stats-file "$SINK_STATS" \
-    2>>"$OUT/sink.log" &
+    --receipts "$WORK/receipts-$1.bin" 2>>"$OUT/sink.log" &
   SINK_PID=$!
   PIDS+=("$SINK_PID")
   for _ in $(seq 200); do [[ -s "$WORK/sink.port" ]] && break; sleep 0.02; done
@@ -181,7 +181,8 @@ run_case() {
   rm -f "$WORK/go"
   # shellcheck disable=SC2086
   "$LOADGEN" --bind "tcp://127.0.0.1:$base" --blocks "$blocks" --rate "$rate" \
-    --go-file "$WORK/go" "${lg_flags[@]}" $extra >"$lg_out" 2>>"$OUT/loadgen.log" &
+    --go-file "$WORK/go" --block-times "$WORK/times-$name.bin" "${lg_flags[@]}" $extra \
+    >"$lg_out" 2>>"$OUT/loadgen.log" &
   local lg_pid=$!
   PIDS+=("$lg_pid")
   start_kvrelay "$name" "${kv_flags[@]}"
@@ -246,12 +247,40 @@ for l in open(sys.argv[1]):
   local c_post0 c_post1
   c_post0="$(cpu_seconds "$KV_PID")"; sleep "$idle_s"; c_post1="$(cpu_seconds "$KV_PID")"
   wait "$lg_pid" 2>/dev/null || true
+  kill -TERM "$SINK_PID" 2>/dev/null; wait "$SINK_PID" 2>/dev/null || true  # writes its receipts
   python3 - "$name" "$mode" "$rate" "$lg_out" "$s" "$t0" "$t1" "$c0" "$c1" "$c2" "$expected" \
     "$stored" "$gaps" "$lost" "$events_total" "$resident" "$rss_base" "$rss" "$hwm" \
-    "$c_idle0" "$c_idle1" "$c_post0" "$c_post1" "$idle_s" >>"$RESULTS" <<'EOF'
-import json, sys
+    "$c_idle0" "$c_idle1" "$c_post0" "$c_post1" "$idle_s" \
+    "$WORK/times-$name.bin" "$WORK/receipts-$name.bin" >>"$RESULTS" <<'EOF'
+import array, json, os, sys
 (name, mode, rate, lg_out, sink, t0, t1, c0, c1, c2, expected, stored, gaps, lost, events,
- resident, rss_base, rss, hwm, ci0, ci1, cp0, cp1, idle_s) = sys.argv[1:]
+ resident, rss_base, rss, hwm, ci0, ci1, cp0, cp1, idle_s, times_bin, receipts_bin) = sys.argv[1:]
+
+def pairs(path):
+    a = array.array("q")
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            a.frombytes(f.read())
+    return a
+
+# Exact per-block latency: each stored block's publish time (loadgen) joined by fingerprint with
+# its first receipt at the sink. Re-stored fingerprints count once (first publish, first receipt).
+published = {}
+t = pairs(times_bin)
+for i in range(0, len(t) - 1, 2):
+    published.setdefault(t[i], t[i + 1])
+lat = []
+seen = set()
+r = pairs(receipts_bin)
+for i in range(0, len(r) - 1, 2):
+    fp = r[i]
+    if fp in seen or fp not in published:
+        continue
+    seen.add(fp)
+    lat.append(r[i + 1] - published[fp])
+lat.sort()
+def pct(q):
+    return round(lat[min(len(lat) - 1, int(q * len(lat)))] / 1e3, 3) if lat else None
 lg = {}
 for line in open(lg_out):
     d = json.loads(line); lg[d["kind"]] = d
@@ -289,6 +318,9 @@ r = {
     "server_evictions_per_s": round(sink["evictions"] / e2e_s) if e2e_s > 0 else 0,
     "lat_p50_ms": sink["lat_p50_ms"], "lat_p90_ms": sink["lat_p90_ms"],
     "lat_p99_ms": sink["lat_p99_ms"], "lat_max_ms": sink["lat_max_ms"],
+    "block_lat_matched": len(lat), "block_lat_published": len(published),
+    "block_lat_p50_ms": pct(0.50), "block_lat_p90_ms": pct(0.90),
+    "block_lat_p99_ms": pct(0.99), "block_lat_max_ms": pct(1.0),
     "floor": floor, "generated": lg.get("generated", {}),
 }
 if floor.get("floor_ns") and r["cpu_ns_per_block"]:
@@ -409,14 +441,14 @@ python3 - "$RESULTS" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print("| case | blocks | e2e blocks/s | events/s | ingest blocks/s | gaps | evictions/s | CPU s/M blocks "
-      "| ingest CPU ns/block | floor ns/block | CPU ÷ floor (all, ingest) | decode+fp ÷ floor | p50 ms "
-      "| p99 ms | resident | B/resident block | idle CPU % (before/after) |")
+      "| ingest CPU ns/block | floor ns/block | CPU ÷ floor (all, ingest) | decode+fp ÷ floor "
+      "| flush p50/p99 ms | block p50/p99 ms | resident | B/resident block | idle CPU % (before/after) |")
 print("|" + "---|" * 17)
 for r in rows:
     f = r.get("floor", {})
     print("| {case} | {blocks} | {blocks_per_s} | {events_per_s} | {ingest_blocks_per_s} | {seq_gaps} | "
           "{server_evictions_per_s} | {cpu_s_per_m_blocks} | {ingest_cpu_ns_per_block} | {fl} | {cvf}, {icvf} | "
-          "{dvf} | {lat_p50_ms} | {lat_p99_ms} | {resident_blocks} | {bprb} | "
+          "{dvf} | {lat_p50_ms}/{lat_p99_ms} | {block_lat_p50_ms}/{block_lat_p99_ms} | {resident_blocks} | {bprb} | "
           "{idle_cpu_pct_before}/{idle_cpu_pct_after} |".format(
               fl=f.get("floor_ns", "-"), cvf=r.get("cpu_vs_floor", "-"),
               icvf=r.get("ingest_cpu_vs_floor", "-"),

@@ -18,10 +18,12 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <sys/stat.h>
 
+#include "actors/shard/fingerprint.hpp"
 #include "bench/floor/floor.hpp"
 #include "tools/fake-engine/publisher.hpp"
 #include "tools/fake-engine/wire_encoder.hpp"
@@ -54,7 +56,9 @@ const char* k_usage =
     "  --floor-repeats N    floor passes (best of N; 0 = skip the floor; default 3)\n"
     "  --go-file PATH       wait (up to 120 s) until PATH exists before publishing\n"
     "  --floor-only         generate, measure the floor, exit\n"
-    "  --linger-ms N        wait for queued messages at exit (default 30000)\n";
+    "  --linger-ms N        wait for queued messages at exit (default 30000)\n"
+    "  --block-times PATH   write (fingerprint u64, publish time us i64) per stored block (two native\n"
+    "                       int64), for exact per-block latency against the sink's receipts\n";
 
 [[noreturn]] void usage_error(const std::string& msg) {
   std::fprintf(stderr, "%s\n%s", msg.c_str(), k_usage);
@@ -74,7 +78,7 @@ struct options {
   double clear_prob = 0.0005;
   std::string era = "G";
   long seed = 1, floor_repeats = 3, linger_ms = 30000;
-  std::string go_file;
+  std::string go_file, block_times;
   bool floor_only = false;
 };
 
@@ -125,6 +129,7 @@ options parse(int argc, char** argv) {
     else if (name == "floor-repeats") o.floor_repeats = num();
     else if (name == "go-file") o.go_file = value;
     else if (name == "linger-ms") o.linger_ms = num();
+    else if (name == "block-times") o.block_times = value;
     else usage_error("unknown flag --" + name);
   }
   if (o.dp_size < 1 || o.dp_size > 64) usage_error("--dp-size must be in [1, 64]");
@@ -163,6 +168,8 @@ struct batch {
   std::string payload;
   uint32_t blocks = 0;  // stored block hashes
   uint32_t events = 0;
+  std::vector<uint64_t> fingerprints;  // of its stored blocks, with --block-times
+  int64_t published_us = 0;
 };
 
 struct rank_load {
@@ -175,9 +182,34 @@ struct rank_load {
 // measured from the moment the engine publishes, not from generation.
 constexpr size_t k_ts_offset = 1;
 
+// The content fingerprint kvrelay will report for each stored block (policy-contract §3): chained
+// from the parent's fingerprint, which we remember by engine hash as the daemon's shard does.
+class fingerprint_tracker {
+ public:
+  void stored(const fake_event& ev, std::vector<uint64_t>& out) {
+    bool has_parent = false;
+    uint64_t parent = 0;
+    if (ev.parent) {
+      const auto it = by_engine_hash_.find(ev.parent->value);
+      if (it == by_engine_hash_.end()) return;  // the daemon drops these too (unknown parent)
+      has_parent = true;
+      parent = it->second;
+    }
+    const auto fps = kvrelay::fingerprint::prefixes(ev.token_ids, ev.block_size, has_parent, parent);
+    for (size_t i = 0; i < fps.size() && i < ev.block_hashes.size(); ++i) {
+      by_engine_hash_[ev.block_hashes[i].value] = fps[i];
+      out.push_back(fps[i]);
+    }
+  }
+
+ private:
+  std::unordered_map<uint64_t, uint64_t> by_engine_hash_;
+};
+
 rank_load generate(const options& o, long rank, long wire_rank, wire_era era,
                    kvrelay::bench::floor_input* floor_in) {
   workload wl(workload_for(o, rank));
+  fingerprint_tracker fps;
   rank_load out;
   encode_options eo;
   eo.era = era;
@@ -190,6 +222,7 @@ rank_load generate(const options& o, long rank, long wire_rank, wire_era era,
       ++b.events;
       if (ev.t == fake_event::type::stored) {
         b.blocks += static_cast<uint32_t>(ev.block_hashes.size());
+        if (!o.block_times.empty()) fps.stored(ev, b.fingerprints);
         if (floor_in) {
           floor_in->tokens.insert(floor_in->tokens.end(), ev.token_ids.begin(),
                                   ev.token_ids.end());
@@ -235,6 +268,22 @@ std::string engine_endpoint(const std::string& base, long i) {
   const long port = std::strtol(base.c_str() + colon + 1, nullptr, 10);
   if (port <= 0) usage_error("--engines needs a numeric port in --bind");
   return base.substr(0, colon + 1) + std::to_string(port + 10 * i);
+}
+
+bool write_block_times(const std::string& path, const std::vector<rank_load>& loads) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return false;
+  bool ok = true;
+  for (const auto& l : loads) {
+    for (const auto& b : l.batches) {
+      if (b.published_us == 0) continue;  // never sent (stopped early)
+      for (uint64_t fp : b.fingerprints) {
+        const int64_t rec[2] = {static_cast<int64_t>(fp), b.published_us};
+        ok = std::fwrite(rec, sizeof rec, 1, f) == 1 && ok;
+      }
+    }
+  }
+  return std::fclose(f) == 0 && ok;
 }
 
 bool wait_for_file(const std::string& path) {
@@ -336,7 +385,9 @@ int main(int argc, char** argv) {
                                       static_cast<double>(sent_blocks) / o.rate));
         std::this_thread::sleep_until(due);
       }
-      patch_ts(b.payload, wall_seconds());
+      const double ts = wall_seconds();
+      patch_ts(b.payload, ts);
+      b.published_us = static_cast<int64_t>(ts * 1e6);
       pubs[r]->publish(b.payload, false);
       sent_blocks += b.blocks;
       ++sent_batches;
@@ -349,6 +400,10 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(sent_blocks), t0, t1, t1 - t0,
               t1 > t0 ? static_cast<double>(sent_blocks) / (t1 - t0) : 0.0);
   std::fflush(stdout);
+  if (!o.block_times.empty() && !write_block_times(o.block_times, loads)) {
+    std::fprintf(stderr, "loadgen: cannot write %s\n", o.block_times.c_str());
+    return 1;
+  }
   for (auto& p : pubs) p->stop();  // lingers until the subscriber has the queued messages
   return 0;
 }

@@ -4,9 +4,11 @@
 // here, weighted by the number of prefixes. tools/policy-server answers the same RPCs but keeps
 // an index and has no latency record; a benchmark wants neither cost nor a coarse histogram.
 //
-//   kvrelay-bench-sink --listen 127.0.0.1:0 --port-file P --stats-file S
+//   kvrelay-bench-sink --listen 127.0.0.1:0 --port-file P --stats-file S [--receipts R]
 // SIGUSR1 writes the stats JSON to --stats-file (atomically); SIGUSR2 resets every counter and
-// sample (start of a measured phase); SIGTERM/SIGINT write the stats and exit.
+// sample (start of a measured phase); SIGTERM/SIGINT write the stats and exit. With --receipts,
+// every reported prefix's (fingerprint, receipt µs) is kept and written at exit (two native
+// int64 per prefix) so a harness can join it with the engine's publish time of each block.
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -49,10 +51,13 @@ struct stats {
   uint64_t stats_only = 0, evictions = 0, clears = 0, other_events = 0;
   int64_t first_prefix_us = 0, last_prefix_us = 0, last_any_us = 0;
   std::vector<sample> samples;
+  std::vector<int64_t> receipts;  // fingerprint, receipt_us, … (with --receipts)
 };
 
 class sink final : public ic::InferenceCache::Service {
  public:
+  explicit sink(bool keep_receipts) : keep_receipts_(keep_receipts) {}
+
   grpc::Status ReportCacheState(grpc::ServerContext*, grpc::ServerReader<ic::CacheStateUpdate>* r,
                                 ic::Ack* ack) override {
     ic::CacheStateUpdate u;
@@ -74,6 +79,15 @@ class sink final : public ic::InferenceCache::Service {
       if (s_.first_prefix_us == 0) s_.first_prefix_us = t;
       s_.last_prefix_us = t;
       if (u.timestamp_us() > 0) s_.samples.push_back({t - u.timestamp_us(), n});
+      if (keep_receipts_) {
+        for (const auto& p : u.prefixes()) {
+          if (p.prefix_hash().size() != 8) continue;
+          uint64_t fp = 0;
+          for (unsigned char c : p.prefix_hash()) fp = (fp << 8) | c;  // BE8
+          s_.receipts.push_back(static_cast<int64_t>(fp));
+          s_.receipts.push_back(t);
+        }
+      }
     }
     ack->set_accepted(true);
     return grpc::Status::OK;
@@ -92,6 +106,15 @@ class sink final : public ic::InferenceCache::Service {
   void reset() {
     std::lock_guard<std::mutex> lk(mu_);
     s_ = stats{};
+  }
+
+  bool write_receipts(const std::string& path) {
+    std::lock_guard<std::mutex> lk(mu_);
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f) return false;
+    const size_t n = s_.receipts.size();
+    const bool ok = n == 0 || std::fwrite(s_.receipts.data(), sizeof(int64_t), n, f) == n;
+    return std::fclose(f) == 0 && ok;
   }
 
   std::string json() {
@@ -134,6 +157,7 @@ class sink final : public ic::InferenceCache::Service {
   }
 
  private:
+  const bool keep_receipts_;
   std::mutex mu_;
   stats s_;
 };
@@ -151,7 +175,7 @@ bool write_atomic(const std::string& path, const std::string& text) {
 [[noreturn]] void usage(const char* msg) {
   std::fprintf(stderr,
                "%s\nUsage: kvrelay-bench-sink [--listen 127.0.0.1:0] [--port-file P] "
-               "[--stats-file S]\n",
+               "[--stats-file S] [--receipts R]\n",
                msg);
   std::exit(2);
 }
@@ -159,7 +183,7 @@ bool write_atomic(const std::string& path, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string listen = "127.0.0.1:0", port_file, stats_file;
+  std::string listen = "127.0.0.1:0", port_file, stats_file, receipts_file;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") usage("kvrelay-bench-sink: a counting policy server");
@@ -167,6 +191,7 @@ int main(int argc, char** argv) {
     if (a == "--listen") listen = argv[++i];
     else if (a == "--port-file") port_file = argv[++i];
     else if (a == "--stats-file") stats_file = argv[++i];
+    else if (a == "--receipts") receipts_file = argv[++i];
     else usage("unknown flag");
   }
   std::signal(SIGINT, on_stop);
@@ -174,7 +199,7 @@ int main(int argc, char** argv) {
   std::signal(SIGUSR1, on_dump);
   std::signal(SIGUSR2, on_reset);
 
-  sink service;
+  sink service(!receipts_file.empty());
   grpc::ServerBuilder b;
   int port = 0;
   b.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
@@ -195,7 +220,11 @@ int main(int argc, char** argv) {
     if (g_reset.exchange(false)) service.reset();
     if (g_dump.exchange(false) && !stats_file.empty()) write_atomic(stats_file, service.json());
   }
-  if (!stats_file.empty()) write_atomic(stats_file, service.json());
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (!stats_file.empty()) write_atomic(stats_file, service.json());
+  if (!receipts_file.empty() && !service.write_receipts(receipts_file)) {
+    std::fprintf(stderr, "kvrelay-bench-sink: cannot write %s\n", receipts_file.c_str());
+    return 1;
+  }
   return 0;
 }
