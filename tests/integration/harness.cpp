@@ -1,6 +1,7 @@
 #include "tests/integration/harness.hpp"
 
 #include <grpcpp/grpcpp.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <sstream>
@@ -80,6 +81,23 @@ bool parse_series(const std::string& line, std::string& name, label_list& labels
     return false;
   }
   return true;
+}
+
+// Live messages each pipeline's ingress has received, from the daemon's /debug/tree (asked of
+// the actors now, unlike the metrics the ingress publishes once a second).
+std::map<std::string, uint64_t> live_messages(kvrelay::daemon& d) {
+  std::map<std::string, uint64_t> out;
+  const auto tree = nlohmann::json::parse(d.tree_json(std::chrono::seconds(1)), nullptr, false);
+  if (!tree.is_object() || !tree.contains("pipelines")) return out;
+  for (const auto& p : tree["pipelines"]) {
+    if (!p.contains("pipeline") || !p.contains("children")) continue;
+    for (const auto& c : p["children"]) {
+      if (c.value("name", "") == "ingress" && c.contains("messages") &&
+          c["messages"].is_number_unsigned())
+        out[p["pipeline"].get<std::string>()] = c["messages"].get<uint64_t>();
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -234,10 +252,16 @@ bool harness::sync(milliseconds timeout) {
   std::vector<double> before;
   for (const auto& n : names)
     before.push_back(std::max(0.0, metric("kvrelay_batches_total", {{"replica", n}})));
+  // A decoded batch is not enough: the cold-start replay may have delivered it while the SUB
+  // socket is still not subscribed. Only a live message proves the subscription took.
   const auto moved = [&] {
     for (size_t i = 0; i < names.size(); ++i)
       if (metric("kvrelay_batches_total", {{"replica", names[i]}}) <= before[i]) return false;
-    return true;
+    const auto live = live_messages(*d.daemon);
+    return std::all_of(names.begin(), names.end(), [&](const std::string& n) {
+      auto it = live.find(n);
+      return it != live.end() && it->second > 0;
+    });
   };
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -384,6 +408,18 @@ route harness::lookup_hashes(const std::vector<std::string>& block_hashes,
 }
 
 std::string harness::dump() const { return impl_->server->index().dump_json(); }
+
+std::string harness::diagnose() {
+  auto& d = *impl_;
+  std::string out;
+  if (d.daemon) {
+    out += "daemon tree: " + d.daemon->tree_json(std::chrono::seconds(1)) + "\n";
+    out += "daemon metrics:\n" + d.daemon->metrics().render();
+  } else {
+    out += "daemon: stopped\n";
+  }
+  return out + "server index: " + dump();
+}
 
 double harness::metric(const std::string& name, const label_list& labels) const {
   if (!impl_->daemon) return -1;

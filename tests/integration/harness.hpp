@@ -138,6 +138,8 @@ class harness {
                       const std::string& adapter = "");
   /// The server's whole index as JSON (for failure messages).
   std::string dump() const;
+  /// For failure messages: the daemon's /debug/tree and /metrics (when it runs), then dump().
+  std::string diagnose();
 
   // ---- the daemon's metrics ------------------------------------------------------------------
   /// One series (exact label set), -1 when absent.

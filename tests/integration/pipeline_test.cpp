@@ -92,11 +92,11 @@ TEST_F(Pipeline, EvictionRemovesOnlyTheEvictedBlockAndFollowsItsStoreR03) {
   start();
   const auto t = token_range(100, 48);
   h->publish({stored(u_hashes({11, 12, 13}), t, bs)});
-  ASSERT_TRUE(wait_resident(t)) << h->dump();
+  ASSERT_TRUE(wait_resident(t)) << h->diagnose();
   h->publish({removed(u_hashes({13}))});
   const auto p = fingerprint::prefixes(t, bs);
-  ASSERT_TRUE(harness::wait_until([&] { return !h->entry(p[2]); })) << h->dump();
-  EXPECT_TRUE(resident(slice(t, 0, 32))) << h->dump();
+  ASSERT_TRUE(harness::wait_until([&] { return !h->entry(p[2]); })) << h->diagnose();
+  EXPECT_TRUE(resident(slice(t, 0, 32))) << h->diagnose();
 
   // R03: a store and its eviction in back-to-back batches, inside one debounce window. Whatever
   // the server was told, the eviction must come last: the block is not resident at the end.
@@ -105,10 +105,10 @@ TEST_F(Pipeline, EvictionRemovesOnlyTheEvictedBlockAndFollowsItsStoreR03) {
   h->publish({removed(u_hashes({21, 22}))});
   const auto sentinel = token_range(5000, 16);
   h->publish({stored(u_hashes({31}), sentinel, bs)});
-  ASSERT_TRUE(wait_resident(sentinel)) << h->dump();
+  ASSERT_TRUE(wait_resident(sentinel)) << h->diagnose();
   h->stop_daemon();
-  EXPECT_TRUE(absent(u)) << h->dump();
-  EXPECT_TRUE(resident(slice(t, 0, 32))) << h->dump();
+  EXPECT_TRUE(absent(u)) << h->diagnose();
+  EXPECT_TRUE(resident(slice(t, 0, 32))) << h->diagnose();
   EXPECT_GE(server_counters().evicted_events, 1u);
 }
 
@@ -119,21 +119,21 @@ TEST_F(Pipeline, ClearSupersedesPendingAddsAndNothingFromBeforeItSurvivesR06) {
   // R06: a store and a clear in the same batch: that store never reaches the server.
   h->publish({stored(u_hashes({1, 2}), a, bs), cleared()});
   h->publish({stored(u_hashes({3, 4}), b, bs)});
-  ASSERT_TRUE(wait_resident(b)) << h->dump();
+  ASSERT_TRUE(wait_resident(b)) << h->diagnose();
   // DESIGN "Ordering" rule 3: nothing stored before a clear survives it, even what was already
   // reported (b) or still pending (c); what follows the clear (d) is indexed.
   h->publish({stored(u_hashes({5, 6}), c, bs), cleared(), stored(u_hashes({7, 8}), d, bs)});
-  ASSERT_TRUE(wait_resident(d)) << h->dump();
-  ASSERT_TRUE(wait_absent(b)) << h->dump();
+  ASSERT_TRUE(wait_resident(d)) << h->diagnose();
+  ASSERT_TRUE(wait_absent(b)) << h->diagnose();
   h->stop_daemon();
-  EXPECT_TRUE(absent(a)) << h->dump();
-  EXPECT_TRUE(absent(b)) << h->dump();
-  EXPECT_TRUE(absent(c)) << h->dump();
-  EXPECT_TRUE(resident(d)) << h->dump();
+  EXPECT_TRUE(absent(a)) << h->diagnose();
+  EXPECT_TRUE(absent(b)) << h->diagnose();
+  EXPECT_TRUE(absent(c)) << h->diagnose();
+  EXPECT_TRUE(resident(d)) << h->diagnose();
   const auto sc = server_counters();
   EXPECT_EQ(sc.cleared_events, 2u);
   // Only b's and d's prefixes were ever sent: a and c never reached the server at all.
-  EXPECT_EQ(sc.prefixes_upserted, 4u) << h->dump();
+  EXPECT_EQ(sc.prefixes_upserted, 4u) << h->diagnose();
 }
 
 // ---- adapters ----------------------------------------------------------------------------------
@@ -154,9 +154,9 @@ TEST_F(Pipeline, AdaptersPartitionByLoraNameAndIdMapAndUnmappedIsDroppedA06A07A0
   by_name.lora_id = 9;  // unmapped id, but the event names its adapter: the name wins
   by_name.lora_name = "chat-lora";
   h->publish({base, lora1, lora2, by_name}, era_opts(wire_era::g));
-  ASSERT_TRUE(wait_resident(shared, bs, "")) << h->dump();
-  ASSERT_TRUE(wait_resident(shared, bs, "sql-lora")) << h->dump();
-  ASSERT_TRUE(wait_resident(named, bs, "chat-lora")) << h->dump();
+  ASSERT_TRUE(wait_resident(shared, bs, "")) << h->diagnose();
+  ASSERT_TRUE(wait_resident(shared, bs, "sql-lora")) << h->diagnose();
+  ASSERT_TRUE(wait_resident(named, bs, "chat-lora")) << h->diagnose();
   EXPECT_GE(h->metric_sum("kvrelay_unmapped_adapter_events_total"), 1.0);
 
   const auto routed = h->lookup(shared, bs, "sql-lora");
@@ -167,7 +167,7 @@ TEST_F(Pipeline, AdaptersPartitionByLoraNameAndIdMapAndUnmappedIsDroppedA06A07A0
   // stays. A07: the unmapped block never entered the reverse map, so its removal sends nothing.
   h->publish({removed(u_hashes({111, 112, 113, 114})), removed(u_hashes({121}))},
              era_opts(wire_era::g));
-  ASSERT_TRUE(wait_absent(shared, bs, "sql-lora")) << h->dump();
+  ASSERT_TRUE(wait_absent(shared, bs, "sql-lora")) << h->diagnose();
 
   // Runtime mapping (admin / SIGHUP): the same id is now indexed under its new name. add_adapter
   // is asynchronous (a message to the decoder, racing the ZMQ thread's batches), so the store is
@@ -182,14 +182,14 @@ TEST_F(Pipeline, AdaptersPartitionByLoraNameAndIdMapAndUnmappedIsDroppedA06A07A0
                                    std::chrono::milliseconds(100));
       },
       std::chrono::seconds(10)))
-      << h->dump();
+      << h->diagnose();
 
   h->stop_daemon();
-  EXPECT_TRUE(resident(shared, bs, "")) << h->dump();
-  EXPECT_TRUE(resident(named, bs, "chat-lora")) << h->dump();
+  EXPECT_TRUE(resident(shared, bs, "")) << h->diagnose();
+  EXPECT_TRUE(resident(named, bs, "chat-lora")) << h->diagnose();
   for (const char* adapter : {"", "sql-lora", "chat-lora", "2"})
-    EXPECT_TRUE(absent(unmapped, bs, adapter)) << adapter << "\n" << h->dump();
-  EXPECT_TRUE(absent(named, bs, "")) << h->dump();
+    EXPECT_TRUE(absent(unmapped, bs, adapter)) << adapter << "\n" << h->diagnose();
+  EXPECT_TRUE(absent(named, bs, "")) << h->diagnose();
 }
 
 // ---- L2 tier -----------------------------------------------------------------------------------
@@ -210,21 +210,21 @@ TEST_F(Pipeline, L2TierDowngradesToT2WithTheEvictionTimeAndRestoresToT1L02L03L04
   };
 
   h->publish({stored(u_hashes({1, 2}), a, bs)}, era_opts(wire_era::c, ts1));
-  ASSERT_TRUE(harness::wait_until([&] { return has(pa[1], 1, us(ts1)); })) << h->dump();
+  ASSERT_TRUE(harness::wait_until([&] { return has(pa[1], 1, us(ts1)); })) << h->diagnose();
 
   // Evict block 2 at ts2, then store another block at ts3 right after: the downgrade keeps the
   // eviction's own time (L03), not the later batch's.
   h->publish({removed(u_hashes({2}))}, era_opts(wire_era::c, ts2));
   h->publish({stored(u_hashes({9}), b, bs)}, era_opts(wire_era::c, ts3));
   ASSERT_TRUE(harness::wait_until([&] { return has(pa[1], 2, us(ts2)) && has(pb[0], 1, us(ts3)); }))
-      << h->dump();
-  EXPECT_TRUE(has(pa[0], 1, us(ts1))) << h->dump();
+      << h->diagnose();
+  EXPECT_TRUE(has(pa[0], 1, us(ts1))) << h->diagnose();
   EXPECT_EQ(server_counters().evicted_events, 0u) << "L2 mode never sends PREFIX_EVICTED";
 
   // L04: re-stored (same chain), the block is T1 again.
   auto restore = stored(u_hashes({2}), slice(a, 16, 32), bs, fake_hash::u(1));
   h->publish({restore}, era_opts(wire_era::c, ts4));
-  ASSERT_TRUE(harness::wait_until([&] { return has(pa[1], 1, us(ts4)); })) << h->dump();
+  ASSERT_TRUE(harness::wait_until([&] { return has(pa[1], 1, us(ts4)); })) << h->diagnose();
   EXPECT_EQ(h->entry(pa[1])->token_count, 32);
   EXPECT_EQ(server_counters().evicted_events, 0u);
 }
@@ -241,10 +241,10 @@ TEST_F(Pipeline, MalformedBatchesAreDroppedWholeAndTheStreamContinuesD22) {
   h->publish({stored(u_hashes({70}), half, bs), truncated}, era_opts(wire_era::a));
   const auto good = token_range(800, 32);
   h->publish({stored(u_hashes({80, 81}), good, bs)});
-  ASSERT_TRUE(wait_resident(good)) << h->dump();
+  ASSERT_TRUE(wait_resident(good)) << h->diagnose();
   EXPECT_GE(h->metric_sum("kvrelay_batches_dropped_total"), 2.0);
   h->stop_daemon();
-  EXPECT_TRUE(absent(half)) << h->dump();
+  EXPECT_TRUE(absent(half)) << h->diagnose();
 }
 
 // ---- sequence numbers --------------------------------------------------------------------------
@@ -256,7 +256,7 @@ TEST_F(Pipeline, GapOnTheLiveStreamIsRepairedByReplay) {
   // unknown_parent = drop, k+1 is indexed only if k was applied first.
   h->publish_replay_only(fake::encode_batch({stored(u_hashes({1, 2}), slice(t, 0, 32), bs)}, {}));
   h->publish({stored(u_hashes({3}), slice(t, 32, 48), bs, fake_hash::u(2))});
-  ASSERT_TRUE(wait_resident(t)) << h->dump();
+  ASSERT_TRUE(wait_resident(t)) << h->diagnose();
   // The ingress publishes its counters once a second.
   EXPECT_TRUE(metric_reaches("kvrelay_seq_gaps_total", 1));
   EXPECT_TRUE(metric_reaches("kvrelay_batches_recovered_total", 1));
@@ -271,12 +271,12 @@ TEST_P(HistoryLost, ClearsTheReplicaThenIndexesWhatFollows) {
   start(o);
   const auto a = token_range(100, 32), b = token_range(600, 32);
   h->publish({stored(u_hashes({1, 2}), a, bs)});
-  ASSERT_TRUE(wait_resident(a)) << h->dump();
+  ASSERT_TRUE(wait_resident(a)) << h->diagnose();
   // A batch nobody has any more (with replay: the ring no longer holds the range): it might
   // have evicted `a`, so no hint from before it may survive.
   h->lose(1);
   h->publish({stored(u_hashes({3, 4}), b, bs)});
-  ASSERT_TRUE(harness::wait_until([&] { return absent(a) && resident(b); })) << h->dump();
+  ASSERT_TRUE(harness::wait_until([&] { return absent(a) && resident(b); })) << h->diagnose();
   EXPECT_TRUE(metric_reaches("kvrelay_history_lost_total", 1));
   EXPECT_TRUE(metric_reaches("kvrelay_batches_lost_total", 1));
   EXPECT_GE(server_counters().cleared_events, 1u);
@@ -290,12 +290,12 @@ TEST_F(Pipeline, SequenceResetIsANewIncarnationAndClears) {
   const auto a = token_range(100, 32), b = token_range(600, 32);
   h->publish({stored(u_hashes({1, 2}), a, bs)});
   h->publish({stored(u_hashes({3}), token_range(50, 16), bs)});
-  ASSERT_TRUE(wait_resident(a)) << h->dump();
+  ASSERT_TRUE(wait_resident(a)) << h->diagnose();
   h->restart_engine();  // seq back to 0
   h->publish({stored(u_hashes({1, 2}), b, bs)});  // a new engine reuses hashes freely
-  ASSERT_TRUE(harness::wait_until([&] { return absent(a) && resident(b); })) << h->dump();
+  ASSERT_TRUE(harness::wait_until([&] { return absent(a) && resident(b); })) << h->diagnose();
   EXPECT_TRUE(metric_reaches("kvrelay_incarnation_resets_total", 1));
-  EXPECT_TRUE(absent(token_range(50, 16))) << h->dump();
+  EXPECT_TRUE(absent(token_range(50, 16))) << h->diagnose();
 }
 
 TEST_F(Pipeline, ColdStartCatchesUpThroughReplayFromZero) {
@@ -307,10 +307,10 @@ TEST_F(Pipeline, ColdStartCatchesUpThroughReplayFromZero) {
   h->publish({stored(u_hashes({40}), gone, bs)});
   h->publish({removed(u_hashes({40}))});
   ASSERT_TRUE(h->start_daemon(/*sync=*/false)) << h->error();
-  ASSERT_TRUE(wait_resident(t)) << h->dump();
+  ASSERT_TRUE(wait_resident(t)) << h->diagnose();
   EXPECT_TRUE(metric_reaches("kvrelay_batches_recovered_total", 4));
   h->stop_daemon();
-  EXPECT_TRUE(absent(gone)) << h->dump();
+  EXPECT_TRUE(absent(gone)) << h->diagnose();
 }
 
 // ---- the router's view (reference e2e) ---------------------------------------------------------
@@ -331,7 +331,7 @@ TEST_F(Pipeline, RouterLookupFromPromptTokensMatchesE04) {
   so.start_token = 5000;
   h->publish(fake::scripted_events(so), era_opts(wire_era::a));
   const auto prompt = token_range(5000, 256);
-  ASSERT_TRUE(wait_resident(prompt, 128)) << h->dump();
+  ASSERT_TRUE(wait_resident(prompt, 128)) << h->diagnose();
 
   const auto two = h->lookup(prompt, 128);
   ASSERT_TRUE(two.ok);
@@ -365,7 +365,7 @@ TEST_F(Pipeline, MissingTokensAndTruncatedTuplesIndexNothingE05) {
       [&] { return h->metric_sum("kvrelay_batches_dropped_total") >= 1.0; }));
   h->stop_daemon();  // the barrier: whatever the omit-token batch made is at the server now
   EXPECT_EQ(h->cache_state_prefixes(), 0);
-  EXPECT_EQ(server_counters().prefixes_upserted, 0u) << h->dump();
+  EXPECT_EQ(server_counters().prefixes_upserted, 0u) << h->diagnose();
   const auto r = h->lookup(token_range(0, 128), 128);
   ASSERT_TRUE(r.ok);
   EXPECT_EQ(r.reason, "NO_HINT");
@@ -388,7 +388,7 @@ TEST_F(Pipeline, SlidingWindowGroupRemovalNeverEvicts) {
   full.group_idx = 1;
   full.spec_kind = "full_attention";
   h->publish({swa, full}, era_opts(wire_era::g));
-  ASSERT_TRUE(wait_resident(t)) << h->dump();
+  ASSERT_TRUE(wait_resident(t)) << h->diagnose();
 
   auto swa_gone = removed(u_hashes({1, 2}));  // out of the window: not out of the cache
   swa_gone.group_idx = 0;
@@ -396,9 +396,9 @@ TEST_F(Pipeline, SlidingWindowGroupRemovalNeverEvicts) {
   full_gone.group_idx = 1;
   h->publish({swa_gone}, era_opts(wire_era::g));
   h->publish({full_gone}, era_opts(wire_era::g));
-  ASSERT_TRUE(harness::wait_until([&] { return !h->entry(p[1]); })) << h->dump();
+  ASSERT_TRUE(harness::wait_until([&] { return !h->entry(p[1]); })) << h->diagnose();
   h->stop_daemon();
-  EXPECT_TRUE(h->entry(p[0]).has_value()) << h->dump();
+  EXPECT_TRUE(h->entry(p[0]).has_value()) << h->diagnose();
 }
 
 TEST_F(Pipeline, SaltedAndMultimodalBlocksAreNotIndexed) {
@@ -411,9 +411,9 @@ TEST_F(Pipeline, SaltedAndMultimodalBlocksAreNotIndexed) {
   salted.cache_salt = "tenant-a";  // slot-7 metadata map (era S3 on the wire)
   h->publish({salted, stored({fake_hash::i(-7), fake_hash::i(-8)}, plain_t, bs)},
              era_opts(wire_era::s2));
-  ASSERT_TRUE(wait_resident(plain_t)) << h->dump();
+  ASSERT_TRUE(wait_resident(plain_t)) << h->diagnose();
   h->stop_daemon();
-  EXPECT_TRUE(absent(salted_t)) << h->dump();
+  EXPECT_TRUE(absent(salted_t)) << h->diagnose();
 }
 
 TEST_F(Pipeline, MultimodalExtraKeysAreNotIndexed) {
@@ -423,9 +423,9 @@ TEST_F(Pipeline, MultimodalExtraKeysAreNotIndexed) {
   image.extra_keys = std::vector<fake::block_extra_keys>{
       std::vector<fake::extra_key>{fake::extra_key::mm("img-sha", 0)}, std::nullopt};
   h->publish({image, stored(u_hashes({3, 4}), text_t, bs)}, era_opts(wire_era::e));
-  ASSERT_TRUE(wait_resident(text_t)) << h->dump();
+  ASSERT_TRUE(wait_resident(text_t)) << h->diagnose();
   h->stop_daemon();
-  EXPECT_TRUE(absent(image_t)) << h->dump();
+  EXPECT_TRUE(absent(image_t)) << h->diagnose();
 }
 
 // ---- every wire era gives the same fingerprints ------------------------------------------------
@@ -456,12 +456,12 @@ TEST_P(WireEra, StoresChainAcrossBatchesAndEvictWithTheSameFingerprints) {
   if (c.salted) first.cache_salt = second.cache_salt = "tenant-a";
   h->publish({first}, era_opts(c.era));
   h->publish({second}, era_opts(c.era));
-  ASSERT_TRUE(wait_resident(t)) << h->dump();
+  ASSERT_TRUE(wait_resident(t)) << h->diagnose();
   auto gone = removed({hash(2)});
   h->publish({gone}, era_opts(c.era));
   const auto p = fingerprint::prefixes(t, bs);
-  ASSERT_TRUE(harness::wait_until([&] { return !h->entry(p[2]); })) << h->dump();
-  EXPECT_TRUE(resident(slice(t, 0, 32))) << h->dump();
+  ASSERT_TRUE(harness::wait_until([&] { return !h->entry(p[2]); })) << h->diagnose();
+  EXPECT_TRUE(resident(slice(t, 0, 32))) << h->diagnose();
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -490,15 +490,15 @@ TEST_F(Pipeline, DataParallelRanksAreSeparateReplicas) {
   // Era G carries the rank in the envelope, which each pipeline checks against its own.
   h->publish({stored(u_hashes({1, 2}), a, bs)}, era_opts(wire_era::g), 0);
   h->publish({stored(u_hashes({1, 2}), b, bs)}, era_opts(wire_era::g), 1);
-  ASSERT_TRUE(wait_resident(a, bs, "", 0)) << h->dump();
-  ASSERT_TRUE(wait_resident(b, bs, "", 1)) << h->dump();
-  EXPECT_TRUE(absent(a, bs, "", 1)) << h->dump();
-  EXPECT_TRUE(absent(b, bs, "", 0)) << h->dump();
+  ASSERT_TRUE(wait_resident(a, bs, "", 0)) << h->diagnose();
+  ASSERT_TRUE(wait_resident(b, bs, "", 1)) << h->diagnose();
+  EXPECT_TRUE(absent(a, bs, "", 1)) << h->diagnose();
+  EXPECT_TRUE(absent(b, bs, "", 0)) << h->diagnose();
   // Each rank has its own state: a clear on rank 1 leaves rank 0 alone.
   h->publish({cleared()}, era_opts(wire_era::g), 1);
-  ASSERT_TRUE(wait_absent(b, bs, "", 1)) << h->dump();
+  ASSERT_TRUE(wait_absent(b, bs, "", 1)) << h->diagnose();
   h->stop_daemon();
-  EXPECT_TRUE(resident(a, bs, "", 0)) << h->dump();
+  EXPECT_TRUE(resident(a, bs, "", 0)) << h->diagnose();
   EXPECT_EQ(h->metric_sum("kvrelay_wrong_dp_rank_batches_total"), 0.0);
 }
 
