@@ -19,50 +19,66 @@ namespace kvrelay {
 
 namespace {
 
-/// One thread that performs GETs on request and posts each result back to the actor.
+/// One thread that performs GETs on request and posts each result back to the actor. The thread
+/// is detached, never joined: a GET to a hung engine lasts the whole HTTP timeout, and joining it
+/// in the actor's destructor blocked a CAF scheduler thread, the scraper's restart and daemon
+/// shutdown for that long. Everything the thread touches lives in `shared`, which it co-owns.
 class fetch_worker {
  public:
   fetch_worker(std::string url, http_fetch_options opts, scraper_actor owner)
-      : fetcher_(std::move(url), opts), owner_(std::move(owner)), thread_([this] { run(); }) {}
+      : s_(std::make_shared<shared>(std::move(url), opts, std::move(owner))) {
+    std::thread([s = s_] { run(*s); }).detach();
+  }
   ~fetch_worker() {
     {
-      std::lock_guard<std::mutex> lk(mu_);
-      stop_ = true;
+      std::lock_guard<std::mutex> lk(s_->mu);
+      s_->stop = true;
+      s_->owner = nullptr;  // nothing is posted after this; a running GET just finishes
     }
-    cv_.notify_all();
-    thread_.join();  // bounded by the HTTP timeout
+    s_->cv.notify_all();
   }
+  fetch_worker(const fetch_worker&) = delete;
+  fetch_worker& operator=(const fetch_worker&) = delete;
+
   /// False when a fetch is still running (the tick is then skipped, not queued).
   bool request() {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (busy_) return false;
-    busy_ = pending_ = true;
-    cv_.notify_all();
+    std::lock_guard<std::mutex> lk(s_->mu);
+    if (s_->busy) return false;
+    s_->busy = s_->pending = true;
+    s_->cv.notify_all();
     return true;
   }
 
  private:
-  void run() {
-    std::unique_lock<std::mutex> lk(mu_);
+  struct shared {
+    shared(std::string url, http_fetch_options opts, scraper_actor o)
+        : fetcher(std::move(url), opts), owner(std::move(o)) {}
+    http_fetcher fetcher;
+    scraper_actor owner;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool stop = false, pending = false, busy = false;
+  };
+
+  static void run(shared& s) {
+    std::unique_lock<std::mutex> lk(s.mu);
     for (;;) {
-      cv_.wait(lk, [this] { return stop_ || pending_; });
-      if (stop_) return;
-      pending_ = false;
+      s.cv.wait(lk, [&s] { return s.stop || s.pending; });
+      if (s.stop) return;
+      s.pending = false;
       lk.unlock();
-      auto r = fetcher_.get();
-      caf::anon_send(owner_, atom::done_v, r.ok, static_cast<int32_t>(r.status),
-                     std::move(r.body), std::move(r.error));
+      auto r = s.fetcher.get();
       lk.lock();
-      busy_ = false;
+      // Posted under the lock: once the destructor ran, the actor (and at shutdown the actor
+      // system) may be gone, so nothing is sent.
+      if (s.stop) return;
+      caf::anon_send(s.owner, atom::done_v, r.ok, static_cast<int32_t>(r.status),
+                     std::move(r.body), std::move(r.error));
+      s.busy = false;
     }
   }
 
-  http_fetcher fetcher_;
-  scraper_actor owner_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false, pending_ = false, busy_ = false;
-  std::thread thread_;  // last: starts after everything it uses
+  std::shared_ptr<shared> s_;
 };
 
 void write(const log_record& r, const std::string& replica_id) {

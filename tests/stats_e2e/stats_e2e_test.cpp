@@ -567,5 +567,30 @@ TEST_F(StatsE2E, ScraperCrashRestartsAloneAndStatsContinue) {
   EXPECT_FLOAT_EQ(s->pressure(), 8.0f / 256.0f);
 }
 
+// A crash while a scrape hangs: neither the restart nor shutdown may wait for the hung GET's 5 s
+// HTTP timeout (the fetch thread is detached, not joined on a CAF scheduler thread).
+TEST_F(StatsE2E, ScraperCrashDuringHungScrapeRestartsPromptly) {
+  metrics_.serve(200, cpu_);
+  metrics_.hang();
+  ASSERT_NO_FATAL_FAILURE(start_daemon());
+  ASSERT_TRUE(wait_until([&] { return metrics_.held() >= 1; }));
+  const auto t0 = steady::now();
+  ASSERT_TRUE(daemon_->crash(id_.replica, "scraper"));
+  ASSERT_TRUE(wait_until([&] { return restarts("scraper") == 1.0; }, 10s));
+  const auto took = steady::now() - t0;
+  std::cerr << "scraper restart with a hung scrape: "
+            << std::chrono::duration_cast<milliseconds>(took).count() << " ms\n";
+  EXPECT_LT(took, 2s);
+
+  // The restarted scraper's GET hangs too; stopping the daemon must not wait for it either.
+  ASSERT_TRUE(wait_until([&] { return metrics_.held() >= 2; }));
+  const auto s0 = steady::now();
+  daemon_->stop();
+  const auto stop_took = steady::now() - s0;
+  std::cerr << "daemon stop with a hung scrape: "
+            << std::chrono::duration_cast<milliseconds>(stop_took).count() << " ms\n";
+  EXPECT_LT(stop_took, 2s);
+}
+
 }  // namespace
 }  // namespace kvrelay::stats_e2e
