@@ -66,6 +66,7 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
   p.emitter.client.target = cfg.server.address;
   p.emitter.client.rpc_timeout = cfg.server.rpc_timeout;
   if (cfg.server.tls) {
+    p.emitter.client.tls = true;
     p.emitter.client.ca_file = cfg.server.ca_file;
     p.emitter.client.cert_file = cfg.server.cert_file;
     p.emitter.client.key_file = cfg.server.key_file;

@@ -44,6 +44,12 @@ struct pipeline_state {
 
   std::map<std::string, restart_record> records;
   bool shutting_down = false;
+  // Orderly teardown: children stopped one by one, upstream first, each after the previous one's
+  // DOWN, so no actor is ever destroyed by a sibling dropping the last handle to it while its
+  // own exit message is still queued.
+  std::vector<caf::actor> teardown;
+  bool tearing_down = false;
+  caf::error exit_reason;
   std::mt19937_64 rng{std::random_device{}()};
 };
 
@@ -126,9 +132,54 @@ void schedule_restart(pipeline_self self, const std::string& unit, const caf::er
   self->delayed_send(self, delay, atom::restart_v, unit);
 }
 
+void stop_next(pipeline_self self) {
+  auto& st = self->state;
+  while (!st.teardown.empty()) {
+    auto next = st.teardown.front();
+    if (next) {
+      self->send_exit(next, caf::exit_reason::user_shutdown);
+      return;  // continue on its DOWN
+    }
+    st.teardown.erase(st.teardown.begin());
+  }
+  st.ingress = nullptr;
+  st.decoder = nullptr;
+  st.debouncer = nullptr;
+  st.scraper = nullptr;
+  st.emitter = nullptr;
+  self->quit(st.exit_reason);
+}
+
+void begin_teardown(pipeline_self self, const caf::error& reason) {
+  auto& st = self->state;
+  if (st.tearing_down) return;
+  st.tearing_down = true;
+  st.shutting_down = true;
+  st.exit_reason = reason;
+  const auto add = [&](const auto& hdl) {
+    if (hdl) st.teardown.push_back(caf::actor_cast<caf::actor>(hdl));
+  };
+  add(st.ingress);
+  add(st.decoder);
+  add(st.debouncer);
+  add(st.scraper);
+  add(st.emitter);
+  // A child that does not go down in time is killed; the supervisor never hangs shutdown.
+  self->delayed_send(self, std::chrono::seconds(3), atom::restart_v, std::string("teardown"));
+  stop_next(self);
+}
+
 void on_down(pipeline_self self, const caf::down_msg& m) {
   auto& st = self->state;
-  if (!m.source || st.shutting_down) return;
+  if (!m.source) return;
+  if (st.tearing_down) {
+    if (!st.teardown.empty() && m.source == st.teardown.front().address()) {
+      st.teardown.erase(st.teardown.begin());
+      stop_next(self);
+    }
+    return;
+  }
+  if (st.shutting_down) return;  // draining: no restarts
   const auto is = [&](const auto& hdl) { return hdl && m.source == hdl.address(); };
   if (is(st.emitter)) {
     st.emitter = nullptr;
@@ -152,6 +203,14 @@ void on_down(pipeline_self self, const caf::down_msg& m) {
 
 void restart(pipeline_self self, const std::string& unit) {
   auto& st = self->state;
+  if (unit == "teardown") {  // teardown deadline: kill whatever is left, then go
+    if (st.teardown.empty()) return;
+    for (auto& h : st.teardown)
+      if (h) self->send_exit(h, caf::exit_reason::kill);
+    st.teardown.clear();
+    stop_next(self);
+    return;
+  }
   auto& r = st.records[unit];
   r.pending = false;
   if (st.shutting_down) return;
@@ -237,6 +296,7 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_options o
   st.metrics = std::move(metrics);
   st.health = std::move(health);
   self->set_down_handler([=](caf::down_msg& m) { on_down(self, m); });
+  self->set_exit_handler([=](caf::exit_msg& m) { begin_teardown(self, m.reason); });
   // Children die with their supervisor.
   self->attach_functor([=](const caf::error&) {
     auto& s = self->state;

@@ -64,13 +64,15 @@ std::string load(const client_options& o, tls_material& tls) {
   if (o.max_reconnect_backoff.count() <= 0) return "max_reconnect_backoff must be positive";
   if (o.cert_file.empty() != o.key_file.empty())
     return "cert_file and key_file must be given together (mutual TLS)";
-  if (o.ca_file.empty()) {
+  if (o.ca_file.empty() && !o.tls) {
     // Silently ignoring these would send plaintext to someone who asked for TLS.
     if (!o.cert_file.empty()) return "cert_file/key_file need ca_file (TLS is off without it)";
     if (!o.server_name.empty()) return "server_name needs ca_file (TLS is off without it)";
     return {};
   }
-  if (auto err = read_pem("ca_file", o.ca_file, tls.ca); !err.empty()) return err;
+  // Without ca_file, gRPC verifies against the system roots.
+  if (!o.ca_file.empty())
+    if (auto err = read_pem("ca_file", o.ca_file, tls.ca); !err.empty()) return err;
   if (o.cert_file.empty()) return {};
   if (auto err = read_pem("cert_file", o.cert_file, tls.cert); !err.empty()) return err;
   return read_pem("key_file", o.key_file, tls.key);
@@ -97,7 +99,7 @@ std::shared_ptr<grpc::Channel> make_channel(const client_options& o, const tls_m
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(1000, max_backoff));
 
   std::shared_ptr<grpc::ChannelCredentials> creds;
-  if (o.ca_file.empty()) {
+  if (o.ca_file.empty() && !o.tls) {
     creds = grpc::InsecureChannelCredentials();
   } else {
     grpc::SslCredentialsOptions ssl;

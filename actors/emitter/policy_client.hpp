@@ -30,6 +30,8 @@ struct client_options {
   std::string target = "127.0.0.1:9090";
   /// Deadline of every call, measured from the moment it is issued.
   std::chrono::milliseconds rpc_timeout{5000};
+  /// TLS with the system's root certificates even without `ca_file` (`[server] tls = true`).
+  bool tls = false;
   /// PEM file of the CA(s) that signed the server's certificate; enables TLS.
   std::string ca_file;
   /// PEM client certificate chain and its private key; both or neither; they need `ca_file`.
