@@ -179,6 +179,12 @@ TEST(PolicyServerBlackHole, IngestionKeepsUpMemoryBoundedThenResyncs) {
   EXPECT_LE(env.metric("kvrelay_seq_gaps_total"), 0);
   EXPECT_LE(env.metric("kvrelay_history_lost_total"), 0);
   EXPECT_GT(env.metric("kvrelay_units_failed_total"), 0) << "calls must time out (rpc_timeout)";
+  const auto deadline_exceeded = [&](const char* method) {
+    return std::max(0.0, env.metric("kvrelay_rpc_total",
+                                    {{"method", method}, {"code", "DEADLINE_EXCEEDED"}}));
+  };
+  EXPECT_GT(deadline_exceeded("ReportCacheState") + deadline_exceeded("PublishEvent"), 0)
+      << "a server that never answers must end each call at the 300 ms deadline";
   // Pending is final state per key: bounded by the keys that changed during the outage (plus
   // a re-report of what was resident), never by the number of events.
   EXPECT_GT(max_pending, 0);
