@@ -90,7 +90,8 @@ probe "same first block, different second block" "5000-5127,1-128"
 probe "a prompt no engine has seen" "1-256"
 
 say "kvrelay's view: /debug/engines"
-curl -s "http://$ADMIN/debug/engines"; echo
+curl -sS --max-time 5 "http://$ADMIN/debug/engines" -o "$WORK/engines.json" -w "(HTTP %{http_code})\n" || true
+python3 -m json.tool "$WORK/engines.json" 2>/dev/null || cat "$WORK/engines.json"
 say "a few of kvrelay's metrics"
 curl -s "http://$ADMIN/metrics" | grep -E '^kvrelay_(batches_total|events_total|resident_blocks|rpc_total|replays_total)' | head -20
 
