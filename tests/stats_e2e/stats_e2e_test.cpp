@@ -201,7 +201,9 @@ class StatsE2E : public ::testing::Test {
     log_capture::uninstall();
   }
 
-  void start_daemon(identity id = identity{}) {
+  /// `tweak` has the last word on the engine's settings (metrics tier, label, ceiling...).
+  void start_daemon(identity id = identity{},
+                    const std::function<void(config::engine_settings&)>& tweak = {}) {
     id_ = id;
     config::daemon_config c;
     c.server.address = server_address_.empty() ? server_->target() : server_address_;
@@ -222,6 +224,7 @@ class StatsE2E : public ::testing::Test {
     e.metrics.interval = kInterval;
     e.metrics.cache_size_bytes = kGiB;
     e.metrics.max_concurrency = 256;
+    if (tweak) tweak(e);
     c.engines.push_back(std::move(e));
     auto st = config::validate(c);
     ASSERT_TRUE(st) << st.error();
@@ -565,6 +568,38 @@ TEST_F(StatsE2E, ScraperCrashRestartsAloneAndStatsContinue) {
   const auto s = stats();
   ASSERT_TRUE(s);
   EXPECT_FLOAT_EQ(s->pressure(), 8.0f / 256.0f);
+}
+
+// The engine's metrics settings reach the scraper: model_label filters series (M15) and
+// max_concurrency is the pressure denominator.
+TEST_F(StatsE2E, ModelLabelAndCeilingFromConfig) {
+  metrics_.serve(200, metrics_fixture("vllm_metrics_multimodel.txt"));
+  ASSERT_NO_FATAL_FAILURE(start_daemon(identity{}, [](config::engine_settings& e) {
+    e.metrics.model_label = "primary";
+    e.metrics.max_concurrency = 8;
+  }));
+  ASSERT_TRUE(wait_until([&] { return stats_updates() >= 2; }));
+  const auto s = stats();
+  ASSERT_TRUE(s);
+  EXPECT_NEAR(static_cast<double>(s->cache_memory_bytes()), 0.20 * kGiB, 1.0);  // not 0.95
+  EXPECT_FLOAT_EQ(s->pressure(), 0.25f);  // (2+0)/8, not the other model's clamped 1.0
+  EXPECT_FLOAT_EQ(s->hit_rate(), 0.0f);   // identical ticks; the other model's 999/1000 stays out
+}
+
+// cache tier "gpu" pins the legacy gauge: a kv-only engine reports 0 bytes, no error (M13);
+// load above the ceiling clamps pressure to 1 (M23).
+TEST_F(StatsE2E, PinnedTierAndPressureClampFromConfig) {
+  metrics_.serve(200, cpu_);
+  ASSERT_NO_FATAL_FAILURE(start_daemon(identity{}, [](config::engine_settings& e) {
+    e.metrics.tier = config::cache_tier::gpu;
+    e.metrics.max_concurrency = 4;
+  }));
+  ASSERT_TRUE(wait_until([&] { return has_stats(); }));
+  const auto s = stats();
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->cache_memory_bytes(), 0);
+  EXPECT_FLOAT_EQ(s->pressure(), 1.0f);  // 8 / 4, clamped
+  EXPECT_EQ(gauge("kvrelay_stats_stale"), 0.0);
 }
 
 // A crash while a scrape hangs: neither the restart nor shutdown may wait for the hung GET's 5 s
