@@ -63,7 +63,7 @@ set(CPACK_PACKAGE_VERSION "${PROJECT_VERSION}")
 set(CPACK_PACKAGE_CONTACT "${KVRELAY_PACKAGE_MAINTAINER}")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
     "relays inference engines' KV-cache events to a cache-policy server")
-set(CPACK_PACKAGE_DESCRIPTION
+string(CONCAT CPACK_PACKAGE_DESCRIPTION
     "kvrelay subscribes to the KV-cache event streams of LLM inference engines (vLLM, SGLang and\n"
     "engines using their wire format) over ZeroMQ, fingerprints the stored blocks, and reports\n"
     "which replica holds which prefix to a cache-aware router's policy server over gRPC. It is a\n"

@@ -6,7 +6,7 @@
 # Usage: check_systemd_unit.sh UNIT_FILE KVRELAY_BINARY   (exit 77 = skipped)
 set -u
 unit=$1
-kvrelay=$2
+kvrelay=$(readlink -f "$2")
 if ! command -v systemd-analyze > /dev/null 2>&1; then
   echo "SKIP: systemd-analyze not installed"
   exit 77
@@ -27,13 +27,14 @@ fi
 failed=0
 for want in 'DynamicUser=yes' 'ProtectSystem=strict' 'NoNewPrivileges=yes' \
     'CapabilityBoundingSet=' 'RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX' \
-    'MemoryDenyWriteExecute=yes' 'SystemCallFilter=@system-service' 'Restart=on-failure' \
-    'ExecReload=/bin/kill -HUP $MAINPID'; do
+    'MemoryDenyWriteExecute=yes' 'SystemCallFilter=@system-service' 'Restart=on-failure'; do
   if ! grep -qxF "$want" "$unit"; then
     echo "FAIL the unit lacks the line: $want"
     failed=1
   fi
 done
+grep -Eq '^ExecReload=.*kill -HUP "?\$MAINPID' "$unit" ||
+  { echo "FAIL ExecReload does not send SIGHUP to the main process"; failed=1; }
 grep -Eq '^ExecStartPre=.* --config /etc/kvrelay/kvrelay\.toml --check$' "$unit" ||
   { echo "FAIL no ExecStartPre with --check"; failed=1; }
 grep -Eq '^ExecStart=.* --config /etc/kvrelay/kvrelay\.toml$' "$unit" ||
