@@ -59,6 +59,64 @@ TEST(EmitterCrash, RestartsAloneAndTheIndexStaysTrue) {
   EXPECT_EQ(env.wait_consistent(), "");
 }
 
+// A second engine on the same daemon: one pipeline's crash must not touch the other.
+TEST(EmitterCrash, OtherPipelinesAreUntouched) {
+  fault_env env;
+  fake::publisher_options po;
+  po.replay_bind = "tcp://127.0.0.1:*";
+  po.topic = topic;
+  po.buffer_steps = 100000;
+  po.linger_ms = 0;
+  fake::publisher other(po);
+  engine_model::options mo;
+  mo.seed = 99;
+  engine_model other_model(mo);
+  auto e2 = env.cfg.engines[0];
+  e2.replica_id = "fault-1";
+  e2.endpoint = other.live_endpoint();
+  e2.replay_endpoint = other.replay_endpoint();
+  env.cfg.engines.push_back(e2);
+  std::string err;
+  ASSERT_TRUE(env.start_daemon(&err)) << err;
+  const auto publish_other = [&](int steps) {
+    for (int i = 0; i < steps; ++i) {
+      fake::encode_options eo;
+      eo.era = fake::wire_era::d;
+      other.publish(fake::encode_batch(other_model.step(), eo));
+    }
+  };
+  env.publish_steps(40);
+  publish_other(40);
+  ASSERT_EQ(env.wait_consistent(), "");
+  std::string diff;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return (diff = describe_diff(other_model.expected(), server_view(env.server, "fault-1")))
+            .empty();
+      },
+      10s))
+      << diff;
+
+  ASSERT_TRUE(env.d->crash(replica, "emitter"));
+  EXPECT_TRUE(wait_until([&] { return restarts(env, "emitter") >= 1; }, 5s));
+  env.publish_steps(20);
+  publish_other(20);
+  EXPECT_EQ(env.wait_consistent(), "");
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return (diff = describe_diff(other_model.expected(), server_view(env.server, "fault-1")))
+            .empty();
+      },
+      10s))
+      << diff;
+  EXPECT_LE(env.d->metrics().value("kvrelay_actor_restarts_total",
+                                   {{"pipeline", "fault-1"}, {"unit", "emitter"}}),
+            0);
+  EXPECT_LE(env.d->metrics().value("kvrelay_resyncs_total", {{"replica", "fault-1"}}), 0)
+      << "the healthy pipeline must not have resynced";
+  other.stop();
+}
+
 // Serves one Prometheus fixture on loopback, like an engine's /metrics.
 class metrics_endpoint {
  public:
