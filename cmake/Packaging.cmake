@@ -14,8 +14,8 @@
 #   share/doc/kvrelay/examples/*.toml             config/examples
 #   share/doc/kvrelay/kubernetes/                 deploy/kubernetes
 #   share/doc/kvrelay/*.md                        README and docs/
-# With prefix /usr the config goes to /etc (absolute: stage with DESTDIR, not --prefix); with any
-# other prefix to <prefix>/etc, and the unit's paths are rewritten to match.
+# With prefix /usr the config goes to /etc, with /opt/<x> to /etc/opt/<x> (absolute: stage with
+# DESTDIR, not --prefix), otherwise to <prefix>/etc; the unit's paths are rewritten to match.
 
 if(NOT TARGET kvrelay_bin)
   return()  # core-only and fuzz builds have no daemon to install
@@ -24,10 +24,13 @@ endif()
 include(GNUInstallDirs)
 
 set(_kvrelay_deploy "${PROJECT_SOURCE_DIR}/deploy")
-if(CMAKE_INSTALL_FULL_SYSCONFDIR STREQUAL "/etc")
-  set(_kvrelay_confdir "/etc/kvrelay")
-else()
+# GNUInstallDirs puts the config outside the prefix for /usr (/etc) and /opt/<x> (/etc/opt/<x>):
+# install there by absolute path; under the prefix (/usr/local/etc) by relative path.
+string(FIND "${CMAKE_INSTALL_FULL_SYSCONFDIR}/" "${CMAKE_INSTALL_PREFIX}/" _under_prefix)
+if(_under_prefix EQUAL 0)
   set(_kvrelay_confdir "${CMAKE_INSTALL_SYSCONFDIR}/kvrelay")
+else()
+  set(_kvrelay_confdir "${CMAKE_INSTALL_FULL_SYSCONFDIR}/kvrelay")
 endif()
 set(_kvrelay_conffile "${CMAKE_INSTALL_FULL_SYSCONFDIR}/kvrelay/kvrelay.toml")
 
@@ -42,6 +45,16 @@ file(CONFIGURE OUTPUT "${PROJECT_BINARY_DIR}/packaging/kvrelay.service" CONTENT 
      @ONLY NEWLINE_STYLE UNIX)
 
 # -- install rules (the binaries' are next to their targets) ----------------------------------------
+if(IS_ABSOLUTE "${_kvrelay_confdir}")
+  # `cmake --install --prefix X` on a /usr build would still write the real /etc: refuse it.
+  install(CODE "
+    if(NOT CMAKE_INSTALL_PREFIX STREQUAL \"${CMAKE_INSTALL_PREFIX}\")
+      message(FATAL_ERROR \"kvrelay was configured for prefix ${CMAKE_INSTALL_PREFIX}, whose config \"
+        \"directory is ${_kvrelay_confdir} (absolute); --prefix \${CMAKE_INSTALL_PREFIX} would still \"
+        \"write there. Stage with DESTDIR=... instead, or configure with \"
+        \"-DCMAKE_INSTALL_PREFIX=\${CMAKE_INSTALL_PREFIX}.\")
+    endif()")
+endif()
 install(FILES "${_kvrelay_deploy}/kvrelay.toml" DESTINATION "${_kvrelay_confdir}"
         PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
 install(FILES "${PROJECT_BINARY_DIR}/packaging/kvrelay.service"
