@@ -8,6 +8,8 @@ container's env, runs init containers' commands with /bin/sh, and runs the main 
 arguments with --check appended. It then holds the manifests to what the deployment notes
 promise: probes on /readyz and /healthz at the admin port the configuration really listens on,
 a Prometheus scrape annotation for that port, and (sidecar) POD_NAMESPACE as the tenant.
+Finally it starts the container's command for real and sends the probes' and Prometheus' requests
+without a token (they must answer), and a POST without the token (it must get 401).
 
 Usage: check_kubernetes.py KVRELAY_BINARY DEPLOY_KUBERNETES_DIR
 Exit 0 pass, 1 fail, 77 skip (PyYAML missing).
@@ -15,9 +17,13 @@ Exit 0 pass, 1 fail, 77 skip (PyYAML missing).
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.error
+import urllib.request
 
 try:
     import yaml
@@ -118,6 +124,66 @@ class PodFs:
                         f.write(self.map_paths(text))
 
 
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def http_status(url, method="GET"):
+    req = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(req, timeout=2) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return None
+
+
+def check_probes_live(where, kvrelay, args):
+    """Runs the container's command for real (admin port moved to a free one, as the manifest's
+    port may be taken here) and asks what the kubelet and Prometheus would ask, without a token:
+    the token in the config must not lock the probes out, and must still guard the POSTs."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([kvrelay] + args + [f"--admin-listen=0.0.0.0:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 15
+        status = None
+        while time.time() < deadline and proc.poll() is None:
+            status = http_status(base + "/healthz")
+            if status is not None:
+                break
+            time.sleep(0.1)
+        if proc.poll() is not None:
+            fail(where, f"kvrelay exited {proc.returncode} at start: {first_line(proc.stderr.read())}")
+            return
+        if status != 200:
+            fail(where, f"GET /healthz without a token answers {status}, not 200")
+        ready = http_status(base + "/readyz")
+        if ready not in (200, 503):  # 503 here: no engine runs on this machine
+            fail(where, f"GET /readyz without a token answers {ready}, not 200 or 503")
+        if http_status(base + "/metrics") != 200:
+            fail(where, "GET /metrics without a token is not 200 (Prometheus sends none)")
+        post = http_status(base + "/debug/adapters?id=9&name=x", method="POST")
+        if post != 401:
+            fail(where, f"POST /debug/adapters without the token answers {post}, not 401")
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                fail(where, "kvrelay did not exit within 15 s of SIGTERM")
+                return
+        if proc.returncode not in (0, None):
+            fail(where, f"kvrelay exited {proc.returncode} after SIGTERM (expected 0)")
+
+
 def generated_configmaps(kdir):
     kust = load_docs(os.path.join(kdir, "kustomization.yaml"))[0]
     out = {}
@@ -200,6 +266,7 @@ def check_pod(where, kdir, pod_meta, pod, generated, kvrelay, sidecar):
             fail(where, "the effective configuration still holds an unexpanded ${...}")
 
         admin = admin_port_from_check(r.stdout, where)
+        check_probes_live(where, kvrelay, args)
         probes = {"readinessProbe": "/readyz", "livenessProbe": "/healthz"}
         for probe, path in probes.items():
             http = c.get(probe, {}).get("httpGet")
