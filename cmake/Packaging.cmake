@@ -41,8 +41,10 @@ file(READ "${_unit_src}" _unit)
 string(REPLACE "/usr/bin/kvrelay" "${CMAKE_INSTALL_FULL_BINDIR}/kvrelay" _unit "${_unit}")
 string(REPLACE "/etc/kvrelay/kvrelay.toml" "${_kvrelay_conffile}" _unit "${_unit}")
 string(REPLACE "/usr/share/doc/kvrelay" "${CMAKE_INSTALL_FULL_DOCDIR}" _unit "${_unit}")
-file(CONFIGURE OUTPUT "${PROJECT_BINARY_DIR}/packaging/kvrelay.service" CONTENT "${_unit}"
-     @ONLY NEWLINE_STYLE UNIX)
+# Written verbatim (no @VAR@ substitution: the unit has @system-service); copied only on change.
+file(WRITE "${PROJECT_BINARY_DIR}/packaging/kvrelay.service.tmp" "${_unit}")
+configure_file("${PROJECT_BINARY_DIR}/packaging/kvrelay.service.tmp"
+               "${PROJECT_BINARY_DIR}/packaging/kvrelay.service" COPYONLY)
 
 # -- install rules (the binaries' are next to their targets) ----------------------------------------
 if(IS_ABSOLUTE "${_kvrelay_confdir}")
