@@ -37,9 +37,9 @@ struct admin_server::impl {
   template <class F>
   void add(const std::string& method, const std::string& path, const std::string& help, F f) {
     routes.push_back({method, path, help});
-    // The token guards what changes the daemon (docs/configuration.md); probes and read-only
-    // pages stay open so kubelet and Prometheus need no secret.
-    const bool guarded = method != "GET";
+    // The token guards what changes the daemon and the /debug pages that show its insides;
+    // probes, /metrics and /help stay open so kubelet and Prometheus need no secret.
+    const bool guarded = method != "GET" || path.rfind("/debug/", 0) == 0;
     auto wrapped = [this, f, guarded](const httplib::Request& req, httplib::Response& res) {
       if (guarded && !authorized(req)) {
         res.status = 401;

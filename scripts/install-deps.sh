@@ -12,7 +12,7 @@ packages=(
   libspdlog-dev libcli11-dev libcurl4-openssl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev llvm-14
-  python3 openssl
+  python3 python3-yaml openssl dpkg-dev
 )
 
 missing=()

@@ -118,6 +118,12 @@ class sequence_tracker {
   /// A live batch. Precondition: seq != UINT64_MAX (the END marker; the source rejects it).
   void on_live(uint64_t seq, Payload p, actions& out) {
     if (last_live_ && seq <= *last_live_) return reset_incarnation(seq, std::move(p), out);
+    // Caught up from the replay ring alone, so no live watermark yet: a first live seq below
+    // what replay delivered is a late duplicate only when it is close behind; seq 0 or one far
+    // below means a new engine process whose counter restarted.
+    if (!last_live_ && have_next_ && seq < next_ &&
+        (seq == 0 || next_ - seq > late_duplicate_window))
+      return reset_incarnation(seq, std::move(p), out);
     last_live_ = seq;
     if (replaying_) {
       insert(seq, std::move(p), false, out);
@@ -172,6 +178,9 @@ class sequence_tracker {
       // nothing we could ask for; expect its first batch (0) or repair what the SUB missed.
       have_next_ = true;
       next_ = cursor_;
+      // Live batches buffered during the replay whose ring copies were dropped as duplicates
+      // sit below the cursor: start from them, or they would never be delivered.
+      if (!buffer_.empty()) next_ = std::min(next_, buffer_.begin()->first);
     }
     // Everything the ring held when it served us is below the last reply; and every live seq we
     // had seen before asking was published before, so the ring had it then too.
@@ -313,7 +322,7 @@ class sequence_tracker {
 
   void reset_incarnation(uint64_t seq, Payload p, actions& out) {
     ++c_.resets;
-    emit(out, action_kind::incarnation_reset, seq, *last_live_);
+    emit(out, action_kind::incarnation_reset, seq, last_live_ ? *last_live_ : next_);
     if (replaying_) {
       replaying_ = false;
       emit(out, action_kind::cancel_replay, seq);
@@ -333,6 +342,10 @@ class sequence_tracker {
     }
     deliver(seq, std::move(p), false, out);
   }
+
+  /// How far behind the replayed position a first live batch may be and still count as a late
+  /// duplicate (the live socket and the replay socket are not ordered with each other).
+  static constexpr uint64_t late_duplicate_window = 1024;
 
   tracker_options opts_;
   tracker_counters c_;
