@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <ostream>
 
 #include "actors/shard/fingerprint.hpp"
 #include "runtime/daemon.hpp"
@@ -437,6 +438,9 @@ struct era_case {
   bool signed_hashes;  // SGLang / builtin hash(): negative ints on the wire
   bool salted;         // S3: salted stores with the slot-7 map, indexed with index_salted
 };
+
+// gtest would otherwise print the struct's bytes, padding included (uninitialised for valgrind).
+void PrintTo(const era_case& c, std::ostream* os) { *os << c.name; }
 
 struct WireEra : Pipeline, ::testing::WithParamInterface<era_case> {};
 
