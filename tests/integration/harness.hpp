@@ -12,13 +12,16 @@
 //
 // Waiting: never sleep as an assertion. wait_until() polls every 10 ms up to a bound; the daemon's
 // PUB/SUB slow joiner is handled by start_daemon(), which republishes a harmless empty batch until
-// every pipeline has decoded one.
+// every pipeline has decoded one AND its ingress has received a live message (a batch the
+// cold-start replay delivered proves nothing about the SUB subscription). The ingress publishes
+// its kvrelay_* sequence counters once a second: wait for them, never read them once.
 //
 // Not thread-safe: drive it from the test thread. Heavy headers (gRPC, CAF, ZMQ) stay in the .cpp.
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
