@@ -172,12 +172,12 @@ bool write_atomic(const std::string& path, const std::string& text) {
   return std::rename(tmp.c_str(), path.c_str()) == 0;
 }
 
-[[noreturn]] void usage(const char* msg) {
-  std::fprintf(stderr,
+[[noreturn]] void usage(const char* msg, int code = 2) {
+  std::fprintf(code == 0 ? stdout : stderr,
                "%s\nUsage: kvrelay-bench-sink [--listen 127.0.0.1:0] [--port-file P] "
                "[--stats-file S] [--receipts R]\n",
                msg);
-  std::exit(2);
+  std::exit(code);
 }
 
 }  // namespace
@@ -186,7 +186,7 @@ int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:0", port_file, stats_file, receipts_file;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "-h" || a == "--help") usage("kvrelay-bench-sink: a counting policy server");
+    if (a == "-h" || a == "--help") usage("kvrelay-bench-sink: a counting policy server", 0);
     if (i + 1 >= argc) usage("flag needs an argument");
     if (a == "--listen") listen = argv[++i];
     else if (a == "--port-file") port_file = argv[++i];
