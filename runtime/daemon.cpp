@@ -4,7 +4,9 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <algorithm>
 #include <mutex>
+#include <thread>
 
 #include "config/loader.hpp"
 #include "runtime/admin_server.hpp"
@@ -136,6 +138,10 @@ bool daemon::start(std::string& error) {
   // Never write CAF's actor_log files into the working directory.
   d.sys_cfg->set("logger.file-verbosity", caf::atom("quiet"));
   d.sys_cfg->set("logger.console-verbosity", caf::atom("quiet"));
+  // CAF defaults to at least 4 workers; more workers than cores only adds idle wake-ups
+  // (each idle worker polls every few ms) on the small machines kvrelay shares with engines.
+  d.sys_cfg->set("scheduler.max-threads",
+                 static_cast<size_t>(std::max(2u, std::thread::hardware_concurrency())));
   d.sys = std::make_unique<caf::actor_system>(*d.sys_cfg);
   std::map<size_t, std::shared_ptr<merged_holders>> holders;  // per merged engine
   for (const auto& ps : config::pipelines(d.cfg)) {

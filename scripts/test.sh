@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds kvrelay (RelWithDebInfo) and runs every test with ctest.
-# With CI=true it also runs the pure-logic unit tests under ASan+UBSan and the fuzzers briefly.
+# With CI=true it also runs the benchmark harness's smoke mode, the fuzzers (60 s each) and the
+# pure-logic unit tests under ASan+UBSan.
 #   ./scripts/test.sh                 # everything in the default preset
 #   ./scripts/test.sh -R Decoder      # extra arguments go to ctest
 set -euo pipefail
@@ -14,5 +15,8 @@ cmake --build --preset default
 ctest --preset default -j2 "$@"
 
 if [ "${CI:-}" = "true" ]; then
+  # The end-to-end benchmark harness, once on small inputs: it must run, no thresholds.
+  ./scripts/bench.sh --smoke --no-build --build-dir build/default >/dev/null
+  echo "bench smoke: ok"
   ./scripts/sanitize.sh
 fi
