@@ -16,7 +16,13 @@ ctest --preset default -j2 "$@"
 
 if [ "${CI:-}" = "true" ]; then
   # The end-to-end benchmark harness, once on small inputs: it must run, no thresholds.
-  ./scripts/bench.sh --smoke --no-build --build-dir build/default >/dev/null
-  echo "bench smoke: ok"
+  smoke_log=build/default/bench-smoke.log
+  if ./scripts/bench.sh --smoke --no-build --build-dir build/default >"$smoke_log" 2>&1; then
+    echo "bench smoke: ok ($smoke_log)"
+  else
+    tail -n 40 "$smoke_log"
+    echo "bench smoke: FAILED" >&2
+    exit 1
+  fi
   ./scripts/sanitize.sh
 fi

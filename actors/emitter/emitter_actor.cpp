@@ -115,10 +115,12 @@ void add_entries(ic::CacheStateUpdate& u, const std::vector<prefix_add>& entries
   u.mutable_prefixes()->Reserve(static_cast<int>(entries.size()));
   for (const auto& e : entries) {
     auto* p = u.add_prefixes();
-    p->set_prefix_hash(fingerprint::to_be8(e.fingerprint));
+    char key[8];
+    fingerprint::write_be8(e.fingerprint, key);
+    p->set_prefix_hash(key, sizeof key);
     p->set_token_count(static_cast<int32_t>(e.token_count));
     p->set_tier(to_proto(e.t));
-    p->set_adapter_id(e.adapter);
+    if (!e.adapter.empty()) p->set_adapter_id(e.adapter);  // "" is the proto3 default anyway
   }
 }
 

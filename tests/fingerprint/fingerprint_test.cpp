@@ -145,4 +145,7 @@ TEST(Fingerprint, Be8RoundTrips) {
     EXPECT_EQ(fp::from_be8(fp::to_be8(v)), v);
   }
   EXPECT_EQ(fp::to_be8(0x0102030405060708ull), std::string("\1\2\3\4\5\6\7\x08", 8));
+  char buf[8];
+  fp::write_be8(0x0102030405060708ull, buf);
+  EXPECT_EQ(std::string(buf, 8), fp::to_be8(0x0102030405060708ull));
 }
