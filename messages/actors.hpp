@@ -26,8 +26,8 @@ using emitter_actor = caf::typed_actor<
   caf::reacts_to<emit_unit_ptr>,
   // Sends a stats-only CacheStateUpdate; true when the server acknowledged it (accepted=true).
   caf::replies_to<stats_sample_ptr>::with<bool>,
-  // Internal: RPC `call` finished with gRPC code, message, Ack.accepted, latency (µs).
-  caf::reacts_to<atom::done, uint64_t, int32_t, std::string, bool, int64_t>,
+  // Internal: RPC completions are waiting in the emitter's inbox (one message per batch of them).
+  caf::reacts_to<atom::done>,
   // Fault injection: throws.
   caf::reacts_to<atom::crash>>
   ::extend_with<status_client_actor>;
