@@ -28,12 +28,14 @@ using packer = msgpack::packer<msgpack::sbuffer>;
 
 constexpr uint32_t events_per_batch = 32;
 constexpr uint32_t blocks_per_event = 4;
-constexpr uint32_t block_size = 16;
 constexpr uint32_t blocks_per_batch = events_per_batch * blocks_per_event;
 
+// Every benchmark runs at block size 16 (the common engine setting) and 64 (SGLang pages, and
+// XXH3's long-input path): Arg(16)->Arg(64), read as state.range(0).
 struct payload {
   std::string bytes;
   std::vector<uint32_t> tokens;  // every token of the batch, in order (for the hash floor)
+  uint32_t block_size = 16;
 };
 
 void pack_str(packer& pk, const char* s) { pk.pack(std::string(s)); }
@@ -47,9 +49,10 @@ void pack_float64(msgpack::sbuffer& buf, double v) {
   buf.write(b, sizeof b);
 }
 
-payload make_payload(bool map_events, uint64_t seed) {
+payload make_payload(bool map_events, uint64_t seed, uint32_t block_size) {
   std::mt19937_64 rng(seed);
   payload p;
+  p.block_size = block_size;
   msgpack::sbuffer buf;
   packer pk(buf);
   pk.pack_array(3);
@@ -115,14 +118,17 @@ payload make_payload(bool map_events, uint64_t seed) {
   return p;
 }
 
-const payload& array_payload() {
-  static const payload p = make_payload(false, 7);
-  return p;
+const payload& array_payload(uint32_t block_size) {
+  static const payload p16 = make_payload(false, 7, 16);
+  static const payload p64 = make_payload(false, 7, 64);
+  return block_size == 64 ? p64 : p16;
 }
-const payload& map_payload() {
-  static const payload p = make_payload(true, 7);
-  return p;
+const payload& map_payload(uint32_t block_size) {
+  static const payload p16 = make_payload(true, 7, 16);
+  static const payload p64 = make_payload(true, 7, 64);
+  return block_size == 64 ? p64 : p16;
 }
+uint32_t bs_arg(const benchmark::State& state) { return static_cast<uint32_t>(state.range(0)); }
 
 void set_counters(benchmark::State& state) {
   const double blocks = static_cast<double>(state.iterations()) * blocks_per_batch;
@@ -153,7 +159,7 @@ struct touch_visitor : msgpack::v2::null_visitor {
 };
 
 void MsgpackVisitorParse(benchmark::State& state) {
-  const payload& p = array_payload();
+  const payload& p = array_payload(bs_arg(state));
   for (auto _ : state) {
     touch_visitor v;
     std::size_t off = 0;
@@ -163,20 +169,21 @@ void MsgpackVisitorParse(benchmark::State& state) {
   }
   set_counters(state);
 }
-BENCHMARK(MsgpackVisitorParse);
+BENCHMARK(MsgpackVisitorParse)->Arg(16)->Arg(64);
 
 void MsgpackUnpack(benchmark::State& state) {
-  const payload& p = array_payload();
+  const payload& p = array_payload(bs_arg(state));
   for (auto _ : state) {
     msgpack::object_handle oh = msgpack::unpack(p.bytes.data(), p.bytes.size());
     benchmark::DoNotOptimize(oh.get().via.array.size);
   }
   set_counters(state);
 }
-BENCHMARK(MsgpackUnpack);
+BENCHMARK(MsgpackUnpack)->Arg(16)->Arg(64);
 
 void XXH3Content(benchmark::State& state) {
-  const payload& p = array_payload();
+  const payload& p = array_payload(bs_arg(state));
+  const uint32_t block_size = p.block_size;
   for (auto _ : state) {
     uint64_t acc = 0;
     for (size_t b = 0; b < blocks_per_batch; ++b)
@@ -185,10 +192,11 @@ void XXH3Content(benchmark::State& state) {
   }
   set_counters(state);
 }
-BENCHMARK(XXH3Content);
+BENCHMARK(XXH3Content)->Arg(16)->Arg(64);
 
 void Floor(benchmark::State& state) {
-  const payload& p = array_payload();
+  const payload& p = array_payload(bs_arg(state));
+  const uint32_t block_size = p.block_size;
   for (auto _ : state) {
     msgpack::object_handle oh = msgpack::unpack(p.bytes.data(), p.bytes.size());
     benchmark::DoNotOptimize(oh.get().via.array.size);
@@ -199,7 +207,7 @@ void Floor(benchmark::State& state) {
   }
   set_counters(state);
 }
-BENCHMARK(Floor);
+BENCHMARK(Floor)->Arg(16)->Arg(64);
 
 void run_decode(benchmark::State& state, const payload& p) {
   kvrelay::wire_decoder dec;
@@ -212,14 +220,14 @@ void run_decode(benchmark::State& state, const payload& p) {
   set_counters(state);
 }
 
-void Decode(benchmark::State& state) { run_decode(state, array_payload()); }
-BENCHMARK(Decode);
+void Decode(benchmark::State& state) { run_decode(state, array_payload(bs_arg(state))); }
+BENCHMARK(Decode)->Arg(16)->Arg(64);
 
-void DecodeMapEvents(benchmark::State& state) { run_decode(state, map_payload()); }
-BENCHMARK(DecodeMapEvents);
+void DecodeMapEvents(benchmark::State& state) { run_decode(state, map_payload(bs_arg(state))); }
+BENCHMARK(DecodeMapEvents)->Arg(16)->Arg(64);
 
 void DecodeAndFingerprint(benchmark::State& state) {
-  const payload& p = array_payload();
+  const payload& p = array_payload(bs_arg(state));
   kvrelay::wire_decoder dec;
   kvrelay::kv_event_batch out;
   for (auto _ : state) {
@@ -242,6 +250,6 @@ void DecodeAndFingerprint(benchmark::State& state) {
   }
   set_counters(state);
 }
-BENCHMARK(DecodeAndFingerprint);
+BENCHMARK(DecodeAndFingerprint)->Arg(16)->Arg(64);
 
 }  // namespace
