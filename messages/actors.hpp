@@ -47,7 +47,7 @@ using shard_actor = caf::typed_actor<
 using decoder_actor = caf::typed_actor<
   // One ZMQ payload, in sequence order.
   caf::reacts_to<raw_batch_ptr>,
-  // History lost / incarnation reset / (dis)connected: lost history clears the pipeline.
+  // History lost / incarnation reset: either clears the pipeline.
   caf::reacts_to<ingress_notice_ptr>,
   // Asks every shard to re-report its resident blocks.
   caf::reacts_to<atom::resync>,

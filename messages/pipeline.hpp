@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/shard/positional_index.hpp"
 #include "messages/kv_events.hpp"
 
 namespace kvrelay {
@@ -27,14 +28,14 @@ struct raw_batch {
   std::shared_ptr<const void> owner;  // keeps `data` alive
   const char* data = nullptr;
   size_t size = 0;
-  int64_t received_ns = 0;  // steady clock, for event-age accounting
 };
 using raw_batch_ptr = std::shared_ptr<const raw_batch>;
 
-/// What ingress tells the pipeline besides batches.
+/// What ingress tells the pipeline besides batches: both make it clear. (Connection state goes
+/// straight to pipeline_health from the ZMQ thread.)
 struct ingress_notice {
-  enum class kind : uint8_t { history_lost, incarnation_reset, connected, disconnected };
-  kind what = kind::connected;
+  enum class kind : uint8_t { history_lost, incarnation_reset };
+  kind what = kind::history_lost;
   uint64_t first = 0;  // first missing seq / old last seq
   uint64_t last = 0;   // first available seq / new seq
 };
@@ -48,14 +49,9 @@ struct shard_work {
 };
 using shard_work_ptr = std::shared_ptr<const shard_work>;
 
-/// Index change the debouncer coalesces. `upsert` carries the warmest tier still holding it.
-struct prefix_op {
-  enum class kind : uint8_t { upsert, evict };
-  kind op = kind::upsert;
-  tier t = tier::t1;
-  uint32_t token_count = 0;
-  uint64_t fingerprint = 0;
-};
+/// Index change the debouncer coalesces: the positional index's own op, passed on as is.
+/// `upsert` carries the warmest tier still holding the block.
+using prefix_op = index_op;
 
 /// A shard's output for one unit of work (or one resync chunk).
 struct shard_ops {
@@ -97,7 +93,6 @@ struct emit_unit {
   };
   std::vector<downgrade_group> downgrades;
   std::vector<prefix_evict> evicts;
-  int64_t oldest_received_ns = 0;  // for the event-age histogram (0 = unknown)
 
   size_t entries() const {
     size_t n = adds.size() + evicts.size() + (clear ? 1 : 0);

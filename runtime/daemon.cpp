@@ -120,8 +120,6 @@ struct daemon::impl {
   std::vector<pipeline> pipelines;
   std::unique_ptr<admin_server> admin;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
-  std::mutex mu;  // start/stop vs admin threads
-  bool running = false;
 };
 
 daemon::daemon(config::daemon_config cfg) : impl_(std::make_unique<impl>()) {
@@ -169,7 +167,6 @@ bool daemon::start(std::string& error) {
     d.admin = std::make_unique<admin_server>(*this);
     if (!d.admin->start(d.cfg.admin, error)) return false;
   }
-  d.running = true;
   log::info("kvrelay starting",
             {{"version", KVRELAY_VERSION}, {"pipelines", d.pipelines.size()},
              {"server", d.cfg.server.address}, {"admin", d.cfg.admin.listen}});
@@ -209,7 +206,6 @@ void daemon::stop() {
   d.sys->await_all_actors_done();
   d.sys.reset();
   d.sys_cfg.reset();
-  d.running = false;
 }
 
 std::string daemon::tree_json(std::chrono::milliseconds timeout) {
@@ -246,7 +242,7 @@ std::string daemon::engines_json() const {
   for (size_t i = 0; i < d.pipelines.size(); ++i) {
     const auto& p = d.pipelines[i];
     const auto& h = *p.health;
-    status_json j("engine", 0);
+    status_json j;
     j.add("pipeline", p.name);
     j.add("replica_id", p.replica_id);
     j.add("endpoint", p.opts.ingress.source.endpoint);

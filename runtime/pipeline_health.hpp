@@ -17,8 +17,6 @@ struct pipeline_health {
   std::atomic<uint64_t> last_seq{0};
   std::atomic<uint64_t> batches{0};
   std::atomic<uint64_t> events{0};
-  std::atomic<uint64_t> resident_blocks{0};
-  std::atomic<int64_t> last_batch_unix_ms{0};
   std::atomic<bool> unhealthy{false};       // the pipeline kept failing; retried slowly
 
   bool ready() const {

@@ -233,15 +233,12 @@ void restart(pipeline_self self, const std::string& unit) {
 }
 
 std::string record_json(const restart_record& r) {
-  status_json j("", 0);
+  status_json j;
   j.add("restarts", r.restarts);
   j.add("last_error", r.last_error);
   j.add("uptime_s", std::chrono::duration_cast<std::chrono::seconds>(clock::now() - r.started)
                         .count());
-  auto s = j.str();
-  // Drop the leading {"kind":"","mailbox":0, and the closing brace: members only.
-  auto pos = s.find("\"restarts\"");
-  return s.substr(pos, s.size() - pos - 1);
+  return j.members();
 }
 
 void drain(pipeline_self self, caf::typed_response_promise<bool> promise) {

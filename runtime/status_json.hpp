@@ -11,6 +11,8 @@ namespace kvrelay {
 
 class status_json {
  public:
+  /// An object without the kind/mailbox header (members for another object).
+  status_json() : out_("{") {}
   status_json(std::string_view kind, size_t mailbox) {
     out_ = "{";
     add("kind", kind);
@@ -39,6 +41,8 @@ class status_json {
     out_ += json;
   }
   std::string str() const { return out_ + "}"; }
+  /// The members alone, "a":1,"b":2, to splice into another object.
+  std::string members() const { return out_.substr(1); }
 
  private:
   void key_(std::string_view k) {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "actors/debouncer/pending_set.hpp"
+#include "runtime/clock.hpp"
 #include "runtime/log.hpp"
 #include "runtime/metrics_registry.hpp"
 #include "runtime/pipeline_health.hpp"
@@ -18,11 +19,6 @@ namespace kvrelay {
 
 namespace {
 
-int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 struct debouncer_state {
   static inline constexpr const char* name = "debouncer";
@@ -167,7 +163,7 @@ void clear_replica(debouncer_self self, int64_t ts_us) {
     auto& o = by_adapter[adapter];
     o.adapter = adapter;
     o.ts_us = ts_us;
-    o.ops.push_back(prefix_op{prefix_op::kind::evict, tier::t1, 0, fp});
+    o.ops.push_back(prefix_op{prefix_op::kind::evict, fp, 0, tier::t1});
   });
   for (auto& [adapter, o] : by_adapter) st.pending.apply(o);
 }

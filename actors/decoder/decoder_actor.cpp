@@ -10,6 +10,7 @@
 #include "actors/decoder/group_filter.hpp"
 #include "actors/decoder/wire_decoder.hpp"
 #include "actors/shard/shard_actor.hpp"
+#include "runtime/clock.hpp"
 #include "runtime/log.hpp"
 #include "runtime/metrics_registry.hpp"
 #include "runtime/pipeline_health.hpp"
@@ -19,7 +20,6 @@ namespace kvrelay {
 
 namespace {
 
-int64_t to_us(double ts) { return ts > 0 ? static_cast<int64_t>(ts * 1e6) : 0; }
 
 struct decoder_state {
   static inline constexpr const char* name = "decoder";
@@ -184,7 +184,7 @@ void on_batch(decoder_self self, const raw_batch& rb) {
       case event_type::cleared:
         st.cleared_events->inc();
         flush_work();
-        clear_pipeline(self, to_us(st.batch.ts), "AllBlocksCleared");
+        clear_pipeline(self, engine_ts_to_us(st.batch.ts), "AllBlocksCleared");
         break;
     }
   }
@@ -202,12 +202,6 @@ void on_notice(decoder_self self, const ingress_notice& n) {
     case k::incarnation_reset:
       st.groups.reset();
       clear_pipeline(self, 0, "engine restarted (sequence reset)");
-      break;
-    case k::connected:
-      st.health->engine_connected.store(true);
-      break;
-    case k::disconnected:
-      st.health->engine_connected.store(false);
       break;
   }
 }

@@ -12,6 +12,7 @@
 
 #include "actors/shard/fingerprint.hpp"
 #include "proto/inferencecache/v1alpha1/inferencecache.pb.h"
+#include "runtime/clock.hpp"
 #include "runtime/log.hpp"
 #include "runtime/metrics_registry.hpp"
 #include "runtime/status_json.hpp"
@@ -22,11 +23,6 @@ namespace kvrelay {
 
 namespace {
 
-int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 int64_t non_negative(int64_t us) { return us > 0 ? us : 0; }
 

@@ -23,11 +23,6 @@ constexpr auto tick_interval = std::chrono::seconds(1);
 constexpr auto drain_poll = std::chrono::milliseconds(20);
 constexpr auto drain_read_max = std::chrono::seconds(1);
 
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 struct ingress_state {
   static inline constexpr const char* name = "ingress";
@@ -126,7 +121,6 @@ ingress::zmq_source::sink_fn make_sink(decoder_actor decoder, ingress_actor self
             rb->data = e.payload.data();
             rb->size = e.payload.size();
             rb->owner = std::make_shared<ingress::payload_ref>(std::move(e.payload));
-            rb->received_ns = steady_ns();
             caf::anon_send(decoder, raw_batch_ptr{std::move(rb)});
           } else if constexpr (std::is_same_v<T, ingress::history_lost_event>) {
             log::error("engine event history lost; clearing this replica's index",

@@ -19,10 +19,10 @@ namespace kvrelay {
 /// One change for the policy server, per (this partition, fingerprint).
 struct index_op {
   enum class kind : uint8_t { upsert, evict };
-  kind op;
-  uint64_t fingerprint;
-  uint32_t token_count;  // cumulative tokens up to and including this block
-  tier t;                // upsert: warmest tier still holding the block; evict: the last one
+  kind op = kind::upsert;
+  uint64_t fingerprint = 0;
+  uint32_t token_count = 0;  // cumulative tokens up to and including this block
+  tier t = tier::t1;         // upsert: warmest tier still holding the block; evict: the last one
 };
 
 /// What to do with a BlockStored whose non-nil parent hash is not in the map.

@@ -4,6 +4,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "runtime/clock.hpp"
 #include "runtime/log.hpp"
 #include "runtime/metrics_registry.hpp"
 #include "runtime/status_json.hpp"
@@ -14,7 +15,6 @@ namespace {
 
 constexpr size_t resync_chunk = 16384;
 
-int64_t to_us(double ts) { return ts > 0 ? static_cast<int64_t>(ts * 1e6) : 0; }
 
 struct shard_state {
   static inline constexpr const char* name = "shard";
@@ -69,12 +69,7 @@ void send_ops(shard_self self, int64_t ts_us, bool had_store, bool resync) {
   out->ts_us = ts_us;
   out->had_store = had_store;
   out->resync = resync;
-  out->ops.reserve(st.scratch.size());
-  for (const auto& op : st.scratch)
-    out->ops.push_back(prefix_op{op.op == index_op::kind::upsert ? prefix_op::kind::upsert
-                                                                 : prefix_op::kind::evict,
-                                 op.t, op.token_count, op.fingerprint});
-  st.scratch.clear();
+  out->ops.swap(st.scratch);  // the index's ops go out as they are: no per-op copy
   self->send(st.debouncer, shard_ops_ptr{std::move(out)});
 }
 
@@ -103,7 +98,7 @@ void on_work(shard_self self, const shard_work& w) {
       st.index.removed(ev.removed, st.scratch);
     }
   }
-  if (!st.scratch.empty() || had_store) send_ops(self, to_us(w.ts), had_store, false);
+  if (!st.scratch.empty() || had_store) send_ops(self, engine_ts_to_us(w.ts), had_store, false);
   publish_stats(st);
 }
 

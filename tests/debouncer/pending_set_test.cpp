@@ -17,9 +17,9 @@ shard_ops ops(std::string adapter, std::vector<prefix_op> v, int64_t ts_us = 0,
   return o;
 }
 prefix_op up(uint64_t fp, uint32_t tokens = 16, tier t = tier::t1) {
-  return prefix_op{prefix_op::kind::upsert, t, tokens, fp};
+  return prefix_op{prefix_op::kind::upsert, fp, tokens, t};
 }
-prefix_op ev(uint64_t fp) { return prefix_op{prefix_op::kind::evict, tier::t1, 0, fp}; }
+prefix_op ev(uint64_t fp) { return prefix_op{prefix_op::kind::evict, fp, 0, tier::t1}; }
 
 TEST(PendingSet, CoalescesToFinalStatePerKey) {
   pending_set p;
@@ -99,7 +99,7 @@ TEST(PendingSet, L2ModeTurnsEvictionsIntoDowngradesWithTheirTime) {  // L02, L03
   p.apply(ops("", {up(1, 48)}, 100'000'000));
   auto first = p.take(1);
   ASSERT_EQ(first->adds.size(), 1u);
-  p.apply(ops("", {prefix_op{prefix_op::kind::evict, tier::t1, 48, 1}}, 200'000'000, false));
+  p.apply(ops("", {prefix_op{prefix_op::kind::evict, 1, 48, tier::t1}}, 200'000'000, false));
   p.apply(ops("", {up(2)}, 300'000'000));
   auto u = p.take(2);
   ASSERT_EQ(u->downgrades.size(), 1u);
