@@ -27,7 +27,7 @@ using emitter_actor = caf::typed_actor<
   // Sends a stats-only CacheStateUpdate; true when the server acknowledged it (accepted=true).
   caf::replies_to<stats_sample_ptr>::with<bool>,
   // Internal: RPC completions are waiting in the emitter's inbox (one message per batch of them).
-  caf::reacts_to<atom::done>,
+  caf::reacts_to<atom::completed>,
   // Fault injection: throws.
   caf::reacts_to<atom::crash>>
   ::extend_with<status_client_actor>;
@@ -75,7 +75,7 @@ using debouncer_actor = caf::typed_actor<
   // Retry of a resync after the server was unreachable (backoff timer).
   caf::reacts_to<atom::resync>,
   // Periodic refresh: re-report everything resident so the server's TTL never expires it.
-  caf::reacts_to<atom::tick>,
+  caf::reacts_to<atom::refresh>,
   // Shutdown: flush everything; answers when the emitter acknowledged it (or on timeout).
   caf::replies_to<atom::drain>::with<bool>,
   caf::reacts_to<atom::crash>>
@@ -84,20 +84,22 @@ using debouncer_actor = caf::typed_actor<
 /// Owns the ZMQ thread (SUB + replay DEALER) of one engine source.
 using ingress_actor = caf::typed_actor<
   // Periodic: publishes the ZMQ thread's counters to /metrics.
-  caf::reacts_to<atom::tick>,
+  caf::reacts_to<atom::publish>,
+  // Shutdown timer: one step of reading what the engine already sent.
+  caf::reacts_to<atom::drain_step>,
   // Stops reading (shutdown, first step).
   caf::reacts_to<atom::drain>,
   // The ZMQ thread ended with an error: quit so the supervisor restarts the data path.
-  caf::reacts_to<atom::done, std::string>,
+  caf::reacts_to<atom::src_failed, std::string>,
   caf::reacts_to<atom::crash>>
   ::extend_with<status_client_actor>;
 
 /// Scrapes the engine's /metrics and reports ReplicaStats.
 using scraper_actor = caf::typed_actor<
   // One scrape interval elapsed.
-  caf::reacts_to<atom::tick>,
+  caf::reacts_to<atom::scrape>,
   // Internal: the fetch thread's result: transport ok, HTTP status, body, error.
-  caf::reacts_to<atom::done, bool, int32_t, std::string, std::string>,
+  caf::reacts_to<atom::fetched, bool, int32_t, std::string, std::string>,
   // A new emitter after a restart.
   caf::reacts_to<atom::update, emitter_actor>,
   caf::reacts_to<atom::crash>>

@@ -6,23 +6,37 @@
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/type_id.hpp>
 
+#include <caf/error.hpp>
+
+#include "base/error.hpp"
 #include "messages/pipeline.hpp"
 
-// Atom texts are ≤ 10 characters of [a-z0-9_] (CAF 0.17 stores them in 60 bits).
+// Atom texts are ≤ 10 characters of [a-z0-9_] (CAF 0.17 stores them in 60 bits). One atom, one
+// meaning: a handler's atom names what the message is, never which timer happened to fire.
 CAF_BEGIN_TYPE_ID_BLOCK(kvrelay, caf::first_custom_type_id)
-  CAF_ADD_ATOM(kvrelay, kvrelay::atom, status, "status")
-  CAF_ADD_ATOM(kvrelay, kvrelay::atom, flush, "flush")
-  CAF_ADD_ATOM(kvrelay, kvrelay::atom, tick, "tick")
-  CAF_ADD_ATOM(kvrelay, kvrelay::atom, clear, "clear")
-  CAF_ADD_ATOM(kvrelay, kvrelay::atom, resync, "resync")
-  CAF_ADD_ATOM(kvrelay, kvrelay::atom, restart, "restart")
-  CAF_ADD_ATOM(kvrelay, kvrelay::atom, update, "update")
-  CAF_ADD_ATOM(kvrelay, kvrelay::atom, done, "done")
-  CAF_ADD_ATOM(kvrelay, kvrelay::atom, crash, "crash")
-  CAF_ADD_ATOM(kvrelay, kvrelay::atom, drain, "drain")
-  CAF_ADD_ATOM(kvrelay, kvrelay::atom, adapter, "adapter")
-  CAF_ADD_ATOM(kvrelay, kvrelay::atom, ingress, "ingress")
-  CAF_ADD_ATOM(kvrelay, kvrelay::atom, ready, "ready")
+  // -- every supervised actor ----------------------------------------------------------------
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, status, "status")        // snapshot for the admin tree
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, crash, "crash")          // fault injection: throw
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, update, "update")        // a peer was replaced: new handle
+  // -- pipeline control ------------------------------------------------------------------------
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, clear, "clear")          // AllBlocksCleared / lost history
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, resync, "resync")        // re-report everything resident
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, drain, "drain")          // shutdown: flush and answer
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, adapter, "adapter")      // LoRA id → name mapping
+  // -- supervisor --------------------------------------------------------------------------------
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, restart, "restart")      // a unit's backoff elapsed
+  // -- ingress -----------------------------------------------------------------------------------
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, publish, "publish")      // timer: ZMQ counters → /metrics
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, drain_step, "drain_step") // timer: one shutdown read step
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, src_failed, "src_failed") // the ZMQ thread ended on error
+  // -- debouncer ---------------------------------------------------------------------------------
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, flush, "flush")          // timer: the window elapsed
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, refresh, "refresh")      // timer: periodic re-report
+  // -- emitter -----------------------------------------------------------------------------------
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, completed, "completed")  // RPC completions in the inbox
+  // -- scraper -----------------------------------------------------------------------------------
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, scrape, "scrape")        // timer: one scrape interval
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, fetched, "fetched")      // the fetch thread's result
 CAF_END_TYPE_ID_BLOCK(kvrelay)
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::raw_batch_ptr)
@@ -32,3 +46,6 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::shard_ops_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::emit_unit_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::emit_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::stats_sample_ptr)
+
+// kvrelay::ec travels as a caf::error (exit reasons, failed requests); category "kvrelay".
+CAF_ERROR_CODE_ENUM(kvrelay::ec, "kvrelay")

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/shard/positional_index.hpp"
-#include "messages/kv_events.hpp"
+#include "base/index_op.hpp"
+#include "base/kv_events.hpp"
 
 namespace kvrelay {
 

@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "runtime/daemon.hpp"
-#include "runtime/log.hpp"
-#include "runtime/metrics_registry.hpp"
+#include "base/log.hpp"
+#include "base/metrics_registry.hpp"
 
 namespace kvrelay {
 

@@ -9,12 +9,13 @@
 #include <thread>
 
 #include "config/loader.hpp"
+#include "messages/system_setup.hpp"
 #include "runtime/admin_server.hpp"
-#include "runtime/log.hpp"
-#include "runtime/metrics_registry.hpp"
-#include "runtime/pipeline_health.hpp"
+#include "base/log.hpp"
+#include "base/metrics_registry.hpp"
+#include "messages/pipeline_health.hpp"
 #include "runtime/pipeline_supervisor.hpp"
-#include "runtime/status_json.hpp"
+#include "base/status_json.hpp"
 
 namespace kvrelay {
 
@@ -31,28 +32,33 @@ index_options to_index_options(const config::engine_settings& e) {
   return o;
 }
 
+pipeline_context to_context(const config::daemon_config& cfg,
+                            const config::pipeline_settings& ps,
+                            std::shared_ptr<metrics_registry> metrics) {
+  const auto& e = cfg.engines.at(ps.engine_index);
+  pipeline_context ctx;
+  ctx.name = e.dp_size > 1 && e.dp_mode == config::dp_mode::merged
+                 ? e.replica_id + "-dp" + std::to_string(ps.dp_rank)
+                 : ps.replica_id;
+  ctx.identity = replica_identity{ps.replica_id, e.model_id, e.tenant_id, e.hash_scheme};
+  ctx.metrics = std::move(metrics);
+  return ctx;
+}
+
 pipeline_options to_pipeline_options(const config::daemon_config& cfg,
                                      const config::pipeline_settings& ps,
                                      std::shared_ptr<merged_holders> holders) {
   const auto& e = cfg.engines.at(ps.engine_index);
   pipeline_options p;
-  p.name = e.dp_size > 1 && e.dp_mode == config::dp_mode::merged
-               ? e.replica_id + "-dp" + std::to_string(ps.dp_rank)
-               : ps.replica_id;
-  replica_identity id{ps.replica_id, e.model_id, e.tenant_id, e.hash_scheme};
-
-  p.ingress.replica_id = p.name;
   p.ingress.source.endpoint = ps.endpoint;
   p.ingress.source.replay_endpoint = ps.replay_endpoint;
   p.ingress.source.topic = e.topic;
   p.ingress.source.reconnect_interval = e.reconnect_backoff;
 
-  p.decoder.replica_id = p.name;
   p.decoder.adapters = e.adapters;
   p.decoder.index = to_index_options(e);
   if (e.dp_size > 1) p.decoder.expected_dp_rank = ps.dp_rank;
 
-  p.debouncer.replica_id = p.name;
   p.debouncer.window = e.window;
   p.debouncer.l2_mode = e.l2_tier;
   p.debouncer.refresh_interval = cfg.server.refresh_interval;
@@ -64,7 +70,6 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
     p.debouncer.start_with_clear = ps.dp_rank == 0;
   }
 
-  p.emitter.identity = id;
   p.emitter.client.target = cfg.server.address;
   p.emitter.client.rpc_timeout = cfg.server.rpc_timeout;
   if (cfg.server.tls) {
@@ -79,7 +84,6 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
                       (e.dp_mode == config::dp_mode::separate || ps.dp_rank == 0);
   if (scrape) {
     scraper_options s;
-    s.replica_id = p.name;
     s.url = e.metrics.url;
     s.interval = e.metrics.interval;
     s.rpc_timeout = cfg.server.rpc_timeout;
@@ -133,9 +137,7 @@ bool daemon::start(std::string& error) {
   log::set_json(d.cfg.log.format == config::log_format::json);
   log::set_level(to_log_level(d.cfg.log.level));
   d.sys_cfg = std::make_unique<caf::actor_system_config>();
-  // Never write CAF's actor_log files into the working directory.
-  d.sys_cfg->set("logger.file-verbosity", caf::atom("quiet"));
-  d.sys_cfg->set("logger.console-verbosity", caf::atom("quiet"));
+  setup_actor_system(*d.sys_cfg);
   // CAF defaults to at least 4 workers; more workers than cores only adds idle wake-ups
   // (each idle worker polls every few ms) on the small machines kvrelay shares with engines.
   d.sys_cfg->set("scheduler.max-threads",
@@ -152,11 +154,12 @@ bool daemon::start(std::string& error) {
     }
     impl::pipeline p;
     p.opts = to_pipeline_options(d.cfg, ps, std::move(h));
-    p.name = p.opts.name;
+    const auto ctx = to_context(d.cfg, ps, d.metrics);
+    p.name = ctx.name;
     p.replica_id = ps.replica_id;
     p.health = std::make_shared<pipeline_health>();
     p.health->name = p.name;
-    p.hdl = spawn_pipeline(*d.sys, p.opts, d.metrics, p.health, error);
+    p.hdl = spawn_pipeline(*d.sys, ctx, p.opts, p.health, error);
     if (!p.hdl) {
       error = p.name + ": " + error;
       return false;

@@ -16,7 +16,7 @@
 #include "config/flags.hpp"
 #include "config/loader.hpp"
 #include "runtime/daemon.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "runtime/version.hpp"
 
 namespace {

@@ -8,10 +8,10 @@
 #include <random>
 
 #include "actors/emitter/policy_client.hpp"
-#include "runtime/log.hpp"
-#include "runtime/metrics_registry.hpp"
-#include "runtime/pipeline_health.hpp"
-#include "runtime/status_fanout.hpp"
+#include "base/log.hpp"
+#include "base/metrics_registry.hpp"
+#include "messages/pipeline_health.hpp"
+#include "messages/status_fanout.hpp"
 
 namespace kvrelay {
 
@@ -31,8 +31,8 @@ struct restart_record {
 struct pipeline_state {
   static inline constexpr const char* name = "pipeline";
 
+  pipeline_context ctx;
   pipeline_options opts;
-  std::shared_ptr<metrics_registry> metrics;
   std::shared_ptr<pipeline_health> health;
   std::shared_ptr<credit_line> credits = std::make_shared<credit_line>();
 
@@ -62,7 +62,7 @@ std::string reason_text(const caf::error& e) {
 void spawn_emitter_child(pipeline_self self) {
   auto& st = self->state;
   std::string err;
-  st.emitter = spawn_emitter(self->system(), st.opts.emitter, st.metrics, err);
+  st.emitter = spawn_emitter(self->system(), st.ctx, st.opts.emitter, err);
   if (!st.emitter) {
     st.records["emitter"].last_error = err;
     return;
@@ -74,20 +74,19 @@ void spawn_emitter_child(pipeline_self self) {
 void spawn_scraper_child(pipeline_self self) {
   auto& st = self->state;
   if (!st.opts.scraper) return;
-  st.scraper = spawn_scraper(self->system(), *st.opts.scraper, st.emitter, st.metrics, st.health);
+  st.scraper = spawn_scraper(self->system(), st.ctx, *st.opts.scraper, st.emitter, st.health);
   self->monitor(st.scraper);
   st.records["scraper"].started = clock::now();
 }
 
 void spawn_datapath(pipeline_self self) {
   auto& st = self->state;
-  st.debouncer =
-      spawn_debouncer(self->system(), st.opts.debouncer, st.emitter, st.metrics, st.health);
+  st.debouncer = spawn_debouncer(self->system(), st.ctx, st.opts.debouncer, st.emitter, st.health);
   auto credits = st.credits;
-  st.decoder = spawn_decoder(self->system(), st.opts.decoder, st.debouncer, st.metrics, st.health,
+  st.decoder = spawn_decoder(self->system(), st.ctx, st.opts.decoder, st.debouncer, st.health,
                              [credits](size_t n) { credits->credit(static_cast<uint32_t>(n)); });
-  st.ingress = spawn_ingress(self->system(), st.opts.ingress, st.decoder, st.credits, st.metrics,
-                             st.health);
+  st.ingress =
+      spawn_ingress(self->system(), st.ctx, st.opts.ingress, st.decoder, st.credits, st.health);
   self->monitor(st.debouncer);
   self->monitor(st.decoder);
   self->monitor(st.ingress);
@@ -103,7 +102,7 @@ std::chrono::milliseconds backoff_for(pipeline_state& st, restart_record& r) {
   if (static_cast<int>(r.recent.size()) > st.opts.max_restarts) {
     if (!st.health->unhealthy.exchange(true))
       log::error("pipeline keeps failing; marked unhealthy, retrying slowly",
-                 {{"pipeline", st.opts.name}, {"restarts", r.restarts},
+                 {{"pipeline", st.ctx.name}, {"restarts", r.restarts},
                   {"last_error", r.last_error}});
     return st.opts.unhealthy_backoff;
   }
@@ -122,11 +121,11 @@ void schedule_restart(pipeline_self self, const std::string& unit, const caf::er
   if (r.pending) return;
   r.pending = true;
   auto delay = backoff_for(st, r);
-  st.metrics
+  st.ctx.metrics
       ->counter("kvrelay_actor_restarts_total", "Supervised restarts by pipeline and unit",
-                {{"pipeline", st.opts.name}, {"unit", unit}})
+                {{"pipeline", st.ctx.name}, {"unit", unit}})
       .inc();
-  log::warn("actor failed; restarting", {{"pipeline", st.opts.name}, {"unit", unit},
+  log::warn("actor failed; restarting", {{"pipeline", st.ctx.name}, {"unit", unit},
                                           {"err", r.last_error},
                                           {"backoff_ms", static_cast<int64_t>(delay.count())}});
   self->delayed_send(self, delay, atom::restart_v, unit);
@@ -228,7 +227,7 @@ void restart(pipeline_self self, const std::string& unit) {
   } else if (unit == "datapath") {
     spawn_datapath(self);
   }
-  log::info("actor restarted", {{"pipeline", st.opts.name}, {"unit", unit},
+  log::info("actor restarted", {{"pipeline", st.ctx.name}, {"unit", unit},
                                 {"restarts", r.restarts}});
 }
 
@@ -285,12 +284,12 @@ void drain(pipeline_self self, caf::typed_response_promise<bool> promise) {
             [=](caf::error&) mutable { decode_then_flush(); });
 }
 
-pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_options opts,
-                                          std::shared_ptr<metrics_registry> metrics,
+pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context ctx,
+                                          pipeline_options opts,
                                           std::shared_ptr<pipeline_health> health) {
   auto& st = self->state;
+  st.ctx = std::move(ctx);
   st.opts = std::move(opts);
-  st.metrics = std::move(metrics);
   st.health = std::move(health);
   self->set_down_handler([=](caf::down_msg& m) { on_down(self, m); });
   self->set_exit_handler([=](caf::exit_msg& m) { begin_teardown(self, m.reason); });
@@ -310,8 +309,8 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_options o
       [=](atom::status) -> caf::result<std::string> {
         auto& s = self->state;
         status_json j("pipeline", self->mailbox().size());
-        j.add("pipeline", s.opts.name);
-        j.add("replica_id", s.opts.emitter.identity.replica_id);
+        j.add("pipeline", s.ctx.name);
+        j.add("replica_id", s.ctx.identity.replica_id);
         j.add("ready", s.health->ready());
         j.add("unhealthy", s.health->unhealthy.load());
         const auto extra = [&](const char* unit) { return record_json(s.records[unit]); };
@@ -353,12 +352,12 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_options o
 
 }  // namespace
 
-pipeline_actor spawn_pipeline(caf::actor_system& sys, const pipeline_options& opts,
-                              std::shared_ptr<metrics_registry> metrics,
+pipeline_actor spawn_pipeline(caf::actor_system& sys, const pipeline_context& ctx,
+                              const pipeline_options& opts,
                               std::shared_ptr<pipeline_health> health, std::string& error) {
   error = policy_client::validate(opts.emitter.client);
   if (!error.empty()) return {};
-  return sys.spawn(pipeline_fn, opts, std::move(metrics), std::move(health));
+  return sys.spawn(pipeline_fn, ctx, opts, std::move(health));
 }
 
 }  // namespace kvrelay

@@ -23,11 +23,9 @@ class actor_system;
 
 namespace kvrelay {
 
-class metrics_registry;
 struct pipeline_health;
 
 struct pipeline_options {
-  std::string name;  // e.g. "vllm-0", "vllm-0-dp1"
   ingress_options ingress;
   decoder_options decoder;
   debouncer_options debouncer;
@@ -43,8 +41,8 @@ struct pipeline_options {
 
 /// Spawns the supervisor, which spawns its children. Returns an invalid handle and sets `error`
 /// when the options cannot work at all (unreadable TLS files).
-pipeline_actor spawn_pipeline(caf::actor_system& sys, const pipeline_options& opts,
-                              std::shared_ptr<metrics_registry> metrics,
+pipeline_actor spawn_pipeline(caf::actor_system& sys, const pipeline_context& ctx,
+                              const pipeline_options& opts,
                               std::shared_ptr<pipeline_health> health, std::string& error);
 
 }  // namespace kvrelay

@@ -9,7 +9,7 @@ packages=(
   libcaf-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libtomlplusplus-dev libxxhash-dev libabsl-dev libcpp-httplib-dev nlohmann-json3-dev
-  libspdlog-dev libcli11-dev libcurl4-openssl-dev prometheus-cpp-dev
+  curl
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev llvm-14
   python3 python3-yaml openssl dpkg-dev

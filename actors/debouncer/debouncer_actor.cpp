@@ -9,11 +9,11 @@
 #include <set>
 
 #include "actors/debouncer/pending_set.hpp"
-#include "runtime/clock.hpp"
-#include "runtime/log.hpp"
-#include "runtime/metrics_registry.hpp"
-#include "runtime/pipeline_health.hpp"
-#include "runtime/status_json.hpp"
+#include "base/clock.hpp"
+#include "base/log.hpp"
+#include "base/metrics_registry.hpp"
+#include "messages/pipeline_health.hpp"
+#include "base/status_json.hpp"
 
 namespace kvrelay {
 
@@ -23,8 +23,8 @@ namespace {
 struct debouncer_state {
   static inline constexpr const char* name = "debouncer";
 
+  pipeline_context ctx;
   debouncer_options opts;
-  std::shared_ptr<metrics_registry> metrics;
   std::shared_ptr<pipeline_health> health;
   pending_set pending;
   emitter_actor emitter;
@@ -98,7 +98,7 @@ void start_resync(debouncer_self self, const char* why) {
   if (st.resync_unit != 0) return;
   st.resyncs->inc();
   log::info("resyncing the policy server: ALL_CLEARED, then every resident block",
-            {{"replica", st.opts.replica_id}, {"reason", why}, {"merged_dp", merged(st)}});
+            {{"replica", st.ctx.name}, {"reason", why}, {"merged_dp", merged(st)}});
   if (merged(st)) {
     // Other ranks share the replica: no ALL_CLEARED. Pending evictions are kept (they are the
     // outage's removals); the re-report after the next success restores everything held.
@@ -109,7 +109,7 @@ void start_resync(debouncer_self self, const char* why) {
   }
   // The re-report supersedes whatever is pending; the clear makes sure nothing stale survives.
   st.pending.reset();
-  st.pending.clear(now_us());
+  st.pending.clear(st.ctx.wall_us());
   st.pending.reset_overflow();
   st.resync_unit = st.next_unit;  // the next unit taken carries the clear
   flush(self);
@@ -128,7 +128,7 @@ void mark_unhealthy(debouncer_self self, const std::string& why) {
   auto& st = self->state;
   if (st.healthy)
     log::warn("policy server unreachable; holding final state until it is back",
-              {{"replica", st.opts.replica_id}, {"err", why}});
+              {{"replica", st.ctx.name}, {"err", why}});
   st.healthy = false;
   schedule_resync(self);
 }
@@ -187,7 +187,7 @@ void on_ops(debouncer_self self, const shard_ops& raw) {
   if (!st.pending.apply(ops)) {
     st.overflows->inc();
     log::error("pending updates over their bound; will clear and resync",
-               {{"replica", st.opts.replica_id}, {"max_pending", st.opts.max_pending}});
+               {{"replica", st.ctx.name}, {"max_pending", st.opts.max_pending}});
     if (st.healthy) start_resync(self, "pending overflow");
     return;
   }
@@ -208,7 +208,7 @@ void on_result(debouncer_self self, const emit_result& r) {
     mark_unhealthy(self, r.last_error);
   } else if (r.id == st.resync_unit) {
     st.resync_unit = 0;
-    if (!st.healthy) log::info("policy server reachable again", {{"replica", st.opts.replica_id}});
+    if (!st.healthy) log::info("policy server reachable again", {{"replica", st.ctx.name}});
     st.healthy = true;
     st.resync_backoff = std::chrono::milliseconds{500};
     if (st.decoder) self->send(st.decoder, atom::resync_v);  // shards re-report everything
@@ -217,31 +217,29 @@ void on_result(debouncer_self self, const emit_result& r) {
   check_drains(self);
 }
 
-debouncer_actor::behavior_type debouncer_fn(debouncer_self self, debouncer_options opts,
-                                            emitter_actor emitter,
-                                            std::shared_ptr<metrics_registry> metrics,
+debouncer_actor::behavior_type debouncer_fn(debouncer_self self, pipeline_context ctx,
+                                            debouncer_options opts, emitter_actor emitter,
                                             std::shared_ptr<pipeline_health> health) {
   auto& st = self->state;
   st.health = std::move(health);
   st.opts = opts;
   st.pending = pending_set(pending_set::options{opts.l2_mode, opts.max_pending, 16384});
   st.emitter = std::move(emitter);
-  st.metrics = std::move(metrics);
-  const label_set l{{"replica", opts.replica_id}};
-  auto& m = *st.metrics;
-  st.pending_gauge = &m.gauge("kvrelay_pending_entries", "Coalesced updates not yet sent", l);
-  st.units_sent = &m.counter("kvrelay_units_sent_total", "Ordered units handed to the emitter", l);
-  st.units_failed = &m.counter("kvrelay_units_failed_total", "Units with a failed RPC", l);
+  st.ctx = std::move(ctx);
+  const auto& m = st.ctx;
+  st.pending_gauge = &m.gauge("kvrelay_pending_entries", "Coalesced updates not yet sent");
+  st.units_sent = &m.counter("kvrelay_units_sent_total", "Ordered units handed to the emitter");
+  st.units_failed = &m.counter("kvrelay_units_failed_total", "Units with a failed RPC");
   st.stale_ops = &m.counter("kvrelay_stale_epoch_ops_total",
-                            "Ops dropped because a clear superseded them", l);
+                            "Ops dropped because a clear superseded them");
   st.overflows = &m.counter("kvrelay_pending_overflows_total",
-                            "Times pending updates crossed their bound (clear + resync)", l);
-  st.resyncs = &m.counter("kvrelay_resyncs_total", "ALL_CLEARED + full re-reports", l);
+                            "Times pending updates crossed their bound (clear + resync)");
+  st.resyncs = &m.counter("kvrelay_resyncs_total", "ALL_CLEARED + full re-reports");
   st.entries_sent = &m.counter("kvrelay_entries_sent_total",
-                               "Adds, downgrades, evictions and clears sent", l);
+                               "Adds, downgrades, evictions and clears sent");
   if (opts.refresh_interval.count() > 0)
-    self->delayed_send(self, opts.refresh_interval, atom::tick_v);
-  if (opts.start_with_clear) clear_replica(self, now_us());
+    self->delayed_send(self, opts.refresh_interval, atom::refresh_v);
+  if (opts.start_with_clear) clear_replica(self, st.ctx.wall_us());
   return {
       [=](shard_ops_ptr ops) { on_ops(self, *ops); },
       [=](atom::clear, uint64_t epoch, int64_t ts_us) {
@@ -277,10 +275,10 @@ debouncer_actor::behavior_type debouncer_fn(debouncer_self self, debouncer_optio
         start_resync(self, "server unreachable earlier");
         if (s.resync_unit == 0) schedule_resync(self);
       },
-      [=](atom::tick) {  // periodic refresh so long-lived prefixes never age out server-side
+      [=](atom::refresh) {  // periodic refresh so long-lived prefixes never age out server-side
         auto& s = self->state;
         if (s.healthy && s.decoder) self->send(s.decoder, atom::resync_v);
-        self->delayed_send(self, s.opts.refresh_interval, atom::tick_v);
+        self->delayed_send(self, s.opts.refresh_interval, atom::refresh_v);
       },
       [=](atom::drain) -> caf::result<bool> {
         auto& s = self->state;
@@ -308,10 +306,10 @@ debouncer_actor::behavior_type debouncer_fn(debouncer_self self, debouncer_optio
 
 }  // namespace
 
-debouncer_actor spawn_debouncer(caf::actor_system& sys, const debouncer_options& opts,
-                                emitter_actor emitter, std::shared_ptr<metrics_registry> metrics,
+debouncer_actor spawn_debouncer(caf::actor_system& sys, const pipeline_context& ctx,
+                                const debouncer_options& opts, emitter_actor emitter,
                                 std::shared_ptr<pipeline_health> health) {
-  return sys.spawn(debouncer_fn, opts, std::move(emitter), std::move(metrics), std::move(health));
+  return sys.spawn(debouncer_fn, ctx, opts, std::move(emitter), std::move(health));
 }
 
 }  // namespace kvrelay

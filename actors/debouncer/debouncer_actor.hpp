@@ -13,6 +13,7 @@
 #include "actors/shard/holder_set.hpp"
 
 #include "messages/actors.hpp"
+#include "messages/pipeline_context.hpp"
 
 namespace caf {
 class actor_system;
@@ -20,7 +21,6 @@ class actor_system;
 
 namespace kvrelay {
 
-class metrics_registry;
 struct pipeline_health;
 
 /// Data-parallel ranks reported as ONE replica (dp_mode = merged): which ranks hold each
@@ -48,7 +48,6 @@ class merged_holders {
 };
 
 struct debouncer_options {
-  std::string replica_id;                      // metric label
   std::chrono::milliseconds window{100};       // R04: ≤ 0 is clamped to 100 ms by config
   size_t flush_threshold = 4096;               // pending adds that force a flush (R13)
   bool l2_mode = false;                        // --ignore-block-removed
@@ -68,8 +67,8 @@ struct debouncer_options {
 };
 
 /// `health` (optional) learns whether the server acknowledged the last unit (for /readyz).
-debouncer_actor spawn_debouncer(caf::actor_system& sys, const debouncer_options& opts,
-                                emitter_actor emitter, std::shared_ptr<metrics_registry> metrics,
+debouncer_actor spawn_debouncer(caf::actor_system& sys, const pipeline_context& ctx,
+                                const debouncer_options& opts, emitter_actor emitter,
                                 std::shared_ptr<pipeline_health> health = nullptr);
 
 }  // namespace kvrelay

@@ -10,11 +10,12 @@
 #include "actors/decoder/group_filter.hpp"
 #include "actors/decoder/wire_decoder.hpp"
 #include "actors/shard/shard_actor.hpp"
-#include "runtime/clock.hpp"
-#include "runtime/log.hpp"
-#include "runtime/metrics_registry.hpp"
-#include "runtime/pipeline_health.hpp"
-#include "runtime/status_fanout.hpp"
+#include "base/clock.hpp"
+#include "base/log.hpp"
+#include "base/rate_limiter.hpp"
+#include "base/metrics_registry.hpp"
+#include "messages/pipeline_health.hpp"
+#include "messages/status_fanout.hpp"
 
 namespace kvrelay {
 
@@ -24,8 +25,8 @@ namespace {
 struct decoder_state {
   static inline constexpr const char* name = "decoder";
 
+  pipeline_context ctx;
   decoder_options opts;
-  std::shared_ptr<metrics_registry> metrics;
   std::shared_ptr<pipeline_health> health;
   std::function<void(size_t)> credit;
   debouncer_actor debouncer;
@@ -37,7 +38,7 @@ struct decoder_state {
   std::map<std::string, shard_actor> shards;
   std::set<int64_t> warned_unmapped;
 
-  log::rate_limiter bad_batch_log{5, 10'000};
+  rate_limiter bad_batch_log{5, 10'000};
   uint64_t batches = 0, dropped = 0;
   std::string last_error;
 
@@ -56,20 +57,19 @@ struct decoder_state {
 using decoder_self = decoder_actor::stateful_pointer<decoder_state>;
 
 counter_series& drop_counter(decoder_state& st, const char* reason) {
-  return st.metrics->counter("kvrelay_batches_dropped_total",
-                             "Batches dropped whole, by reason (never half-applied)",
-                             {{"replica", st.opts.replica_id}, {"reason", reason}});
+  return st.ctx.counter("kvrelay_batches_dropped_total",
+                        "Batches dropped whole, by reason (never half-applied)",
+                        {{"reason", reason}});
 }
 
 shard_actor& shard_for(decoder_self self, const std::string& adapter) {
   auto& st = self->state;
   auto it = st.shards.find(adapter);
   if (it == st.shards.end()) {
-    shard_options so{st.opts.replica_id, adapter, st.opts.index};
-    auto hdl = spawn_shard(self, so, st.debouncer, st.metrics);
+    auto hdl = spawn_shard(self, st.ctx, shard_options{adapter, st.opts.index}, st.debouncer);
     it = st.shards.emplace(adapter, hdl).first;
     log::info("adapter partition created",
-              {{"replica", st.opts.replica_id}, {"adapter", adapter}});
+              {{"replica", st.ctx.name}, {"adapter", adapter}});
   }
   return it->second;
 }
@@ -93,7 +93,7 @@ bool resolve_adapter(decoder_state& st, const block_stored& ev, std::string& out
     log::warn(
         "dropping BlockStored for an unmapped LoRA id; add it to --lora-adapter-names "
         "(or POST /debug/adapters) to index it",
-        {{"replica", st.opts.replica_id}, {"lora_id", *ev.lora_id}});
+        {{"replica", st.ctx.name}, {"lora_id", *ev.lora_id}});
   return false;
 }
 
@@ -102,7 +102,7 @@ void clear_pipeline(decoder_self self, int64_t ts_us, const char* why) {
   ++st.epoch;
   for (auto& [name, shard] : st.shards) self->send(shard, atom::clear_v, st.epoch);
   self->send(st.debouncer, atom::clear_v, st.epoch, ts_us);
-  log::info("pipeline cleared", {{"replica", st.opts.replica_id}, {"reason", why},
+  log::info("pipeline cleared", {{"replica", st.ctx.name}, {"reason", why},
                                   {"epoch", st.epoch}});
 }
 
@@ -118,7 +118,7 @@ void on_batch(decoder_self self, const raw_batch& rb) {
     uint64_t suppressed = 0;
     if (st.bad_batch_log.allow(suppressed))
       log::warn("dropping undecodable event batch",
-                {{"replica", st.opts.replica_id}, {"seq", rb.seq}, {"reason", to_string(err)},
+                {{"replica", st.ctx.name}, {"seq", rb.seq}, {"reason", to_string(err)},
                  {"err", detail}, {"suppressed", suppressed}});
     return;
   }
@@ -206,40 +206,35 @@ void on_notice(decoder_self self, const ingress_notice& n) {
   }
 }
 
-decoder_actor::behavior_type decoder_fn(decoder_self self, decoder_options opts,
-                                        debouncer_actor debouncer,
-                                        std::shared_ptr<metrics_registry> metrics,
+decoder_actor::behavior_type decoder_fn(decoder_self self, pipeline_context ctx,
+                                        decoder_options opts, debouncer_actor debouncer,
                                         std::shared_ptr<pipeline_health> health,
                                         std::function<void(size_t)> credit) {
   auto& st = self->state;
   st.opts = std::move(opts);
   st.debouncer = std::move(debouncer);
-  st.metrics = std::move(metrics);
+  st.ctx = std::move(ctx);
   st.health = std::move(health);
   st.credit = std::move(credit);
-  auto& m = *st.metrics;
-  const auto& rid = st.opts.replica_id;
+  const auto& m = st.ctx;
   const auto events = [&](const char* type) -> counter_series& {
-    return m.counter("kvrelay_events_total", "Decoded events by type",
-                     {{"replica", rid}, {"type", type}});
+    return m.counter("kvrelay_events_total", "Decoded events by type", {{"type", type}});
   };
-  st.batches_ok = &m.counter("kvrelay_batches_total", "Batches decoded", {{"replica", rid}});
+  st.batches_ok = &m.counter("kvrelay_batches_total", "Batches decoded");
   st.stored_events = &events("BlockStored");
   st.removed_events = &events("BlockRemoved");
   st.cleared_events = &events("AllBlocksCleared");
   st.unknown_events = &events("unknown");
   st.unmapped = &m.counter("kvrelay_unmapped_adapter_events_total",
-                           "BlockStored dropped: LoRA id without a name (fail-closed)",
-                           {{"replica", rid}});
+                           "BlockStored dropped: LoRA id without a name (fail-closed)");
   st.group_filtered = &m.counter("kvrelay_group_filtered_events_total",
-                                 "Events of non-main KV-cache groups (never indexed)",
-                                 {{"replica", rid}});
+                                 "Events of non-main KV-cache groups (never indexed)");
   st.wrong_rank = &m.counter("kvrelay_wrong_dp_rank_batches_total",
-                             "Batches whose DP rank is not the subscribed one", {{"replica", rid}});
+                             "Batches whose DP rank is not the subscribed one");
   st.stored_blocks = &m.counter("kvrelay_blocks_total", "Block hashes in decoded events",
-                                {{"replica", rid}, {"type", "stored"}});
+                                {{"type", "stored"}});
   st.removed_blocks = &m.counter("kvrelay_blocks_total", "Block hashes in decoded events",
-                                 {{"replica", rid}, {"type", "removed"}});
+                                 {{"type", "removed"}});
   self->send(st.debouncer, atom::update_v, caf::actor_cast<decoder_actor>(self));
   return {
       [=](raw_batch_ptr rb) {
@@ -255,7 +250,7 @@ decoder_actor::behavior_type decoder_fn(decoder_self self, decoder_options opts,
         auto& s = self->state;
         s.opts.adapters[id] = name;
         s.warned_unmapped.erase(id);
-        log::info("adapter mapping added", {{"replica", s.opts.replica_id}, {"lora_id", id},
+        log::info("adapter mapping added", {{"replica", s.ctx.name}, {"lora_id", id},
                                              {"adapter", name}});
       },
       [=](atom::crash, const std::string&) -> bool {
@@ -288,11 +283,11 @@ decoder_actor::behavior_type decoder_fn(decoder_self self, decoder_options opts,
 
 }  // namespace
 
-decoder_actor spawn_decoder(caf::actor_system& sys, const decoder_options& opts,
-                            debouncer_actor debouncer, std::shared_ptr<metrics_registry> metrics,
+decoder_actor spawn_decoder(caf::actor_system& sys, const pipeline_context& ctx,
+                            const decoder_options& opts, debouncer_actor debouncer,
                             std::shared_ptr<pipeline_health> health,
                             std::function<void(size_t)> credit) {
-  return sys.spawn(decoder_fn, opts, std::move(debouncer), std::move(metrics), std::move(health),
+  return sys.spawn(decoder_fn, ctx, opts, std::move(debouncer), std::move(health),
                    std::move(credit));
 }
 

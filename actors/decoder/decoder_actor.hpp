@@ -12,6 +12,7 @@
 
 #include "actors/shard/positional_index.hpp"
 #include "messages/actors.hpp"
+#include "messages/pipeline_context.hpp"
 
 namespace caf {
 class actor_system;
@@ -19,19 +20,17 @@ class actor_system;
 
 namespace kvrelay {
 
-class metrics_registry;
 struct pipeline_health;
 
 struct decoder_options {
-  std::string replica_id;                  // metric label
   std::map<int64_t, std::string> adapters; // --lora-adapter-names
   index_options index;                     // for every shard
   std::optional<int64_t> expected_dp_rank; // batches from another rank are dropped
 };
 
 /// `credit(n)` returns n batches of in-flight budget to ingress once they are decoded.
-decoder_actor spawn_decoder(caf::actor_system& sys, const decoder_options& opts,
-                            debouncer_actor debouncer, std::shared_ptr<metrics_registry> metrics,
+decoder_actor spawn_decoder(caf::actor_system& sys, const pipeline_context& ctx,
+                            const decoder_options& opts, debouncer_actor debouncer,
                             std::shared_ptr<pipeline_health> health,
                             std::function<void(size_t)> credit);
 

@@ -5,7 +5,7 @@
 // letting its BlockRemoved through would erase a reusable prefix. Pure logic; one instance per
 // pipeline (per engine DP rank), because group numbering is per engine.
 
-#include "messages/kv_events.hpp"
+#include "base/kv_events.hpp"
 
 #include <cstddef>
 #include <cstdint>

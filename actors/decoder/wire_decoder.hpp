@@ -24,7 +24,7 @@
 // - A `cache_salt` (top-level map key, or in an SGLang slot-7 metadata map) that is not nil
 //   taints every block of the event.
 
-#include "messages/kv_events.hpp"
+#include "base/kv_events.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -10,12 +10,12 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "actors/shard/fingerprint.hpp"
+#include "base/fingerprint.hpp"
 #include "proto/inferencecache/v1alpha1/inferencecache.pb.h"
-#include "runtime/clock.hpp"
-#include "runtime/log.hpp"
-#include "runtime/metrics_registry.hpp"
-#include "runtime/status_json.hpp"
+#include "base/clock.hpp"
+#include "base/log.hpp"
+#include "base/metrics_registry.hpp"
+#include "base/status_json.hpp"
 
 namespace ic = inferencecache::v1alpha1;
 
@@ -76,9 +76,9 @@ class completion_inbox {
 struct emitter_state {
   static inline constexpr const char* name = "emitter";
 
+  pipeline_context ctx;
   emitter_options opts;
   std::shared_ptr<policy_client> client;
-  std::shared_ptr<metrics_registry> metrics;
   std::shared_ptr<completion_inbox> inbox = std::make_shared<completion_inbox>();
 
   // The unit being sent and the ones queued behind it (the debouncer bounds this by credits).
@@ -123,7 +123,7 @@ void issue(emitter_self self, call_kind kind, std::shared_ptr<const Msg> msg,
   auto done = [hdl, call, inbox = st.inbox](rpc_result r) {
     if (inbox->push({call, static_cast<int32_t>(r.code), std::move(r.message), r.accepted,
                      static_cast<int64_t>(r.latency.count())}))
-      caf::anon_send(hdl, atom::done_v);
+      caf::anon_send(hdl, atom::completed_v);
   };
   if constexpr (std::is_same_v<Msg, ic::CacheEvent>)
     st.client->publish(std::move(msg), std::move(done));
@@ -133,10 +133,10 @@ void issue(emitter_self self, call_kind kind, std::shared_ptr<const Msg> msg,
 
 std::shared_ptr<ic::CacheStateUpdate> new_update(const emitter_state& st, int64_t ts_us) {
   auto u = std::make_shared<ic::CacheStateUpdate>();
-  u->set_replica_id(st.opts.identity.replica_id);
-  u->set_model_id(st.opts.identity.model_id);
-  u->set_tenant_id(st.opts.identity.tenant_id);
-  u->set_hash_scheme(st.opts.identity.hash_scheme);
+  u->set_replica_id(st.ctx.identity.replica_id);
+  u->set_model_id(st.ctx.identity.model_id);
+  u->set_tenant_id(st.ctx.identity.tenant_id);
+  u->set_hash_scheme(st.ctx.identity.hash_scheme);
   u->set_timestamp_us(non_negative(ts_us));
   return u;
 }
@@ -158,9 +158,9 @@ std::shared_ptr<ic::CacheEvent> new_event(const emitter_state& st, ic::CacheEven
                                           int64_t ts_us) {
   auto e = std::make_shared<ic::CacheEvent>();
   e->set_type(type);
-  e->set_replica_id(st.opts.identity.replica_id);
-  e->set_model_id(st.opts.identity.model_id);
-  e->set_tenant_id(st.opts.identity.tenant_id);
+  e->set_replica_id(st.ctx.identity.replica_id);
+  e->set_model_id(st.ctx.identity.model_id);
+  e->set_tenant_id(st.ctx.identity.tenant_id);
   e->set_timestamp_us(non_negative(ts_us));
   return e;
 }
@@ -233,13 +233,13 @@ void on_done(emitter_self self, uint64_t call, int32_t code, const std::string& 
   auto info = it->second;
   st.calls.erase(it);
   const char* method = method_of(info.kind);
-  auto& m = *st.metrics;
-  const auto& rid = st.opts.identity.replica_id;
+  const auto& m = st.ctx;
+  const auto& rid = st.ctx.name;
   m.counter("kvrelay_rpc_total", "RPCs to the policy server by method and gRPC code",
-            {{"replica", rid}, {"method", method}, {"code", code_name(code)}})
+            {{"method", method}, {"code", code_name(code)}})
       .inc();
   m.histogram("kvrelay_rpc_latency_seconds", "RPC latency to the policy server",
-              metrics_registry::latency_buckets(), {{"replica", rid}, {"method", method}})
+              metrics_registry::latency_buckets(), {{"method", method}})
       .observe(static_cast<double>(latency_us) / 1e6);
   if (info.kind == call_kind::stats) {
     auto p = st.stats_promises.find(call);
@@ -254,11 +254,11 @@ void on_done(emitter_self self, uint64_t call, int32_t code, const std::string& 
     return;
   }
   if (code == 0 && info.engine_ts_us > 0) {
-    double age = static_cast<double>(now_us() - info.engine_ts_us) / 1e6;
+    double age = static_cast<double>(st.ctx.wall_us() - info.engine_ts_us) / 1e6;
     if (age >= 0)
       m.histogram("kvrelay_event_age_seconds",
                   "Engine batch time to policy-server acknowledgement", 
-                  metrics_registry::latency_buckets(), {{"replica", rid}})
+                  metrics_registry::latency_buckets())
           .observe(age);
   }
   if (st.outstanding > 0) --st.outstanding;
@@ -275,12 +275,12 @@ void on_done(emitter_self self, uint64_t call, int32_t code, const std::string& 
   pump(self);
 }
 
-emitter_actor::behavior_type emitter_fn(emitter_self self, emitter_options opts,
-                                        std::shared_ptr<metrics_registry> metrics,
+emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
+                                        emitter_options opts,
                                         std::shared_ptr<policy_client> client) {
   auto& st = self->state;
+  st.ctx = std::move(ctx);
   st.opts = std::move(opts);
-  st.metrics = std::move(metrics);
   st.client = std::move(client);
   st.client->try_connect();
   return {
@@ -291,9 +291,9 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, emitter_options opts,
       },
       [=](stats_sample_ptr stats) -> caf::result<bool> {
         auto& s = self->state;
-        auto u = new_update(s, now_us());  // stats carry the daemon's clock (S13)
+        auto u = new_update(s, s.ctx.wall_us());  // stats carry the daemon's clock (S13)
         auto* out = u->mutable_stats();
-        out->set_replica_id(s.opts.identity.replica_id);
+        out->set_replica_id(s.ctx.identity.replica_id);
         out->set_cache_memory_bytes(stats->cache_memory_bytes);
         out->set_hit_rate(stats->hit_rate);
         out->set_pressure(stats->pressure);
@@ -305,7 +305,7 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, emitter_options opts,
         issue<ic::CacheStateUpdate>(self, call_kind::stats, std::move(u), 0);
         return promise;
       },
-      [=](atom::done) {
+      [=](atom::completed) {
         for (auto& c : self->state.inbox->take())
           on_done(self, c.call, c.code, c.message, c.accepted, c.latency_us);
       },
@@ -327,13 +327,13 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, emitter_options opts,
 
 }  // namespace
 
-emitter_actor spawn_emitter(caf::actor_system& sys, const emitter_options& opts,
-                            std::shared_ptr<metrics_registry> metrics, std::string& error) {
+emitter_actor spawn_emitter(caf::actor_system& sys, const pipeline_context& ctx,
+                            const emitter_options& opts, std::string& error) {
   // The client is built here, not in the actor, so a bad TLS file is an error for the caller
   // instead of an actor that dies on start.
   std::shared_ptr<policy_client> client = policy_client::make(opts.client, error);
   if (!client) return {};
-  return sys.spawn(emitter_fn, opts, std::move(metrics), std::move(client));
+  return sys.spawn(emitter_fn, ctx, opts, std::move(client));
 }
 
 }  // namespace kvrelay

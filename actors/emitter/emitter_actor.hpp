@@ -8,6 +8,7 @@
 
 #include "actors/emitter/policy_client.hpp"
 #include "messages/actors.hpp"
+#include "messages/pipeline_context.hpp"
 
 namespace caf {
 class actor_system;
@@ -15,17 +16,14 @@ class actor_system;
 
 namespace kvrelay {
 
-class metrics_registry;
-
 struct emitter_options {
-  replica_identity identity;
   client_options client;
   size_t max_evictions_in_flight = 64;
 };
 
 /// Spawns an emitter. Fails (returns an invalid handle and sets `error`) only when the client
 /// options are invalid (missing TLS files...); the connection itself is lazy.
-emitter_actor spawn_emitter(caf::actor_system& sys, const emitter_options& opts,
-                            std::shared_ptr<metrics_registry> metrics, std::string& error);
+emitter_actor spawn_emitter(caf::actor_system& sys, const pipeline_context& ctx,
+                            const emitter_options& opts, std::string& error);
 
 }  // namespace kvrelay

@@ -8,10 +8,10 @@
 #include <chrono>
 #include <vector>
 
-#include "runtime/log.hpp"
-#include "runtime/metrics_registry.hpp"
-#include "runtime/pipeline_health.hpp"
-#include "runtime/status_json.hpp"
+#include "base/log.hpp"
+#include "base/metrics_registry.hpp"
+#include "messages/pipeline_health.hpp"
+#include "base/status_json.hpp"
 
 namespace kvrelay {
 
@@ -27,10 +27,10 @@ constexpr auto drain_read_max = std::chrono::seconds(1);
 struct ingress_state {
   static inline constexpr const char* name = "ingress";
 
+  pipeline_context ctx;
   ingress_options opts;
   std::shared_ptr<ingress::zmq_source> source;
   std::shared_ptr<credit_line> credits;
-  std::shared_ptr<metrics_registry> metrics;
   std::shared_ptr<pipeline_health> health;
   ingress::zmq_source_stats last{};  // counters already published
 
@@ -53,13 +53,10 @@ using ingress_self = ingress_actor::stateful_pointer<ingress_state>;
 
 void publish(ingress_state& st) {
   auto now = st.source->stats();
-  auto& m = *st.metrics;
-  const auto& rid = st.opts.replica_id;
+  const auto& m = st.ctx;
   const auto bump = [&](const char* name, const char* help, uint64_t cur, uint64_t prev,
                         label_set extra = {}) {
-    label_set l{{"replica", rid}};
-    l.insert(l.end(), extra.begin(), extra.end());
-    auto& c = m.counter(name, help, l);  // created even at 0, so dashboards see the series
+    auto& c = m.counter(name, help, std::move(extra));  // created even at 0: dashboards see it
     if (cur > prev) c.inc(cur - prev);
   };
   const auto& t = now.tracker;
@@ -96,10 +93,9 @@ void publish(ingress_state& st) {
        {{"reason", "replay_bad_end"}});
   bump("kvrelay_received_bytes_total", "Live payload bytes received", f.bytes, q.bytes);
   m.gauge("kvrelay_ingress_in_flight", "Batches handed to the decoder, not yet decoded",
-          {{"replica", rid}})
+          {})
       .set(static_cast<double>(now.in_flight));
-  m.gauge("kvrelay_engine_connected", "1 when the SUB socket has an engine peer",
-          {{"replica", rid}})
+  m.gauge("kvrelay_engine_connected", "1 when the SUB socket has an engine peer")
       .set(now.connected ? 1 : 0);
   st.health->engine_connected.store(now.connected);
   if (t.replays_succeeded > 0) st.health->catchup_done.store(true);
@@ -145,7 +141,7 @@ ingress::zmq_source::sink_fn make_sink(decoder_actor decoder, ingress_actor self
           } else if constexpr (std::is_same_v<T, ingress::disconnected_event>) {
             health->engine_connected.store(false);
           } else if constexpr (std::is_same_v<T, ingress::source_failed_event>) {
-            caf::anon_send(self_hdl, atom::done_v, e.what);
+            caf::anon_send(self_hdl, atom::src_failed_v, e.what);
           }
         },
         ev);
@@ -195,7 +191,7 @@ void drain_step(ingress_self self) {
   const bool quiet = stats.frames.messages == s.drain_seen && stats.in_flight == 0;
   s.drain_seen = stats.frames.messages;
   if (!quiet && std::chrono::steady_clock::now() < s.drain_until && s.source->running()) {
-    self->delayed_send(self, drain_poll, atom::tick_v);
+    self->delayed_send(self, drain_poll, atom::drain_step_v);
     return;
   }
   s.source->stop();
@@ -206,41 +202,40 @@ void drain_step(ingress_self self) {
   s.status_waiting.clear();
 }
 
-ingress_actor::behavior_type ingress_fn(ingress_self self, ingress_options opts,
-                                        decoder_actor decoder,
+ingress_actor::behavior_type ingress_fn(ingress_self self, pipeline_context ctx,
+                                        ingress_options opts, decoder_actor decoder,
                                         std::shared_ptr<credit_line> credits,
-                                        std::shared_ptr<metrics_registry> metrics,
                                         std::shared_ptr<pipeline_health> health) {
   auto& st = self->state;
+  st.ctx = std::move(ctx);
   st.opts = std::move(opts);
   st.credits = std::move(credits);
-  st.metrics = std::move(metrics);
   st.health = std::move(health);
   auto source_opts = st.opts.source;
-  source_opts.log = make_log(st.opts.replica_id);
+  source_opts.log = make_log(st.ctx.name);
   st.source = std::make_shared<ingress::zmq_source>(
       std::move(source_opts),
       make_sink(std::move(decoder), caf::actor_cast<ingress_actor>(self), st.health,
-                st.opts.replica_id));
+                st.ctx.name));
   std::string err;
   if (!st.source->start(&err)) {
     // A supervisor restart with backoff is the retry; the error says why on /debug/tree.
-    log::error("engine endpoint unusable", {{"replica", st.opts.replica_id},
+    log::error("engine endpoint unusable", {{"replica", st.ctx.name},
                                             {"endpoint", st.opts.source.endpoint}, {"err", err}});
     self->quit(caf::make_error(caf::sec::runtime_error, err));
   } else {
     st.credits->attach(st.source);  // zmq_source logs "subscribed to engine KV events"
   }
-  self->delayed_send(self, tick_interval, atom::tick_v);
+  self->delayed_send(self, tick_interval, atom::publish_v);
   return {
-      [=](atom::tick) {
+      [=](atom::publish) {
         auto& s = self->state;
-        if (s.draining && !s.stopped) {
-          drain_step(self);
-          return;
-        }
+        if (s.stopped) return;  // the drain published the final counters
         publish(s);
-        if (!s.stopped) self->delayed_send(self, tick_interval, atom::tick_v);
+        self->delayed_send(self, tick_interval, atom::publish_v);
+      },
+      [=](atom::drain_step) {
+        if (self->state.draining && !self->state.stopped) drain_step(self);
       },
       [=](atom::drain) {
         auto& s = self->state;
@@ -249,9 +244,9 @@ ingress_actor::behavior_type ingress_fn(ingress_self self, ingress_options opts,
         s.drain_until = std::chrono::steady_clock::now() + drain_read_max;
         drain_step(self);
       },
-      [=](atom::done, const std::string& what) {
+      [=](atom::src_failed, const std::string& what) {
         log::error("zmq thread failed; restarting ingress",
-                   {{"replica", self->state.opts.replica_id}, {"err", what}});
+                   {{"replica", self->state.ctx.name}, {"err", what}});
         self->quit(caf::make_error(caf::sec::runtime_error, what));
       },
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
@@ -268,11 +263,11 @@ ingress_actor::behavior_type ingress_fn(ingress_self self, ingress_options opts,
 
 }  // namespace
 
-ingress_actor spawn_ingress(caf::actor_system& sys, const ingress_options& opts,
-                            decoder_actor decoder, std::shared_ptr<credit_line> credits,
-                            std::shared_ptr<metrics_registry> metrics,
+ingress_actor spawn_ingress(caf::actor_system& sys, const pipeline_context& ctx,
+                            const ingress_options& opts, decoder_actor decoder,
+                            std::shared_ptr<credit_line> credits,
                             std::shared_ptr<pipeline_health> health) {
-  return sys.spawn(ingress_fn, opts, std::move(decoder), std::move(credits), std::move(metrics),
+  return sys.spawn(ingress_fn, ctx, opts, std::move(decoder), std::move(credits),
                    std::move(health));
 }
 

@@ -9,6 +9,7 @@
 
 #include "actors/ingress/zmq_source.hpp"
 #include "messages/actors.hpp"
+#include "messages/pipeline_context.hpp"
 
 namespace caf {
 class actor_system;
@@ -16,7 +17,6 @@ class actor_system;
 
 namespace kvrelay {
 
-class metrics_registry;
 struct pipeline_health;
 
 /// Lets the decoder return credits to whichever zmq_source is current (it is replaced when the
@@ -38,15 +38,14 @@ class credit_line {
 };
 
 struct ingress_options {
-  std::string replica_id;  // metric label
   ingress::zmq_source_options source;
 };
 
 /// Spawns the ingress. An unusable endpoint makes it quit with an error at once (the
 /// supervisor's restart backoff is the retry).
-ingress_actor spawn_ingress(caf::actor_system& sys, const ingress_options& opts,
-                            decoder_actor decoder, std::shared_ptr<credit_line> credits,
-                            std::shared_ptr<metrics_registry> metrics,
+ingress_actor spawn_ingress(caf::actor_system& sys, const pipeline_context& ctx,
+                            const ingress_options& opts, decoder_actor decoder,
+                            std::shared_ptr<credit_line> credits,
                             std::shared_ptr<pipeline_health> health);
 
 }  // namespace kvrelay

@@ -1,5 +1,8 @@
 #include "actors/ingress/zmq_source.hpp"
 
+#include "base/backoff.hpp"
+#include "base/rate_limiter.hpp"
+
 #include <zmq.hpp>
 
 #include <algorithm>
@@ -9,7 +12,6 @@
 #include <cstring>
 #include <future>
 #include <mutex>
-#include <random>
 #include <thread>
 
 namespace kvrelay::ingress {
@@ -82,20 +84,6 @@ bool recv_multipart(zmq::socket_t& s, multipart& mp) {
   return true;
 }
 
-// Logs a recurring problem once, then at most every 10 s with the count since.
-struct rate_limit {
-  clock::time_point next{};
-  uint64_t suppressed = 0;
-  bool allow(clock::time_point now) {
-    if (now < next) {
-      ++suppressed;
-      return false;
-    }
-    next = now + std::chrono::seconds(10);
-    return true;
-  }
-};
-
 }  // namespace
 
 // -- impl: the thread's world -------------------------------------------------------------------
@@ -103,7 +91,7 @@ struct rate_limit {
 struct zmq_source::impl {
   impl(zmq_source_options o, sink_fn s)
       : opts(std::move(o)), sink(std::move(s)), tracker(make_tracker_options(opts)),
-        rng(std::random_device{}()) {}
+        replay_backoff(opts.replay_backoff_initial, opts.replay_backoff_max) {}
 
   static tracker_options make_tracker_options(const zmq_source_options& o) {
     tracker_options t = o.tracker;
@@ -136,9 +124,11 @@ struct zmq_source::impl {
   uint64_t replay_from = 0;
   clock::time_point replay_not_before{};
   clock::time_point replay_deadline{};
-  uint32_t replay_failures = 0;
-  std::mt19937_64 rng;
-  std::array<rate_limit, 4> limits{};  // frame, seq, reserved, replay
+  backoff replay_backoff;  // attempts = consecutive replay failures; reset by an END
+  // One warning per reason, then at most one per 10 s with the count since: frame, seq,
+  // reserved, replay.
+  std::array<rate_limiter, 4> limits{rate_limiter{1, 10'000}, rate_limiter{1, 10'000},
+                                     rate_limiter{1, 10'000}, rate_limiter{1, 10'000}};
 
   void log(log_severity sev, const std::string& msg, const log_fields& f = {}) {
     if (opts.log) opts.log(sev, msg, f);
@@ -165,12 +155,11 @@ struct zmq_source::impl {
 
 void zmq_source::impl::reject(uint64_t& counter, size_t limit, const char* what, uint64_t detail) {
   ++counter;
-  if (limits[limit].allow(clock::now())) {
+  uint64_t suppressed = 0;
+  if (limits[limit].allow(suppressed))
     log(log_severity::warn, "dropping malformed zmq message",
         {{"reason", what}, {"detail", std::to_string(detail)},
-         {"suppressed", std::to_string(limits[limit].suppressed)}});
-    limits[limit].suppressed = 0;
-  }
+         {"suppressed", std::to_string(suppressed)}});
 }
 
 void zmq_source::impl::run() {
@@ -324,7 +313,7 @@ void zmq_source::impl::on_reply(multipart& mp) {
   if (seq == end_marker) {
     if (payload.size() != 0)
       return reject(frames.replay_bad_end, 3, "replay END with payload", payload.size());
-    replay_failures = 0;
+    replay_backoff.reset();
     close_replay();  // one DEALER per request: nothing late can leak into the next one
     want_replay = false;
     tracker.on_replay_end(actions);
@@ -428,16 +417,9 @@ void zmq_source::impl::open_replay(clock::time_point now) {
 
 void zmq_source::impl::replay_timed_out(clock::time_point now) {
   close_replay();
-  ++replay_failures;
-  // Equal jitter over a capped exponential.
-  const auto shift = std::min<uint32_t>(replay_failures - 1, 20);
-  const auto cap = std::max(opts.replay_backoff_max, milliseconds(1));
-  const auto base = std::min(cap, milliseconds(opts.replay_backoff_initial.count() << shift));
-  const auto half = base.count() / 2;
-  std::uniform_int_distribution<int64_t> jitter(0, std::max<int64_t>(base.count() - half, 0));
-  replay_not_before = now + milliseconds(half + jitter(rng));
+  replay_not_before = now + replay_backoff.next();
   log(log_severity::warn, "replay timed out; retrying",
-      {{"endpoint", opts.replay_endpoint}, {"failures", std::to_string(replay_failures)}});
+      {{"endpoint", opts.replay_endpoint}, {"failures", std::to_string(replay_backoff.attempts())}});
   tracker.on_replay_timeout(actions);
   execute();
 }

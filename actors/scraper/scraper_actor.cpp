@@ -10,10 +10,10 @@
 
 #include "actors/scraper/http_fetch.hpp"
 #include "actors/scraper/stats_tracker.hpp"
-#include "runtime/log.hpp"
-#include "runtime/metrics_registry.hpp"
-#include "runtime/pipeline_health.hpp"
-#include "runtime/status_json.hpp"
+#include "base/log.hpp"
+#include "base/metrics_registry.hpp"
+#include "messages/pipeline_health.hpp"
+#include "base/status_json.hpp"
 
 namespace kvrelay {
 
@@ -72,7 +72,7 @@ class fetch_worker {
       // Posted under the lock: once the destructor ran, the actor (and at shutdown the actor
       // system) may be gone, so nothing is sent.
       if (s.stop) return;
-      caf::anon_send(s.owner, atom::done_v, r.ok, static_cast<int32_t>(r.status),
+      caf::anon_send(s.owner, atom::fetched_v, r.ok, static_cast<int32_t>(r.status),
                      std::move(r.body), std::move(r.error));
       s.busy = false;
     }
@@ -94,8 +94,8 @@ void write(const log_record& r, const std::string& replica_id) {
 struct scraper_state {
   static inline constexpr const char* name = "scraper";
 
+  pipeline_context ctx;
   scraper_options opts;
-  std::shared_ptr<metrics_registry> metrics;
   std::shared_ptr<pipeline_health> health;
   emitter_actor emitter;
   std::unique_ptr<scraper_logic> logic;
@@ -108,7 +108,7 @@ struct scraper_state {
   gauge_series* silent_gauge = nullptr;
   gauge_series* stale_gauge = nullptr;
 
-  ~scraper_state() { log::info("stats reporter stopped", {{"replica", opts.replica_id}}); }
+  ~scraper_state() { log::info("stats reporter stopped", {{"replica", ctx.name}}); }
 };
 
 using scraper_self = scraper_actor::stateful_pointer<scraper_state>;
@@ -116,7 +116,7 @@ using scraper_self = scraper_actor::stateful_pointer<scraper_state>;
 void failed(scraper_self self, const std::string& why) {
   auto& st = self->state;
   st.last_error = why;
-  write(st.tracker.failed(why), st.opts.replica_id);
+  write(st.tracker.failed(why), st.ctx.name);
   st.stale_gauge->set(st.tracker.stale() ? 1 : 0);
 }
 
@@ -137,10 +137,10 @@ void on_fetched(scraper_self self, bool ok, int32_t status, const std::string& b
   if (t == silent_stream_detector::transition::raise) {
     log::warn("engine reports prefix-cache activity but no KV events arrive; is the engine "
               "started with KV events enabled, and is the endpoint right?",
-              {{"replica", st.opts.replica_id}, {"event", "kv_events_silent"}});
+              {{"replica", st.ctx.name}, {"event", "kv_events_silent"}});
     st.silent_gauge->set(1);
   } else if (t == silent_stream_detector::transition::clear) {
-    log::info("KV events arriving again", {{"replica", st.opts.replica_id}});
+    log::info("KV events arriving again", {{"replica", st.ctx.name}});
     st.silent_gauge->set(0);
   }
   if (!res.ok) {
@@ -165,44 +165,42 @@ void on_fetched(scraper_self self, bool ok, int32_t status, const std::string& b
             }
             ++s.delivered;
             s.health->server_ok.store(true);
-            if (auto rec = s.tracker.delivered()) write(*rec, s.opts.replica_id);
+            if (auto rec = s.tracker.delivered()) write(*rec, s.ctx.name);
             s.stale_gauge->set(0);
           },
           [=](caf::error& err) { failed(self, "stats update failed: " + to_string(err)); });
 }
 
-scraper_actor::behavior_type scraper_fn(scraper_self self, scraper_options opts,
-                                        emitter_actor emitter,
-                                        std::shared_ptr<metrics_registry> metrics,
+scraper_actor::behavior_type scraper_fn(scraper_self self, pipeline_context ctx,
+                                        scraper_options opts, emitter_actor emitter,
                                         std::shared_ptr<pipeline_health> health) {
   auto& st = self->state;
+  st.ctx = std::move(ctx);
   st.opts = std::move(opts);
   st.emitter = std::move(emitter);
-  st.metrics = std::move(metrics);
   st.health = std::move(health);
   st.logic = std::make_unique<scraper_logic>(st.opts.profile);
   st.silent = std::make_unique<silent_stream_detector>(st.opts.silent_intervals);
   st.worker = std::make_unique<fetch_worker>(
       st.opts.url, http_fetch_options{st.opts.http_timeout, 16u << 20},
       caf::actor_cast<scraper_actor>(self));
-  const label_set l{{"replica", st.opts.replica_id}};
-  st.silent_gauge = &st.metrics->gauge(
+  st.silent_gauge = &st.ctx.gauge(
       "kvrelay_engine_events_silent",
-      "1 when the engine shows prefix-cache activity but no KV events arrive", l);
-  st.stale_gauge = &st.metrics->gauge(
-      "kvrelay_stats_stale", "1 after 3 consecutive stats ticks without a delivered sample", l);
+      "1 when the engine shows prefix-cache activity but no KV events arrive");
+  st.stale_gauge = &st.ctx.gauge(
+      "kvrelay_stats_stale", "1 after 3 consecutive stats ticks without a delivered sample");
   if (!st.logic->warning().empty())
-    log::warn(st.logic->warning(), {{"replica", st.opts.replica_id}});
-  write(stats_tracker::starting(st.opts.interval.count()), st.opts.replica_id);
+    log::warn(st.logic->warning(), {{"replica", st.ctx.name}});
+  write(stats_tracker::starting(st.opts.interval.count()), st.ctx.name);
   // The first tick comes after one interval, not at start (S13).
-  self->delayed_send(self, st.opts.interval, atom::tick_v);
+  self->delayed_send(self, st.opts.interval, atom::scrape_v);
   return {
-      [=](atom::tick) {
+      [=](atom::scrape) {
         auto& s = self->state;
         if (!s.worker->request()) failed(self, "previous scrape still running");
-        self->delayed_send(self, s.opts.interval, atom::tick_v);
+        self->delayed_send(self, s.opts.interval, atom::scrape_v);
       },
-      [=](atom::done, bool ok, int32_t status, const std::string& body, const std::string& err) {
+      [=](atom::fetched, bool ok, int32_t status, const std::string& body, const std::string& err) {
         on_fetched(self, ok, status, body, err);
       },
       [=](atom::update, emitter_actor e) { self->state.emitter = std::move(e); },
@@ -226,10 +224,10 @@ scraper_actor::behavior_type scraper_fn(scraper_self self, scraper_options opts,
 
 }  // namespace
 
-scraper_actor spawn_scraper(caf::actor_system& sys, const scraper_options& opts,
-                            emitter_actor emitter, std::shared_ptr<metrics_registry> metrics,
+scraper_actor spawn_scraper(caf::actor_system& sys, const pipeline_context& ctx,
+                            const scraper_options& opts, emitter_actor emitter,
                             std::shared_ptr<pipeline_health> health) {
-  return sys.spawn(scraper_fn, opts, std::move(emitter), std::move(metrics), std::move(health));
+  return sys.spawn(scraper_fn, ctx, opts, std::move(emitter), std::move(health));
 }
 
 }  // namespace kvrelay

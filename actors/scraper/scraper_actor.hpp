@@ -10,6 +10,7 @@
 
 #include "actors/scraper/metric_profile.hpp"
 #include "messages/actors.hpp"
+#include "messages/pipeline_context.hpp"
 
 namespace caf {
 class actor_system;
@@ -17,11 +18,9 @@ class actor_system;
 
 namespace kvrelay {
 
-class metrics_registry;
 struct pipeline_health;
 
 struct scraper_options {
-  std::string replica_id;  // metric label
   std::string url = "http://127.0.0.1:8000/metrics";
   std::chrono::milliseconds interval{10'000};
   std::chrono::milliseconds http_timeout{5'000};
@@ -30,8 +29,8 @@ struct scraper_options {
   int silent_intervals = 3;  // ticks of engine activity without KV events before the alarm
 };
 
-scraper_actor spawn_scraper(caf::actor_system& sys, const scraper_options& opts,
-                            emitter_actor emitter, std::shared_ptr<metrics_registry> metrics,
+scraper_actor spawn_scraper(caf::actor_system& sys, const pipeline_context& ctx,
+                            const scraper_options& opts, emitter_actor emitter,
                             std::shared_ptr<pipeline_health> health);
 
 }  // namespace kvrelay

@@ -13,7 +13,7 @@
 #include <string>
 #include <utility>
 
-#include "actors/shard/fingerprint.hpp"
+#include "base/fingerprint.hpp"
 
 namespace kvrelay {
 

@@ -12,18 +12,10 @@
 #include <memory>
 #include <vector>
 
-#include "messages/kv_events.hpp"
+#include "base/index_op.hpp"
+#include "base/kv_events.hpp"
 
 namespace kvrelay {
-
-/// One change for the policy server, per (this partition, fingerprint).
-struct index_op {
-  enum class kind : uint8_t { upsert, evict };
-  kind op = kind::upsert;
-  uint64_t fingerprint = 0;
-  uint32_t token_count = 0;  // cumulative tokens up to and including this block
-  tier t = tier::t1;         // upsert: warmest tier still holding the block; evict: the last one
-};
 
 /// What to do with a BlockStored whose non-nil parent hash is not in the map.
 enum class unknown_parent_policy : uint8_t {

@@ -4,10 +4,11 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "runtime/clock.hpp"
-#include "runtime/log.hpp"
-#include "runtime/metrics_registry.hpp"
-#include "runtime/status_json.hpp"
+#include "base/clock.hpp"
+#include "base/log.hpp"
+#include "base/rate_limiter.hpp"
+#include "base/metrics_registry.hpp"
+#include "base/status_json.hpp"
 
 namespace kvrelay {
 
@@ -19,15 +20,15 @@ constexpr size_t resync_chunk = 16384;
 struct shard_state {
   static inline constexpr const char* name = "shard";
 
+  pipeline_context ctx;
   shard_options opts;
   positional_index index;
   debouncer_actor debouncer;
-  std::shared_ptr<metrics_registry> metrics;
   uint64_t epoch = 0;
   std::vector<index_op> scratch;
   index_stats last;  // counters already published
   gauge_series* resident = nullptr;
-  log::rate_limiter no_entries_log{5, 10'000};
+  rate_limiter no_entries_log{5, 10'000};
 };
 
 using shard_self = shard_actor::stateful_pointer<shard_state>;
@@ -35,12 +36,11 @@ using shard_self = shard_actor::stateful_pointer<shard_state>;
 // Publishes the index counters' growth since last time (cheap: a handful of adds per batch).
 void publish_stats(shard_state& st) {
   const auto& now = st.index.stats();
-  auto& m = *st.metrics;
   const auto bump = [&](const char* outcome, uint64_t cur, uint64_t& prev) {
     if (cur == prev) return;
-    m.counter("kvrelay_index_blocks_total",
-              "Index outcomes per block or event, by adapter partition",
-              {{"replica", st.opts.replica_id}, {"adapter", st.opts.adapter}, {"outcome", outcome}})
+    st.ctx.counter("kvrelay_index_blocks_total",
+                   "Index outcomes per block or event, by adapter partition",
+                   {{"adapter", st.opts.adapter}, {"outcome", outcome}})
         .inc(cur - prev);
     prev = cur;
   };
@@ -89,7 +89,7 @@ void on_work(shard_self self, const shard_work& w) {
       if (after != before && st.scratch.size() == ops_before && !ev.stored.block_hashes.empty() &&
           st.no_entries_log.allow(suppressed))
         log::warn("BlockStored produced no index entries (missing or mismatched token_ids)",
-                  {{"replica", st.opts.replica_id},
+                  {{"replica", st.ctx.name},
                    {"block_hashes", ev.stored.block_hashes.size()},
                    {"token_ids", ev.stored.token_ids.size()},
                    {"block_size", ev.stored.block_size},
@@ -102,17 +102,16 @@ void on_work(shard_self self, const shard_work& w) {
   publish_stats(st);
 }
 
-shard_actor::behavior_type shard_fn(shard_self self, shard_options opts,
-                                    debouncer_actor debouncer,
-                                    std::shared_ptr<metrics_registry> metrics) {
+shard_actor::behavior_type shard_fn(shard_self self, pipeline_context ctx, shard_options opts,
+                                    debouncer_actor debouncer) {
   auto& st = self->state;
   st.index = positional_index(opts.index);
   st.opts = std::move(opts);
   st.debouncer = std::move(debouncer);
-  st.metrics = std::move(metrics);
-  st.resident = &st.metrics->gauge("kvrelay_resident_blocks",
-                                   "Blocks in the reverse map, by adapter partition",
-                                   {{"replica", st.opts.replica_id}, {"adapter", st.opts.adapter}});
+  st.ctx = std::move(ctx);
+  st.resident = &st.ctx.gauge("kvrelay_resident_blocks",
+                              "Blocks in the reverse map, by adapter partition",
+                              {{"adapter", st.opts.adapter}});
   return {
       [=](shard_work_ptr w) { on_work(self, *w); },
       [=](atom::clear, uint64_t epoch) {
@@ -148,9 +147,9 @@ shard_actor::behavior_type shard_fn(shard_self self, shard_options opts,
 
 }  // namespace
 
-shard_actor spawn_shard(caf::local_actor* parent, const shard_options& opts,
-                        debouncer_actor debouncer, std::shared_ptr<metrics_registry> metrics) {
-  return parent->spawn<caf::linked>(shard_fn, opts, std::move(debouncer), std::move(metrics));
+shard_actor spawn_shard(caf::local_actor* parent, const pipeline_context& ctx,
+                        const shard_options& opts, debouncer_actor debouncer) {
+  return parent->spawn<caf::linked>(shard_fn, ctx, opts, std::move(debouncer));
 }
 
 }  // namespace kvrelay

@@ -9,6 +9,7 @@
 
 #include "actors/shard/positional_index.hpp"
 #include "messages/actors.hpp"
+#include "messages/pipeline_context.hpp"
 
 namespace caf {
 class local_actor;
@@ -16,16 +17,13 @@ class local_actor;
 
 namespace kvrelay {
 
-class metrics_registry;
-
 struct shard_options {
-  std::string replica_id;  // metric label
   std::string adapter;     // "" = base model
   index_options index;
 };
 
 /// Spawns a shard linked to `parent` (the decoder).
-shard_actor spawn_shard(caf::local_actor* parent, const shard_options& opts,
-                        debouncer_actor debouncer, std::shared_ptr<metrics_registry> metrics);
+shard_actor spawn_shard(caf::local_actor* parent, const pipeline_context& ctx,
+                        const shard_options& opts, debouncer_actor debouncer);
 
 }  // namespace kvrelay

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "actors/decoder/wire_decoder.hpp"
-#include "actors/shard/fingerprint.hpp"
+#include "base/fingerprint.hpp"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "actors/debouncer/pending_set.hpp"
-#include "actors/shard/fingerprint.hpp"
+#include "base/fingerprint.hpp"
 #include "proto/inferencecache/v1alpha1/inferencecache.pb.h"
 
 namespace {

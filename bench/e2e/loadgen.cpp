@@ -23,7 +23,7 @@
 
 #include <sys/stat.h>
 
-#include "actors/shard/fingerprint.hpp"
+#include "base/fingerprint.hpp"
 #include "bench/floor/floor.hpp"
 #include "tools/fake-engine/publisher.hpp"
 #include "tools/fake-engine/wire_encoder.hpp"

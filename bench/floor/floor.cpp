@@ -9,7 +9,7 @@
 #include <functional>
 
 #include "actors/decoder/wire_decoder.hpp"
-#include "actors/shard/fingerprint.hpp"
+#include "base/fingerprint.hpp"
 
 namespace kvrelay::bench {
 namespace {

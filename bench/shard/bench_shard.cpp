@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "actors/shard/fingerprint.hpp"
+#include "base/fingerprint.hpp"
 #include "actors/shard/positional_index.hpp"
 
 namespace {

@@ -16,8 +16,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "actors/shard/fingerprint.hpp"
-#include "runtime/metrics_registry.hpp"
+#include "base/fingerprint.hpp"
+#include "base/metrics_registry.hpp"
 
 extern char** environ;
 

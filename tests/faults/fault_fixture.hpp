@@ -18,7 +18,7 @@
 #include <sys/types.h>
 
 #include "config/settings.hpp"
-#include "runtime/metrics_registry.hpp"
+#include "base/metrics_registry.hpp"
 #include "runtime/daemon.hpp"
 #include "tools/fake-engine/publisher.hpp"
 #include "tools/fake-engine/wire_encoder.hpp"

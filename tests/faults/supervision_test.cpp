@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "runtime/metrics_registry.hpp"
+#include "base/metrics_registry.hpp"
 #include "tests/faults/fault_fixture.hpp"
 
 namespace kvrelay::faults {

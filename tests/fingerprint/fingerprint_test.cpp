@@ -1,5 +1,5 @@
 // Golden vectors (F01–F10 of reference-behaviour.md) and the long-input XXH3 path.
-#include "actors/shard/fingerprint.hpp"
+#include "base/fingerprint.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

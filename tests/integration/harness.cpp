@@ -8,11 +8,11 @@
 #include <stdexcept>
 #include <thread>
 
-#include "actors/shard/fingerprint.hpp"
+#include "base/fingerprint.hpp"
 #include "config/loader.hpp"
 #include "proto/inferencecache/v1alpha1/inferencecache.grpc.pb.h"
 #include "runtime/daemon.hpp"
-#include "runtime/metrics_registry.hpp"
+#include "base/metrics_registry.hpp"
 #include "tools/fake-engine/publisher.hpp"
 #include "tools/policy-server/service.hpp"
 

@@ -12,7 +12,7 @@
 #include <cmath>
 #include <ostream>
 
-#include "actors/shard/fingerprint.hpp"
+#include "base/fingerprint.hpp"
 #include "runtime/daemon.hpp"
 #include "tests/integration/harness.hpp"
 #include "tools/fake-engine/publisher.hpp"

@@ -11,7 +11,7 @@
 #include <random>
 #include <tuple>
 
-#include "actors/shard/fingerprint.hpp"
+#include "base/fingerprint.hpp"
 
 namespace fp = kvrelay::fingerprint;
 using kvrelay::block_removed;

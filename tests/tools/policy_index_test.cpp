@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "actors/shard/fingerprint.hpp"
+#include "base/fingerprint.hpp"
 #include "proto/inferencecache/v1alpha1/inferencecache.grpc.pb.h"
 #include "tools/policy-server/policy_index.hpp"
 

@@ -11,7 +11,7 @@
 #include <iterator>
 #include <thread>
 
-#include "actors/shard/fingerprint.hpp"
+#include "base/fingerprint.hpp"
 #include "proto/inferencecache/v1alpha1/inferencecache.grpc.pb.h"
 #include "tools/policy-server/service.hpp"
 

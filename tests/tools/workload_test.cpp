@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include "actors/shard/fingerprint.hpp"
+#include "base/fingerprint.hpp"
 #include "tools/fake-engine/wire_encoder.hpp"
 #include "tools/fake-engine/workload.hpp"
 

@@ -7,7 +7,7 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "actors/shard/fingerprint.hpp"
+#include "base/fingerprint.hpp"
 
 namespace kvrelay::fake {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/shard/fingerprint.hpp"
+#include "base/fingerprint.hpp"
 #include "proto/inferencecache/v1alpha1/inferencecache.grpc.pb.h"
 
 namespace ic = inferencecache::v1alpha1;

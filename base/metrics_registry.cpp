@@ -1,4 +1,4 @@
-#include "runtime/metrics_registry.hpp"
+#include "base/metrics_registry.hpp"
 
 #include <cmath>
 #include <cstdio>

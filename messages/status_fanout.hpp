@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "messages/actors.hpp"
-#include "runtime/status_json.hpp"
+#include "base/status_json.hpp"
 
 namespace kvrelay {
 

@@ -1,4 +1,4 @@
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -126,24 +126,6 @@ void write(level l, std::string_view msg, const std::vector<field>& f) {
     line += '\n';
     std::fwrite(line.data(), 1, line.size(), stderr);
   }
-}
-
-bool rate_limiter::allow(uint64_t& suppressed) {
-  auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    std::chrono::steady_clock::now().time_since_epoch())
-                    .count();
-  if (now_ms - window_start_ms_ >= period_ms_) {
-    window_start_ms_ = now_ms;
-    used_ = 0;
-  }
-  if (used_ < burst_) {
-    ++used_;
-    suppressed = suppressed_;
-    suppressed_ = 0;
-    return true;
-  }
-  ++suppressed_;
-  return false;
 }
 
 }  // namespace kvrelay::log

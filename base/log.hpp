@@ -59,22 +59,4 @@ inline void error(std::string_view m, fields f = {}) {
   if (enabled(level::error)) write(level::error, m, f);
 }
 
-/// Lets through at most `burst` lines per `period_ms`, then counts what it suppressed and says so
-/// with the next line it lets through. For per-batch warnings that a flood must not turn into a
-/// log flood.
-class rate_limiter {
- public:
-  explicit rate_limiter(uint32_t burst = 5, int64_t period_ms = 10'000)
-      : burst_(burst), period_ms_(period_ms) {}
-  /// True if a line may be written now; `suppressed` then holds how many were dropped before it.
-  bool allow(uint64_t& suppressed);
-
- private:
-  uint32_t burst_;
-  int64_t period_ms_;
-  int64_t window_start_ms_ = 0;
-  uint32_t used_ = 0;
-  uint64_t suppressed_ = 0;
-};
-
 }  // namespace kvrelay::log

@@ -1,4 +1,4 @@
-#include "actors/shard/fingerprint.hpp"
+#include "base/fingerprint.hpp"
 
 #include <xxhash.h>
 
