@@ -15,6 +15,10 @@ struct index_op {
   uint64_t fingerprint = 0;
   uint32_t token_count = 0;  // cumulative tokens up to and including this block
   tier t = tier::t1;         // upsert: warmest tier still holding the block; evict: the last one
+  /// upsert only: the key is new to this partition (not reported since its last eviction or
+  /// clear), so the server cannot hold it unless this add is sent. Lets the debouncer drop an
+  /// add and its eviction together when neither was sent. false is the safe default.
+  bool introduces = false;
 };
 
 }  // namespace kvrelay
