@@ -1,24 +1,33 @@
 #pragma once
 // Every actor interface of kvrelay, in one place (VAST style). One pipeline per engine source:
 //   ingress → decoder → shard[adapter] → debouncer → emitter;  scraper → emitter.
-// Each handler has a one-line comment; every actor answers `status` for the admin tree and
-// `crash` (fault injection, only reachable when the admin switch enables it).
+// Each handler has a one-line comment; every supervised actor answers `status` for the admin
+// tree and `crash` (fault injection, only reachable when the admin switch enables it).
 
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
 #include <string>
 
+#include "base/status.hpp"
 #include "messages/fwd.hpp"
+#include "messages/health.hpp"
 
 namespace kvrelay {
 
 // clang-format off
 
-/// Answers the admin port; every supervised actor implements it.
-using status_client_actor = caf::typed_actor<
-  // Returns one JSON object: kind, state, mailbox, counters, last error.
-  caf::replies_to<atom::status>::with<std::string>>;
+/// What every supervised actor answers.
+using supervised_actor = caf::typed_actor<
+  // Returns this actor's status: kind, mailbox, counters, last error (and its children's).
+  caf::replies_to<atom::status>::with<actor_status>,
+  // Fault injection: throws.
+  caf::reacts_to<atom::crash>>;
+
+/// Whoever owns a pipeline's health (its supervisor): told facts as they change.
+using health_listener_actor = caf::typed_actor<
+  // A fact about the pipeline changed (first batch, engine connected, server ok, ...).
+  caf::reacts_to<health_fact>>;
 
 /// Talks to the policy server: ordered units of index changes, and stats.
 using emitter_actor = caf::typed_actor<
@@ -27,10 +36,8 @@ using emitter_actor = caf::typed_actor<
   // Sends a stats-only CacheStateUpdate; true when the server acknowledged it (accepted=true).
   caf::replies_to<stats_sample_ptr>::with<bool>,
   // Internal: RPC completions are waiting in the emitter's inbox (one message per batch of them).
-  caf::reacts_to<atom::completed>,
-  // Fault injection: throws.
-  caf::reacts_to<atom::crash>>
-  ::extend_with<status_client_actor>;
+  caf::reacts_to<atom::completed>>
+  ::extend_with<supervised_actor>;
 
 /// Holds the reverse map of one (pipeline, adapter) partition.
 using shard_actor = caf::typed_actor<
@@ -40,8 +47,9 @@ using shard_actor = caf::typed_actor<
   caf::reacts_to<atom::clear, uint64_t>,
   // Re-reports every resident block as upserts (resync after a server outage or on schedule).
   caf::reacts_to<atom::resync, uint64_t>,
-  caf::reacts_to<atom::crash>>
-  ::extend_with<status_client_actor>;
+  // Barrier: answers once everything sent to this shard before it has become ops.
+  caf::replies_to<atom::drain>::with<bool>>
+  ::extend_with<supervised_actor>;
 
 /// Turns raw batches into per-shard work; owns the adapter map, the group table and the epoch.
 using decoder_actor = caf::typed_actor<
@@ -55,8 +63,9 @@ using decoder_actor = caf::typed_actor<
   caf::reacts_to<atom::adapter, int64_t, std::string>,
   // Makes one shard throw (fault injection); false when there is no shard yet.
   caf::replies_to<atom::crash, std::string>::with<bool>,
-  caf::reacts_to<atom::crash>>
-  ::extend_with<status_client_actor>;
+  // Barrier: answers once every batch sent before it has become ops at the debouncer.
+  caf::replies_to<atom::drain>::with<bool>>
+  ::extend_with<supervised_actor>;
 
 /// Coalesces index changes to their final state and hands ordered units to the emitter.
 using debouncer_actor = caf::typed_actor<
@@ -77,9 +86,8 @@ using debouncer_actor = caf::typed_actor<
   // Periodic refresh: re-report everything resident so the server's TTL never expires it.
   caf::reacts_to<atom::refresh>,
   // Shutdown: flush everything; answers when the emitter acknowledged it (or on timeout).
-  caf::replies_to<atom::drain>::with<bool>,
-  caf::reacts_to<atom::crash>>
-  ::extend_with<status_client_actor>;
+  caf::replies_to<atom::drain>::with<bool>>
+  ::extend_with<supervised_actor>;
 
 /// Owns the ZMQ thread (SUB + replay DEALER) of one engine source.
 using ingress_actor = caf::typed_actor<
@@ -87,12 +95,11 @@ using ingress_actor = caf::typed_actor<
   caf::reacts_to<atom::publish>,
   // Shutdown timer: one step of reading what the engine already sent.
   caf::reacts_to<atom::drain_step>,
-  // Stops reading (shutdown, first step).
-  caf::reacts_to<atom::drain>,
+  // Shutdown, first step: stop reading; answers once every batch read went to the decoder.
+  caf::replies_to<atom::drain>::with<bool>,
   // The ZMQ thread ended with an error: quit so the supervisor restarts the data path.
-  caf::reacts_to<atom::src_failed, std::string>,
-  caf::reacts_to<atom::crash>>
-  ::extend_with<status_client_actor>;
+  caf::reacts_to<atom::src_failed, std::string>>
+  ::extend_with<supervised_actor>;
 
 /// Scrapes the engine's /metrics and reports ReplicaStats.
 using scraper_actor = caf::typed_actor<
@@ -101,15 +108,16 @@ using scraper_actor = caf::typed_actor<
   // Internal: the fetch thread's result: transport ok, HTTP status, body, error.
   caf::reacts_to<atom::fetched, bool, int32_t, std::string, std::string>,
   // A new emitter after a restart.
-  caf::reacts_to<atom::update, emitter_actor>,
-  caf::reacts_to<atom::crash>>
-  ::extend_with<status_client_actor>;
+  caf::reacts_to<atom::update, emitter_actor>>
+  ::extend_with<supervised_actor>;
 
 /// Supervises one pipeline: restarts children with backoff and an intensity limit, isolates the
 /// side actors (emitter, scraper) from the data path, and drains it on shutdown.
 using pipeline_actor = caf::typed_actor<
-  // Returns the pipeline's subtree as JSON (every child's status, restarts, last error).
-  caf::replies_to<atom::status>::with<std::string>,
+  // Returns the pipeline's subtree (every child's status, restarts, last error) and readiness.
+  caf::replies_to<atom::status>::with<actor_status>,
+  // Whether the pipeline is ready, and why not (the reasons; empty when ready).
+  caf::replies_to<atom::ready>::with<bool, std::vector<std::string>>,
   // Internal: restart the named child ("emitter", "scraper" or "datapath") after its backoff.
   caf::reacts_to<atom::restart, std::string>,
   // Fault injection: makes the named child ("emitter", "scraper", "decoder", "ingress",
@@ -118,7 +126,8 @@ using pipeline_actor = caf::typed_actor<
   // Shutdown: stop ingress, drain the data path, final flush; true when everything was sent.
   caf::replies_to<atom::drain>::with<bool>,
   // Adds a LoRA id → name mapping at runtime.
-  caf::reacts_to<atom::adapter, int64_t, std::string>>;
+  caf::reacts_to<atom::adapter, int64_t, std::string>>
+  ::extend_with<health_listener_actor>;
 
 // clang-format on
 

@@ -9,6 +9,8 @@
 #include <caf/error.hpp>
 
 #include "base/error.hpp"
+#include "base/status.hpp"
+#include "messages/health.hpp"
 #include "messages/pipeline.hpp"
 
 // Atom texts are ≤ 10 characters of [a-z0-9_] (CAF 0.17 stores them in 60 bits). One atom, one
@@ -25,6 +27,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvrelay, caf::first_custom_type_id)
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, adapter, "adapter")      // LoRA id → name mapping
   // -- supervisor --------------------------------------------------------------------------------
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, restart, "restart")      // a unit's backoff elapsed
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, ready, "ready")          // readiness and its reasons
   // -- ingress -----------------------------------------------------------------------------------
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, publish, "publish")      // timer: ZMQ counters → /metrics
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, drain_step, "drain_step") // timer: one shutdown read step
@@ -46,6 +49,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::shard_ops_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::emit_unit_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::emit_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::stats_sample_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::actor_status)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::health_fact)
 
 // kvrelay::ec travels as a caf::error (exit reasons, failed requests); category "kvrelay".
 CAF_ERROR_CODE_ENUM(kvrelay::ec, "kvrelay")

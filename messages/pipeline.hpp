@@ -31,8 +31,8 @@ struct raw_batch {
 };
 using raw_batch_ptr = std::shared_ptr<const raw_batch>;
 
-/// What ingress tells the pipeline besides batches: both make it clear. (Connection state goes
-/// straight to pipeline_health from the ZMQ thread.)
+/// What ingress tells the pipeline besides batches: both make it clear. (Connection state is a
+/// health_fact for the supervisor.)
 struct ingress_notice {
   enum class kind : uint8_t { history_lost, incarnation_reset };
   kind what = kind::history_lost;

@@ -11,6 +11,7 @@
 
 #include "base/clock.hpp"
 #include "base/metrics_registry.hpp"
+#include "messages/actors.hpp"
 #include "messages/pipeline.hpp"
 
 namespace kvrelay {
@@ -23,6 +24,8 @@ struct pipeline_context {
   std::shared_ptr<metrics_registry> metrics = std::make_shared<metrics_registry>();
   /// Wall-clock µs since the epoch.
   std::function<int64_t()> wall_us = [] { return now_us(); };
+  /// The pipeline's supervisor, told health facts as they change (may be invalid in tests).
+  health_listener_actor health;
 
   /// {"replica", name} followed by `extra`.
   label_set labels(label_set extra = {}) const {

@@ -5,6 +5,8 @@
 #include <caf/scoped_actor.hpp>
 
 #include <algorithm>
+
+#include <nlohmann/json.hpp>
 #include <mutex>
 #include <thread>
 
@@ -13,9 +15,8 @@
 #include "runtime/admin_server.hpp"
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
-#include "messages/pipeline_health.hpp"
 #include "runtime/pipeline_supervisor.hpp"
-#include "base/status_json.hpp"
+#include "runtime/status_render.hpp"
 
 namespace kvrelay {
 
@@ -114,12 +115,13 @@ struct daemon::impl {
   std::shared_ptr<metrics_registry> metrics = std::make_shared<metrics_registry>();
   std::unique_ptr<caf::actor_system_config> sys_cfg;
   std::unique_ptr<caf::actor_system> sys;
+  // Fixed at start: what the daemon knows of a pipeline without asking it. Everything that
+  // changes (health, adapters, counters) lives in the pipeline's actors and is asked for.
   struct pipeline {
     std::string name;
     std::string replica_id;
-    std::shared_ptr<pipeline_health> health;
     pipeline_actor hdl;
-    pipeline_options opts;
+    std::string endpoint, replay_endpoint, topic;
   };
   std::vector<pipeline> pipelines;
   std::unique_ptr<admin_server> admin;
@@ -153,13 +155,14 @@ bool daemon::start(std::string& error) {
       h = slot;
     }
     impl::pipeline p;
-    p.opts = to_pipeline_options(d.cfg, ps, std::move(h));
+    const auto opts = to_pipeline_options(d.cfg, ps, std::move(h));
     const auto ctx = to_context(d.cfg, ps, d.metrics);
     p.name = ctx.name;
     p.replica_id = ps.replica_id;
-    p.health = std::make_shared<pipeline_health>();
-    p.health->name = p.name;
-    p.hdl = spawn_pipeline(*d.sys, ctx, p.opts, p.health, error);
+    p.endpoint = opts.ingress.source.endpoint;
+    p.replay_endpoint = opts.ingress.source.replay_endpoint;
+    p.topic = opts.ingress.source.topic;
+    p.hdl = spawn_pipeline(*d.sys, ctx, opts, error);
     if (!p.hdl) {
       error = p.name + ": " + error;
       return false;
@@ -211,73 +214,87 @@ void daemon::stop() {
   d.sys_cfg.reset();
 }
 
+namespace {
+
+// Every pipeline's status, asked of all at once; one that does not answer is reported as such.
+template <class Pipelines>
+std::vector<actor_status> pipeline_statuses(caf::actor_system& sys, const Pipelines& ps,
+                                            std::chrono::milliseconds timeout) {
+  caf::scoped_actor self{sys};
+  std::vector<actor_status> out(ps.size());
+  using handle_t = decltype(self->request(ps.front().hdl, timeout, atom::status_v));
+  std::vector<handle_t> pending;
+  pending.reserve(ps.size());
+  for (const auto& p : ps) pending.push_back(self->request(p.hdl, timeout, atom::status_v));
+  for (size_t i = 0; i < ps.size(); ++i) {
+    pending[i].receive([&](actor_status& s) { out[i] = std::move(s); },
+                       [&](caf::error& err) {
+                         out[i].kind = "pipeline";
+                         out[i].state = "no answer: " + caf::to_string(err);
+                         out[i].add("pipeline", ps[i].name);
+                       });
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string daemon::tree_json(std::chrono::milliseconds timeout) {
   auto& d = *impl_;
   if (!d.sys) return {};
-  caf::scoped_actor self{*d.sys};
-  std::string out = "{\"kvrelay\":\"" KVRELAY_VERSION "\",\"uptime_s\":" +
-                    std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                                       std::chrono::steady_clock::now() - d.started)
-                                       .count()) +
-                    ",\"pipelines\":[";
-  bool first = true;
-  for (auto& p : d.pipelines) {
-    std::string part;
-    self->request(p.hdl, timeout, atom::status_v)
-        .receive([&](std::string& s) { part = std::move(s); },
-                 [&](caf::error& err) {
-                   status_json j("pipeline", 0);
-                   j.add("pipeline", p.name);
-                   j.add("state", "no answer: " + caf::to_string(err));
-                   part = j.str();
-                 });
-    if (!first) out += ',';
-    first = false;
-    out += part;
-  }
-  out += "]}";
-  return out;
+  nlohmann::ordered_json doc;
+  doc["kvrelay"] = KVRELAY_VERSION;
+  doc["uptime_s"] = std::chrono::duration_cast<std::chrono::seconds>(
+                        std::chrono::steady_clock::now() - d.started)
+                        .count();
+  auto& arr = doc["pipelines"] = nlohmann::ordered_json::array();
+  if (!d.pipelines.empty())
+    for (const auto& s : pipeline_statuses(*d.sys, d.pipelines, timeout))
+      arr.push_back(nlohmann::ordered_json::parse(render_json(s)));
+  return doc.dump();
 }
 
 std::string daemon::engines_json() const {
   const auto& d = *impl_;
-  std::string out = "[";
+  auto out = nlohmann::ordered_json::array();
+  if (!d.sys || d.pipelines.empty()) return out.dump();
+  const auto statuses = pipeline_statuses(*d.sys, d.pipelines, std::chrono::seconds(2));
   for (size_t i = 0; i < d.pipelines.size(); ++i) {
     const auto& p = d.pipelines[i];
-    const auto& h = *p.health;
-    status_json j;
-    j.add("pipeline", p.name);
-    j.add("replica_id", p.replica_id);
-    j.add("endpoint", p.opts.ingress.source.endpoint);
-    j.add("replay_endpoint", p.opts.ingress.source.replay_endpoint);
-    j.add("topic", p.opts.ingress.source.topic);
-    j.add("connected", h.engine_connected.load());
-    j.add("last_seq", h.last_seq.load());
-    j.add("batches", h.batches.load());
-    j.add("events", h.events.load());
-    j.add("ready", h.ready());
-    j.add("unhealthy", h.unhealthy.load());
-    std::string adapters = "{";
-    bool first = true;
-    for (const auto& [id, name] : p.opts.decoder.adapters) {
-      if (!first) adapters += ',';
-      first = false;
-      adapters += "\"" + std::to_string(id) + "\":\"" + name + "\"";
-    }
-    adapters += "}";
-    j.add_raw("adapters", adapters);
-    if (i) out += ',';
-    out += j.str();
+    const auto& s = statuses[i];
+    const actor_status* dec = s.child("decoder");
+    nlohmann::ordered_json j;
+    j["pipeline"] = p.name;
+    j["replica_id"] = p.replica_id;
+    j["endpoint"] = p.endpoint;
+    j["replay_endpoint"] = p.replay_endpoint;
+    j["topic"] = p.topic;
+    j["connected"] = s.flag("engine_connected");
+    j["last_seq"] = dec ? dec->integer("last_seq", 0) : 0;
+    j["batches"] = dec ? dec->integer("batches", 0) : 0;
+    j["events"] = dec ? dec->integer("events", 0) : 0;
+    j["ready"] = s.flag("ready");
+    j["unhealthy"] = s.flag("unhealthy");
+    auto adapters = nlohmann::ordered_json::object();
+    if (const auto* v = s.find("adapters"))
+      if (const auto* m = std::get_if<actor_status::string_map>(v))
+        for (const auto& [id, name] : *m) adapters[id] = name;
+    j["adapters"] = std::move(adapters);
+    out.push_back(std::move(j));
   }
-  return out + "]";
+  return out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 bool daemon::ready() const {
   const auto& d = *impl_;
-  if (d.pipelines.empty()) return false;
+  if (!d.sys || d.pipelines.empty()) return false;
+  caf::scoped_actor self{*d.sys};
+  bool all = true;
   for (const auto& p : d.pipelines)
-    if (!p.health->ready()) return false;
-  return true;
+    self->request(p.hdl, std::chrono::seconds(1), atom::ready_v)
+        .receive([&](bool ok, std::vector<std::string>&) { all = all && ok; },
+                 [&](caf::error&) { all = false; });
+  return all;
 }
 
 bool daemon::crash(const std::string& pipeline, const std::string& unit) {
@@ -299,8 +316,7 @@ bool daemon::add_adapter(const std::string& replica_id, int64_t id, const std::s
   bool any = false;
   for (auto& p : d.pipelines) {
     if (!replica_id.empty() && p.replica_id != replica_id) continue;
-    p.opts.decoder.adapters[id] = name;
-    caf::anon_send(p.hdl, atom::adapter_v, id, name);
+    caf::anon_send(p.hdl, atom::adapter_v, id, name);  // the pipeline keeps it for restarts
     any = true;
   }
   return any;

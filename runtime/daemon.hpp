@@ -13,7 +13,6 @@
 namespace kvrelay {
 
 class metrics_registry;
-struct pipeline_health;
 
 class daemon {
  public:

@@ -5,12 +5,12 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <deque>
+#include <utility>
 #include <random>
 
 #include "actors/emitter/policy_client.hpp"
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
-#include "messages/pipeline_health.hpp"
 #include "messages/status_fanout.hpp"
 
 namespace kvrelay {
@@ -33,7 +33,12 @@ struct pipeline_state {
 
   pipeline_context ctx;
   pipeline_options opts;
-  std::shared_ptr<pipeline_health> health;
+  // Health: facts told by the children (health_fact), owned here and nowhere else.
+  bool first_batch = false;
+  bool catchup_done = false;
+  bool engine_connected = false;
+  bool server_ok = false;
+  bool unhealthy = false;  // restarts over the intensity limit; retried slowly
   std::shared_ptr<credit_line> credits = std::make_shared<credit_line>();
 
   emitter_actor emitter;
@@ -74,19 +79,18 @@ void spawn_emitter_child(pipeline_self self) {
 void spawn_scraper_child(pipeline_self self) {
   auto& st = self->state;
   if (!st.opts.scraper) return;
-  st.scraper = spawn_scraper(self->system(), st.ctx, *st.opts.scraper, st.emitter, st.health);
+  st.scraper = spawn_scraper(self->system(), st.ctx, *st.opts.scraper, st.emitter);
   self->monitor(st.scraper);
   st.records["scraper"].started = clock::now();
 }
 
 void spawn_datapath(pipeline_self self) {
   auto& st = self->state;
-  st.debouncer = spawn_debouncer(self->system(), st.ctx, st.opts.debouncer, st.emitter, st.health);
+  st.debouncer = spawn_debouncer(self->system(), st.ctx, st.opts.debouncer, st.emitter);
   auto credits = st.credits;
-  st.decoder = spawn_decoder(self->system(), st.ctx, st.opts.decoder, st.debouncer, st.health,
+  st.decoder = spawn_decoder(self->system(), st.ctx, st.opts.decoder, st.debouncer,
                              [credits](size_t n) { credits->credit(static_cast<uint32_t>(n)); });
-  st.ingress =
-      spawn_ingress(self->system(), st.ctx, st.opts.ingress, st.decoder, st.credits, st.health);
+  st.ingress = spawn_ingress(self->system(), st.ctx, st.opts.ingress, st.decoder, st.credits);
   self->monitor(st.debouncer);
   self->monitor(st.decoder);
   self->monitor(st.ingress);
@@ -100,7 +104,7 @@ std::chrono::milliseconds backoff_for(pipeline_state& st, restart_record& r) {
   r.recent.push_back(now);
   ++r.restarts;
   if (static_cast<int>(r.recent.size()) > st.opts.max_restarts) {
-    if (!st.health->unhealthy.exchange(true))
+    if (!std::exchange(st.unhealthy, true))
       log::error("pipeline keeps failing; marked unhealthy, retrying slowly",
                  {{"pipeline", st.ctx.name}, {"restarts", r.restarts},
                   {"last_error", r.last_error}});
@@ -231,35 +235,59 @@ void restart(pipeline_self self, const std::string& unit) {
                                 {"restarts", r.restarts}});
 }
 
-std::string record_json(const restart_record& r) {
-  status_json j;
-  j.add("restarts", r.restarts);
-  j.add("last_error", r.last_error);
-  j.add("uptime_s", std::chrono::duration_cast<std::chrono::seconds>(clock::now() - r.started)
-                        .count());
-  return j.members();
+std::vector<std::pair<std::string, actor_status::value>> supervision_of(const restart_record& r) {
+  const int64_t uptime =
+      std::chrono::duration_cast<std::chrono::seconds>(clock::now() - r.started).count();
+  return {{"restarts", int64_t{r.restarts}}, {"last_error", r.last_error}, {"uptime_s", uptime}};
+}
+
+bool ready(const pipeline_state& st) {
+  return (st.first_batch || st.catchup_done) && st.server_ok && !st.unhealthy;
+}
+
+// Why the pipeline is not ready, in words an operator can act on (empty when ready).
+std::vector<std::string> not_ready_reasons(const pipeline_state& st) {
+  std::vector<std::string> out;
+  if (!st.first_batch && !st.catchup_done)
+    out.emplace_back("no batch decoded and no catch-up finished yet");
+  if (!st.server_ok) out.emplace_back("the policy server has not acknowledged yet");
+  if (st.unhealthy) out.emplace_back("restarts over the intensity limit; retrying slowly");
+  return out;
+}
+
+void on_health(pipeline_state& st, health_fact f) {
+  switch (f) {
+    case health_fact::batch_decoded: st.first_batch = true; break;
+    case health_fact::catchup_done: st.catchup_done = true; break;
+    case health_fact::engine_connected: st.engine_connected = true; break;
+    case health_fact::engine_disconnected: st.engine_connected = false; break;
+    case health_fact::server_ok: st.server_ok = true; break;
+    case health_fact::server_failed: st.server_ok = false; break;
+  }
 }
 
 void drain(pipeline_self self, caf::typed_response_promise<bool> promise) {
   auto& st = self->state;
   st.shutting_down = true;
   if (!st.decoder || !st.debouncer) {
-    if (st.ingress) self->send(st.ingress, atom::drain_v);
+    if (st.ingress)
+      self->request(st.ingress, st.opts.drain_timeout, atom::drain_v)
+          .then([](bool) {}, [](caf::error&) {});
     promise.deliver(false);
     return;
   }
   auto deadline = st.opts.drain_timeout;
-  // The decoder answers status only after its shards did: everything read so far has become
-  // ops in the debouncer's mailbox by then. Then the debouncer flushes and waits for acks.
+  // The decoder's drain answers after its shards': everything read so far has become ops in the
+  // debouncer's mailbox by then. Then the debouncer flushes and waits for acks.
   auto decode_then_flush = [=]() mutable {
     auto& s = self->state;
     if (!s.decoder || !s.debouncer) {
       promise.deliver(false);
       return;
     }
-    self->request(s.decoder, deadline, atom::status_v)
+    self->request(s.decoder, deadline, atom::drain_v)
         .then(
-            [=](const std::string&) mutable {
+            [=](bool) mutable {
               auto& s2 = self->state;
               if (!s2.debouncer) {
                 promise.deliver(false);
@@ -275,22 +303,20 @@ void drain(pipeline_self self, caf::typed_response_promise<bool> promise) {
     decode_then_flush();
     return;
   }
-  // Stop reading first. The ingress still reads what the engine already sent and answers
-  // status only once its source stopped: every batch it read is then in the decoder's mailbox,
-  // ahead of our status request.
-  self->send(st.ingress, atom::drain_v);
-  self->request(st.ingress, deadline, atom::status_v)
-      .then([=](const std::string&) mutable { decode_then_flush(); },
+  // Stop reading first. The ingress still reads what the engine already sent and answers the
+  // drain only once its source stopped: every batch it read is then in the decoder's mailbox,
+  // ahead of our drain request to the decoder.
+  self->request(st.ingress, deadline, atom::drain_v)
+      .then([=](bool) mutable { decode_then_flush(); },
             [=](caf::error&) mutable { decode_then_flush(); });
 }
 
 pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context ctx,
-                                          pipeline_options opts,
-                                          std::shared_ptr<pipeline_health> health) {
+                                          pipeline_options opts) {
   auto& st = self->state;
   st.ctx = std::move(ctx);
+  st.ctx.health = caf::actor_cast<health_listener_actor>(self);
   st.opts = std::move(opts);
-  st.health = std::move(health);
   self->set_down_handler([=](caf::down_msg& m) { on_down(self, m); });
   self->set_exit_handler([=](caf::exit_msg& m) { begin_teardown(self, m.reason); });
   // Children die with their supervisor.
@@ -306,14 +332,21 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context c
   spawn_datapath(self);
   spawn_scraper_child(self);
   return {
-      [=](atom::status) -> caf::result<std::string> {
+      [=](atom::status) -> caf::result<actor_status> {
         auto& s = self->state;
-        status_json j("pipeline", self->mailbox().size());
+        actor_status j("pipeline", self->mailbox().size());
         j.add("pipeline", s.ctx.name);
         j.add("replica_id", s.ctx.identity.replica_id);
-        j.add("ready", s.health->ready());
-        j.add("unhealthy", s.health->unhealthy.load());
-        const auto extra = [&](const char* unit) { return record_json(s.records[unit]); };
+        j.add("ready", ready(s));
+        j.add("not_ready", not_ready_reasons(s));
+        j.add("unhealthy", s.unhealthy);
+        j.add("engine_connected", s.engine_connected);
+        j.add("server_ok", s.server_ok);
+        actor_status::string_map adapters;
+        for (const auto& [id, name] : s.opts.decoder.adapters)
+          adapters.emplace_back(std::to_string(id), name);
+        j.add("adapters", std::move(adapters));
+        const auto extra = [&](const char* unit) { return supervision_of(s.records[unit]); };
         std::vector<status_child> kids{
             {"ingress", s.ingress, extra("datapath")},
             {"decoder", s.decoder, extra("datapath")},
@@ -321,9 +354,14 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context c
             {"emitter", s.emitter, extra("emitter")},
         };
         if (s.opts.scraper) kids.push_back({"scraper", s.scraper, extra("scraper")});
-        auto p = self->make_response_promise<std::string>();
+        auto p = self->make_response_promise<actor_status>();
         fan_out_status(self, std::move(j), std::move(kids), p);
         return p;
+      },
+      [=](health_fact f) { on_health(self->state, f); },
+      [=](atom::ready) {
+        auto& s = self->state;
+        return caf::make_result(ready(s), not_ready_reasons(s));
       },
       [=](atom::restart, const std::string& unit) { restart(self, unit); },
       [=](atom::crash, const std::string& who) -> caf::result<bool> {
@@ -353,11 +391,10 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context c
 }  // namespace
 
 pipeline_actor spawn_pipeline(caf::actor_system& sys, const pipeline_context& ctx,
-                              const pipeline_options& opts,
-                              std::shared_ptr<pipeline_health> health, std::string& error) {
+                              const pipeline_options& opts, std::string& error) {
   error = policy_client::validate(opts.emitter.client);
   if (!error.empty()) return {};
-  return sys.spawn(pipeline_fn, ctx, opts, std::move(health));
+  return sys.spawn(pipeline_fn, ctx, opts);
 }
 
 }  // namespace kvrelay

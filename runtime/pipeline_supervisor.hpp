@@ -23,7 +23,6 @@ class actor_system;
 
 namespace kvrelay {
 
-struct pipeline_health;
 
 struct pipeline_options {
   ingress_options ingress;
@@ -39,10 +38,10 @@ struct pipeline_options {
   std::chrono::milliseconds drain_timeout{5'000};
 };
 
-/// Spawns the supervisor, which spawns its children. Returns an invalid handle and sets `error`
-/// when the options cannot work at all (unreadable TLS files).
+/// Spawns the supervisor, which spawns its children and owns the pipeline's health: its
+/// `status` says whether the pipeline is ready and why not. Returns an invalid handle and sets
+/// `error` when the options cannot work at all (unreadable TLS files).
 pipeline_actor spawn_pipeline(caf::actor_system& sys, const pipeline_context& ctx,
-                              const pipeline_options& opts,
-                              std::shared_ptr<pipeline_health> health, std::string& error);
+                              const pipeline_options& opts, std::string& error);
 
 }  // namespace kvrelay

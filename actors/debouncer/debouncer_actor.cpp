@@ -12,8 +12,6 @@
 #include "base/clock.hpp"
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
-#include "messages/pipeline_health.hpp"
-#include "base/status_json.hpp"
 
 namespace kvrelay {
 
@@ -25,7 +23,7 @@ struct debouncer_state {
 
   pipeline_context ctx;
   debouncer_options opts;
-  std::shared_ptr<pipeline_health> health;
+  std::optional<bool> told_server_ok;  // what ctx.health last heard
   pending_set pending;
   emitter_actor emitter;
   decoder_actor decoder;
@@ -201,7 +199,10 @@ void on_ops(debouncer_self self, const shard_ops& raw) {
 void on_result(debouncer_self self, const emit_result& r) {
   auto& st = self->state;
   if (st.in_flight.erase(r.id) == 0) return;  // from before an emitter restart
-  if (st.health) st.health->server_ok.store(r.ok);
+  if (st.told_server_ok != r.ok && st.ctx.health) {
+    st.told_server_ok = r.ok;
+    self->send(st.ctx.health, r.ok ? health_fact::server_ok : health_fact::server_failed);
+  }
   if (!r.ok) {
     st.units_failed->inc();
     if (r.id == st.resync_unit) st.resync_unit = 0;
@@ -218,10 +219,8 @@ void on_result(debouncer_self self, const emit_result& r) {
 }
 
 debouncer_actor::behavior_type debouncer_fn(debouncer_self self, pipeline_context ctx,
-                                            debouncer_options opts, emitter_actor emitter,
-                                            std::shared_ptr<pipeline_health> health) {
+                                            debouncer_options opts, emitter_actor emitter) {
   auto& st = self->state;
-  st.health = std::move(health);
   st.opts = opts;
   st.pending = pending_set(pending_set::options{opts.l2_mode, opts.max_pending, 16384});
   st.emitter = std::move(emitter);
@@ -290,16 +289,16 @@ debouncer_actor::behavior_type debouncer_fn(debouncer_self self, pipeline_contex
         return p;
       },
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
-      [=](atom::status) -> std::string {
+      [=](atom::status) {
         auto& s = self->state;
-        status_json j("debouncer", self->mailbox().size());
+        actor_status j("debouncer", self->mailbox().size());
         j.add("pending", s.pending.size());
         j.add("pending_adds", s.pending.pending_adds());
         j.add("units_in_flight", s.in_flight.size());
         j.add("epoch", s.epoch);
         j.add("server_healthy", s.healthy);
         j.add("resync_in_progress", s.resync_unit != 0);
-        return j.str();
+        return j;
       },
   };
 }
@@ -307,9 +306,8 @@ debouncer_actor::behavior_type debouncer_fn(debouncer_self self, pipeline_contex
 }  // namespace
 
 debouncer_actor spawn_debouncer(caf::actor_system& sys, const pipeline_context& ctx,
-                                const debouncer_options& opts, emitter_actor emitter,
-                                std::shared_ptr<pipeline_health> health) {
-  return sys.spawn(debouncer_fn, ctx, opts, std::move(emitter), std::move(health));
+                                const debouncer_options& opts, emitter_actor emitter) {
+  return sys.spawn(debouncer_fn, ctx, opts, std::move(emitter));
 }
 
 }  // namespace kvrelay

@@ -21,7 +21,6 @@ class actor_system;
 
 namespace kvrelay {
 
-struct pipeline_health;
 
 /// Data-parallel ranks reported as ONE replica (dp_mode = merged): which ranks hold each
 /// (adapter, fingerprint). Shared by the ranks' debouncers (a thread-safe service object, not
@@ -66,9 +65,8 @@ struct debouncer_options {
   std::shared_ptr<merged_holders> holders;
 };
 
-/// `health` (optional) learns whether the server acknowledged the last unit (for /readyz).
+/// Tells `ctx.health` when the server's answer to units changes (acknowledged / failed).
 debouncer_actor spawn_debouncer(caf::actor_system& sys, const pipeline_context& ctx,
-                                const debouncer_options& opts, emitter_actor emitter,
-                                std::shared_ptr<pipeline_health> health = nullptr);
+                                const debouncer_options& opts, emitter_actor emitter);
 
 }  // namespace kvrelay

@@ -14,7 +14,6 @@
 #include "base/log.hpp"
 #include "base/rate_limiter.hpp"
 #include "base/metrics_registry.hpp"
-#include "messages/pipeline_health.hpp"
 #include "messages/status_fanout.hpp"
 
 namespace kvrelay {
@@ -27,7 +26,9 @@ struct decoder_state {
 
   pipeline_context ctx;
   decoder_options opts;
-  std::shared_ptr<pipeline_health> health;
+  bool told_first_batch = false;
+  uint64_t events = 0;
+  uint64_t last_seq = 0;
   std::function<void(size_t)> credit;
   debouncer_actor debouncer;
 
@@ -129,10 +130,12 @@ void on_batch(decoder_self self, const raw_batch& rb) {
   }
   st.batches_ok->inc();
   st.unknown_events->inc(st.batch.skipped_unknown);
-  st.health->first_batch_decoded.store(true);
-  st.health->batches.fetch_add(1, std::memory_order_relaxed);
-  st.health->events.fetch_add(st.batch.events.size(), std::memory_order_relaxed);
-  st.health->last_seq.store(rb.seq, std::memory_order_relaxed);
+  st.events += st.batch.events.size();
+  st.last_seq = rb.seq;
+  if (!st.told_first_batch) {
+    st.told_first_batch = true;
+    if (st.ctx.health) self->send(st.ctx.health, health_fact::batch_decoded);
+  }
 
   // Group events per shard, keeping batch order within each; a clear cuts the batch in two so
   // that nothing before it can land after it.
@@ -208,13 +211,11 @@ void on_notice(decoder_self self, const ingress_notice& n) {
 
 decoder_actor::behavior_type decoder_fn(decoder_self self, pipeline_context ctx,
                                         decoder_options opts, debouncer_actor debouncer,
-                                        std::shared_ptr<pipeline_health> health,
                                         std::function<void(size_t)> credit) {
   auto& st = self->state;
   st.opts = std::move(opts);
   st.debouncer = std::move(debouncer);
   st.ctx = std::move(ctx);
-  st.health = std::move(health);
   st.credit = std::move(credit);
   const auto& m = st.ctx;
   const auto events = [&](const char* type) -> counter_series& {
@@ -259,22 +260,33 @@ decoder_actor::behavior_type decoder_fn(decoder_self self, pipeline_context ctx,
         self->send(s.shards.begin()->second, atom::crash_v);
         return true;
       },
-      [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
-      [=](atom::status) -> caf::result<std::string> {
+      [=](atom::drain) -> caf::result<bool> {
+        // Every shard answers after what it was sent before: then all of it reached the debouncer.
         auto& s = self->state;
-        status_json j("decoder", self->mailbox().size());
+        if (s.shards.empty()) return true;
+        auto p = self->make_response_promise<bool>();
+        auto left = std::make_shared<size_t>(s.shards.size());
+        for (auto& [name, shard] : s.shards)
+          self->request(shard, caf::infinite, atom::drain_v)
+              .then([p, left](bool) mutable { if (--*left == 0) p.deliver(true); },
+                    [p, left](caf::error&) mutable { if (--*left == 0) p.deliver(false); });
+        return p;
+      },
+      [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
+      [=](atom::status) -> caf::result<actor_status> {
+        auto& s = self->state;
+        actor_status j("decoder", self->mailbox().size());
         j.add("batches", s.batches);
+        j.add("events", s.events);
+        j.add("last_seq", s.last_seq);
         j.add("dropped", s.dropped);
         j.add("epoch", s.epoch);
         j.add("partitions", s.shards.size());
         j.add("groups_learned", s.groups.learned());
         j.add("last_error", s.last_error);
-        // Answering only after every shard answered also tells the caller that all work sent
-        // to the shards before this request has been turned into ops (used by the drain).
         std::vector<status_child> kids;
-        for (auto& [adapter, shard] : s.shards)
-          kids.push_back({"shard[" + adapter + "]", shard, ""});
-        auto p = self->make_response_promise<std::string>();
+        for (auto& [adapter, shard] : s.shards) kids.push_back({"shard[" + adapter + "]", shard, {}});
+        auto p = self->make_response_promise<actor_status>();
         fan_out_status(self, std::move(j), std::move(kids), p);
         return p;
       },
@@ -285,10 +297,8 @@ decoder_actor::behavior_type decoder_fn(decoder_self self, pipeline_context ctx,
 
 decoder_actor spawn_decoder(caf::actor_system& sys, const pipeline_context& ctx,
                             const decoder_options& opts, debouncer_actor debouncer,
-                            std::shared_ptr<pipeline_health> health,
                             std::function<void(size_t)> credit) {
-  return sys.spawn(decoder_fn, ctx, opts, std::move(debouncer), std::move(health),
-                   std::move(credit));
+  return sys.spawn(decoder_fn, ctx, opts, std::move(debouncer), std::move(credit));
 }
 
 }  // namespace kvrelay

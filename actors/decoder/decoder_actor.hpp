@@ -20,7 +20,6 @@ class actor_system;
 
 namespace kvrelay {
 
-struct pipeline_health;
 
 struct decoder_options {
   std::map<int64_t, std::string> adapters; // --lora-adapter-names
@@ -31,7 +30,6 @@ struct decoder_options {
 /// `credit(n)` returns n batches of in-flight budget to ingress once they are decoded.
 decoder_actor spawn_decoder(caf::actor_system& sys, const pipeline_context& ctx,
                             const decoder_options& opts, debouncer_actor debouncer,
-                            std::shared_ptr<pipeline_health> health,
                             std::function<void(size_t)> credit);
 
 }  // namespace kvrelay

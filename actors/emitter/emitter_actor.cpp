@@ -15,7 +15,6 @@
 #include "base/clock.hpp"
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
-#include "base/status_json.hpp"
 
 namespace ic = inferencecache::v1alpha1;
 
@@ -310,9 +309,9 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
           on_done(self, c.call, c.code, c.message, c.accepted, c.latency_us);
       },
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
-      [=](atom::status) -> std::string {
+      [=](atom::status) {
         auto& s = self->state;
-        status_json j("emitter", self->mailbox().size());
+        actor_status j("emitter", self->mailbox().size());
         j.add("target", s.opts.client.target);
         j.add("channel", s.client->channel_state());
         j.add("in_flight", s.client->in_flight());
@@ -320,7 +319,7 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
         j.add("units_done", s.units_done);
         j.add("units_failed", s.units_failed);
         j.add("last_error", s.last_error);
-        return j.str();
+        return j;
       },
   };
 }

@@ -10,8 +10,6 @@
 
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
-#include "messages/pipeline_health.hpp"
-#include "base/status_json.hpp"
 
 namespace kvrelay {
 
@@ -31,16 +29,17 @@ struct ingress_state {
   ingress_options opts;
   std::shared_ptr<ingress::zmq_source> source;
   std::shared_ptr<credit_line> credits;
-  std::shared_ptr<pipeline_health> health;
+  bool told_connected = false;  // what ctx.health last heard
+  bool told_catchup = false;
   ingress::zmq_source_stats last{};  // counters already published
 
-  // Drain: batches published before it are still read (they may sit in the SUB socket); status
-  // answers wait until the source stopped, so the supervisor knows every batch went out.
+  // Drain: batches published before it are still read (they may sit in the SUB socket); the
+  // drain's answer waits until the source stopped, so the supervisor knows every batch went out.
   bool draining = false;
   bool stopped = false;
   uint64_t drain_seen = ~uint64_t{0};
   std::chrono::steady_clock::time_point drain_until{};
-  std::vector<caf::typed_response_promise<std::string>> status_waiting;
+  std::vector<caf::typed_response_promise<bool>> drain_waiting;
 
   ~ingress_state() {
     // Join the ZMQ thread before the handles it sends to go away (STYLE.md C1).
@@ -51,7 +50,8 @@ struct ingress_state {
 
 using ingress_self = ingress_actor::stateful_pointer<ingress_state>;
 
-void publish(ingress_state& st) {
+void publish(ingress_self self) {
+  auto& st = self->state;
   auto now = st.source->stats();
   const auto& m = st.ctx;
   const auto bump = [&](const char* name, const char* help, uint64_t cur, uint64_t prev,
@@ -97,16 +97,22 @@ void publish(ingress_state& st) {
       .set(static_cast<double>(now.in_flight));
   m.gauge("kvrelay_engine_connected", "1 when the SUB socket has an engine peer")
       .set(now.connected ? 1 : 0);
-  st.health->engine_connected.store(now.connected);
-  if (t.replays_succeeded > 0) st.health->catchup_done.store(true);
+  if (st.ctx.health && now.connected != st.told_connected) {
+    st.told_connected = now.connected;
+    self->send(st.ctx.health, now.connected ? health_fact::engine_connected
+                                            : health_fact::engine_disconnected);
+  }
+  if (st.ctx.health && t.replays_succeeded > 0 && !st.told_catchup) {
+    st.told_catchup = true;
+    self->send(st.ctx.health, health_fact::catchup_done);
+  }
   st.last = now;
 }
 
 // Runs on the ZMQ thread: only sends to handles, never touches actor state.
 ingress::zmq_source::sink_fn make_sink(decoder_actor decoder, ingress_actor self_hdl,
-                                       std::shared_ptr<pipeline_health> health,
                                        std::string replica_id) {
-  return [decoder, self_hdl, health, replica_id](ingress::ingress_event ev) {
+  return [decoder, self_hdl, replica_id](ingress::ingress_event ev) {
     std::visit(
         [&](auto& e) {
           using T = std::decay_t<decltype(e)>;
@@ -136,10 +142,6 @@ ingress::zmq_source::sink_fn make_sink(decoder_actor decoder, ingress_actor self
           } else if constexpr (std::is_same_v<T, ingress::gap_event>) {
             log::debug("sequence gap", {{"replica", replica_id}, {"first_missing", e.first_missing},
                                         {"seen", e.seen}, {"repairing", e.repairing}});
-          } else if constexpr (std::is_same_v<T, ingress::connected_event>) {
-            health->engine_connected.store(true);
-          } else if constexpr (std::is_same_v<T, ingress::disconnected_event>) {
-            health->engine_connected.store(false);
           } else if constexpr (std::is_same_v<T, ingress::source_failed_event>) {
             caf::anon_send(self_hdl, atom::src_failed_v, e.what);
           }
@@ -162,10 +164,10 @@ ingress::log_fn make_log(std::string replica_id) {
   };
 }
 
-std::string status_text(ingress_self self) {
+actor_status status_of(ingress_self self) {
   auto& s = self->state;
   auto stats = s.source->stats();
-  status_json j("ingress", self->mailbox().size());
+  actor_status j("ingress", self->mailbox().size());
   j.add("endpoint", s.opts.source.endpoint);
   j.add("replay_endpoint", s.opts.source.replay_endpoint);
   j.add("topic", s.opts.source.topic);
@@ -180,7 +182,7 @@ std::string status_text(ingress_self self) {
   j.add("history_lost", stats.tracker.history_lost);
   j.add("incarnation_resets", stats.tracker.resets);
   j.add("in_flight", stats.in_flight);
-  return j.str();
+  return j;
 }
 
 // One drain step: stop once nothing new was read for a poll interval and the decoder has taken
@@ -196,27 +198,23 @@ void drain_step(ingress_self self) {
   }
   s.source->stop();
   s.stopped = true;
-  publish(s);
-  const auto text = status_text(self);
-  for (auto& p : s.status_waiting) p.deliver(text);
-  s.status_waiting.clear();
+  publish(self);
+  for (auto& p : s.drain_waiting) p.deliver(true);
+  s.drain_waiting.clear();
 }
 
 ingress_actor::behavior_type ingress_fn(ingress_self self, pipeline_context ctx,
                                         ingress_options opts, decoder_actor decoder,
-                                        std::shared_ptr<credit_line> credits,
-                                        std::shared_ptr<pipeline_health> health) {
+                                        std::shared_ptr<credit_line> credits) {
   auto& st = self->state;
   st.ctx = std::move(ctx);
   st.opts = std::move(opts);
   st.credits = std::move(credits);
-  st.health = std::move(health);
   auto source_opts = st.opts.source;
   source_opts.log = make_log(st.ctx.name);
   st.source = std::make_shared<ingress::zmq_source>(
       std::move(source_opts),
-      make_sink(std::move(decoder), caf::actor_cast<ingress_actor>(self), st.health,
-                st.ctx.name));
+      make_sink(std::move(decoder), caf::actor_cast<ingress_actor>(self), st.ctx.name));
   std::string err;
   if (!st.source->start(&err)) {
     // A supervisor restart with backoff is the retry; the error says why on /debug/tree.
@@ -231,18 +229,23 @@ ingress_actor::behavior_type ingress_fn(ingress_self self, pipeline_context ctx,
       [=](atom::publish) {
         auto& s = self->state;
         if (s.stopped) return;  // the drain published the final counters
-        publish(s);
+        publish(self);
         self->delayed_send(self, tick_interval, atom::publish_v);
       },
       [=](atom::drain_step) {
         if (self->state.draining && !self->state.stopped) drain_step(self);
       },
-      [=](atom::drain) {
+      [=](atom::drain) -> caf::result<bool> {
         auto& s = self->state;
-        if (s.draining) return;
-        s.draining = true;
-        s.drain_until = std::chrono::steady_clock::now() + drain_read_max;
-        drain_step(self);
+        if (s.stopped) return true;
+        auto p = self->make_response_promise<bool>();
+        s.drain_waiting.push_back(p);
+        if (!s.draining) {
+          s.draining = true;
+          s.drain_until = std::chrono::steady_clock::now() + drain_read_max;
+          drain_step(self);
+        }
+        return p;
       },
       [=](atom::src_failed, const std::string& what) {
         log::error("zmq thread failed; restarting ingress",
@@ -250,14 +253,7 @@ ingress_actor::behavior_type ingress_fn(ingress_self self, pipeline_context ctx,
         self->quit(caf::make_error(caf::sec::runtime_error, what));
       },
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
-      [=](atom::status) -> caf::result<std::string> {
-        auto& s = self->state;
-        if (s.draining && !s.stopped) {
-          s.status_waiting.push_back(self->make_response_promise<std::string>());
-          return s.status_waiting.back();
-        }
-        return status_text(self);
-      },
+      [=](atom::status) { return status_of(self); },
   };
 }
 
@@ -265,10 +261,8 @@ ingress_actor::behavior_type ingress_fn(ingress_self self, pipeline_context ctx,
 
 ingress_actor spawn_ingress(caf::actor_system& sys, const pipeline_context& ctx,
                             const ingress_options& opts, decoder_actor decoder,
-                            std::shared_ptr<credit_line> credits,
-                            std::shared_ptr<pipeline_health> health) {
-  return sys.spawn(ingress_fn, ctx, opts, std::move(decoder), std::move(credits),
-                   std::move(health));
+                            std::shared_ptr<credit_line> credits) {
+  return sys.spawn(ingress_fn, ctx, opts, std::move(decoder), std::move(credits));
 }
 
 }  // namespace kvrelay

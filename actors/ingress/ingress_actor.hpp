@@ -17,7 +17,6 @@ class actor_system;
 
 namespace kvrelay {
 
-struct pipeline_health;
 
 /// Lets the decoder return credits to whichever zmq_source is current (it is replaced when the
 /// ingress restarts), without either actor touching the other's state.
@@ -45,7 +44,6 @@ struct ingress_options {
 /// supervisor's restart backoff is the retry).
 ingress_actor spawn_ingress(caf::actor_system& sys, const pipeline_context& ctx,
                             const ingress_options& opts, decoder_actor decoder,
-                            std::shared_ptr<credit_line> credits,
-                            std::shared_ptr<pipeline_health> health);
+                            std::shared_ptr<credit_line> credits);
 
 }  // namespace kvrelay

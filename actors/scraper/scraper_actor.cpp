@@ -12,8 +12,6 @@
 #include "actors/scraper/stats_tracker.hpp"
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
-#include "messages/pipeline_health.hpp"
-#include "base/status_json.hpp"
 
 namespace kvrelay {
 
@@ -96,13 +94,12 @@ struct scraper_state {
 
   pipeline_context ctx;
   scraper_options opts;
-  std::shared_ptr<pipeline_health> health;
   emitter_actor emitter;
   std::unique_ptr<scraper_logic> logic;
   stats_tracker tracker;
   std::unique_ptr<silent_stream_detector> silent;
   std::unique_ptr<fetch_worker> worker;
-  uint64_t events_seen = 0;  // pipeline_health::events at the previous tick
+  double batches_seen = 0;  // the decoder's kvrelay_batches_total at the previous tick
   uint64_t scrapes = 0, scrape_errors = 0, delivered = 0;
   std::string last_error;
   gauge_series* silent_gauge = nullptr;
@@ -131,9 +128,10 @@ void on_fetched(scraper_self self, bool ok, int32_t status, const std::string& b
   }
   auto res = st.logic->scrape_response(status, body);
   // Silent stream: the engine counts prefix-cache queries, but no KV event reached us.
-  const uint64_t events = st.health->events.load();
-  auto t = st.silent->tick(res.prefix_cache_queries_total, events != st.events_seen);
-  st.events_seen = events;
+  // The decoder's own counter says whether batches arrived (read once per scrape).
+  const double batches = st.ctx.metrics->value("kvrelay_batches_total", st.ctx.labels());
+  auto t = st.silent->tick(res.prefix_cache_queries_total, batches != st.batches_seen);
+  st.batches_seen = batches;
   if (t == silent_stream_detector::transition::raise) {
     log::warn("engine reports prefix-cache activity but no KV events arrive; is the engine "
               "started with KV events enabled, and is the endpoint right?",
@@ -164,7 +162,8 @@ void on_fetched(scraper_self self, bool ok, int32_t status, const std::string& b
               return;
             }
             ++s.delivered;
-            s.health->server_ok.store(true);
+            // Once per interval: the server answered, whatever the last unit said (readiness).
+            if (s.ctx.health) self->send(s.ctx.health, health_fact::server_ok);
             if (auto rec = s.tracker.delivered()) write(*rec, s.ctx.name);
             s.stale_gauge->set(0);
           },
@@ -172,13 +171,11 @@ void on_fetched(scraper_self self, bool ok, int32_t status, const std::string& b
 }
 
 scraper_actor::behavior_type scraper_fn(scraper_self self, pipeline_context ctx,
-                                        scraper_options opts, emitter_actor emitter,
-                                        std::shared_ptr<pipeline_health> health) {
+                                        scraper_options opts, emitter_actor emitter) {
   auto& st = self->state;
   st.ctx = std::move(ctx);
   st.opts = std::move(opts);
   st.emitter = std::move(emitter);
-  st.health = std::move(health);
   st.logic = std::make_unique<scraper_logic>(st.opts.profile);
   st.silent = std::make_unique<silent_stream_detector>(st.opts.silent_intervals);
   st.worker = std::make_unique<fetch_worker>(
@@ -205,9 +202,9 @@ scraper_actor::behavior_type scraper_fn(scraper_self self, pipeline_context ctx,
       },
       [=](atom::update, emitter_actor e) { self->state.emitter = std::move(e); },
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
-      [=](atom::status) -> std::string {
+      [=](atom::status) {
         auto& s = self->state;
-        status_json j("scraper", self->mailbox().size());
+        actor_status j("scraper", self->mailbox().size());
         j.add("url", s.opts.url);
         j.add("profile", to_string(s.logic->profile()));
         j.add("scrapes", s.scrapes);
@@ -217,7 +214,7 @@ scraper_actor::behavior_type scraper_fn(scraper_self self, pipeline_context ctx,
         j.add("stale", s.tracker.stale());
         j.add("events_silent", s.silent->alarmed());
         j.add("last_error", s.last_error);
-        return j.str();
+        return j;
       },
   };
 }
@@ -225,9 +222,8 @@ scraper_actor::behavior_type scraper_fn(scraper_self self, pipeline_context ctx,
 }  // namespace
 
 scraper_actor spawn_scraper(caf::actor_system& sys, const pipeline_context& ctx,
-                            const scraper_options& opts, emitter_actor emitter,
-                            std::shared_ptr<pipeline_health> health) {
-  return sys.spawn(scraper_fn, ctx, opts, std::move(emitter), std::move(health));
+                            const scraper_options& opts, emitter_actor emitter) {
+  return sys.spawn(scraper_fn, ctx, opts, std::move(emitter));
 }
 
 }  // namespace kvrelay

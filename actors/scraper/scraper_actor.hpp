@@ -18,7 +18,6 @@ class actor_system;
 
 namespace kvrelay {
 
-struct pipeline_health;
 
 struct scraper_options {
   std::string url = "http://127.0.0.1:8000/metrics";
@@ -30,7 +29,6 @@ struct scraper_options {
 };
 
 scraper_actor spawn_scraper(caf::actor_system& sys, const pipeline_context& ctx,
-                            const scraper_options& opts, emitter_actor emitter,
-                            std::shared_ptr<pipeline_health> health);
+                            const scraper_options& opts, emitter_actor emitter);
 
 }  // namespace kvrelay

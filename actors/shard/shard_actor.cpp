@@ -8,7 +8,6 @@
 #include "base/log.hpp"
 #include "base/rate_limiter.hpp"
 #include "base/metrics_registry.hpp"
-#include "base/status_json.hpp"
 
 namespace kvrelay {
 
@@ -130,17 +129,18 @@ shard_actor::behavior_type shard_fn(shard_self self, pipeline_context ctx, shard
         });
         if (!s.scratch.empty()) send_ops(self, 0, false, true);
       },
+      [=](atom::drain) { return true; },  // mailbox order makes this a barrier
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
-      [=](atom::status) -> std::string {
+      [=](atom::status) {
         auto& s = self->state;
-        status_json j("shard", self->mailbox().size());
+        actor_status j("shard", self->mailbox().size());
         j.add("adapter", s.opts.adapter);
         j.add("resident_blocks", s.index.size());
         j.add("heap_bytes", s.index.heap_bytes());
         j.add("epoch", s.epoch);
         j.add("stored_blocks", s.index.stats().stored_blocks);
         j.add("evictions", s.index.stats().evictions);
-        return j.str();
+        return j;
       },
   };
 }

@@ -6,7 +6,7 @@
 //
 //   deterministic_system t;
 //   recorder emitter(t);
-//   auto aut = spawn_debouncer(t.sys(), ctx, opts, emitter.as<emitter_actor>(), nullptr);
+//   auto aut = spawn_debouncer(t.sys(), ctx, opts, emitter.as<emitter_actor>());
 //   caf::anon_send(aut, ops);
 //   t.run();                                    // deliver everything that is ready
 //   t.advance(std::chrono::milliseconds(100));  // the flush window elapses

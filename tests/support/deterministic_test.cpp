@@ -31,7 +31,7 @@ TEST(DeterministicSystem, TimersFireOnlyWhenTheTestAdvancesTheClock) {
   debouncer_options opts;
   opts.window = milliseconds(100);
   opts.refresh_interval = milliseconds(0);
-  auto aut = spawn_debouncer(t.sys(), ctx, opts, emitter.as<emitter_actor>(), nullptr);
+  auto aut = spawn_debouncer(t.sys(), ctx, opts, emitter.as<emitter_actor>());
   t.stop_at_end(caf::actor_cast<caf::actor>(aut));
   t.run();
 

@@ -1,0 +1,17 @@
+#include "messages/health.hpp"
+
+namespace kvrelay {
+
+const char* to_string(health_fact f) noexcept {
+  switch (f) {
+    case health_fact::batch_decoded: return "batch_decoded";
+    case health_fact::catchup_done: return "catchup_done";
+    case health_fact::engine_connected: return "engine_connected";
+    case health_fact::engine_disconnected: return "engine_disconnected";
+    case health_fact::server_ok: return "server_ok";
+    case health_fact::server_failed: return "server_failed";
+  }
+  return "unknown";
+}
+
+}  // namespace kvrelay

@@ -1,0 +1,21 @@
+#pragma once
+// Facts about a pipeline that its supervisor owns (readiness, /debug/engines), told by the actor
+// that observes each one. Sent on change only, never per batch: the supervisor is the one owner
+// of "is this pipeline ready", nobody else keeps a copy.
+
+#include <cstdint>
+
+namespace kvrelay {
+
+enum class health_fact : uint8_t {
+  batch_decoded,        // decoder: this data path decoded its first batch
+  catchup_done,         // ingress: a replay (the cold-start catch-up) finished
+  engine_connected,     // ingress: the SUB socket has an engine peer
+  engine_disconnected,  // ingress: the SUB socket lost its last peer
+  server_ok,            // debouncer or scraper: the policy server acknowledged
+  server_failed,        // debouncer or scraper: a unit or a stats report failed
+};
+
+const char* to_string(health_fact f) noexcept;
+
+}  // namespace kvrelay
