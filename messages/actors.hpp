@@ -29,6 +29,12 @@ using health_listener_actor = caf::typed_actor<
   // A fact about the pipeline changed (first batch, engine connected, server ok, ...).
   caf::reacts_to<health_fact>>;
 
+/// Hears from the emitter that the transport to the policy server came back after it was lost
+/// (the server may have restarted empty: resync). The debouncer implements it.
+using reconnect_listener_actor = caf::typed_actor<
+  // The channel went from connected to lost and is connected again.
+  caf::reacts_to<atom::reconnected>>;
+
 /// Talks to the policy server: ordered units of index changes, and stats.
 using emitter_actor = caf::typed_actor<
   // Sends one ordered unit; answers the debouncer with an emit_result when all its RPCs finished.
@@ -36,7 +42,9 @@ using emitter_actor = caf::typed_actor<
   // Sends a stats-only CacheStateUpdate; true when the server acknowledged it (accepted=true).
   caf::replies_to<stats_sample_ptr>::with<bool>,
   // Internal: RPC completions are waiting in the emitter's inbox (one message per batch of them).
-  caf::reacts_to<atom::completed>>
+  caf::reacts_to<atom::completed>,
+  // Who to tell when the transport to the server comes back (the debouncer, at its start).
+  caf::reacts_to<atom::update, reconnect_listener_actor>>
   ::extend_with<supervised_actor>;
 
 /// Holds the reverse map of one (pipeline, adapter) partition.
@@ -85,6 +93,8 @@ using debouncer_actor = caf::typed_actor<
   caf::reacts_to<atom::resync>,
   // Periodic refresh: re-report everything resident so the server's TTL never expires it.
   caf::reacts_to<atom::refresh>,
+  // The emitter's transport to the server came back: the server may have lost its state.
+  caf::reacts_to<atom::reconnected>,
   // Shutdown: flush everything; answers when the emitter acknowledged it (or on timeout).
   caf::replies_to<atom::drain>::with<bool>>
   ::extend_with<supervised_actor>;

@@ -37,6 +37,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvrelay, caf::first_custom_type_id)
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, refresh, "refresh")      // timer: periodic re-report
   // -- emitter -----------------------------------------------------------------------------------
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, completed, "completed")  // RPC completions in the inbox
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, reconnected, "reconnect") // transport to the server is back
   // -- scraper -----------------------------------------------------------------------------------
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, scrape, "scrape")        // timer: one scrape interval
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, fetched, "fetched")      // the fetch thread's result

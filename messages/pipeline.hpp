@@ -78,9 +78,18 @@ struct prefix_evict {
   int64_t ts_us = 0;  // the eviction's batch time
 };
 
-/// One ordered unit of work for the emitter. Sent in this order: clear, adds, downgrades,
-/// evictions. The emitter finishes a unit before it starts the next one, so a clear can never
-/// overtake the adds before it, nor an add the eviction before it.
+/// One ordered unit of work for the emitter: the debouncer ↔ emitter contract.
+///  U1. Sent in this order: clear, adds, downgrades, evictions. The emitter finishes a unit
+///      before it starts the next one, so a clear can never overtake the adds before it, nor an
+///      add the eviction before it. A key appears at most once per unit (final state).
+///  U2. How evictions travel is the emitter's choice (eviction_mode): `rpc` sends one
+///      PublishEvent(PREFIX_EVICTED) per entry after the unit's updates; `expire` sends them as
+///      entries of the unit's ReportCacheState stream, after its adds and downgrades, in an
+///      update whose timestamp_us lies far in the past (1 µs after the epoch).
+///  U3. A unit whose clear fails is abandoned: nothing after the clear is sent, and the unit
+///      fails. After any failed unit the emitter fails every queued unit without sending it,
+///      until a unit that starts with a clear arrives (the debouncer's resync).
+///  U4. The emitter answers every unit exactly once with an emit_result to its sender.
 struct emit_unit {
   uint64_t id = 0;
   bool clear = false;
@@ -107,6 +116,7 @@ struct emit_result {
   uint64_t id = 0;
   bool ok = true;           // every RPC of the unit succeeded
   uint32_t failed_rpcs = 0;
+  bool sent = true;         // false: failed without anything going on the wire (U3)
   std::string last_error;
 };
 

@@ -267,6 +267,7 @@ debouncer_actor::behavior_type debouncer_fn(debouncer_self self, pipeline_contex
         flush(self);
       },
       [=](atom::update, decoder_actor d) { self->state.decoder = std::move(d); },
+      [=](atom::reconnected) {},  // handled by the reconnect work (issue 12 item 3)
       [=](atom::resync) {
         auto& s = self->state;
         s.resync_timer_armed = false;

@@ -181,7 +181,7 @@ void finish_unit(emitter_self self) {
   auto& st = self->state;
   auto q = std::move(st.queue.front());
   st.queue.pop_front();
-  emit_result r{q.unit->id, st.failed == 0, st.failed, st.last_error};
+  emit_result r{q.unit->id, st.failed == 0, st.failed, true, st.last_error};
   if (r.ok) ++st.units_done;
   else ++st.units_failed;
   if (q.reply_to) caf::anon_send(caf::actor_cast<debouncer_actor>(q.reply_to), std::move(r));
@@ -308,6 +308,7 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
         for (auto& c : self->state.inbox->take())
           on_done(self, c.call, c.code, c.message, c.accepted, c.latency_us);
       },
+      [=](atom::update, reconnect_listener_actor) {},  // wired up by the reconnect work
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
       [=](atom::status) {
         auto& s = self->state;
