@@ -689,7 +689,7 @@ TEST(Examples, EveryExampleValidates) {
     ASSERT_TRUE(again.ok()) << err(again);
     EXPECT_TRUE(diff_for_reload(r.value(), again.value()).empty()) << entry.path();
   }
-  EXPECT_GE(n, 8u);
+  EXPECT_GE(n, 9u);
 }
 
 TEST(Examples, DescribeWhatTheirNamesSay) {
@@ -706,6 +706,10 @@ TEST(Examples, DescribeWhatTheirNamesSay) {
   EXPECT_TRUE(get("lmcache-l2.toml").engines.at(0).l2_tier);
   EXPECT_TRUE(get("tls.toml").server.tls);
   EXPECT_EQ(get("vllm-sidecar.toml").engines.at(0).metrics.cache_size_bytes, int64_t{40} << 30);
+  const auto zero = get("zero-config-sidecar.toml").engines.at(0);
+  EXPECT_EQ(zero.url, "http://127.0.0.1:8000");
+  EXPECT_TRUE(discovered(zero, "endpoint"));
+  EXPECT_TRUE(discovered(zero, "model_id"));
 }
 
 }  // namespace
