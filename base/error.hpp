@@ -42,6 +42,9 @@ const char* to_string(ec code) noexcept;
 struct failure {
   ec code = ec::unspecified;
   std::string context;
+  /// The log line's message when it must be a fixed text rather than the code's name (e.g. the
+  /// reference's "invalid --cache-tier"; the context then goes in a field). "" = none.
+  std::string headline;
 
   /// "rpc_failed: UNAVAILABLE: connection refused".
   std::string render() const;
@@ -62,6 +65,20 @@ class outcome {
 
  private:
   std::variant<T, failure> v_;
+};
+
+/// Success, or the failure that prevented it.
+template <>
+class outcome<void> {
+ public:
+  outcome() = default;
+  outcome(failure f) : f_(std::move(f)) {}  // NOLINT: implicit by design
+  bool ok() const noexcept { return !f_.has_value(); }
+  explicit operator bool() const noexcept { return ok(); }
+  const failure& error() const { return *f_; }
+
+ private:
+  std::optional<failure> f_;
 };
 
 }  // namespace kvrelay

@@ -106,6 +106,18 @@ const std::vector<flag_spec>& table() {
       {"engine-model-name", "string", true, "model_name label filter for metrics; \"\" = no filter",
        [] { return quote(metrics_settings{}.model_label); },
        [](flag_values& f, std::string_view v) { return (f.engine_model_name = std::string(v)), std::string(); }},
+      {"engine-url", "url", true,
+       "the engine's HTTP server (e.g. http://127.0.0.1:8000): endpoints, topic, DP ranks, "
+       "model id and hash scheme are learnt from it unless given; \"\" = no discovery",
+       [] { return quote(engine_defaults().url); },
+       [](flag_values& f, std::string_view v) { return (f.engine_url = std::string(v)), std::string(); }},
+      {"eviction-mode", "string", false,
+       "how evictions reach the server: auto (= expire) | expire (entries reported as long "
+       "expired) | rpc (one PublishEvent per prefix)",
+       [] { return quote(to_string(server_settings{}.eviction_mode)); },
+       [](flag_values& f, std::string_view v) {
+         return set_choice(f.eviction_mode, v, allowed_eviction_modes());
+       }},
       {"hash-scheme", "string", true,
        "hash scheme stamped on reports (required); \"sglang\" selects the SGLang metric profile",
        [] { return quote(engine_defaults().hash_scheme); },
@@ -131,7 +143,8 @@ const std::vector<flag_spec>& table() {
       {"max-concurrency-ceiling", "int", true, "pressure denominator; <= 0 disables pressure",
        [] { return std::to_string(metrics_settings{}.max_concurrency); },
        [](flag_values& f, std::string_view v) { return set_int(f.max_concurrency_ceiling, v); }},
-      {"model-id", "string", true, "model id the index is keyed by (required)",
+      {"model-id", "string", true,
+       "model id the index is keyed by (required, unless --engine-url discovers it)",
        [] { return quote(engine_defaults().model_id); },
        [](flag_values& f, std::string_view v) { return (f.model_id = std::string(v)), std::string(); }},
       {"replay-endpoint", "string", true, "engine ZMQ ROUTER replay endpoint; \"\" = no replay",

@@ -23,6 +23,8 @@ struct flag_values {
   bool check = false;                      // --check: validate, print, exit 0 / 2
   bool version = false;                    // --version
   std::optional<std::string> admin_listen;
+  std::optional<config::eviction_mode> eviction_mode;
+  std::optional<std::string> engine_url;  // an engine flag: --engine-url
   std::optional<log_format> log_format_v;
   std::optional<log_level> log_level_v;
   // -- the reference sidecar's (§4), which describe one engine -----------------------------------

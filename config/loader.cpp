@@ -1,26 +1,28 @@
+// TOML in and out: the field tables, the reader (file:line:col errors), to_toml and the reload
+// diff. Longer than most files because all four walk the same tables, which keeps a key's name,
+// type and printing in one place. Flags, validation and files are in checks.cpp.
 #include "config/loader.hpp"
 
 #include <toml++/toml.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <ostream>
-#include <limits>
 #include <set>
 #include <sstream>
 #include <type_traits>
 
+#include "base/read_file.hpp"
+#include "config/internal.hpp"
 #include "config/values.hpp"
 
 namespace kvrelay::config {
+
+using detail::engine_path;
+using detail::max_engines;
+using detail::parse_decimal_int64;
+
 namespace {
 
-// -- limits: a config file is untrusted, so nothing it says may allocate without bound ----------
 constexpr size_t max_file_bytes = 1 << 20;
-constexpr size_t max_engines = 256;
-constexpr int64_t max_dp_size = 1024;
 
 // -- small helpers --------------------------------------------------------------------------------
 
@@ -39,9 +41,13 @@ using value_of = typename member<decltype(M)>::value;
 template <class T>
 constexpr bool is_enum_setting = std::is_same_v<T, dp_mode> || std::is_same_v<T, unknown_parent> ||
                                  std::is_same_v<T, cache_tier> ||
+                                 std::is_same_v<T, eviction_mode> ||
+                                 std::is_same_v<T, shutdown_action> ||
                                  std::is_same_v<T, log_format> || std::is_same_v<T, log_level>;
 
 const char* allowed_for(dp_mode) { return allowed_dp_modes(); }
+const char* allowed_for(eviction_mode) { return allowed_eviction_modes(); }
+const char* allowed_for(shutdown_action) { return allowed_shutdown_actions(); }
 const char* allowed_for(unknown_parent) { return allowed_unknown_parents(); }
 const char* allowed_for(cache_tier) { return allowed_cache_tiers(); }
 const char* allowed_for(log_format) { return allowed_log_formats(); }
@@ -104,35 +110,6 @@ size_t edit_distance(std::string_view a, std::string_view b) {
     }
   }
   return row[b.size()];
-}
-
-// Go's strconv.ParseInt(s, 10, 64): optional sign, decimal digits only.
-bool parse_decimal_int64(std::string_view s, int64_t& out) {
-  if (s.empty() || s.size() > 20) return false;
-  bool neg = false;
-  if (s[0] == '+' || s[0] == '-') {
-    neg = s[0] == '-';
-    s.remove_prefix(1);
-    if (s.empty()) return false;
-  }
-  uint64_t v = 0;
-  const uint64_t limit = neg ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    auto d = static_cast<uint64_t>(c - '0');
-    if (v > (limit - d) / 10) return false;
-    v = v * 10 + d;
-  }
-  out = neg ? static_cast<int64_t>(~v + 1) : static_cast<int64_t>(v);
-  return true;
-}
-
-std::string trim(std::string_view s) {
-  const char* ws = " \t\r\n\v\f";
-  auto b = s.find_first_not_of(ws);
-  if (b == std::string_view::npos) return {};
-  auto e = s.find_last_not_of(ws);
-  return std::string(s.substr(b, e - b + 1));
 }
 
 // toml++ iterates a table in key order; messages should follow the file's order, so the first
@@ -215,6 +192,8 @@ std::string wr(const owner_of<M>& s) {
 }
 
 #define KVRELAY_FIELD(S, key, member) field_def<S>{key, &rd<&S::member>, &wr<&S::member>}
+#define KVRELAY_SIZE_FIELD(S, key, member) \
+  field_def<S>{key, &rd_size<&S::member>, &wr<&S::member>}
 
 const field_def<server_settings> server_fields[] = {
     KVRELAY_FIELD(server_settings, "address", address),
@@ -225,12 +204,20 @@ const field_def<server_settings> server_fields[] = {
     KVRELAY_FIELD(server_settings, "server_name", server_name),
     KVRELAY_FIELD(server_settings, "rpc_timeout", rpc_timeout),
     KVRELAY_FIELD(server_settings, "refresh_interval", refresh_interval),
+    KVRELAY_FIELD(server_settings, "eviction_mode", eviction_mode),
+    KVRELAY_FIELD(server_settings, "keepalive_time", keepalive_time),
+    KVRELAY_FIELD(server_settings, "keepalive_timeout", keepalive_timeout),
+    KVRELAY_FIELD(server_settings, "on_shutdown", on_shutdown),
 };
 
 const field_def<admin_settings> admin_fields[] = {
     KVRELAY_FIELD(admin_settings, "listen", listen),
     KVRELAY_FIELD(admin_settings, "token_file", token_file),
     KVRELAY_FIELD(admin_settings, "enable_crash_endpoint", enable_crash_endpoint),
+    KVRELAY_FIELD(admin_settings, "max_connections", max_connections),
+    KVRELAY_FIELD(admin_settings, "read_timeout", read_timeout),
+    KVRELAY_FIELD(admin_settings, "idle_timeout", idle_timeout),
+    KVRELAY_SIZE_FIELD(admin_settings, "max_body_bytes", max_body_bytes),
 };
 
 const field_def<log_settings> log_fields[] = {
@@ -240,6 +227,7 @@ const field_def<log_settings> log_fields[] = {
 
 const field_def<engine_settings> engine_fields[] = {
     KVRELAY_FIELD(engine_settings, "replica_id", replica_id),
+    KVRELAY_FIELD(engine_settings, "url", url),
     KVRELAY_FIELD(engine_settings, "model_id", model_id),
     KVRELAY_FIELD(engine_settings, "tenant_id", tenant_id),
     KVRELAY_FIELD(engine_settings, "hash_scheme", hash_scheme),
@@ -250,6 +238,7 @@ const field_def<engine_settings> engine_fields[] = {
     KVRELAY_FIELD(engine_settings, "dp_mode", dp_mode),
     KVRELAY_FIELD(engine_settings, "window", window),
     KVRELAY_FIELD(engine_settings, "reconnect_backoff", reconnect_backoff),
+    KVRELAY_FIELD(engine_settings, "discovery_retry_max", discovery_retry_max),
     KVRELAY_FIELD(engine_settings, "l2_tier", l2_tier),
     KVRELAY_FIELD(engine_settings, "unknown_parent", unknown_parent),
     KVRELAY_FIELD(engine_settings, "index_salted", index_salted),
@@ -261,12 +250,12 @@ const field_def<metrics_settings> metrics_fields[] = {
     KVRELAY_FIELD(metrics_settings, "interval", interval),
     KVRELAY_FIELD(metrics_settings, "cache_tier", tier),
     KVRELAY_FIELD(metrics_settings, "model_label", model_label),
-    field_def<metrics_settings>{"cache_size_bytes", &rd_size<&metrics_settings::cache_size_bytes>,
-                                &wr<&metrics_settings::cache_size_bytes>},
+    KVRELAY_SIZE_FIELD(metrics_settings, "cache_size_bytes", cache_size_bytes),
     KVRELAY_FIELD(metrics_settings, "max_concurrency", max_concurrency),
 };
 
 #undef KVRELAY_FIELD
+#undef KVRELAY_SIZE_FIELD
 
 // -- the TOML reader ------------------------------------------------------------------------------
 
@@ -274,7 +263,7 @@ class reader {
  public:
   explicit reader(std::string file) : file_(std::move(file)) {}
 
-  result<daemon_config> run(const toml::table& root) {
+  outcome<daemon_config> run(const toml::table& root) {
     for (auto [kp, vp] : in_file_order(root)) {
       const toml::key& k = *kp;
       const toml::node& v = *vp;
@@ -294,6 +283,7 @@ class reader {
     }
     // A file without engines is reported against the file (flags may still add one).
     if (cfg_.engines.empty()) cfg_.origin["engine"] = file_;
+    detail::mark_given(cfg_);
     return std::move(cfg_);
   }
 
@@ -307,7 +297,7 @@ class reader {
     return false;
   }
 
-  config_error error() const { return config_error{error_}; }
+  failure error() const { return invalid(error_); }
 
   // One line naming the key, a close match if there is one, and every allowed key.
   bool unknown(const toml::key& k, const std::string& path,
@@ -410,58 +400,6 @@ class reader {
   daemon_config cfg_;
 };
 
-// -- validation helpers ---------------------------------------------------------------------------
-
-// "<where>: <key>: <msg>", where = the key's origin or, failing that, its nearest enclosing
-// table's (a missing key is reported at the table that lacks it).
-std::string located(const daemon_config& c, const std::string& key, const std::string& msg) {
-  std::string k = key;
-  for (;;) {
-    if (auto it = c.origin.find(k); it != c.origin.end()) return it->second + ": " + key + ": " + msg;
-    auto cut = k.find_last_of(".[");
-    if (cut == std::string::npos || cut == 0) break;
-    k.resize(cut);
-  }
-  return key + ": " + msg;
-}
-
-std::string engine_path(size_t i) { return "engine[" + std::to_string(i) + "]"; }
-
-// R09 / C02: the identity every report carries.
-status check_identity(const daemon_config& c) {
-  for (size_t i = 0; i < c.engines.size(); ++i) {
-    const auto& e = c.engines[i];
-    const std::pair<const std::string*, const char*> required[] = {
-        {&e.replica_id, "replica_id"}, {&e.model_id, "model_id"}, {&e.hash_scheme, "hash_scheme"}};
-    for (const auto& [value, key] : required) {
-      if (value->empty()) {
-        std::string flag = key;
-        std::replace(flag.begin(), flag.end(), '_', '-');
-        return status::failure(located(c, engine_path(i) + "." + key,
-                                       std::string("invalid config: must not be empty (set ") +
-                                           key + " in [[engine]] or --" + flag + ")"));
-      }
-    }
-  }
-  return {};
-}
-
-template <class Fn>
-void clamp(milliseconds& v, milliseconds fallback, const std::string& key, Fn&& note) {
-  if (v.count() > 0) return;
-  note(key + " = " + format_duration(v) + " is not positive; using " + format_duration(fallback));
-  v = fallback;
-}
-
-bool readable_file(const std::string& path, std::string& why) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    why = std::strerror(errno);
-    return false;
-  }
-  return true;
-}
-
 // Flattened values for the reload diff: (scope, key) → TOML text, where scope is "" for the
 // global sections and the replica id for an engine (key "" marks the engine's presence).
 using flat_config = std::map<std::pair<std::string, std::string>, std::string>;
@@ -470,11 +408,14 @@ flat_config flatten(const daemon_config& c) {
   flat_config out;
   for (const auto& f : server_fields) out[{"", "server." + std::string(f.key)}] = f.write(c.server);
   for (const auto& f : admin_fields) out[{"", "admin." + std::string(f.key)}] = f.write(c.admin);
+  // Compared, never shown: a rotated token is a change the running admin port does not apply.
+  out[{"", "admin.token"}] = c.admin.token;
   for (const auto& f : log_fields) out[{"", "log." + std::string(f.key)}] = f.write(c.log);
   for (const auto& e : c.engines) {
     const std::string& id = e.replica_id;
     out[{id, ""}] = "present";
-    for (const auto& f : engine_fields) out[{id, f.key}] = f.write(e);
+    for (const auto& f : engine_fields)
+      out[{id, f.key}] = discovered(e, f.key) ? "(discovered at start)" : f.write(e);
     for (const auto& f : metrics_fields) out[{id, "metrics." + std::string(f.key)}] = f.write(e.metrics);
     for (const auto& [aid, name] : e.adapters)
       out[{id, "adapters." + std::to_string(aid)}] = toml_quote(name);
@@ -486,291 +427,67 @@ flat_config flatten(const daemon_config& c) {
 
 // -- public API -----------------------------------------------------------------------------------
 
-result<daemon_config> parse_toml(std::string_view text, const std::string& source_name) {
+outcome<daemon_config> parse_toml(std::string_view text, const std::string& source_name) {
   try {
     toml::table root;
     try {
       root = toml::parse(text, source_name);
     } catch (const toml::parse_error& e) {
       const auto& b = e.source().begin;
-      return config_error{source_name + ":" + std::to_string(b.line) + ":" +
-                          std::to_string(b.column) + ": TOML syntax error: " +
-                          std::string(e.description())};
+      return invalid(source_name + ":" + std::to_string(b.line) + ":" +
+                     std::to_string(b.column) + ": TOML syntax error: " +
+                     std::string(e.description()));
     }
     return reader(source_name).run(root);
   } catch (const std::exception& e) {
-    return config_error{source_name + ": cannot load configuration: " + e.what()};
+    return invalid(source_name + ": cannot load configuration: " + e.what());
   }
 }
 
-result<daemon_config> load_toml(const std::string& path) {
+outcome<daemon_config> load_toml(const std::string& path) {
   try {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return config_error{path + ": cannot open config file: " + std::strerror(errno)};
-    std::string text;
-    char buf[65536];
-    while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-      text.append(buf, static_cast<size_t>(in.gcount()));
-      if (text.size() > max_file_bytes)
-        return config_error{path + ": config file larger than 1 MiB"};
-    }
-    if (in.bad()) return config_error{path + ": cannot read config file"};
-    return parse_toml(text, path);
+    auto text = read_regular_file(path, max_file_bytes, "config file");
+    if (!text) return invalid(path + ": " + text.error().context);
+    return parse_toml(text.value(), path);
   } catch (const std::exception& e) {
-    return config_error{path + ": cannot load configuration: " + e.what()};
+    return invalid(path + ": cannot load configuration: " + e.what());
   }
-}
-
-status parse_adapter_names(std::string_view text, std::map<int64_t, std::string>& out) {
-  std::map<int64_t, std::string> map;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string_view::npos) comma = text.size();
-    const std::string entry = trim(text.substr(start, comma - start));
-    start = comma + 1;
-    if (entry.empty()) continue;  // trailing or blank entries are skipped (A02)
-    auto eq = entry.find('=');
-    if (eq == std::string::npos)
-      return status::failure("entry \"" + entry + "\" is not id=name");
-    const std::string id_text = trim(std::string_view(entry).substr(0, eq));
-    const std::string name = trim(std::string_view(entry).substr(eq + 1));
-    int64_t id = 0;
-    if (!parse_decimal_int64(id_text, id))
-      return status::failure("entry \"" + entry + "\": id \"" + id_text + "\" is not an integer");
-    if (name.empty()) return status::failure("entry \"" + entry + "\": empty adapter name");
-    if (!map.emplace(id, name).second)
-      return status::failure("duplicate adapter id " + std::to_string(id));
-  }
-  out = std::move(map);
-  return {};
-}
-
-status apply_flags(daemon_config& cfg, const flag_values& f) {
-  if (f.any_engine_flag() && cfg.engines.size() > 1) {
-    return status::failure("--" + f.first_engine_flag() +
-                           ": engine flags describe a single engine, but the configuration has " +
-                           std::to_string(cfg.engines.size()) +
-                           " [[engine]] tables; set the value in the file instead");
-  }
-  if (cfg.engines.empty() && (f.any_engine_flag() || !f.config_path)) {
-    cfg.engines.emplace_back();
-  }
-  // C01: the adapter map is checked before anything else the reference validates.
-  std::map<int64_t, std::string> adapters;
-  if (f.lora_adapter_names) {
-    if (auto s = parse_adapter_names(*f.lora_adapter_names, adapters); !s)
-      return status::failure("invalid --lora-adapter-names: " + s.error(),
-                             "invalid --lora-adapter-names");
-  }
-  auto set = [&cfg](auto& slot, const auto& flag, const std::string& key, const char* name) {
-    if (!flag) return;
-    slot = *flag;
-    cfg.origin[key] = std::string("--") + name;
-  };
-  set(cfg.server.address, f.server, "server.address", "server");
-  set(cfg.admin.listen, f.admin_listen, "admin.listen", "admin-listen");
-  set(cfg.log.format, f.log_format_v, "log.format", "log-format");
-  set(cfg.log.level, f.log_level_v, "log.level", "log-level");
-  if (cfg.engines.empty()) return {};
-  auto& e = cfg.engines[0];
-  const std::string p = "engine[0].";
-  set(e.endpoint, f.engine_endpoint, p + "endpoint", "engine-endpoint");
-  set(e.replay_endpoint, f.replay_endpoint, p + "replay_endpoint", "replay-endpoint");
-  set(e.topic, f.topic, p + "topic", "topic");
-  set(e.replica_id, f.replica_id, p + "replica_id", "replica-id");
-  set(e.model_id, f.model_id, p + "model_id", "model-id");
-  set(e.tenant_id, f.tenant_id, p + "tenant_id", "tenant-id");
-  set(e.hash_scheme, f.hash_scheme, p + "hash_scheme", "hash-scheme");
-  set(e.window, f.window, p + "window", "window");
-  set(e.l2_tier, f.ignore_block_removed, p + "l2_tier", "ignore-block-removed");
-  set(e.dp_size, f.dp_size, p + "dp_size", "dp-size");
-  set(e.dp_mode, f.dp_mode, p + "dp_mode", "dp-mode");
-  set(e.unknown_parent, f.unknown_parent, p + "unknown_parent", "unknown-parent");
-  set(e.metrics.url, f.engine_metrics_url, p + "metrics.url", "engine-metrics-url");
-  set(e.metrics.interval, f.stats_interval, p + "metrics.interval", "stats-interval");
-  set(e.metrics.cache_size_bytes, f.engine_cache_size_bytes, p + "metrics.cache_size_bytes",
-      "engine-cache-size-bytes");
-  set(e.metrics.max_concurrency, f.max_concurrency_ceiling, p + "metrics.max_concurrency",
-      "max-concurrency-ceiling");
-  set(e.metrics.model_label, f.engine_model_name, p + "metrics.model_label", "engine-model-name");
-  if (f.lora_adapter_names) {
-    e.adapters = std::move(adapters);
-    cfg.origin[p + "adapters"] = "--lora-adapter-names";
-  }
-  if (f.cache_tier) {
-    cache_tier t{};
-    if (!parse(*f.cache_tier, t)) {
-      // C02 before C03: a bad identity is what the reference reports first.
-      if (auto s = check_identity(cfg); !s) return s;
-      return status::failure("invalid --cache-tier \"" + *f.cache_tier + "\" (allowed: " +
-                                 allowed_cache_tiers() + ")",
-                             "invalid --cache-tier");
-    }
-    e.metrics.tier = t;
-    cfg.origin[p + "metrics.cache_tier"] = "--cache-tier";
-  }
-  return {};
-}
-
-status validate(daemon_config& c, std::vector<std::string>* notes) {
-  auto note = [notes](std::string s) {
-    if (notes) notes->push_back(std::move(s));
-  };
-  auto fail = [&c](const std::string& key, const std::string& msg) {
-    return status::failure(located(c, key, msg));
-  };
-  // Clamps first (R04, S10, N02): the defaults are the clamp targets, read from the one place
-  // they are written.
-  const server_settings server_defaults;
-  const engine_settings engine_defaults;
-  clamp(c.server.rpc_timeout, server_defaults.rpc_timeout, "server.rpc_timeout", note);
-  for (size_t i = 0; i < c.engines.size(); ++i) {
-    auto& e = c.engines[i];
-    const std::string p = engine_path(i);
-    clamp(e.window, engine_defaults.window, p + ".window", note);
-    clamp(e.reconnect_backoff, engine_defaults.reconnect_backoff, p + ".reconnect_backoff", note);
-    clamp(e.metrics.interval, engine_defaults.metrics.interval, p + ".metrics.interval", note);
-  }
-
-  if (c.engines.empty())
-    return status::failure(located(c, "engine", "no engine configured: add an [[engine]] table "
-                                                "or pass --replica-id and --model-id"));
-  if (c.engines.size() > max_engines)
-    return fail("engine", "too many engines (at most " + std::to_string(max_engines) + ")");
-  if (auto s = check_identity(c); !s) return s;
-
-  // [server]
-  if (auto err = check_grpc_target(c.server.address); !err.empty())
-    return fail("server.address", err);
-  if (!c.server.tls) {
-    const std::pair<const std::string*, const char*> tls_keys[] = {
-        {&c.server.ca_file, "ca_file"},
-        {&c.server.cert_file, "cert_file"},
-        {&c.server.key_file, "key_file"},
-        {&c.server.server_name, "server_name"}};
-    for (const auto& [value, key] : tls_keys)
-      if (!value->empty()) return fail(std::string("server.") + key, "requires tls = true");
-  }
-  if (c.server.cert_file.empty() != c.server.key_file.empty())
-    return fail(c.server.cert_file.empty() ? "server.key_file" : "server.cert_file",
-                "cert_file and key_file go together (mTLS needs both)");
-  if (c.server.refresh_interval.count() < 0)
-    return fail("server.refresh_interval", "must be >= 0 (0 disables the resync)");
-
-  // [admin]
-  if (!c.admin.listen.empty())
-    if (auto err = check_listen_address(c.admin.listen); !err.empty())
-      return fail("admin.listen", err);
-
-  // [[engine]]
-  for (size_t i = 0; i < c.engines.size(); ++i) {
-    const auto& e = c.engines[i];
-    const std::string p = engine_path(i) + ".";
-    if (auto err = check_endpoint(e.endpoint); !err.empty()) return fail(p + "endpoint", err);
-    if (!e.replay_endpoint.empty()) {
-      if (auto err = check_endpoint(e.replay_endpoint); !err.empty())
-        return fail(p + "replay_endpoint", err);
-      if (e.replay_endpoint == e.endpoint)
-        return fail(p + "replay_endpoint", "must differ from endpoint");
-    }
-    if (e.dp_size < 1 || e.dp_size > max_dp_size)
-      return fail(p + "dp_size", "must be between 1 and " + std::to_string(max_dp_size));
-    std::string ranked;
-    if (auto err = rank_endpoint(e.endpoint, e.dp_size - 1, ranked); !err.empty())
-      return fail(p + "endpoint", err);
-    if (!e.replay_endpoint.empty())
-      if (auto err = rank_endpoint(e.replay_endpoint, e.dp_size - 1, ranked); !err.empty())
-        return fail(p + "replay_endpoint", err);
-    if (e.max_blocks_per_adapter < 0)
-      return fail(p + "max_blocks_per_adapter", "must be >= 0 (0 = no limit)");
-    if (!e.metrics.url.empty())
-      if (auto err = check_url(e.metrics.url); !err.empty()) return fail(p + "metrics.url", err);
-    if (e.metrics.cache_size_bytes < 0) return fail(p + "metrics.cache_size_bytes", "must be >= 0");
-    for (const auto& [id, name] : e.adapters)
-      if (name.empty())
-        return fail(p + "adapters." + std::to_string(id), "adapter name must not be empty");
-  }
-
-  // Across engines: each reported replica id and each subscription once.
-  std::map<std::string, size_t> replicas;
-  std::map<std::string, size_t> subscriptions;
-  for (const auto& pl : pipelines(c)) {
-    const std::string p = engine_path(pl.engine_index);
-    auto [it, fresh] = replicas.emplace(pl.replica_id, pl.engine_index);
-    if (!fresh && it->second != pl.engine_index)
-      return fail(p + ".replica_id", "duplicate replica id \"" + pl.replica_id +
-                                         "\" (also used by " + engine_path(it->second) + ")");
-    const std::string sub = pl.endpoint + " topic " + c.engines[pl.engine_index].topic;
-    auto [sit, sfresh] = subscriptions.emplace(sub, pl.engine_index);
-    if (!sfresh && sit->second != pl.engine_index)
-      return fail(p + ".endpoint", "endpoint \"" + pl.endpoint + "\" with the same topic is "
-                                   "already subscribed by " + engine_path(sit->second));
-  }
-  return {};
-}
-
-status check_files(const daemon_config& c) {
-  const std::pair<const std::string*, const char*> files[] = {
-      {&c.server.ca_file, "server.ca_file"},
-      {&c.server.cert_file, "server.cert_file"},
-      {&c.server.key_file, "server.key_file"},
-      {&c.admin.token_file, "admin.token_file"}};
-  for (const auto& [path, key] : files) {
-    std::string why;
-    if (!path->empty() && !readable_file(*path, why))
-      return status::failure(located(c, key, "cannot read \"" + *path + "\": " + why));
-  }
-  return {};
-}
-
-result<daemon_config> resolve(const flag_values& flags, std::vector<std::string>* notes) {
-  daemon_config cfg;
-  if (flags.config_path) {
-    auto loaded = load_toml(*flags.config_path);
-    if (!loaded) return config_error{loaded.error()};
-    cfg = std::move(loaded).value();
-  }
-  if (auto s = apply_flags(cfg, flags); !s) return s.to_error();
-  if (auto s = validate(cfg, notes); !s) return s.to_error();
-  return cfg;
-}
-
-int run_check(const flag_values& flags, std::ostream& out, std::ostream& err) {
-  std::vector<std::string> notes;
-  auto cfg = resolve(flags, &notes);
-  if (!cfg) {
-    err << cfg.error() << "\n";
-    return 2;
-  }
-  if (auto s = check_files(cfg.value()); !s) {
-    err << s.error() << "\n";
-    return 2;
-  }
-  for (const auto& n : notes) err << "note: " << n << "\n";
-  out << to_toml(cfg.value());
-  return 0;
 }
 
 std::string to_toml(const daemon_config& c) {
   std::ostringstream out;
-  auto section = [&out](const char* header, const auto& fields, const auto& s) {
+  // learnt(key): the engine will tell this value, so it is shown as a comment; after(key): a
+  // comment line that explains the value just printed.
+  auto section = [&out](const char* header, const auto& fields, const auto& s, auto&& learnt,
+                        auto&& after) {
     out << header << "\n";
-    for (const auto& f : fields) out << f.key << " = " << f.write(s) << "\n";
+    for (const auto& f : fields) {
+      if (learnt(f.key)) out << "# " << f.key << " = (discovered at start)\n";
+      else out << f.key << " = " << f.write(s) << "\n";
+      out << after(f.key);
+    }
   };
+  const auto no = [](std::string_view) { return false; };
+  const auto none = [](std::string_view) { return std::string(); };
   out << "# kvrelay effective configuration (defaults included)\n\n";
-  section("[server]", server_fields, c.server);
+  section("[server]", server_fields, c.server, no, [&c](std::string_view k) {
+    if (k != "eviction_mode" || c.server.eviction_mode != eviction_mode::auto_) return std::string();
+    return std::string("# eviction_mode \"auto\" runs as \"") +
+           to_string(effective(eviction_mode::auto_)) + "\"\n";
+  });
   out << "\n";
-  section("[admin]", admin_fields, c.admin);
+  section("[admin]", admin_fields, c.admin, no, none);
   out << "\n";
-  section("[log]", log_fields, c.log);
+  section("[log]", log_fields, c.log, no, none);
   const auto all_pipelines = pipelines(c);
   for (size_t i = 0; i < c.engines.size(); ++i) {
     const auto& e = c.engines[i];
     out << "\n";
-    section("[[engine]]", engine_fields, e);
-    if (e.dp_size > 1) {
-      // What the ranks expand to, so --check shows the endpoints and replica ids it will use.
+    section("[[engine]]", engine_fields, e, [&e](std::string_view k) { return discovered(e, k); },
+            none);
+    // What the ranks expand to, so --check shows the endpoints and replica ids it will use
+    // (unless the engine will tell them).
+    if (e.dp_size > 1 && !discovered(e, "endpoint") && !discovered(e, "dp_size")) {
       for (const auto& p : all_pipelines) {
         if (p.engine_index != i) continue;
         out << "# rank " << p.dp_rank << ": replica " << toml_quote(p.replica_id) << ", endpoint "
@@ -780,7 +497,7 @@ std::string to_toml(const daemon_config& c) {
       }
     }
     out << "\n";
-    section("[engine.metrics]", metrics_fields, e.metrics);
+    section("[engine.metrics]", metrics_fields, e.metrics, no, none);
     out << "\n[engine.adapters]\n";
     for (const auto& [id, name] : e.adapters) out << id << " = " << toml_quote(name) << "\n";
   }
@@ -818,25 +535,66 @@ reload_diff diff_for_reload(const daemon_config& old_cfg, const daemon_config& n
   return d;
 }
 
-std::vector<pipeline_settings> pipelines(const daemon_config& c) {
-  std::vector<pipeline_settings> out;
-  for (size_t i = 0; i < c.engines.size(); ++i) {
-    const auto& e = c.engines[i];
-    const int64_t ranks = std::clamp<int64_t>(e.dp_size, 1, max_dp_size);
-    for (int64_t r = 0; r < ranks; ++r) {
-      pipeline_settings p;
-      p.engine_index = i;
-      p.dp_rank = r;
-      p.replica_id = e.replica_id;
-      if (ranks > 1 && e.dp_mode == dp_mode::separate) p.replica_id += "-dp" + std::to_string(r);
-      if (!rank_endpoint(e.endpoint, r, p.endpoint).empty()) p.endpoint = e.endpoint;
-      if (!e.replay_endpoint.empty() &&
-          !rank_endpoint(e.replay_endpoint, r, p.replay_endpoint).empty())
-        p.replay_endpoint = e.replay_endpoint;
-      out.push_back(std::move(p));
-    }
+
+namespace detail {
+
+// Go's strconv.ParseInt(s, 10, 64): optional sign, decimal digits only.
+bool parse_decimal_int64(std::string_view s, int64_t& out) {
+  if (s.empty() || s.size() > 20) return false;
+  bool neg = false;
+  if (s[0] == '+' || s[0] == '-') {
+    neg = s[0] == '-';
+    s.remove_prefix(1);
+    if (s.empty()) return false;
   }
-  return out;
+  uint64_t v = 0;
+  const uint64_t limit = neg ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    auto d = static_cast<uint64_t>(c - '0');
+    if (v > (limit - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  out = neg ? static_cast<int64_t>(~v + 1) : static_cast<int64_t>(v);
+  return true;
 }
+
+std::string trim(std::string_view s) {
+  const char* ws = " \t\r\n\v\f";
+  auto b = s.find_first_not_of(ws);
+  if (b == std::string_view::npos) return {};
+  auto e = s.find_last_not_of(ws);
+  return std::string(s.substr(b, e - b + 1));
+}
+
+std::string engine_path(size_t i) { return "engine[" + std::to_string(i) + "]"; }
+
+std::string located(const daemon_config& c, const std::string& key, const std::string& msg) {
+  std::string k = key;
+  for (;;) {
+    if (auto it = c.origin.find(k); it != c.origin.end()) return it->second + ": " + key + ": " + msg;
+    auto cut = k.find_last_of(".[");
+    if (cut == std::string::npos || cut == 0) break;
+    k.resize(cut);
+  }
+  return key + ": " + msg;
+}
+
+void mark_given(daemon_config& c) {
+  for (size_t i = 0; i < c.engines.size(); ++i) {
+    auto& g = c.engines[i].given;
+    const std::string p = engine_path(i) + ".";
+    const auto has = [&](const char* key) { return c.origin.count(p + key) > 0; };
+    g.endpoint |= has("endpoint");
+    g.replay_endpoint |= has("replay_endpoint");
+    g.topic |= has("topic");
+    g.dp_size |= has("dp_size");
+    g.model_id |= has("model_id");
+    g.hash_scheme |= has("hash_scheme");
+    g.metrics_url |= has("metrics.url");
+  }
+}
+
+}  // namespace detail
 
 }  // namespace kvrelay::config

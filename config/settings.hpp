@@ -30,24 +30,47 @@ enum class unknown_parent : uint8_t {
 /// Which usage gauge the scraper reads (reference --cache-tier, M18). Case-sensitive names.
 enum class cache_tier : uint8_t { auto_, kv, gpu, cpu };
 
+/// How evictions reach the policy server (issue 13; docs/configuration.md explains the choice).
+enum class eviction_mode : uint8_t {
+  auto_,   // kvrelay's choice: today `expire` (see effective())
+  expire,  // entries of the unit's ReportCacheState stream, stamped far in the past
+  rpc,     // one PublishEvent(PREFIX_EVICTED) per prefix, for servers that do not age entries
+};
+/// What `auto` stands for; every other mode is itself.
+constexpr eviction_mode effective(eviction_mode m) {
+  return m == eviction_mode::auto_ ? eviction_mode::expire : m;
+}
+
+/// kvrelay's last act towards the server on SIGTERM.
+enum class shutdown_action : uint8_t {
+  clear,  // ALL_CLEARED for every replica: nothing stale stays behind (every start clears anyway)
+  keep,   // leave the entries; they age out at the server's TTL
+};
+
 enum class log_format : uint8_t { json, text };
 enum class log_level : uint8_t { debug, info, warn, error };
 
 const char* to_string(dp_mode v);
 const char* to_string(unknown_parent v);
 const char* to_string(cache_tier v);
+const char* to_string(eviction_mode v);
+const char* to_string(shutdown_action v);
 const char* to_string(log_format v);
 const char* to_string(log_level v);
 /// Exact, case-sensitive parses; false (and `out` untouched) for anything else.
 bool parse(std::string_view s, dp_mode& out);
 bool parse(std::string_view s, unknown_parent& out);
 bool parse(std::string_view s, cache_tier& out);
+bool parse(std::string_view s, eviction_mode& out);
+bool parse(std::string_view s, shutdown_action& out);
 bool parse(std::string_view s, log_format& out);
 bool parse(std::string_view s, log_level& out);
 /// The accepted names, comma separated, in the order messages and docs list them.
 const char* allowed_dp_modes();        // "separate, merged"
 const char* allowed_unknown_parents(); // "drop, root"
 const char* allowed_cache_tiers();     // "auto, kv, gpu, cpu" (the fallback order)
+const char* allowed_eviction_modes();  // "auto, expire, rpc"
+const char* allowed_shutdown_actions(); // "clear, keep"
 const char* allowed_log_formats();     // "json, text"
 const char* allowed_log_levels();      // "debug, info, warn, error"
 
@@ -61,6 +84,10 @@ struct server_settings {
   std::string server_name;                 // TLS name override; "" = host of `address`
   milliseconds rpc_timeout{5000};          // per-call deadline; <= 0 becomes 5 s (R04, S10)
   milliseconds refresh_interval{600000};   // re-report resident blocks (resync); 0 = never
+  config::eviction_mode eviction_mode = eviction_mode::auto_;  // --eviction-mode
+  milliseconds keepalive_time{20000};      // gRPC keepalive ping period; 0 = no pings
+  milliseconds keepalive_timeout{10000};   // ping unanswered this long = transport dead; > 0
+  shutdown_action on_shutdown = shutdown_action::clear;
 };
 
 /// The admin HTTP port (health, metrics, debug tree).
@@ -68,6 +95,13 @@ struct admin_settings {
   std::string listen = "127.0.0.1:9464";  // host:port; "" disables the admin port
   std::string token_file;                 // bearer token for mutating endpoints; "" = none
   bool enable_crash_endpoint = false;     // /debug/crash, for supervision drills only
+  int64_t max_connections = 64;           // open client connections at once; 1-4096
+  milliseconds read_timeout{5000};        // a request's header and body must arrive within it
+  milliseconds idle_timeout{30000};       // a keep-alive connection idle this long is closed
+  int64_t max_body_bytes = 65536;         // larger request bodies are refused unread; 0-16 MiB
+  /// Not a TOML key: the contents of token_file, trimmed, read by resolve() (read_files()) so
+  /// a bad file is a configuration error before anything starts. Never printed.
+  std::string token;
 };
 
 struct log_settings {
@@ -85,10 +119,29 @@ struct metrics_settings {
   int64_t max_concurrency = 256; // pressure denominator; <= 0 disables pressure
 };
 
+/// Which of an engine's discoverable settings were set by the file or a flag (loader and
+/// apply_flags mark them; code that builds a configuration sets them itself). With `url`, a
+/// setting not given is learnt from the engine at start; a given one wins over what it says.
+struct engine_given {
+  bool endpoint = false;
+  bool replay_endpoint = false;
+  bool topic = false;
+  bool dp_size = false;
+  bool model_id = false;
+  bool hash_scheme = false;
+  bool metrics_url = false;
+};
+
 /// One engine source: a replica (or, with dp_size > 1, one pipeline per rank).
 struct engine_settings {
   std::string replica_id;  // required
-  std::string model_id;    // required
+  /// The engine's own HTTP server (--engine-url), e.g. "http://127.0.0.1:8000"; "" = no
+  /// discovery. With it, endpoint, replay_endpoint, topic, dp_size, model_id and hash_scheme
+  /// are learnt from the engine unless given, and metrics.url defaults to url + "/metrics".
+  std::string url;
+  milliseconds discovery_retry_max{30000};  // cap of the discovery retry backoff; > 0
+  engine_given given;
+  std::string model_id;    // required unless discovered
   std::string tenant_id;
   std::string hash_scheme = "vllm";  // required non-empty; "sglang" selects that metric profile
   std::string endpoint = "tcp://127.0.0.1:5557";  // engine PUB endpoint; rank r adds r to the port

@@ -1,5 +1,8 @@
 #include "config/values.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <cctype>
 #include <cstdlib>
 #include <limits>
@@ -365,6 +368,28 @@ std::string check_grpc_target(std::string_view s) {
   bool host_ok = bracketed ? valid_ipv6_literal(host) : valid_hostname(host);
   if (!host_ok) return "invalid server address " + quoted + ": bad host";
   return {};
+}
+
+bool is_loopback_host(std::string_view host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  if (host.empty() || host.size() > 64) return false;
+  if (iequals(host, "localhost") || iequals(host, "localhost.")) return true;
+  const std::string text(host);
+  in_addr v4{};
+  if (inet_pton(AF_INET, text.c_str(), &v4) == 1)
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, text.c_str(), &v6) != 1) return false;
+  if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+  return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+}
+
+std::string_view listen_host(std::string_view listen) {
+  std::string_view host, port;
+  bool bracketed = false;
+  if (!split_host_port(listen, host, port, bracketed)) return {};
+  return host;
 }
 
 std::string rank_endpoint(const std::string& endpoint, int64_t rank, std::string& out) {

@@ -40,6 +40,17 @@ std::string check_url(std::string_view s);
 /// A listen address host:port (host may be empty for every interface; port 0-65535).
 std::string check_listen_address(std::string_view s);
 
+/// Whether a listen host is a loopback address, decided on the address, never on a prefix of
+/// the text: an IPv4 literal in 127.0.0.0/8, ::1, an IPv4-mapped ::ffff:127.x.y.z, with or
+/// without [brackets], or the name "localhost" (RFC 6761 reserves it for loopback). Any other
+/// name ("127.attacker.example"), "", "0.0.0.0", "::" and forms inet_pton does not take
+/// ("127.1", zone ids) are not: a false "no" only asks for a token, a false "yes" would open
+/// the port. Pure: no DNS.
+bool is_loopback_host(std::string_view host);
+
+/// The host part of a listen address that passed check_listen_address, brackets removed.
+std::string_view listen_host(std::string_view listen);
+
 /// A gRPC target: host:port (port 1-65535, [IPv6] allowed) or a scheme-qualified target
 /// (dns:, unix:, unix-abstract:, ipv4:, ipv6:).
 std::string check_grpc_target(std::string_view s);

@@ -2,10 +2,10 @@
 
 #include <httplib.h>
 
-#include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "config/loader.hpp"
 #include "runtime/daemon.hpp"
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
@@ -67,15 +67,16 @@ bool admin_server::start(const config::admin_settings& s, std::string& error) {
   if (host.size() > 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
   int port = std::atoi(s.listen.c_str() + colon + 1);
-  if (!s.token_file.empty()) {
-    std::ifstream in(s.token_file);
-    std::getline(in, a.token);
-    while (!a.token.empty() && std::isspace(static_cast<unsigned char>(a.token.back())))
-      a.token.pop_back();
-    if (a.token.empty()) {
-      error = "admin.token_file: " + s.token_file + " is missing or empty";
+  // config::resolve() read and checked the token before anything started; a configuration
+  // built in code may name only the file, which is then read with the same bounded reader.
+  a.token = s.token;
+  if (a.token.empty() && !s.token_file.empty()) {
+    auto token = config::read_token_file(s.token_file);
+    if (!token) {
+      error = "admin.token_file: " + token.error().context;
       return false;
     }
+    a.token = std::move(token).value();
   }
   if (!is_loopback_host(host) && a.token.empty()) {
     error = "admin.listen: " + s.listen +

@@ -1,6 +1,7 @@
 // kvrelay: engine KV-cache events → cache-policy server. The only translation unit outside the
-// library: parse flags, load and validate the configuration (errors exit 2 before anything
-// starts), run the daemon, and turn signals into an orderly shutdown or a reload.
+// library: parse flags, load and validate the configuration and read the files it names (every
+// configuration error exits 2 before anything starts, exactly as `--check` would), run the
+// daemon, and turn signals into an orderly shutdown or a reload.
 //   SIGTERM / SIGINT: stop ingress, drain, final flush within 5 s, exit 0; a second one exits now.
 //   SIGHUP: reload adapter maps and the log level from the config file.
 
@@ -53,11 +54,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> notes;
   auto cfg = config::resolve(flags, &notes);
   if (!cfg) {
-    log::error(cfg.summary(), {{"err", cfg.error()}});
-    return 2;
-  }
-  if (auto files = config::check_files(cfg.value()); !files) {
-    log::error("invalid config", {{"err", files.error()}});
+    log::error(cfg.error().headline, {{"err", cfg.error().context}});
     return 2;
   }
   for (const auto& n : notes) log::warn(n);
@@ -73,9 +70,15 @@ int main(int argc, char** argv) {
   const auto& c = cfg.value();
   if (!c.engines.empty()) {
     const auto& e = c.engines.front();
+    // What the engine will tell is not known yet: say so rather than log a placeholder.
+    const auto shown = [&e](const char* key, const std::string& value) {
+      return config::discovered(e, key) ? std::string("(discovered at start)") : value;
+    };
     log::info("kvevent-subscriber starting",
-              {{"engine_endpoint", e.endpoint}, {"server", c.server.address},
-               {"replica_id", e.replica_id}, {"model_id", e.model_id},
+              {{"engine_endpoint", shown("endpoint", e.endpoint)}, {"server", c.server.address},
+               {"replica_id", e.replica_id}, {"model_id", shown("model_id", e.model_id)},
+               {"engine_url", e.url},
+               {"eviction_mode", config::to_string(config::effective(c.server.eviction_mode))},
                {"engine_metrics_url", e.metrics.url},
                {"stats_interval", std::to_string(e.metrics.interval.count()) + "ms"},
                {"cache_tier", config::to_string(e.metrics.tier)},
@@ -99,7 +102,8 @@ int main(int argc, char** argv) {
       }
       auto next = config::resolve(flags);
       if (!next) {
-        log::error("reload failed; keeping the running configuration", {{"err", next.error()}});
+        log::error("reload failed; keeping the running configuration",
+                   {{"err", next.error().context}});
         continue;
       }
       for (const auto& key : d.reload(next.value()))

@@ -27,10 +27,10 @@ TEST(ParseFlags, EveryReferenceFlagIsDefined) {
         "lora-adapter-names",
         // ours
         "config", "check", "version", "replay-endpoint", "dp-size", "dp-mode", "unknown-parent",
-        "admin-listen", "log-format", "log-level"}) {
+        "admin-listen", "log-format", "log-level", "eviction-mode", "engine-url"}) {
     EXPECT_TRUE(std::count(names.begin(), names.end(), ref)) << ref;
   }
-  EXPECT_EQ(names.size(), 26u);
+  EXPECT_EQ(names.size(), 28u);
 }
 
 TEST(ParseFlags, SingleAndDoubleDashAreEquivalent) {
@@ -103,6 +103,9 @@ TEST(ParseFlags, MalformedValuesAndSyntax) {
   EXPECT_EQ(r.error, "invalid value \"split\" for flag --dp-mode: allowed: separate, merged");
   r = parse({"--log-level=verbose"});
   EXPECT_EQ(r.status, outcome::error);
+  r = parse({"--eviction-mode=batch"});
+  EXPECT_EQ(r.error, "invalid value \"batch\" for flag --eviction-mode: allowed: auto, expire, "
+                     "rpc");
   r = parse({"--topic"});
   EXPECT_EQ(r.error, "flag needs an argument: --topic");
   r = parse({"---topic=x"});
@@ -143,6 +146,9 @@ TEST(ParseFlags, TypedValues) {
   EXPECT_EQ(*v.log_level_v, log_level::debug);
   EXPECT_EQ(*v.admin_listen, ":0");
   EXPECT_EQ(*ok({"--engine-cache-size-bytes=16GiB"}).engine_cache_size_bytes, int64_t{16} << 30);
+  v = ok({"--eviction-mode=rpc", "--engine-url", "http://127.0.0.1:8000"});
+  EXPECT_EQ(*v.eviction_mode, eviction_mode::rpc);
+  EXPECT_EQ(*v.engine_url, "http://127.0.0.1:8000");
 }
 
 TEST(ParseFlags, RepeatedFlagLastWins) {
@@ -154,6 +160,9 @@ TEST(ParseFlags, RepeatedFlagLastWins) {
 TEST(ParseFlags, EngineFlagClassification) {
   EXPECT_FALSE(ok({"--server=h:1", "--config=x", "--check", "--log-level=warn"}).any_engine_flag());
   EXPECT_TRUE(ok({"--server=h:1", "--window=1s"}).any_engine_flag());
+  // The eviction mode is the server's; an engine URL describes the one engine.
+  EXPECT_FALSE(ok({"--eviction-mode=rpc"}).any_engine_flag());
+  EXPECT_TRUE(ok({"--engine-url=http://h:1"}).any_engine_flag());
 }
 
 TEST(ParseFlags, ArgvOverload) {
@@ -175,7 +184,7 @@ TEST(Usage, ListsEveryFlagWithItsDefault) {
         "(default 100ms)", "(default \"http://127.0.0.1:8000/metrics\")", "(default 10s)",
         "(default 256)", "(default \"auto\")", "(default \"127.0.0.1:9464\")",
         "(default \"separate\")", "(default \"drop\")", "(default \"json\")", "(default \"info\")",
-        "-h, --help"}) {
+        "--eviction-mode string\n", "--engine-url url\n", "-h, --help"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line;
   }
   EXPECT_EQ(text.rfind("Usage: kvrelay [flags]\n", 0), 0u);

@@ -201,3 +201,29 @@ TEST(RankEndpoint, PortPlusRankAndInprocSuffix) {
 
 }  // namespace
 }  // namespace kvrelay::config
+
+namespace kvrelay::config {
+namespace {
+
+// The admin port's rule (issue 16): decided on the address, never on a prefix of the text.
+TEST(IsLoopbackHost, DecidesOnTheAddress) {
+  for (const char* yes : {"127.0.0.1", "127.255.3.4", "::1", "[::1]", "0:0:0:0:0:0:0:1",
+                          "::ffff:127.0.0.1", "[::ffff:127.0.0.1]", "::FFFF:127.9.9.9",
+                          "localhost", "LocalHost", "localhost."})
+    EXPECT_TRUE(is_loopback_host(yes)) << yes;
+  for (const char* no :
+       {"127.attacker.example", "127.0.0.1.nip.io", "localhost.attacker.example", "", "0.0.0.0",
+        "::", "[::]", "10.0.0.1", "128.0.0.1", "1.127.0.0", "::ffff:10.0.0.1", "::127.0.0.1",
+        "127.1", "0x7f.0.0.1", "::1%lo", "[::1", "[]", "127.0.0.1:80"})
+    EXPECT_FALSE(is_loopback_host(no)) << no;
+}
+
+TEST(ListenHost, StripsPortAndBrackets) {
+  EXPECT_EQ(listen_host("127.0.0.1:9464"), "127.0.0.1");
+  EXPECT_EQ(listen_host("[::ffff:127.0.0.1]:0"), "::ffff:127.0.0.1");
+  EXPECT_EQ(listen_host(":9464"), "");
+  EXPECT_EQ(listen_host("no-port"), "");
+}
+
+}  // namespace
+}  // namespace kvrelay::config

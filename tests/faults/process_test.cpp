@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <csignal>
 #include <cstdio>
 #include <regex>
@@ -149,6 +151,69 @@ TEST(ProcessConfig, SyntaxErrorAlsoNamesThePlace) {
   ASSERT_TRUE(code.has_value());
   EXPECT_EQ(*code, 2) << p.err();
   EXPECT_NE((p.out() + p.err()).find("broken.toml:2:"), std::string::npos) << p.err();
+}
+
+// Every configuration error exits 2 before anything starts (issue 16, item 4), in the daemon and
+// in --check alike; nothing may block or read without bound on the way there.
+
+// A daemon configuration that is valid apart from its [admin] table. The server is never dialled:
+// the process must stop before that.
+std::string admin_toml(const std::string& admin) {
+  return "[server]\naddress = \"127.0.0.1:9\"\n\n[log]\nformat = \"text\"\n\n[admin]\n" + admin +
+         "\n[[engine]]\nreplica_id = \"r\"\nmodel_id = \"m\"\n[engine.metrics]\nurl = \"\"\n";
+}
+
+// Runs the binary on `config`, as the daemon and as --check; both must exit 2 in time, naming
+// `key` and `what`, and the daemon must not have started a pipeline.
+void expect_refused_before_start(const temp_dir& dir, const std::string& config,
+                                 const std::string& key, const std::string& what) {
+  for (const bool check : {false, true}) {
+    std::vector<std::string> args{binary, "--config", config};
+    if (check) args.push_back("--check");
+    child_process p(args, dir.path());
+    const auto code = p.wait(10s);
+    ASSERT_TRUE(code.has_value()) << (check ? "--check" : "daemon") << " did not exit\n"
+                                  << p.err();
+    EXPECT_EQ(*code, 2) << (check ? "--check: " : "daemon: ") << p.err();
+    EXPECT_NE(p.err().find(key), std::string::npos) << p.err();
+    EXPECT_NE(p.err().find(what), std::string::npos) << p.err();
+    EXPECT_EQ(p.err().find("subscribed"), std::string::npos) << "a pipeline started\n" << p.err();
+    EXPECT_EQ(p.out(), "");
+  }
+}
+
+TEST(ProcessConfig, FifoAsConfigIsRefusedAtOnce) {
+  temp_dir dir;
+  const std::string fifo = dir.file("kvrelay.toml");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_refused_before_start(dir, fifo, fifo + ": config file", "is a FIFO, not a regular file");
+}
+
+TEST(ProcessConfig, DeviceOrDirectoryOrEmptyTokenFileExitsTwo) {
+  temp_dir dir;
+  ::mkdir(dir.file("tokens").c_str(), 0700);
+  dir.write("empty", "");
+  const std::pair<std::string, std::string> cases[] = {
+      {"/dev/zero", "is a character device, not a regular file"},
+      {dir.file("tokens"), "is a directory, not a regular file"},
+      {dir.file("empty"), "is empty"}};
+  for (const auto& [token_file, what] : cases) {
+    SCOPED_TRACE(token_file);
+    dir.write("kvrelay.toml", admin_toml("listen = \"127.0.0.1:0\"\ntoken_file = \"" +
+                                         token_file + "\"\n"));
+    expect_refused_before_start(dir, dir.file("kvrelay.toml"), "kvrelay.toml:9:14: "
+                                "admin.token_file", what);
+  }
+}
+
+TEST(ProcessConfig, NonLoopbackAdminWithoutTokenExitsTwo) {
+  temp_dir dir;
+  for (const char* listen : {"0.0.0.0:0", "127.attacker.example:0", ":0"}) {
+    SCOPED_TRACE(listen);
+    dir.write("kvrelay.toml", admin_toml(std::string("listen = \"") + listen + "\"\n"));
+    expect_refused_before_start(dir, dir.file("kvrelay.toml"), "kvrelay.toml:8:10: admin.listen",
+                                "is not a loopback address; set admin.token_file");
+  }
 }
 
 TEST(ProcessVersion, NamesTheLibrariesItRunsWith) {

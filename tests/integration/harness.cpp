@@ -233,7 +233,7 @@ bool harness::start_daemon(bool sync_first) {
   if (d.daemon) return true;
   d.cfg = d.make_config();
   if (auto st = config::validate(d.cfg); !st) {
-    d.error = "invalid config: " + st.error();
+    d.error = "invalid config: " + st.error().context;
     return false;
   }
   d.daemon = std::make_unique<kvrelay::daemon>(d.cfg);

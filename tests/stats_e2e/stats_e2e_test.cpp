@@ -227,7 +227,7 @@ class StatsE2E : public ::testing::Test {
     if (tweak) tweak(e);
     c.engines.push_back(std::move(e));
     auto st = config::validate(c);
-    ASSERT_TRUE(st) << st.error();
+    ASSERT_TRUE(st) << st.error().context;
     daemon_ = std::make_unique<kvrelay::daemon>(c);
     started_ = steady::now();
     std::string err;

@@ -1,0 +1,406 @@
+// Everything after the TOML reader: flags over the file, validation (pure), the files the
+// configuration names (read_files), and the startup sequence that runs them in order.
+#include <algorithm>
+#include <ostream>
+
+#include "base/read_file.hpp"
+#include "config/internal.hpp"
+#include "config/loader.hpp"
+#include "config/values.hpp"
+
+namespace kvrelay::config {
+
+using detail::engine_path;
+using detail::located;
+using detail::max_dp_size;
+using detail::max_engines;
+using detail::trim;
+
+namespace {
+
+// Bounds on what the files named may hold: a PEM bundle of a few CAs is a few KiB, a bearer
+// token a few dozen bytes. A mistyped path (a log, a device) is refused, never read whole.
+constexpr size_t max_pem_bytes = size_t{1} << 20;
+constexpr size_t max_token_bytes = 4096;
+
+// Limits of values that end up as int milliseconds in gRPC channel arguments or HTTP options.
+constexpr milliseconds max_rpc_timeout = std::chrono::hours(1);
+constexpr milliseconds max_keepalive = std::chrono::hours(24);
+constexpr int64_t max_admin_connections = 4096;
+constexpr int64_t max_admin_body_bytes = int64_t{16} << 20;
+
+// R09 / C02: the identity every report carries. What discovery will learn is not required yet.
+outcome<void> check_identity(const daemon_config& c) {
+  for (size_t i = 0; i < c.engines.size(); ++i) {
+    const auto& e = c.engines[i];
+    const std::pair<const std::string*, const char*> required[] = {
+        {&e.replica_id, "replica_id"}, {&e.model_id, "model_id"}, {&e.hash_scheme, "hash_scheme"}};
+    for (const auto& [value, key] : required) {
+      if (value->empty() && !discovered(e, key)) {
+        std::string flag = key;
+        std::replace(flag.begin(), flag.end(), '_', '-');
+        return invalid(located(c, engine_path(i) + "." + key,
+                               std::string("invalid config: must not be empty (set ") + key +
+                                   " in [[engine]] or --" + flag + ")"));
+      }
+    }
+  }
+  return {};
+}
+
+template <class Fn>
+void clamp(milliseconds& v, milliseconds fallback, const std::string& key, Fn&& note) {
+  if (v.count() > 0) return;
+  note(key + " = " + format_duration(v) + " is not positive; using " + format_duration(fallback));
+  v = fallback;
+}
+
+// An engine URL is a base: paths are appended to it, so a query or fragment has no place.
+std::string check_engine_url(const std::string& url) {
+  if (auto err = check_url(url); !err.empty()) return err;
+  if (url.find_first_of("?#") != std::string::npos)
+    return "invalid URL \"" + url + "\": the engine URL is a base (no query or fragment)";
+  return {};
+}
+
+// "http://h:8000/" and "http://h:8000" name the same engine; paths are appended to the former.
+std::string without_trailing_slash(std::string url) {
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  return url;
+}
+
+}  // namespace
+
+failure invalid(std::string message, std::string headline) {
+  return failure{ec::invalid_config, std::move(message), std::move(headline)};
+}
+
+bool discovered(const engine_settings& e, std::string_view key) {
+  if (e.url.empty()) return false;
+  const auto& g = e.given;
+  if (key == "endpoint") return !g.endpoint;
+  if (key == "replay_endpoint") return !g.replay_endpoint;
+  if (key == "topic") return !g.topic;
+  if (key == "dp_size") return !g.dp_size;
+  if (key == "model_id") return !g.model_id;
+  if (key == "hash_scheme") return !g.hash_scheme;
+  return false;
+}
+
+std::string origin_of(const daemon_config& cfg, const std::string& key) {
+  auto it = cfg.origin.find(key);
+  return it == cfg.origin.end() ? std::string() : it->second;
+}
+
+outcome<void> parse_adapter_names(std::string_view text, std::map<int64_t, std::string>& out) {
+  std::map<int64_t, std::string> map;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    const std::string entry = trim(text.substr(start, comma - start));
+    start = comma + 1;
+    if (entry.empty()) continue;  // trailing or blank entries are skipped (A02)
+    auto eq = entry.find('=');
+    if (eq == std::string::npos) return invalid("entry \"" + entry + "\" is not id=name");
+    const std::string id_text = trim(std::string_view(entry).substr(0, eq));
+    const std::string name = trim(std::string_view(entry).substr(eq + 1));
+    int64_t id = 0;
+    if (!detail::parse_decimal_int64(id_text, id))
+      return invalid("entry \"" + entry + "\": id \"" + id_text + "\" is not an integer");
+    if (name.empty()) return invalid("entry \"" + entry + "\": empty adapter name");
+    if (!map.emplace(id, name).second) return invalid("duplicate adapter id " + std::to_string(id));
+  }
+  out = std::move(map);
+  return {};
+}
+
+outcome<void> apply_flags(daemon_config& cfg, const flag_values& f) {
+  if (f.any_engine_flag() && cfg.engines.size() > 1) {
+    return invalid("--" + f.first_engine_flag() +
+                   ": engine flags describe a single engine, but the configuration has " +
+                   std::to_string(cfg.engines.size()) +
+                   " [[engine]] tables; set the value in the file instead");
+  }
+  if (cfg.engines.empty() && (f.any_engine_flag() || !f.config_path)) {
+    cfg.engines.emplace_back();
+  }
+  // C01: the adapter map is checked before anything else the reference validates.
+  std::map<int64_t, std::string> adapters;
+  if (f.lora_adapter_names) {
+    if (auto s = parse_adapter_names(*f.lora_adapter_names, adapters); !s)
+      return invalid("invalid --lora-adapter-names: " + s.error().context,
+                     "invalid --lora-adapter-names");
+  }
+  auto set = [&cfg](auto& slot, const auto& flag, const std::string& key, const char* name) {
+    if (!flag) return;
+    slot = *flag;
+    cfg.origin[key] = std::string("--") + name;
+  };
+  set(cfg.server.address, f.server, "server.address", "server");
+  set(cfg.server.eviction_mode, f.eviction_mode, "server.eviction_mode", "eviction-mode");
+  set(cfg.admin.listen, f.admin_listen, "admin.listen", "admin-listen");
+  set(cfg.log.format, f.log_format_v, "log.format", "log-format");
+  set(cfg.log.level, f.log_level_v, "log.level", "log-level");
+  if (cfg.engines.empty()) return {};
+  auto& e = cfg.engines[0];
+  const std::string p = "engine[0].";
+  set(e.url, f.engine_url, p + "url", "engine-url");
+  set(e.endpoint, f.engine_endpoint, p + "endpoint", "engine-endpoint");
+  set(e.replay_endpoint, f.replay_endpoint, p + "replay_endpoint", "replay-endpoint");
+  set(e.topic, f.topic, p + "topic", "topic");
+  set(e.replica_id, f.replica_id, p + "replica_id", "replica-id");
+  set(e.model_id, f.model_id, p + "model_id", "model-id");
+  set(e.tenant_id, f.tenant_id, p + "tenant_id", "tenant-id");
+  set(e.hash_scheme, f.hash_scheme, p + "hash_scheme", "hash-scheme");
+  set(e.window, f.window, p + "window", "window");
+  set(e.l2_tier, f.ignore_block_removed, p + "l2_tier", "ignore-block-removed");
+  set(e.dp_size, f.dp_size, p + "dp_size", "dp-size");
+  set(e.dp_mode, f.dp_mode, p + "dp_mode", "dp-mode");
+  set(e.unknown_parent, f.unknown_parent, p + "unknown_parent", "unknown-parent");
+  set(e.metrics.url, f.engine_metrics_url, p + "metrics.url", "engine-metrics-url");
+  set(e.metrics.interval, f.stats_interval, p + "metrics.interval", "stats-interval");
+  set(e.metrics.cache_size_bytes, f.engine_cache_size_bytes, p + "metrics.cache_size_bytes",
+      "engine-cache-size-bytes");
+  set(e.metrics.max_concurrency, f.max_concurrency_ceiling, p + "metrics.max_concurrency",
+      "max-concurrency-ceiling");
+  set(e.metrics.model_label, f.engine_model_name, p + "metrics.model_label", "engine-model-name");
+  detail::mark_given(cfg);
+  if (f.lora_adapter_names) {
+    e.adapters = std::move(adapters);
+    cfg.origin[p + "adapters"] = "--lora-adapter-names";
+  }
+  if (f.cache_tier) {
+    cache_tier t{};
+    if (!parse(*f.cache_tier, t)) {
+      // C02 before C03: a bad identity is what the reference reports first.
+      if (auto s = check_identity(cfg); !s) return s;
+      return invalid("invalid --cache-tier \"" + *f.cache_tier + "\" (allowed: " +
+                         allowed_cache_tiers() + ")",
+                     "invalid --cache-tier");
+    }
+    e.metrics.tier = t;
+    cfg.origin[p + "metrics.cache_tier"] = "--cache-tier";
+  }
+  return {};
+}
+
+outcome<void> validate(daemon_config& c, std::vector<std::string>* notes) {
+  auto note = [notes](std::string s) {
+    if (notes) notes->push_back(std::move(s));
+  };
+  auto fail = [&c](const std::string& key, const std::string& msg) {
+    return invalid(located(c, key, msg));
+  };
+  // Clamps first (R04, S10, N02): the defaults are the clamp targets, read from the one place
+  // they are written.
+  const server_settings server_defaults;
+  const engine_settings engine_defaults;
+  clamp(c.server.rpc_timeout, server_defaults.rpc_timeout, "server.rpc_timeout", note);
+  for (size_t i = 0; i < c.engines.size(); ++i) {
+    auto& e = c.engines[i];
+    const std::string p = engine_path(i);
+    clamp(e.window, engine_defaults.window, p + ".window", note);
+    clamp(e.reconnect_backoff, engine_defaults.reconnect_backoff, p + ".reconnect_backoff", note);
+    clamp(e.metrics.interval, engine_defaults.metrics.interval, p + ".metrics.interval", note);
+    // The engine's own server serves /metrics too; a given metrics URL (even "") wins.
+    if (!e.url.empty() && !e.given.metrics_url) {
+      e.metrics.url = without_trailing_slash(e.url) + "/metrics";
+      if (auto where = origin_of(c, p + ".url"); !where.empty())
+        c.origin[p + ".metrics.url"] = where;
+    }
+  }
+
+  if (c.engines.empty())
+    return invalid(located(c, "engine", "no engine configured: add an [[engine]] table "
+                                        "or pass --replica-id and --model-id"));
+  if (c.engines.size() > max_engines)
+    return fail("engine", "too many engines (at most " + std::to_string(max_engines) + ")");
+  if (auto s = check_identity(c); !s) return s;
+
+  // [server]
+  const auto& sv = c.server;
+  if (auto err = check_grpc_target(sv.address); !err.empty()) return fail("server.address", err);
+  if (!sv.tls) {
+    const std::pair<const std::string*, const char*> tls_keys[] = {{&sv.ca_file, "ca_file"},
+                                                                   {&sv.cert_file, "cert_file"},
+                                                                   {&sv.key_file, "key_file"},
+                                                                   {&sv.server_name, "server_name"}};
+    for (const auto& [value, key] : tls_keys)
+      if (!value->empty()) return fail(std::string("server.") + key, "requires tls = true");
+  }
+  if (sv.cert_file.empty() != sv.key_file.empty())
+    return fail(sv.cert_file.empty() ? "server.key_file" : "server.cert_file",
+                "cert_file and key_file go together (mTLS needs both)");
+  if (sv.rpc_timeout > max_rpc_timeout)
+    return fail("server.rpc_timeout", "must be at most " + format_duration(max_rpc_timeout));
+  if (sv.refresh_interval.count() < 0)
+    return fail("server.refresh_interval", "must be >= 0 (0 disables the resync)");
+  if (sv.keepalive_time.count() < 0 || sv.keepalive_time > max_keepalive)
+    return fail("server.keepalive_time", "must be between 0 (no keepalive pings) and " +
+                                             format_duration(max_keepalive));
+  if (sv.keepalive_timeout.count() <= 0 || sv.keepalive_timeout > max_keepalive)
+    return fail("server.keepalive_timeout",
+                "must be positive and at most " + format_duration(max_keepalive));
+
+  // [admin]
+  const auto& ad = c.admin;
+  if (!ad.listen.empty()) {
+    if (auto err = check_listen_address(ad.listen); !err.empty()) return fail("admin.listen", err);
+    if (ad.token_file.empty() && !is_loopback_host(listen_host(ad.listen)))
+      return fail("admin.listen", "\"" + ad.listen +
+                                      "\" is not a loopback address; set admin.token_file so "
+                                      "the port is not open to anyone");
+  }
+  if (ad.max_connections < 1 || ad.max_connections > max_admin_connections)
+    return fail("admin.max_connections",
+                "must be between 1 and " + std::to_string(max_admin_connections));
+  if (ad.read_timeout.count() <= 0) return fail("admin.read_timeout", "must be positive");
+  if (ad.idle_timeout.count() <= 0) return fail("admin.idle_timeout", "must be positive");
+  if (ad.max_body_bytes < 0 || ad.max_body_bytes > max_admin_body_bytes)
+    return fail("admin.max_body_bytes", "must be between 0 and 16 MiB");
+
+  // [[engine]]
+  std::map<std::string, size_t> urls;
+  for (size_t i = 0; i < c.engines.size(); ++i) {
+    const auto& e = c.engines[i];
+    const std::string p = engine_path(i) + ".";
+    if (!e.url.empty()) {
+      if (auto err = check_engine_url(e.url); !err.empty()) return fail(p + "url", err);
+      auto [it, fresh] = urls.emplace(without_trailing_slash(e.url), i);
+      if (!fresh)
+        return fail(p + "url", "engine URL \"" + e.url + "\" is already used by " +
+                                   engine_path(it->second));
+    }
+    if (e.discovery_retry_max.count() <= 0)
+      return fail(p + "discovery_retry_max", "must be positive");
+    if (auto err = check_endpoint(e.endpoint); !err.empty()) return fail(p + "endpoint", err);
+    if (!e.replay_endpoint.empty()) {
+      if (auto err = check_endpoint(e.replay_endpoint); !err.empty())
+        return fail(p + "replay_endpoint", err);
+      if (e.replay_endpoint == e.endpoint)
+        return fail(p + "replay_endpoint", "must differ from endpoint");
+    }
+    if (e.dp_size < 1 || e.dp_size > max_dp_size)
+      return fail(p + "dp_size", "must be between 1 and " + std::to_string(max_dp_size));
+    std::string ranked;
+    if (auto err = rank_endpoint(e.endpoint, e.dp_size - 1, ranked); !err.empty())
+      return fail(p + "endpoint", err);
+    if (!e.replay_endpoint.empty())
+      if (auto err = rank_endpoint(e.replay_endpoint, e.dp_size - 1, ranked); !err.empty())
+        return fail(p + "replay_endpoint", err);
+    if (e.max_blocks_per_adapter < 0)
+      return fail(p + "max_blocks_per_adapter", "must be >= 0 (0 = no limit)");
+    if (!e.metrics.url.empty())
+      if (auto err = check_url(e.metrics.url); !err.empty()) return fail(p + "metrics.url", err);
+    if (e.metrics.cache_size_bytes < 0) return fail(p + "metrics.cache_size_bytes", "must be >= 0");
+    for (const auto& [id, name] : e.adapters)
+      if (name.empty())
+        return fail(p + "adapters." + std::to_string(id), "adapter name must not be empty");
+  }
+
+  // Across engines: each reported replica id and each subscription once. A subscription the
+  // engine will name is checked when it is known, not against the placeholder default.
+  std::map<std::string, size_t> replicas;
+  std::map<std::string, size_t> subscriptions;
+  for (const auto& pl : pipelines(c)) {
+    const std::string p = engine_path(pl.engine_index);
+    const auto& e = c.engines[pl.engine_index];
+    auto [it, fresh] = replicas.emplace(pl.replica_id, pl.engine_index);
+    if (!fresh && it->second != pl.engine_index)
+      return fail(p + ".replica_id", "duplicate replica id \"" + pl.replica_id +
+                                         "\" (also used by " + engine_path(it->second) + ")");
+    if (discovered(e, "endpoint") || discovered(e, "topic")) continue;
+    const std::string sub = pl.endpoint + " topic " + e.topic;
+    auto [sit, sfresh] = subscriptions.emplace(sub, pl.engine_index);
+    if (!sfresh && sit->second != pl.engine_index)
+      return fail(p + ".endpoint", "endpoint \"" + pl.endpoint + "\" with the same topic is "
+                                   "already subscribed by " + engine_path(sit->second));
+  }
+  return {};
+}
+
+outcome<void> read_files(daemon_config& c) {
+  const std::pair<const std::string*, const char*> pem_files[] = {
+      {&c.server.ca_file, "server.ca_file"},
+      {&c.server.cert_file, "server.cert_file"},
+      {&c.server.key_file, "server.key_file"}};
+  for (const auto& [path, key] : pem_files) {
+    if (path->empty()) continue;
+    const std::string subject = "\"" + *path + "\"";
+    auto text = read_regular_file(*path, max_pem_bytes, subject);
+    if (!text) return invalid(located(c, key, text.error().context));
+    if (text.value().find("-----BEGIN ") == std::string::npos)
+      return invalid(located(c, key, subject + " is not a PEM file (no -----BEGIN line)"));
+  }
+  if (!c.admin.token_file.empty()) {
+    auto token = read_token_file(c.admin.token_file);
+    if (!token) return invalid(located(c, "admin.token_file", token.error().context));
+    c.admin.token = std::move(token).value();
+  }
+  return {};
+}
+
+outcome<std::string> read_token_file(const std::string& path) {
+  const std::string subject = "\"" + path + "\"";
+  auto text = read_regular_file(path, max_token_bytes, subject);
+  if (!text) return text.error();
+  std::string token = trim(text.value());
+  if (token.empty()) return invalid(subject + " is empty (it must hold the bearer token)");
+  // A header value cannot carry a line break: a second line would make a token no request can
+  // ever present.
+  for (char ch : token) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (u < 0x20 || u == 0x7f)
+      return invalid(subject + " must hold the token on one line (no control characters)");
+  }
+  return token;
+}
+
+outcome<daemon_config> resolve(const flag_values& flags, std::vector<std::string>* notes) {
+  daemon_config cfg;
+  if (flags.config_path) {
+    auto loaded = load_toml(*flags.config_path);
+    if (!loaded) return loaded.error();
+    cfg = std::move(loaded).value();
+  }
+  if (auto s = apply_flags(cfg, flags); !s) return s.error();
+  if (auto s = validate(cfg, notes); !s) return s.error();
+  if (auto s = read_files(cfg); !s) return s.error();
+  return cfg;
+}
+
+int run_check(const flag_values& flags, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> notes;
+  auto cfg = resolve(flags, &notes);
+  if (!cfg) {
+    err << cfg.error().context << "\n";
+    return 2;
+  }
+  for (const auto& n : notes) err << "note: " << n << "\n";
+  out << to_toml(cfg.value());
+  return 0;
+}
+
+std::vector<pipeline_settings> pipelines(const daemon_config& c) {
+  std::vector<pipeline_settings> out;
+  for (size_t i = 0; i < c.engines.size(); ++i) {
+    const auto& e = c.engines[i];
+    const int64_t ranks = std::clamp<int64_t>(e.dp_size, 1, max_dp_size);
+    for (int64_t r = 0; r < ranks; ++r) {
+      pipeline_settings p;
+      p.engine_index = i;
+      p.dp_rank = r;
+      p.replica_id = e.replica_id;
+      if (ranks > 1 && e.dp_mode == dp_mode::separate) p.replica_id += "-dp" + std::to_string(r);
+      if (!rank_endpoint(e.endpoint, r, p.endpoint).empty()) p.endpoint = e.endpoint;
+      if (!e.replay_endpoint.empty() &&
+          !rank_endpoint(e.replay_endpoint, r, p.replay_endpoint).empty())
+        p.replay_endpoint = e.replay_endpoint;
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+}  // namespace kvrelay::config

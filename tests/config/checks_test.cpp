@@ -1,0 +1,365 @@
+// Checks beyond the TOML reader: every configuration error found before anything starts (the
+// admin port's loopback rule, the files a configuration names: bounded, regular files only),
+// the server / admin keys of issues 12, 13 and 16, and engine discovery's settings (issue 14).
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "base/read_file.hpp"
+#include "config/loader.hpp"
+#include "config/values.hpp"
+#include "tests/config/helpers.hpp"
+
+namespace kvrelay::config {
+namespace {
+
+using namespace testing_helpers;
+using std::chrono::milliseconds;
+
+// -- the new keys ----------------------------------------------------------------------------
+
+TEST(NewKeys, Defaults) {
+  const daemon_config c;
+  const engine_settings e;
+  EXPECT_EQ(c.server.eviction_mode, eviction_mode::auto_);
+  EXPECT_EQ(effective(c.server.eviction_mode), eviction_mode::expire);
+  EXPECT_EQ(effective(eviction_mode::rpc), eviction_mode::rpc);
+  EXPECT_EQ(c.server.keepalive_time, milliseconds{20000});
+  EXPECT_EQ(c.server.keepalive_timeout, milliseconds{10000});
+  EXPECT_EQ(c.server.on_shutdown, shutdown_action::clear);
+  EXPECT_EQ(c.admin.max_connections, 64);
+  EXPECT_EQ(c.admin.read_timeout, milliseconds{5000});
+  EXPECT_EQ(c.admin.idle_timeout, milliseconds{30000});
+  EXPECT_EQ(c.admin.max_body_bytes, 65536);
+  EXPECT_EQ(c.admin.token, "");
+  EXPECT_EQ(e.url, "");
+  EXPECT_EQ(e.discovery_retry_max, milliseconds{30000});
+}
+
+TEST(NewKeys, ReadFromTheFileAndPrinted) {
+  daemon_config c = load(std::string("[server]\neviction_mode = \"rpc\"\nkeepalive_time = \"0\"\n"
+                                     "keepalive_timeout = \"3s\"\non_shutdown = \"keep\"\n"
+                                     "[admin]\nmax_connections = 8\nread_timeout = \"2s\"\n"
+                                     "idle_timeout = \"1m\"\nmax_body_bytes = \"1KiB\"\n") +
+                         minimal + "discovery_retry_max = \"5s\"\n");
+  ASSERT_EQ(err(validate(c)), "");
+  EXPECT_EQ(c.server.eviction_mode, eviction_mode::rpc);
+  EXPECT_EQ(c.server.keepalive_time, milliseconds{0});
+  EXPECT_EQ(c.server.keepalive_timeout, milliseconds{3000});
+  EXPECT_EQ(c.server.on_shutdown, shutdown_action::keep);
+  EXPECT_EQ(c.admin.max_connections, 8);
+  EXPECT_EQ(c.admin.read_timeout, milliseconds{2000});
+  EXPECT_EQ(c.admin.idle_timeout, milliseconds{60000});
+  EXPECT_EQ(c.admin.max_body_bytes, 1024);
+  EXPECT_EQ(c.engines[0].discovery_retry_max, milliseconds{5000});
+  const std::string text = to_toml(c);
+  for (const char* line : {"eviction_mode = \"rpc\"\n", "keepalive_time = \"0s\"\n",
+                           "keepalive_timeout = \"3s\"\n", "on_shutdown = \"keep\"\n",
+                           "max_connections = 8\n", "read_timeout = \"2s\"\n",
+                           "idle_timeout = \"1m\"\n", "max_body_bytes = 1024\n",
+                           "discovery_retry_max = \"5s\"\n"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << text;
+  EXPECT_EQ(text.find("runs as"), std::string::npos) << "only auto needs explaining";
+  EXPECT_NE(to_toml(load(minimal)).find("eviction_mode = \"auto\"\n# eviction_mode \"auto\" runs "
+                                        "as \"expire\"\n"),
+            std::string::npos);
+}
+
+TEST(NewKeys, BadValuesNameTheKey) {
+  EXPECT_EQ(load_error("[server]\neviction_mode = \"batch\"\n"),
+            "t.toml:2:17: server.eviction_mode: invalid value \"batch\" (allowed: auto, expire, "
+            "rpc)");
+  EXPECT_EQ(load_error("[server]\non_shutdown = \"drain\"\n"),
+            "t.toml:2:15: server.on_shutdown: invalid value \"drain\" (allowed: clear, keep)");
+  EXPECT_EQ(check(std::string("[server]\nkeepalive_time = \"-1s\"\n") + minimal),
+            "t.toml:2:18: server.keepalive_time: must be between 0 (no keepalive pings) and 24h");
+  EXPECT_EQ(check(std::string("[server]\nkeepalive_timeout = \"0\"\n") + minimal),
+            "t.toml:2:21: server.keepalive_timeout: must be positive and at most 24h");
+  EXPECT_EQ(check(std::string("[server]\nrpc_timeout = \"2h\"\n") + minimal),
+            "t.toml:2:15: server.rpc_timeout: must be at most 1h");
+  EXPECT_EQ(check(std::string("[admin]\nmax_connections = 0\n") + minimal),
+            "t.toml:2:19: admin.max_connections: must be between 1 and 4096");
+  EXPECT_EQ(check(std::string("[admin]\nread_timeout = \"0\"\n") + minimal),
+            "t.toml:2:16: admin.read_timeout: must be positive");
+  EXPECT_EQ(check(std::string("[admin]\nidle_timeout = \"-1s\"\n") + minimal),
+            "t.toml:2:16: admin.idle_timeout: must be positive");
+  EXPECT_EQ(check(std::string("[admin]\nmax_body_bytes = \"17MiB\"\n") + minimal),
+            "t.toml:2:18: admin.max_body_bytes: must be between 0 and 16 MiB");
+  EXPECT_EQ(check(std::string(minimal) + "discovery_retry_max = \"0\"\n"),
+            "t.toml:4:23: engine[0].discovery_retry_max: must be positive");
+}
+
+TEST(NewKeys, EvictionModeFlagBeatsTheFile) {
+  daemon_config c = load(std::string("[server]\neviction_mode = \"expire\"\n") + minimal);
+  ASSERT_EQ(err(apply_flags(c, flags({"--eviction-mode=rpc"}))), "");
+  EXPECT_EQ(c.server.eviction_mode, eviction_mode::rpc);
+  EXPECT_EQ(origin_of(c, "server.eviction_mode"), "--eviction-mode");
+  EXPECT_EQ(origin_of(c, "server.keepalive_time"), "") << "a default has no origin";
+}
+
+// -- the admin port's loopback rule --------------------------------------------------------------
+
+TEST(AdminLoopback, NonLoopbackListenNeedsATokenFile) {
+  EXPECT_EQ(check(std::string("[admin]\nlisten = \"0.0.0.0:9464\"\n") + minimal),
+            "t.toml:2:10: admin.listen: \"0.0.0.0:9464\" is not a loopback address; set "
+            "admin.token_file so the port is not open to anyone");
+  for (const char* open : {":9464", "127.attacker.example:9464", "[::]:9464", "10.1.2.3:0",
+                           "[::ffff:10.0.0.1]:9464", "127.1:9464"})
+    EXPECT_NE(check(std::string("[admin]\nlisten = \"") + open + "\"\n" + minimal), "") << open;
+  for (const char* closed : {"127.0.0.1:9464", "127.0.0.2:0", "[::1]:9464",
+                             "[::ffff:127.0.0.1]:9464", "localhost:9464"})
+    EXPECT_EQ(check(std::string("[admin]\nlisten = \"") + closed + "\"\n" + minimal), "")
+        << closed;
+  // With a token file (read later, by read_files) any address is allowed; "" is no port at all.
+  EXPECT_EQ(check(std::string("[admin]\nlisten = \"0.0.0.0:9464\"\ntoken_file = \"/t\"\n") +
+                  minimal),
+            "");
+  EXPECT_EQ(check(std::string("[admin]\nlisten = \"\"\n") + minimal), "");
+  // A flag is named as the place.
+  daemon_config c = load(minimal);
+  ASSERT_EQ(err(apply_flags(c, flags({"--admin-listen=0.0.0.0:9464"}))), "");
+  EXPECT_EQ(err(validate(c)), "--admin-listen: admin.listen: \"0.0.0.0:9464\" is not a loopback "
+                              "address; set admin.token_file so the port is not open to anyone");
+}
+
+// -- files: regular, bounded, and read before anything starts ------------------------------------
+
+std::string with_token(const std::string& path) {
+  return "[admin]\nlisten = \"0.0.0.0:9464\"\ntoken_file = \"" + path + "\"\n" + minimal;
+}
+
+// The configuration `text` after validate() and read_files(): the error line, "" when fine.
+std::string files_error(const std::string& text, daemon_config* out = nullptr) {
+  daemon_config c = load(text);
+  if (auto s = validate(c); !s) return err(s);
+  auto s = read_files(c);
+  if (out) *out = c;
+  return err(s);
+}
+
+TEST(ReadFiles, TokenIsReadTrimmedAndNeverPrinted) {
+  scratch_dir d;
+  daemon_config c;
+  ASSERT_EQ(files_error(with_token(d.write("token", "  s3cret-token \n")), &c), "");
+  EXPECT_EQ(c.admin.token, "s3cret-token");
+  EXPECT_EQ(to_toml(c).find("s3cret"), std::string::npos) << to_toml(c);
+}
+
+TEST(ReadFiles, TokenFileErrorsNameTheFileAndKey) {
+  scratch_dir d;
+  const auto at = [](const std::string& path, const std::string& why) {
+    return "t.toml:3:14: admin.token_file: \"" + path + "\"" + why;
+  };
+  const std::string empty = d.write("empty", "");
+  EXPECT_EQ(files_error(with_token(empty)), at(empty, " is empty (it must hold the bearer token)"));
+  const std::string blank = d.write("blank", " \n\t\n");
+  EXPECT_EQ(files_error(with_token(blank)), at(blank, " is empty (it must hold the bearer token)"));
+  const std::string two = d.write("two", "first\nsecond\n");
+  EXPECT_EQ(files_error(with_token(two)),
+            at(two, " must hold the token on one line (no control characters)"));
+  const std::string big = d.write("big", std::string(5000, 'x'));
+  EXPECT_EQ(files_error(with_token(big)), at(big, " larger than 4 KiB"));
+  const std::string dir = d.dir("dir");
+  EXPECT_EQ(files_error(with_token(dir)), at(dir, " is a directory, not a regular file"));
+  // Neither may block or read without bound.
+  const std::string fifo = d.fifo("fifo");
+  EXPECT_EQ(files_error(with_token(fifo)), at(fifo, " is a FIFO, not a regular file"));
+  EXPECT_EQ(files_error(with_token("/dev/zero")),
+            at("/dev/zero", " is a character device, not a regular file"));
+  EXPECT_EQ(files_error(with_token(d.file("missing"))),
+            "t.toml:3:14: admin.token_file: cannot open \"" + d.file("missing") +
+                "\": No such file or directory");
+}
+
+TEST(ReadFiles, TlsFilesMustBeRegularPem) {
+  scratch_dir d;
+  const auto tls = [](const std::string& ca) {
+    return "[server]\ntls = true\nca_file = \"" + ca + "\"\n" + minimal;
+  };
+  EXPECT_EQ(files_error(tls(d.write("ca.pem", "-----BEGIN CERTIFICATE-----\n"))), "");
+  const std::string not_pem = d.write("ca.txt", "hello\n");
+  EXPECT_EQ(files_error(tls(not_pem)), "t.toml:3:11: server.ca_file: \"" + not_pem +
+                                           "\" is not a PEM file (no -----BEGIN line)");
+  const std::string fifo = d.fifo("ca.fifo");
+  EXPECT_EQ(files_error(tls(fifo)),
+            "t.toml:3:11: server.ca_file: \"" + fifo + "\" is a FIFO, not a regular file");
+  EXPECT_EQ(files_error(tls("/dev/zero")),
+            "t.toml:3:11: server.ca_file: \"/dev/zero\" is a character device, not a regular file");
+}
+
+TEST(LoadTomlFile, RefusesWhatIsNotARegularFile) {
+  scratch_dir d;
+  const std::string fifo = d.fifo("kvrelay.toml");
+  EXPECT_EQ(err(load_toml(fifo)), fifo + ": config file is a FIFO, not a regular file");
+  const std::string dir = d.dir("conf.d");
+  EXPECT_EQ(err(load_toml(dir)), dir + ": config file is a directory, not a regular file");
+  EXPECT_EQ(err(load_toml("/dev/zero")),
+            "/dev/zero: config file is a character device, not a regular file");
+}
+
+TEST(ReadRegularFile, BoundIsExactAndSubjectNamed) {
+  scratch_dir d;
+  const std::string f = d.write("f", std::string(100, 'a'));
+  auto r = read_regular_file(f, 100, "the file");
+  ASSERT_TRUE(r.ok()) << r.error().context;
+  EXPECT_EQ(r.value().size(), 100u);
+  r = read_regular_file(f, 99, "the file");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ec::invalid_config);
+  EXPECT_EQ(r.error().context, "the file larger than 99 bytes");
+  EXPECT_EQ(describe_bytes(1 << 20), "1 MiB");
+  EXPECT_EQ(describe_bytes(4096), "4 KiB");
+  EXPECT_EQ(describe_bytes(1000), "1000 bytes");
+}
+
+// resolve() is what the daemon and --check run: one sequence, the same refusals, exit 2.
+TEST(Resolve, FileErrorsComeBeforeAnythingStarts) {
+  scratch_dir d;
+  const std::string dir = d.dir("tokens");
+  const std::string path = d.write("kvrelay.toml", with_token(dir));
+  auto r = resolve(flags({"--config=" + path}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().headline, "invalid config");
+  EXPECT_EQ(r.error().context, path + ":3:14: admin.token_file: \"" + dir +
+                                   "\" is a directory, not a regular file");
+  std::ostringstream out, errs;
+  EXPECT_EQ(run_check(flags({"--check", "--config=" + path}), out, errs), 2);
+  EXPECT_EQ(errs.str(), r.error().context + "\n");
+  EXPECT_EQ(out.str(), "");
+  // A good token: resolve carries it in the configuration.
+  const std::string good = d.write("good.toml", with_token(d.write("token", "t0k\n")));
+  auto ok = resolve(flags({"--config=" + good}));
+  ASSERT_TRUE(ok.ok()) << ok.error().context;
+  EXPECT_EQ(ok.value().admin.token, "t0k");
+}
+
+TEST(ReadTokenFile, ForCodeThatSkippedResolve) {
+  scratch_dir d;
+  auto t = read_token_file(d.write("t", "abc\r\n"));
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t.value(), "abc");
+  EXPECT_FALSE(read_token_file("/dev/zero").ok());
+}
+
+// -- engine discovery (issue 14): carried and validated, learnt at start ------------------------
+
+const char* const url_only = "[[engine]]\nreplica_id = \"r0\"\nurl = \"http://127.0.0.1:8000\"\n";
+
+TEST(Discovery, UrlAndReplicaIdAreEnough) {
+  daemon_config c = load(url_only);
+  ASSERT_EQ(err(validate(c)), "");
+  const auto& e = c.engines[0];
+  EXPECT_EQ(e.url, "http://127.0.0.1:8000");
+  for (const char* key :
+       {"endpoint", "replay_endpoint", "topic", "dp_size", "model_id", "hash_scheme"})
+    EXPECT_TRUE(discovered(e, key)) << key;
+  EXPECT_FALSE(discovered(e, "window"));
+  // The engine's own server serves its metrics, unless a metrics URL is given.
+  EXPECT_EQ(e.metrics.url, "http://127.0.0.1:8000/metrics");
+  EXPECT_EQ(origin_of(c, "engine[0].metrics.url"), "t.toml:3:7");
+}
+
+TEST(Discovery, CheckShowsWhatWillBeLearntAndReadsBackTheSame) {
+  daemon_config c = load(url_only);
+  ASSERT_EQ(err(validate(c)), "");
+  const std::string text = to_toml(c);
+  for (const char* line :
+       {"# endpoint = (discovered at start)\n", "# model_id = (discovered at start)\n",
+        "# dp_size = (discovered at start)\n", "# hash_scheme = (discovered at start)\n",
+        "url = \"http://127.0.0.1:8000\"\n", "url = \"http://127.0.0.1:8000/metrics\"\n"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << text;
+  EXPECT_EQ(text.find("endpoint = \"tcp://"), std::string::npos) << text;
+  daemon_config again = load(text);
+  ASSERT_EQ(err(validate(again)), "");
+  EXPECT_TRUE(discovered(again.engines[0], "endpoint"));
+  EXPECT_EQ(to_toml(again), text);
+  EXPECT_TRUE(diff_for_reload(c, again).empty());
+}
+
+TEST(Discovery, GivenSettingsWinAndAreRecorded) {
+  daemon_config c = load(std::string(url_only) + "endpoint = \"tcp://10.0.0.1:5557\"\n"
+                                                 "model_id = \"llama\"\n[engine.metrics]\n"
+                                                 "url = \"\"\n");
+  ASSERT_EQ(err(validate(c)), "");
+  const auto& e = c.engines[0];
+  EXPECT_TRUE(e.given.endpoint);
+  EXPECT_TRUE(e.given.model_id);
+  EXPECT_TRUE(e.given.metrics_url);
+  EXPECT_FALSE(e.given.topic);
+  EXPECT_FALSE(discovered(e, "endpoint"));
+  EXPECT_TRUE(discovered(e, "topic"));
+  EXPECT_EQ(e.metrics.url, "") << "a given metrics URL, even \"\", wins";
+  EXPECT_EQ(origin_of(c, "engine[0].endpoint"), "t.toml:4:12");
+  EXPECT_NE(to_toml(c).find("endpoint = \"tcp://10.0.0.1:5557\"\n"), std::string::npos);
+  // From endpoint discovered to endpoint given is a change that needs a restart.
+  auto d = diff_for_reload(load(url_only), c);
+  EXPECT_NE(std::find(d.restart_required.begin(), d.restart_required.end(),
+                      "engine.\"r0\".endpoint"),
+            d.restart_required.end());
+}
+
+TEST(Discovery, ZeroConfigSidecarFromFlags) {
+  daemon_config c;
+  ASSERT_EQ(err(apply_flags(c, flags({"--engine-url=http://127.0.0.1:8000", "--server=policy:9090",
+                                      "--replica-id=pod-0"}))),
+            "");
+  ASSERT_EQ(err(validate(c)), "");
+  EXPECT_EQ(c.engines[0].url, "http://127.0.0.1:8000");
+  EXPECT_EQ(origin_of(c, "engine[0].url"), "--engine-url");
+  // Explicit flags beat what the engine would say.
+  c = daemon_config{};
+  ASSERT_EQ(err(apply_flags(c, flags({"--engine-url=http://h:8000", "--replica-id=r",
+                                      "--engine-endpoint=tcp://h:6000", "--hash-scheme=sglang"}))),
+            "");
+  ASSERT_EQ(err(validate(c)), "");
+  EXPECT_FALSE(discovered(c.engines[0], "endpoint"));
+  EXPECT_FALSE(discovered(c.engines[0], "hash_scheme"));
+  EXPECT_TRUE(discovered(c.engines[0], "model_id"));
+  // A given but empty identity is still an error.
+  c = daemon_config{};
+  ASSERT_EQ(err(apply_flags(c, flags({"--engine-url=http://h:8000", "--replica-id=r",
+                                      "--model-id="}))),
+            "");
+  EXPECT_EQ(err(validate(c)), "--model-id: engine[0].model_id: invalid config: must not be empty "
+                              "(set model_id in [[engine]] or --model-id)");
+  // Without a URL nothing is discovered, and the identity is required as before.
+  c = daemon_config{};
+  ASSERT_EQ(err(apply_flags(c, flags({"--replica-id=r"}))), "");
+  EXPECT_EQ(err(validate(c)), "engine[0].model_id: invalid config: must not be empty (set "
+                              "model_id in [[engine]] or --model-id)");
+}
+
+TEST(Discovery, NodeModeEnginesGiveJustUrlAndReplicaId) {
+  const std::string node = "[[engine]]\nreplica_id = \"a\"\nurl = \"http://127.0.0.1:8000\"\n"
+                           "[[engine]]\nreplica_id = \"b\"\nurl = \"http://127.0.0.1:8001/\"\n"
+                           "[[engine]]\nreplica_id = \"c\"\nurl = \"http://[::1]:8002\"\n";
+  // The placeholder endpoints are the same default: not a duplicate subscription.
+  EXPECT_EQ(check(node), "");
+  EXPECT_EQ(load(node).engines.size(), 3u);
+  EXPECT_EQ(check(node + "[[engine]]\nreplica_id = \"d\"\nurl = \"http://127.0.0.1:8001\"\n"),
+            "t.toml:12:7: engine[3].url: engine URL \"http://127.0.0.1:8001\" is already used by "
+            "engine[1]");
+  EXPECT_EQ(check(node + "[[engine]]\nreplica_id = \"a\"\nurl = \"http://127.0.0.1:9000\"\n"),
+            "t.toml:11:14: engine[3].replica_id: duplicate replica id \"a\" (also used by "
+            "engine[0])");
+}
+
+TEST(Discovery, BadUrls) {
+  EXPECT_EQ(check("[[engine]]\nreplica_id = \"r\"\nurl = \"127.0.0.1:8000\"\n"),
+            "t.toml:3:7: engine[0].url: invalid URL \"127.0.0.1:8000\": scheme must be http or "
+            "https (allowed: http://host[:port]/path, https://host[:port]/path)");
+  EXPECT_EQ(check("[[engine]]\nreplica_id = \"r\"\nurl = \"http://h:8000/?x=1\"\n"),
+            "t.toml:3:7: engine[0].url: invalid URL \"http://h:8000/?x=1\": the engine URL is a "
+            "base (no query or fragment)");
+  EXPECT_EQ(load_error("[[engine]]\nreplica_id = \"r\"\nurl = 8000\n"),
+            "t.toml:3:7: engine[0].url: expected a string, got integer");
+}
+
+TEST(Discovery, RanksAreNotListedBeforeTheEngineNamesThem) {
+  daemon_config c = load(std::string(url_only) + "dp_size = 2\n");
+  ASSERT_EQ(err(validate(c)), "");
+  EXPECT_EQ(to_toml(c).find("# rank "), std::string::npos) << to_toml(c);
+}
+
+}  // namespace
+}  // namespace kvrelay::config
