@@ -8,53 +8,6 @@
 
 namespace kvrelay {
 
-std::optional<http_url> parse_http_url(std::string_view url, std::string* error) {
-  auto fail = [&](std::string why) -> std::optional<http_url> {
-    if (error) *error = "invalid metrics URL \"" + std::string(url) + "\": " + std::move(why);
-    return std::nullopt;
-  };
-  constexpr std::string_view kScheme = "http://";
-  if (url.substr(0, kScheme.size()) != kScheme) return fail("want http://host:port/path");
-  std::string_view rest = url.substr(kScheme.size());
-  std::size_t slash = rest.find_first_of("/?#");
-  std::string_view authority = rest.substr(0, slash);
-  std::string_view path = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash);
-  if (authority.find('@') != std::string_view::npos) return fail("credentials are not supported");
-
-  http_url out;
-  std::string_view port_text;
-  if (!authority.empty() && authority.front() == '[') {  // [v6]:port
-    std::size_t close = authority.find(']');
-    if (close == std::string_view::npos) return fail("unterminated IPv6 literal");
-    out.host = std::string(authority.substr(1, close - 1));
-    std::string_view after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') return fail("junk after IPv6 literal");
-      port_text = after.substr(1);
-      if (port_text.empty()) return fail("empty port");
-    }
-  } else {
-    std::size_t colon = authority.rfind(':');
-    out.host = std::string(authority.substr(0, colon));
-    if (colon != std::string_view::npos) {
-      port_text = authority.substr(colon + 1);
-      if (port_text.empty()) return fail("empty port");
-    }
-  }
-  if (out.host.empty()) return fail("empty host");
-  if (!port_text.empty()) {
-    unsigned v = 0;
-    auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), v);
-    if (ec != std::errc() || p != port_text.data() + port_text.size() || v == 0 || v > 65535)
-      return fail("bad port \"" + std::string(port_text) + "\"");
-    out.port = static_cast<std::uint16_t>(v);
-  }
-  std::size_t hash = path.find('#');  // fragments never go on the wire
-  if (hash != std::string_view::npos) path = path.substr(0, hash);
-  out.path = path.empty() ? "/" : (path.front() == '/' ? std::string(path) : "/" + std::string(path));
-  return out;
-}
-
 struct http_fetcher::impl {
   std::string url;
   http_fetch_options opts;
@@ -73,7 +26,7 @@ struct http_fetcher::impl {
     client->set_follow_location(false);
   }
 
-  fetch_result get() {
+  fetch_result get(const std::string& path, const std::string& shown) {
     fetch_result r;
     if (!url_error.empty()) {
       r.error = url_error;
@@ -112,22 +65,22 @@ struct http_fetcher::impl {
       return true;
     };
     try {
-      httplib::Result res = client->Get(target.path, on_response, on_data);
+      httplib::Result res = client->Get(path, on_response, on_data);
       if (too_big) {
-        r.error = "GET " + url + ": body exceeds " + std::to_string(opts.max_body) + " bytes";
+        r.error = "GET " + shown + ": body exceeds " + std::to_string(opts.max_body) + " bytes";
       } else if (too_slow) {
-        r.error = "GET " + url + ": timed out reading the body";
+        r.error = "GET " + shown + ": timed out reading the body";
       } else if (!res) {
-        r.error = "GET " + url + ": " + httplib::to_string(res.error());
+        r.error = "GET " + shown + ": " + httplib::to_string(res.error());
       } else {
         r.ok = true;
         r.status = res->status;
         r.body = std::move(body);
       }
     } catch (const std::exception& e) {
-      r.error = "GET " + url + ": " + e.what();
+      r.error = "GET " + shown + ": " + e.what();
     } catch (...) {
-      r.error = "GET " + url + ": unknown failure";
+      r.error = "GET " + shown + ": unknown failure";
     }
     // After an aborted transfer the connection state is unknown: start clean next time.
     if (!r.ok) client.reset();
@@ -151,7 +104,21 @@ const std::string& http_fetcher::url() const { return impl_->url; }
 
 fetch_result http_fetcher::get() {
   if (!impl_) return fetch_result{false, 0, {}, "http_fetcher used after move"};
-  return impl_->get();
+  return impl_->get(impl_->target.path, impl_->url);
+}
+
+fetch_result http_fetcher::get(std::string_view path) {
+  if (!impl_) return fetch_result{false, 0, {}, "http_fetcher used after move"};
+  std::string p(path);
+  if (p.empty() || p.front() != '/') p.insert(p.begin(), '/');
+  // The shown URL is the origin plus this path, so errors name what was actually asked.
+  std::string shown = impl_->url;
+  const std::size_t scheme_end = shown.find("://");
+  const std::size_t path_start = scheme_end == std::string::npos
+                                     ? std::string::npos
+                                     : shown.find_first_of("/?#", scheme_end + 3);
+  if (path_start != std::string::npos) shown.resize(path_start);
+  return impl_->get(p, shown + p);
 }
 
 }  // namespace kvrelay

@@ -1,6 +1,7 @@
-// A small HTTP GET client for an engine's /metrics URL. One connection is kept alive across
-// scrapes. Never throws; every failure comes back as an error string. httplib stays in the .cpp
-// (Debian's build is a compiled library with ABI-changing defines: deps.md pitfall 9).
+// A small HTTP GET client for an engine's HTTP server: the scraper's /metrics URL, and the
+// discovery endpoints on the same origin (get(path)). One connection is kept alive across calls.
+// Never throws; every failure comes back as an error string. httplib stays in the .cpp (Debian's
+// build is a compiled library with ABI-changing defines: deps.md pitfall 9).
 #pragma once
 
 #include <chrono>
@@ -11,18 +12,9 @@
 #include <string>
 #include <string_view>
 
+#include "actors/scraper/http_url.hpp"
+
 namespace kvrelay {
-
-struct http_url {
-  std::string host;   // name, IPv4, or IPv6 without brackets
-  std::uint16_t port = 80;
-  std::string path;   // starts with '/', query included
-};
-
-// Parses `http://host[:port][/path]`. Only plain http: engines serve /metrics without TLS, and a
-// silent downgrade of an https URL would be worse than a clear error. Returns nullopt and sets
-// *error on anything else.
-std::optional<http_url> parse_http_url(std::string_view url, std::string* error);
 
 struct fetch_result {
   bool ok = false;       // a response arrived (any status); false = transport error
@@ -49,8 +41,12 @@ class http_fetcher {
   const std::string& url_error() const;
   const std::string& url() const;
 
-  // One GET. Blocks for at most about the configured timeout. Never throws.
+  // One GET of the URL given at construction. Blocks for at most about the configured timeout.
+  // Never throws.
   fetch_result get();
+  // One GET of another path (query allowed) on the same host and port, over the same kept-alive
+  // connection, with the same timeout and body bound. A missing leading '/' is added.
+  fetch_result get(std::string_view path);
 
  private:
   struct impl;

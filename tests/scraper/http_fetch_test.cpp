@@ -140,6 +140,12 @@ TEST(HttpUrl, RejectsWhatItCannotFetch) {
   }
 }
 
+TEST(HttpUrl, ErrorNamesWhatWasBeingParsed) {
+  std::string err;
+  EXPECT_FALSE(parse_http_url("https://engine:8000", &err, "engine URL"));
+  EXPECT_NE(err.find("invalid engine URL \"https://engine:8000\""), std::string::npos) << err;
+}
+
 TEST(HttpFetch, FetchesFixtureAndScrapes) {
   MetricsServer srv;
   http_fetcher f(srv.url("/metrics"));
@@ -167,6 +173,28 @@ TEST(HttpFetch, ReusesOneConnection) {
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(f.get().ok) << i;
   EXPECT_EQ(srv.requests(), 5);
   EXPECT_EQ(srv.connections(), 1u);
+}
+
+// Discovery asks several paths of one engine: same origin, same kept-alive connection.
+TEST(HttpFetch, GetsOtherPathsOnTheSameConnection) {
+  MetricsServer srv;
+  http_fetcher f(srv.url("/metrics"));
+  fetch_result r = f.get("/tick2");
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.body, read_metrics_fixture("vllm_metrics_cpu_tick2.txt"));
+  r = f.get("error");  // the leading '/' is added
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.status, 500);
+  ASSERT_TRUE(f.get().ok);  // the constructed URL is unchanged
+  EXPECT_EQ(srv.requests(), 3);
+  EXPECT_EQ(srv.connections(), 1u);
+
+  http_fetch_options o;
+  o.timeout = 200ms;
+  http_fetcher g(srv.url("/metrics"), o);
+  r = g.get("/hang");
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("GET " + srv.url("/hang")), std::string::npos) << r.error;
 }
 
 TEST(HttpFetch, M21Http500IsAnErrorWithZeroStats) {

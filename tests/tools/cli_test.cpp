@@ -64,6 +64,25 @@ TEST(FakeEngineCli, ValidationIsFatalAndBadFlagsAreUsageErrors) {
   EXPECT_EQ(run(engine + " --help").exit_code, 0);
 }
 
+TEST(FakeEngineCli, HttpFlagsAreValidated) {
+  EXPECT_EQ(run(engine + " --http-port 0 --dialect tgi").exit_code, 2);
+  EXPECT_EQ(run(engine + " --http-port 0 --vllm-shape nested").exit_code, 2);
+  EXPECT_EQ(run(engine + " --http-port 70000").exit_code, 1);
+  EXPECT_EQ(run(engine + " --http-port -1").exit_code, 1);
+  EXPECT_EQ(run(engine + " --http-port 0 --metrics-file /nonexistent/metrics").exit_code, 1);
+  EXPECT_EQ(run(engine + " --http-port 0 --http-host 256.0.0.1").exit_code, 1);
+  const auto help = run(engine + " --help");
+  for (const char* flag : {"--http-port", "--http-host", "--dialect", "--vllm-shape",
+                           "--events-disabled", "--model", "--metrics-file"}) {
+    EXPECT_NE(help.output.find(flag), std::string::npos) << flag;
+  }
+  // With events off nothing is published, and the run still ends after --count.
+  const auto off = run(engine + " --http-port 0 --events-disabled --count 2 -interval 1ms");
+  EXPECT_EQ(off.exit_code, 0) << off.output;
+  EXPECT_NE(off.output.find("events=disabled"), std::string::npos) << off.output;
+  EXPECT_EQ(off.output.find("fake engine publishing"), std::string::npos) << off.output;
+}
+
 TEST(FakeEngineCli, RandomWorkloadInEveryEra) {
   for (const char* era : {"A", "B", "C", "D", "E", "F", "G", "H", "I", "S1", "S2", "S3", "S4"}) {
     const auto r = run(engine + " --bind tcp://127.0.0.1:* --workload random --rate 10000"

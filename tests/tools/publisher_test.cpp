@@ -5,74 +5,13 @@
 
 #include <zmq.hpp>
 
+#include "tests/tools/zmq_peer.hpp"
 #include "tools/fake-engine/publisher.hpp"
 
 namespace kvrelay::fake {
 namespace {
 
-std::string be8(uint64_t v) {
-  std::string out(8, '\0');
-  for (int i = 7; i >= 0; --i, v >>= 8) out[static_cast<size_t>(i)] = static_cast<char>(v & 0xff);
-  return out;
-}
-const std::string END(8, '\xff');
-
-std::vector<std::string> recv_all(zmq::socket_t& s) {
-  std::vector<std::string> frames;
-  while (true) {
-    zmq::message_t m;
-    if (!s.recv(m)) return {};  // timeout
-    frames.emplace_back(static_cast<const char*>(m.data()), m.size());
-    if (!m.more()) return frames;
-  }
-}
-
-struct fixture : ::testing::Test {
-  zmq::context_t ctx{1};
-
-  zmq::socket_t sub(const std::string& endpoint, const std::string& prefix) {
-    zmq::socket_t s(ctx, zmq::socket_type::sub);
-    s.set(zmq::sockopt::linger, 0);
-    s.set(zmq::sockopt::rcvtimeo, 50);
-    s.set(zmq::sockopt::subscribe, prefix);
-    s.connect(endpoint);
-    return s;
-  }
-  zmq::socket_t dealer(const std::string& endpoint) {
-    zmq::socket_t s(ctx, zmq::socket_type::dealer);
-    s.set(zmq::sockopt::linger, 0);
-    s.set(zmq::sockopt::rcvtimeo, 2000);
-    s.connect(endpoint);
-    return s;
-  }
-  // Sends a DEALER replay request ["", start] and collects replies up to the END marker.
-  std::vector<std::vector<std::string>> replay(zmq::socket_t& d, uint64_t start) {
-    d.send(zmq::message_t(), zmq::send_flags::sndmore);
-    d.send(zmq::buffer(be8(start)), zmq::send_flags::none);
-    std::vector<std::vector<std::string>> replies;
-    for (int i = 0; i < 100000; ++i) {
-      auto r = recv_all(d);
-      if (r.empty()) {
-        ADD_FAILURE() << "replay timed out";
-        break;
-      }
-      replies.push_back(r);
-      if (r.size() >= 2 && r[r.size() - 2] == END) break;
-    }
-    return replies;
-  }
-  // PUB/SUB slow joiner: publish until the subscriber sees a message (bounded).
-  std::vector<std::string> join(publisher& p, zmq::socket_t& s, const std::string& payload) {
-    for (int i = 0; i < 100; ++i) {
-      p.publish(payload);
-      auto frames = recv_all(s);
-      if (!frames.empty()) return frames;
-    }
-    return {};
-  }
-};
-
-using Publisher = fixture;
+using Publisher = zmq_fixture;
 
 TEST_F(Publisher, LiveMessagesAreTopicSeqPayload) {
   publisher_options o;
@@ -197,6 +136,7 @@ TEST(DpEndpoint, OffsetsPortsLikeVllm) {
   EXPECT_EQ(dp_endpoint("tcp://*:5557", 1), "tcp://*:5558");
   EXPECT_EQ(dp_endpoint("tcp://127.0.0.1:5558", 3), "tcp://127.0.0.1:5561");
   EXPECT_EQ(dp_endpoint("tcp://127.0.0.1:*", 2), "tcp://127.0.0.1:*");
+  EXPECT_EQ(dp_endpoint("tcp://*:0", 3), "tcp://*:0");  // port 0 is ephemeral, never offset
   EXPECT_EQ(dp_endpoint("inproc://kv", 2), "inproc://kv_dp2");
   EXPECT_FALSE(dp_endpoint("ipc:///tmp/kv", 1).has_value());
   EXPECT_FALSE(dp_endpoint("tcp://*:65535", 1).has_value());

@@ -1,7 +1,10 @@
 // kvrelay-fake-engine: publishes engine KV-cache events over ZMQ like vLLM/SGLang do.
 // Default mode is the reference fake engine (shared/spec/reference-behaviour.md §6): one
 // pre-built payload republished every -interval. `--workload random` publishes a seeded random
-// workload at --rate batches/s in any wire era, with an optional replay ROUTER.
+// workload at --rate batches/s in any wire era, with an optional replay ROUTER. `--http-port`
+// adds the engine's HTTP server in vLLM's or SGLang's dialect (discovery, /v1/models, /metrics).
+// Over 400 lines on purpose: the whole command line, from flag table to publish loop, reads in
+// one place.
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -11,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "tools/fake-engine/engine_http.hpp"
 #include "tools/fake-engine/publisher.hpp"
 #include "tools/fake-engine/wire_encoder.hpp"
 #include "tools/fake-engine/workload.hpp"
@@ -72,6 +78,14 @@ const char* k_usage =
     "  --clear-prob P        random workload: AllBlocksCleared probability per batch (default 0)\n"
     "  --cpu-offload         random workload: also store blocks on a CPU tier\n"
     "  --hybrid              random workload: full_attention group 0 + sliding_window group 1\n"
+    "Engine HTTP server (docs/development.md, docs/discovery.md):\n"
+    "  --http-port N         serve HTTP on N (0 = ephemeral; default off)\n"
+    "  --http-host HOST      HTTP listen address (default 127.0.0.1)\n"
+    "  --dialect D           vllm | sglang (default: sglang for S eras, else vllm)\n"
+    "  --vllm-shape S        /kv_event_sources body: keyed | sources | list (default keyed)\n"
+    "  --events-disabled     bind no publisher and report KV events as off\n"
+    "  --model NAME          served model id in /v1/models and /metrics (default fake-model)\n"
+    "  --metrics-file PATH   serve this file at /metrics (default: synthetic, per dialect)\n"
     "  -h, --help            this text\n";
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -151,6 +165,10 @@ struct flags {
   int64_t count = 0, seed = 1, dp_size = 1, lora_adapters = 0, capacity = 4096;
   double clear_prob = 0;
   bool cpu_offload = false, hybrid = false;
+  int64_t http_port = -1;
+  std::string http_host = "127.0.0.1", dialect, vllm_shape = "keyed", model = "fake-model";
+  std::string metrics_file;
+  bool events_disabled = false;
   std::set<std::string> given;  // flags set on the command line
 };
 
@@ -159,17 +177,19 @@ flags parse(int argc, char** argv) {
   const std::map<std::string, std::string*> strings = {
       {"bind", &f.bind},       {"topic", &f.topic},   {"interval", &f.interval},
       {"replay-bind", &f.replay_bind}, {"era", &f.era}, {"hash", &f.hash},
-      {"workload", &f.workload}};
+      {"workload", &f.workload}, {"http-host", &f.http_host}, {"dialect", &f.dialect},
+      {"vllm-shape", &f.vllm_shape}, {"model", &f.model}, {"metrics-file", &f.metrics_file}};
   const std::map<std::string, int64_t*> ints = {
       {"block-size", &f.block_size}, {"num-blocks", &f.num_blocks}, {"events", &f.events},
       {"start-token", &f.start_token}, {"buffer-steps", &f.buffer_steps}, {"count", &f.count},
       {"seed", &f.seed}, {"dp-size", &f.dp_size}, {"lora-adapters", &f.lora_adapters},
-      {"capacity", &f.capacity}};
+      {"capacity", &f.capacity}, {"http-port", &f.http_port}};
   const std::map<std::string, double*> doubles = {{"rate", &f.rate}, {"clear-prob", &f.clear_prob}};
   const std::map<std::string, bool*> bools = {{"omit-token-ids", &f.omit_token_ids},
                                               {"replay-topic", &f.replay_topic},
                                               {"cpu-offload", &f.cpu_offload},
-                                              {"hybrid", &f.hybrid}};
+                                              {"hybrid", &f.hybrid},
+                                              {"events-disabled", &f.events_disabled}};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.size() < 2 || arg[0] != '-') usage_error("unexpected argument: " + arg);
@@ -252,6 +272,17 @@ int main(int argc, char** argv) {
   if (f.dp_size < 1 || f.dp_size > 1024) fatal("--dp-size must be in [1, 1024]");
   if (f.count < 0) fatal("--count must be >= 0");
   if (f.buffer_steps < 1) fatal("--buffer-steps must be >= 1");
+  if (f.given.count("http-port") && (f.http_port < 0 || f.http_port > 65535)) {
+    fatal("--http-port must be in [0, 65535]");
+  }
+  const bool sglang_http = f.given.count("dialect") ? f.dialect == "sglang" : is_sglang(era);
+  if (f.given.count("dialect") && f.dialect != "vllm" && f.dialect != "sglang") {
+    usage_error("--dialect must be vllm or sglang");
+  }
+  vllm_shape shape = vllm_shape::keyed;
+  if (f.vllm_shape == "sources") shape = vllm_shape::sources;
+  else if (f.vllm_shape == "list") shape = vllm_shape::list;
+  else if (f.vllm_shape != "keyed") usage_error("--vllm-shape must be keyed, sources or list");
 
   scripted_options sopt;
   sopt.block_size = f.block_size;
@@ -284,7 +315,8 @@ int main(int argc, char** argv) {
 
   std::vector<std::unique_ptr<publisher>> pubs;
   std::vector<std::unique_ptr<workload>> loads;
-  for (int64_t rank = 0; rank < f.dp_size; ++rank) {
+  // A real engine with events off binds no publisher; its HTTP server says so.
+  for (int64_t rank = 0; rank < (f.events_disabled ? 0 : f.dp_size); ++rank) {
     publisher_options po;
     po.bind = f.bind;
     po.replay_bind = f.replay_bind;
@@ -322,6 +354,37 @@ int main(int argc, char** argv) {
     }
   }
 
+  std::unique_ptr<engine_http> http;  // declared after pubs: stops before they go
+  if (f.given.count("http-port")) {
+    engine_description d;
+    d.dialect = sglang_http ? http_dialect::sglang : http_dialect::vllm;
+    d.shape = shape;
+    d.events_disabled = f.events_disabled;
+    d.model = f.model;
+    d.topic = f.topic;
+    d.block_size = random && !f.given.count("block-size") ? 16 : f.block_size;
+    d.buffer_steps = f.buffer_steps;
+    d.bind = f.bind;
+    for (const auto& p : pubs) d.ranks.push_back({p->live_endpoint(), p->replay_endpoint()});
+    if (!f.metrics_file.empty()) {
+      std::ifstream in(f.metrics_file);
+      if (!in) fatal("cannot open --metrics-file " + f.metrics_file);
+      d.metrics_text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      if (d.metrics_text.empty()) fatal("--metrics-file " + f.metrics_file + " is empty");
+    }
+    try {
+      http = std::make_unique<engine_http>(d, f.http_host, static_cast<int>(f.http_port), [&pubs] {
+        metrics_sample s;
+        for (const auto& p : pubs) s.batches += p->stats().published;
+        return s;
+      });
+    } catch (const std::exception& e) {
+      fatal(e.what());
+    }
+    log_line("fake engine http listening url=" + http->url() + " dialect=" +
+             (sglang_http ? "sglang" : "vllm") + (f.events_disabled ? " events=disabled" : ""));
+  }
+
   const auto period = random ? std::chrono::nanoseconds(static_cast<int64_t>(1e9 / f.rate))
                              : interval;
   auto next = std::chrono::steady_clock::now();
@@ -343,6 +406,7 @@ int main(int argc, char** argv) {
     next += period;
     sleep_until(next);
   }
+  if (http) http->stop();
   for (size_t r = 0; r < pubs.size(); ++r) {
     const auto st = pubs[r]->stats();
     std::string extra;

@@ -31,6 +31,13 @@ std::string last_endpoint(zmq::socket_t& s) {
   return s.get(zmq::sockopt::last_endpoint);
 }
 
+// An IPv6 literal needs the socket's IPv6 mode; IPv4 endpoints keep the default so a wildcard
+// bind stays what it was.
+void bind_endpoint(zmq::socket_t& s, const std::string& endpoint) {
+  if (endpoint.rfind("tcp://[", 0) == 0) s.set(zmq::sockopt::ipv6, 1);
+  s.bind(endpoint);
+}
+
 }  // namespace
 
 std::optional<std::string> dp_endpoint(const std::string& endpoint, int rank) {
@@ -41,7 +48,9 @@ std::optional<std::string> dp_endpoint(const std::string& endpoint, int rank) {
   const auto colon = endpoint.rfind(':');
   if (colon == std::string::npos || colon < 6) return std::nullopt;
   const std::string port = endpoint.substr(colon + 1);
-  if (port == "*") return endpoint;  // ephemeral: every rank gets its own anyway
+  // Ephemeral ('*', or 0 as vLLM writes it): every rank asks the OS for its own port. Offsetting
+  // 0 would bind the literal ports 1, 2, ... (the bug vllm-project/vllm #55844 fixed).
+  if (port == "*" || port == "0") return endpoint;
   if (port.empty() || port.size() > 5 ||
       port.find_first_not_of("0123456789") != std::string::npos) {
     return std::nullopt;
@@ -134,7 +143,7 @@ publisher::publisher(publisher_options opt) : impl_(std::make_unique<impl>()) {
   d.pub.set(zmq::sockopt::sndhwm, d.opt.sndhwm);
   d.pub.set(zmq::sockopt::linger, d.opt.linger_ms);
   try {
-    d.pub.bind(*live);
+    bind_endpoint(d.pub, *live);
   } catch (const zmq::error_t& e) {
     throw std::runtime_error("cannot bind " + *live + ": " + e.what());
   }
@@ -144,7 +153,7 @@ publisher::publisher(publisher_options opt) : impl_(std::make_unique<impl>()) {
     if (!rep) throw std::runtime_error("cannot offset endpoint by DP rank: " + d.opt.replay_bind);
     d.router.set(zmq::sockopt::linger, 0);
     try {
-      d.router.bind(*rep);
+      bind_endpoint(d.router, *rep);
     } catch (const zmq::error_t& e) {
       throw std::runtime_error("cannot bind " + *rep + ": " + e.what());
     }

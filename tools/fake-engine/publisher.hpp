@@ -17,7 +17,8 @@
 namespace kvrelay::fake {
 
 struct publisher_options {
-  std::string bind = "tcp://127.0.0.1:*";  // live PUB endpoint (always bound); '*' port = ephemeral
+  std::string bind = "tcp://127.0.0.1:*";  // live PUB endpoint (always bound); port '*' or 0 =
+                                           // ephemeral; a [v6] host turns on IPv6
   std::string replay_bind;                 // ROUTER endpoint; empty = no replay service
   std::string topic;                       // first frame of every live message
   size_t buffer_steps = 10000;             // replay ring size, in batches
@@ -29,7 +30,7 @@ struct publisher_options {
   int linger_ms = 500;  // how long close() may wait to flush queued live messages
 };
 
-/// The endpoint a DP rank binds (spec §1): tcp port + rank; an ephemeral '*' port stays '*';
+/// The endpoint a DP rank binds (spec §1): tcp port + rank; an ephemeral port ('*' or 0) stays;
 /// inproc://x → inproc://x_dp<rank>; anything else with rank > 0 is an error (nullopt).
 std::optional<std::string> dp_endpoint(const std::string& endpoint, int rank);
 
