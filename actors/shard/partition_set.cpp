@@ -81,6 +81,23 @@ struct dir_table {
     shared.erase(sh);
   }
 
+  // Calls forgot(p) for each partition holding k; it removes k from p and says whether p no
+  // longer holds it, and the table follows. The common case, one holder, costs one lookup.
+  template <class F>
+  size_t route(const Key& k, std::vector<uint16_t>& scratch, F&& forgot) {
+    auto it = single.find(k);
+    if (it == single.end()) return 0;
+    const uint16_t cur = part_value(*it);
+    if (cur != several) {
+      if (forgot(cur)) single.erase(it);
+      return 1;
+    }
+    holders(k, scratch);  // removing from them changes the table: a copy
+    for (uint16_t p : scratch)
+      if (forgot(p)) remove(k, p);
+    return scratch.size();
+  }
+
   // Copies the holders out: removing from them changes the table.
   size_t holders(const Key& k, std::vector<uint16_t>& out) const {
     out.clear();
@@ -115,8 +132,10 @@ class directory {
     else
       ints_.remove(h.value, p);
   }
-  size_t holders(const engine_hash& h, std::vector<uint16_t>& out) const {
-    return h.is_bytes() ? bins_.holders(h.bytes, out) : ints_.holders(h.value, out);
+  template <class F>
+  size_t route(const engine_hash& h, std::vector<uint16_t>& scratch, F&& forgot) {
+    return h.is_bytes() ? bins_.route(h.bytes, scratch, forgot)
+                        : ints_.route(h.value, scratch, forgot);
   }
   void clear() {
     ints_.clear();
@@ -143,7 +162,10 @@ struct partition_set::impl {
     partition(impl& o, uint16_t i, std::string n, const index_options& opts)
         : owner(o), id(i), name(std::move(n)), index(opts) {}
     void added(const engine_hash& h) override { owner.dir.add(h, id); }
-    void forgotten(const engine_hash& h) override { owner.dir.remove(h, id); }
+    // A routed removal keeps the directory itself (directory::route): one lookup, not two.
+    void forgotten(const engine_hash& h) override {
+      if (!owner.routing) owner.dir.remove(h, id);
+    }
 
     impl& owner;
     uint16_t id;
@@ -157,7 +179,8 @@ struct partition_set::impl {
   index_options opts;
   std::vector<std::unique_ptr<partition>> parts;
   directory dir;
-  bool routed = false;  // the directory is in use (two partitions or more)
+  bool routed = false;   // the directory is in use (two partitions or more)
+  bool routing = false;  // inside a routed removal
   counters stats;
   std::vector<uint32_t> order;     // partitions touched by the current work
   std::vector<uint16_t> holders;   // scratch
@@ -212,20 +235,20 @@ struct partition_set::impl {
       else
         ++stats.copy_counts_ignored;
     }
+    routing = true;
     for (size_t i = 0; i < ev.block_hashes.size(); ++i) {
       const engine_hash& h = ev.block_hashes[i];
-      const size_t n = dir.holders(h, holders);
-      if (n == 0) {
-        ++stats.unrouted_hashes;
-        continue;
-      }
-      if (n > 1) ++stats.shared_hashes;
-      for (uint16_t id : holders) {
+      const uint32_t* left = counts ? counts + i : nullptr;
+      const size_t n = dir.route(h, holders, [&](uint16_t id) {
         partition& p = *parts[id];
-        p.index.remove_hash(h, ev.medium, counts ? counts + i : nullptr, p.ops);
+        const auto r = p.index.remove_hash(h, ev.medium, left, p.ops);
         touch(p);
-      }
+        return r == positional_index::removal::forgotten;
+      });
+      if (n == 0) ++stats.unrouted_hashes;
+      if (n > 1) ++stats.shared_hashes;
     }
+    routing = false;
   }
 
   std::vector<result> apply(const shard_work& w) {
