@@ -1,5 +1,6 @@
 // Reference behaviours D01–D22 (reference-behaviour.md §1.1) and engine-wire.md's "MUST accept" /
-// "SHOULD reject" lists, built with msgpack-cxx's packer.
+// "SHOULD reject" lists, built with msgpack-cxx's packer. Long because it walks those lists item
+// by item.
 #include "decoder_test_util.hpp"
 
 #include <gtest/gtest.h>
