@@ -3,6 +3,7 @@
 // consume it. Plain data, no CAF, no msgpack: every layer above the decoder sees only this.
 // See shared/spec/engine-wire.md for where each field comes from.
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -30,11 +31,61 @@ struct engine_hash {
 /// Cache tier a medium maps to. Warmer is smaller; the numeric values equal the proto CacheTier.
 enum class tier : uint8_t { t1 = 1, t2 = 2, t3 = 3 };
 
-/// Where `medium` said the block lives. nil → GPU.
-struct medium_info {
-  kvrelay::tier tier = tier::t1;
-  bool known = true;  // false when the string matched no medium we know (mapped to T3)
+/// Every `medium` value seen in the wild (shared/spec/engine-wire.md §3 "medium values seen"),
+/// plus `none` (nil or absent: GPU) and `unknown` (a string matching none of them: never indexed).
+/// The values are bounded on purpose: they are the `medium` label of kvrelay_events_total and
+/// kvrelay_blocks_total.
+enum class medium_id : uint8_t {
+  none, gpu, cpu, cpu_pinned, disk, fs, obj, storage, external, lmcache_l1, lmcache_l2,
+  // Dynamo's and early SGLang's aliases (engine-wire §3)
+  device, host, cpu_tier1, cpu_tier2, nvme, ssd, network, remote, shared,
+  unknown,
 };
+inline constexpr size_t medium_count = static_cast<size_t>(medium_id::unknown) + 1;
+
+/// The metric label of a medium: its canonical wire spelling ("GPU", "lmcache-l2", ...).
+constexpr const char* medium_label(medium_id m) noexcept {
+  switch (m) {
+    case medium_id::none: return "none";
+    case medium_id::gpu: return "GPU";
+    case medium_id::cpu: return "CPU";
+    case medium_id::cpu_pinned: return "CPU_PINNED";
+    case medium_id::disk: return "DISK";
+    case medium_id::fs: return "FS";
+    case medium_id::obj: return "OBJ";
+    case medium_id::storage: return "STORAGE";
+    case medium_id::external: return "EXTERNAL";
+    case medium_id::lmcache_l1: return "lmcache-l1";
+    case medium_id::lmcache_l2: return "lmcache-l2";
+    case medium_id::device: return "DEVICE";
+    case medium_id::host: return "HOST";
+    case medium_id::cpu_tier1: return "CPU_TIER1";
+    case medium_id::cpu_tier2: return "CPU_TIER2";
+    case medium_id::nvme: return "NVME";
+    case medium_id::ssd: return "SSD";
+    case medium_id::network: return "NETWORK";
+    case medium_id::remote: return "REMOTE";
+    case medium_id::shared: return "SHARED";
+    case medium_id::unknown: return "unknown";
+  }
+  return "unknown";
+}
+
+/// Where `medium` (and `locality`) said the block lives. nil → GPU, T1.
+struct medium_info {
+  kvrelay::tier tier = tier::t1;  // after locality: a REMOTE block is never warmer than T3
+  medium_id id = medium_id::none;
+  bool remote = false;            // locality "REMOTE" (or a locality value we do not know)
+  /// The wire string when id == unknown (for the per-value counter and the warning), else "".
+  std::string text;
+
+  bool known() const noexcept { return id != medium_id::unknown; }
+};
+
+/// `origin` on a BlockStored (vLLM #51699): how the block came to be stored. A re-announcement
+/// of a block reused from the prefix cache (kv_cache_report_mode="full", #45261) is `reused`:
+/// it refreshes the entry but is no new physical copy.
+enum class store_origin : uint8_t { unspecified, fresh, reused };
 
 /// What `kv_cache_spec_kind` (or the learned group table) says about a KV-cache group.
 enum class group_kind : uint8_t {
@@ -62,12 +113,18 @@ struct block_stored {
   /// SGLang EAGLE: token_ids were [a, b] bigram pairs; token_ids then holds 2 ids per position
   /// and the event is decoded but not indexable.
   bool eagle_bigram = false;
+  store_origin origin = store_origin::unspecified;
 };
 
 struct block_removed {
   std::vector<engine_hash> block_hashes;
   medium_info medium;
   std::optional<int64_t> group_idx;
+  /// vLLM #48933: physical copies of each hash left at this medium after this removal, aligned
+  /// with block_hashes. Authoritative when present (has_remaining_copies); the decoder checks
+  /// nothing about its length, the index ignores a list of the wrong length.
+  std::vector<uint32_t> remaining_copies;
+  bool has_remaining_copies = false;
 };
 
 struct all_blocks_cleared {};

@@ -1,6 +1,6 @@
 #pragma once
 // Every actor interface of kvrelay, in one place (VAST style). One pipeline per engine source:
-//   ingress → decoder → shard[adapter] → debouncer → emitter;  scraper → emitter.
+//   ingress → decoder → shard (every adapter partition) → debouncer → emitter;  scraper → emitter.
 // Each handler has a one-line comment; every supervised actor answers `status` for the admin
 // tree and `crash` (fault injection, only reachable when the admin switch enables it).
 
@@ -47,9 +47,9 @@ using emitter_actor = caf::typed_actor<
   caf::reacts_to<atom::update, reconnect_listener_actor>>
   ::extend_with<supervised_actor>;
 
-/// Holds the reverse map of one (pipeline, adapter) partition.
+/// Holds the reverse maps of a pipeline's adapter partitions and routes removals between them.
 using shard_actor = caf::typed_actor<
-  // Applies one batch's events for this partition, in order; sends shard_ops to the debouncer.
+  // Applies one batch's events in order; sends shard_ops per touched partition to the debouncer.
   caf::reacts_to<shard_work_ptr>,
   // AllBlocksCleared: forgets everything; later work carries epoch >= the given one.
   caf::reacts_to<atom::clear, uint64_t>,
@@ -59,17 +59,17 @@ using shard_actor = caf::typed_actor<
   caf::replies_to<atom::drain>::with<bool>>
   ::extend_with<supervised_actor>;
 
-/// Turns raw batches into per-shard work; owns the adapter map, the group table and the epoch.
+/// Turns raw batches into the shard's work; owns the adapter map, the group table and the epoch.
 using decoder_actor = caf::typed_actor<
   // One ZMQ payload, in sequence order.
   caf::reacts_to<raw_batch_ptr>,
   // History lost / incarnation reset: either clears the pipeline.
   caf::reacts_to<ingress_notice_ptr>,
-  // Asks every shard to re-report its resident blocks.
+  // Asks the shard to re-report its resident blocks.
   caf::reacts_to<atom::resync>,
   // Adds a LoRA id → name mapping at runtime (admin).
   caf::reacts_to<atom::adapter, int64_t, std::string>,
-  // Makes one shard throw (fault injection); false when there is no shard yet.
+  // Makes the shard throw (fault injection); true once it was told.
   caf::replies_to<atom::crash, std::string>::with<bool>,
   // Barrier: answers once every batch sent before it has become ops at the debouncer.
   caf::replies_to<atom::drain>::with<bool>>

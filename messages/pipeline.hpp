@@ -41,11 +41,17 @@ struct ingress_notice {
 };
 using ingress_notice_ptr = std::shared_ptr<const ingress_notice>;
 
-/// The events of one batch that belong to one shard (adapter partition), in batch order.
+/// The events of one batch (or of its part between two clears) for the pipeline's shard, in
+/// batch order. A stored event carries the adapter partition the decoder resolved for it; a
+/// removal names no adapter, so the shard routes it by hash (actors/shard/partition_set.hpp).
 struct shard_work {
   uint64_t epoch = 0;
-  double ts = 0.0;                // engine batch time
-  std::vector<kv_event> events;   // stored and removed only; clears travel as epochs
+  double ts = 0.0;                   // engine batch time
+  std::vector<kv_event> events;      // stored and removed only; clears travel as epochs
+  std::vector<uint32_t> partitions;  // per event: a stored event's partition id (removals: 0)
+  /// Partitions this work uses first, named in id order: ids first_new, first_new + 1, ...
+  uint32_t first_new = 0;
+  std::vector<std::string> new_partitions;
 };
 using shard_work_ptr = std::shared_ptr<const shard_work>;
 

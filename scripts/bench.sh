@@ -7,8 +7,8 @@
 #   ./scripts/bench.sh --smoke         a few seconds, for CI: runs every piece once, no thresholds
 # Options: --build-dir DIR (default build/bench), --no-build, --out DIR (default
 # $BUILD_DIR/bench-results), --repeats N (repeats of each case, default 2), --cases LIST
-# (comma-separated from: micro,throughput,memory,evicting,latency,dp4,node4, and profile (perf +
-# callgrind, not in the default list); default all but profile).
+# (comma-separated from: micro,throughput,memory,evicting,latency,dp4,node4,lora, and profile
+# (perf + callgrind, not in the default list); default all but profile).
 #
 # Exit status: 0 when every case ran and kvrelay received every published block without a
 # sequence gap; 1 otherwise. Figures are reported, never asserted (the machine is shared).
@@ -20,7 +20,7 @@ OUT=""
 REPEATS=2
 SMOKE=0
 BUILD=1
-CASES="micro,throughput,memory,evicting,latency,dp4,node4"
+CASES="micro,throughput,memory,evicting,latency,dp4,node4,lora"
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -38,8 +38,8 @@ done
 [[ -n "$OUT" ]] || OUT="$BUILD_DIR/bench-results"
 if [[ $SMOKE == 1 ]]; then
   REPEATS=1
-  [[ "$CASES" == "micro,throughput,memory,evicting,latency,dp4,node4" ]] &&
-    CASES="throughput,evicting,latency,dp4,node4"
+  [[ "$CASES" == "micro,throughput,memory,evicting,latency,dp4,node4,lora" ]] &&
+    CASES="throughput,evicting,latency,dp4,node4,lora"
 fi
 has_case() { [[ ",$CASES," == *",$1,"* ]]; }
 
@@ -410,6 +410,33 @@ if has_case dp4; then
 fi
 if has_case node4; then
   for i in $(seq "$REPEATS"); do run_case "node4-$i" node4 $((TP_BLOCKS / 4)) 0 "$BIG"; done
+fi
+
+if has_case lora; then
+  # A LoRA fleet (issue 12 item 5): the evicting workload (64 Ki-block cache) with 90 % of the
+  # requests on 1 adapter, then on 256. Removals name no adapter; kvrelay routes each to the
+  # partition holding its hash. Target: ingest at 256 within 1.3x of 1, RSS per resident block
+  # within 1.2x (compared below, same run).
+  LORA_BLOCKS=300000; [[ $SMOKE == 1 ]] && LORA_BLOCKS=20000
+  for i in $(seq "$REPEATS"); do
+    for n in 1 256; do
+      run_case "lora-$n-$i" single "$LORA_BLOCKS" 0 \
+        "$SMALL --lora-adapters $n --lora-fraction 0.9 --floor-repeats 1"
+    done
+  done
+  python3 - "$RESULTS" <<'EOF2' >&2
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+def med(n, key):
+    v = [r[key] for r in rows if r["case"].startswith("lora-%d-" % n) and r.get(key)]
+    return statistics.median(v) if v else None
+i1, i256 = med(1, "ingest_blocks_per_s"), med(256, "ingest_blocks_per_s")
+m1, m256 = med(1, "bytes_per_resident_block"), med(256, "bytes_per_resident_block")
+if i1 and i256 and m1 and m256:
+    print("[bench] lora fleet: ingest 1 adapter %.0f, 256 adapters %.0f blocks/s (1 / 256 = %.2fx,"
+          " target <= 1.3x); B/resident block %.0f vs %.0f (256 / 1 = %.2fx, target <= 1.2x)"
+          % (i1, i256, i1 / i256, m1, m256, m256 / m1))
+EOF2
 fi
 
 if has_case profile; then

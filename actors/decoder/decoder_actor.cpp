@@ -4,290 +4,243 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include <chrono>
-#include <set>
+#include <array>
 
-#include "actors/decoder/group_filter.hpp"
-#include "actors/decoder/wire_decoder.hpp"
+#include "actors/decoder/batch_router.hpp"
 #include "actors/shard/shard_actor.hpp"
-#include "base/clock.hpp"
 #include "base/log.hpp"
-#include "base/rate_limiter.hpp"
 #include "base/metrics_registry.hpp"
+#include "base/rate_limiter.hpp"
 #include "messages/status_fanout.hpp"
 
 namespace kvrelay {
 
 namespace {
 
+// Counter series the protocol's counters are published to. Fixed families are resolved at spawn;
+// the bounded label sets (medium, drop reason, unknown medium value) on first use, once each.
+struct decoder_series {
+  counter_series* batches_ok = nullptr;
+  counter_series* cleared = nullptr;
+  counter_series* unknown_tags = nullptr;
+  counter_series* unmapped = nullptr;
+  counter_series* partition_limited = nullptr;
+  counter_series* group_filtered = nullptr;
+  counter_series* wrong_rank = nullptr;
+  std::array<std::array<counter_series*, medium_count>, 2> events{};
+  std::array<std::array<counter_series*, medium_count>, 2> blocks{};
+  std::array<counter_series*, 64> dropped{};  // by decode_error; the last one: wrong_dp_rank
+  std::map<std::string, counter_series*> unknown_media;
+};
 
 struct decoder_state {
   static inline constexpr const char* name = "decoder";
 
   pipeline_context ctx;
-  decoder_options opts;
-  bool told_first_batch = false;
-  uint64_t events = 0;
+  batch_router router;
+  router_output out;
   uint64_t last_seq = 0;
   std::function<void(size_t)> credit;
   debouncer_actor debouncer;
-
-  wire_decoder decoder;
-  group_filter groups;
-  kv_event_batch batch;
-  uint64_t epoch = 1;
-  std::map<std::string, shard_actor> shards;
-  std::set<int64_t> warned_unmapped;
+  shard_actor shard;
 
   rate_limiter bad_batch_log{5, 10'000};
-  uint64_t batches = 0, dropped = 0;
-  std::string last_error;
+  decoder_series series;
+  router_stats published;  // what /metrics already has
 
-  counter_series* batches_ok = nullptr;
-  counter_series* stored_events = nullptr;
-  counter_series* removed_events = nullptr;
-  counter_series* cleared_events = nullptr;
-  counter_series* unknown_events = nullptr;
-  counter_series* unmapped = nullptr;
-  counter_series* group_filtered = nullptr;
-  counter_series* wrong_rank = nullptr;
-  counter_series* stored_blocks = nullptr;
-  counter_series* removed_blocks = nullptr;
+  decoder_state() = default;
 };
 
 using decoder_self = decoder_actor::stateful_pointer<decoder_state>;
 
-counter_series& drop_counter(decoder_state& st, const char* reason) {
-  return st.ctx.counter("kvrelay_batches_dropped_total",
+constexpr size_t wrong_rank_slot = 63;
+
+counter_series& drop_series(decoder_state& st, size_t slot, const char* reason) {
+  auto*& s = st.series.dropped[slot];
+  if (s == nullptr)
+    s = &st.ctx.counter("kvrelay_batches_dropped_total",
                         "Batches dropped whole, by reason (never half-applied)",
                         {{"reason", reason}});
+  return *s;
 }
 
-shard_actor& shard_for(decoder_self self, const std::string& adapter) {
+void bump(counter_series* s, uint64_t now, uint64_t& before) {
+  if (now != before) s->inc(now - before);
+  before = now;
+}
+
+// Adds what the protocol counted since last time (a few dozen compares per batch).
+void publish(decoder_state& st) {
+  const router_stats& now = st.router.stats();
+  router_stats& was = st.published;
+  auto& se = st.series;
+  bump(se.batches_ok, now.decoded, was.decoded);
+  bump(se.cleared, now.cleared, was.cleared);
+  bump(se.unknown_tags, now.unknown_tags, was.unknown_tags);
+  bump(se.unmapped, now.unmapped, was.unmapped);
+  bump(se.partition_limited, now.partition_limited, was.partition_limited);
+  bump(se.group_filtered, now.group_filtered, was.group_filtered);
+  bump(se.wrong_rank, now.wrong_rank, was.wrong_rank);
+  static const char* const event_type_label[2] = {"BlockStored", "BlockRemoved"};
+  static const char* const block_type_label[2] = {"stored", "removed"};
+  const auto by_medium = [&](counter_series*& s, const char* metric, const char* help,
+                             const char* type, size_t m, uint64_t now_v, uint64_t& was_v) {
+    if (now_v == was_v) return;
+    if (s == nullptr)
+      s = &st.ctx.counter(metric, help,
+                          {{"type", type}, {"medium", medium_label(static_cast<medium_id>(m))}});
+    bump(s, now_v, was_v);
+  };
+  for (size_t t = 0; t < 2; ++t) {
+    for (size_t m = 0; m < medium_count; ++m) {
+      by_medium(se.events[t][m], "kvrelay_events_total", "Decoded events by type (and medium)",
+                event_type_label[t], m, now.events_by_medium[t][m], was.events_by_medium[t][m]);
+      by_medium(se.blocks[t][m], "kvrelay_blocks_total", "Block hashes in decoded events",
+                block_type_label[t], m, now.blocks_by_medium[t][m], was.blocks_by_medium[t][m]);
+    }
+  }
+  if (now.unknown_medium != was.unknown_medium) {
+    for (const auto& [value, n] : now.unknown_media) {
+      uint64_t& before = was.unknown_media[value];
+      if (n == before) continue;
+      auto*& s = se.unknown_media[value];
+      if (s == nullptr)
+        s = &st.ctx.counter("kvrelay_unknown_medium_events_total",
+                            "Events at a medium kvrelay does not know: never indexed",
+                            {{"medium", value}});
+      bump(s, n, before);
+    }
+    was.unknown_medium = now.unknown_medium;
+  }
+}
+
+// Executes what the protocol decided, in its order.
+void execute(decoder_self self, uint64_t seq) {
   auto& st = self->state;
-  auto it = st.shards.find(adapter);
-  if (it == st.shards.end()) {
-    auto hdl = spawn_shard(self, st.ctx, shard_options{adapter, st.opts.index}, st.debouncer);
-    it = st.shards.emplace(adapter, hdl).first;
-    log::info("adapter partition created",
-              {{"replica", st.ctx.name}, {"adapter", adapter}});
-  }
-  return it->second;
-}
-
-// lora_name is the identity when present; else the configured id → name map; else fail-closed.
-bool resolve_adapter(decoder_state& st, const block_stored& ev, std::string& out) {
-  if (ev.lora_name && !ev.lora_name->empty()) {
-    out = *ev.lora_name;
-    return true;
-  }
-  if (!ev.lora_id) {
-    out.clear();
-    return true;
-  }
-  auto it = st.opts.adapters.find(*ev.lora_id);
-  if (it != st.opts.adapters.end() && !it->second.empty()) {
-    out = it->second;
-    return true;
-  }
-  if (st.warned_unmapped.insert(*ev.lora_id).second)  // once per id for the process (A10)
-    log::warn(
-        "dropping BlockStored for an unmapped LoRA id; add it to --lora-adapter-names "
-        "(or POST /debug/adapters) to index it",
-        {{"replica", st.ctx.name}, {"lora_id", *ev.lora_id}});
-  return false;
-}
-
-void clear_pipeline(decoder_self self, int64_t ts_us, const char* why) {
-  auto& st = self->state;
-  ++st.epoch;
-  for (auto& [name, shard] : st.shards) self->send(shard, atom::clear_v, st.epoch);
-  self->send(st.debouncer, atom::clear_v, st.epoch, ts_us);
-  log::info("pipeline cleared", {{"replica", st.ctx.name}, {"reason", why},
-                                  {"epoch", st.epoch}});
-}
-
-void on_batch(decoder_self self, const raw_batch& rb) {
-  auto& st = self->state;
-  ++st.batches;
-  std::string detail;
-  auto err = st.decoder.decode(rb.data, rb.size, st.batch, &detail);
-  if (err != decode_error::none) {
-    ++st.dropped;
-    drop_counter(st, to_string(err)).inc();
-    st.last_error = detail;
+  router_output& out = st.out;
+  if (out.error != decode_error::none) {
+    drop_series(st, static_cast<size_t>(out.error), to_string(out.error)).inc();
     uint64_t suppressed = 0;
     if (st.bad_batch_log.allow(suppressed))
       log::warn("dropping undecodable event batch",
-                {{"replica", st.ctx.name}, {"seq", rb.seq}, {"reason", to_string(err)},
-                 {"err", detail}, {"suppressed", suppressed}});
-    return;
+                {{"replica", st.ctx.name}, {"seq", seq}, {"reason", to_string(out.error)},
+                 {"err", out.detail}, {"suppressed", suppressed}});
   }
-  if (st.opts.expected_dp_rank && st.batch.dp_rank && *st.batch.dp_rank != *st.opts.expected_dp_rank) {
-    st.wrong_rank->inc();
-    drop_counter(st, "wrong_dp_rank").inc();
-    return;
-  }
-  st.batches_ok->inc();
-  st.unknown_events->inc(st.batch.skipped_unknown);
-  st.events += st.batch.events.size();
-  st.last_seq = rb.seq;
-  if (!st.told_first_batch) {
-    st.told_first_batch = true;
-    if (st.ctx.health) self->send(st.ctx.health, health_fact::batch_decoded);
-  }
-
-  // Group events per shard, keeping batch order within each; a clear cuts the batch in two so
-  // that nothing before it can land after it.
-  std::map<std::string, std::shared_ptr<shard_work>> work;
-  const auto flush_work = [&] {
-    for (auto& [adapter, w] : work) self->send(shard_for(self, adapter), shard_work_ptr{w});
-    work.clear();
-  };
-  const auto work_for = [&](const std::string& adapter) -> shard_work& {
-    auto& w = work[adapter];
-    if (!w) {
-      w = std::make_shared<shard_work>();
-      w->epoch = st.epoch;
-      w->ts = st.batch.ts;
+  if (out.wrong_rank) drop_series(st, wrong_rank_slot, "wrong_dp_rank").inc();
+  if (out.first_batch && st.ctx.health) self->send(st.ctx.health, health_fact::batch_decoded);
+  for (const auto& name : out.new_partitions)
+    log::info("adapter partition created", {{"replica", st.ctx.name}, {"adapter", name}});
+  for (int64_t id : out.unmapped_ids)
+    log::warn(
+        "dropping BlockStored for an unmapped LoRA id; add it to --lora-adapter-names "
+        "(or POST /debug/adapters) to index it",
+        {{"replica", st.ctx.name}, {"lora_id", id}});
+  for (const auto& medium : out.unknown_media)
+    log::warn("not indexing events at an unknown medium (kvrelay_unknown_medium_events_total)",
+              {{"replica", st.ctx.name}, {"medium", medium}});
+  if (out.partition_limit_hit)
+    log::warn("too many adapter partitions; stores for new adapters are dropped",
+              {{"replica", st.ctx.name}, {"partitions", st.router.partitions()}});
+  for (auto& step : out.steps) {
+    if (step.what == router_step::kind::work) {
+      self->send(st.shard, std::move(step.work));
+      continue;
     }
-    return *w;
-  };
-  std::string adapter;
-  for (auto& ev : st.batch.events) {
-    switch (ev.type) {
-      case event_type::stored:
-        st.stored_events->inc();
-        st.stored_blocks->inc(ev.stored.block_hashes.size());
-        if (!st.groups.admit(ev.stored)) {
-          st.group_filtered->inc();
-          break;
-        }
-        if (!resolve_adapter(st, ev.stored, adapter)) {
-          st.unmapped->inc();
-          break;
-        }
-        work_for(adapter).events.push_back(std::move(ev));
-        break;
-      case event_type::removed:
-        st.removed_events->inc();
-        st.removed_blocks->inc(ev.removed.block_hashes.size());
-        if (!st.groups.admit(ev.removed)) {
-          st.group_filtered->inc();
-          break;
-        }
-        // A removal names no adapter: every partition checks its own map (unknown hashes are
-        // skipped there). Copies are rare: most pipelines have one partition.
-        if (st.shards.size() == 1) {
-          work_for(st.shards.begin()->first).events.push_back(std::move(ev));
-        } else {
-          for (auto& [name, shard] : st.shards) work_for(name).events.push_back(ev);
-        }
-        break;
-      case event_type::cleared:
-        st.cleared_events->inc();
-        flush_work();
-        clear_pipeline(self, engine_ts_to_us(st.batch.ts), "AllBlocksCleared");
-        break;
-    }
+    self->send(st.shard, atom::clear_v, step.epoch);
+    self->send(st.debouncer, atom::clear_v, step.epoch, step.ts_us);
+    log::info("pipeline cleared",
+              {{"replica", st.ctx.name}, {"reason", step.reason}, {"epoch", step.epoch}});
   }
-  flush_work();
+  out.steps.clear();
+  publish(st);
 }
 
-void on_notice(decoder_self self, const ingress_notice& n) {
-  auto& st = self->state;
-  using k = ingress_notice::kind;
-  switch (n.what) {
-    case k::history_lost:
-      // Events we will never see may have evicted what we reported: no wrong hint may survive.
-      clear_pipeline(self, 0, "history lost");
-      break;
-    case k::incarnation_reset:
-      st.groups.reset();
-      clear_pipeline(self, 0, "engine restarted (sequence reset)");
-      break;
-  }
+router_options router_options_of(const decoder_options& o) {
+  router_options r;
+  r.adapters = o.adapters;
+  r.expected_dp_rank = o.expected_dp_rank;
+  return r;
 }
 
 decoder_actor::behavior_type decoder_fn(decoder_self self, pipeline_context ctx,
                                         decoder_options opts, debouncer_actor debouncer,
                                         std::function<void(size_t)> credit) {
   auto& st = self->state;
-  st.opts = std::move(opts);
+  st.router = batch_router(router_options_of(opts));
   st.debouncer = std::move(debouncer);
   st.ctx = std::move(ctx);
   st.credit = std::move(credit);
+  st.shard = spawn_shard(self, st.ctx, shard_options{opts.index}, st.debouncer);
   const auto& m = st.ctx;
-  const auto events = [&](const char* type) -> counter_series& {
-    return m.counter("kvrelay_events_total", "Decoded events by type", {{"type", type}});
-  };
-  st.batches_ok = &m.counter("kvrelay_batches_total", "Batches decoded");
-  st.stored_events = &events("BlockStored");
-  st.removed_events = &events("BlockRemoved");
-  st.cleared_events = &events("AllBlocksCleared");
-  st.unknown_events = &events("unknown");
-  st.unmapped = &m.counter("kvrelay_unmapped_adapter_events_total",
+  auto& se = st.series;
+  se.batches_ok = &m.counter("kvrelay_batches_total", "Batches decoded");
+  se.cleared = &m.counter("kvrelay_events_total", "Decoded events by type (and medium)",
+                          {{"type", "AllBlocksCleared"}});
+  se.unknown_tags = &m.counter("kvrelay_events_total", "Decoded events by type (and medium)",
+                               {{"type", "unknown"}});
+  se.unmapped = &m.counter("kvrelay_unmapped_adapter_events_total",
                            "BlockStored dropped: LoRA id without a name (fail-closed)");
-  st.group_filtered = &m.counter("kvrelay_group_filtered_events_total",
+  se.partition_limited = &m.counter("kvrelay_partition_limit_events_total",
+                                    "BlockStored dropped: too many adapter partitions");
+  se.group_filtered = &m.counter("kvrelay_group_filtered_events_total",
                                  "Events of non-main KV-cache groups (never indexed)");
-  st.wrong_rank = &m.counter("kvrelay_wrong_dp_rank_batches_total",
+  se.wrong_rank = &m.counter("kvrelay_wrong_dp_rank_batches_total",
                              "Batches whose DP rank is not the subscribed one");
-  st.stored_blocks = &m.counter("kvrelay_blocks_total", "Block hashes in decoded events",
-                                {{"type", "stored"}});
-  st.removed_blocks = &m.counter("kvrelay_blocks_total", "Block hashes in decoded events",
-                                 {{"type", "removed"}});
   self->send(st.debouncer, atom::update_v, caf::actor_cast<decoder_actor>(self));
   return {
       [=](raw_batch_ptr rb) {
-        on_batch(self, *rb);
-        if (self->state.credit) self->state.credit(1);
+        auto& s = self->state;
+        s.router.on_batch(rb->data, rb->size, s.out);
+        if (s.out.error == decode_error::none && !s.out.wrong_rank) s.last_seq = rb->seq;
+        execute(self, rb->seq);
+        if (s.credit) s.credit(1);
       },
-      [=](ingress_notice_ptr n) { on_notice(self, *n); },
+      [=](ingress_notice_ptr n) {
+        auto& s = self->state;
+        if (n->what == ingress_notice::kind::incarnation_reset)
+          s.router.on_incarnation_reset(s.out);
+        else
+          s.router.on_history_lost(s.out);
+        execute(self, 0);
+      },
       [=](atom::resync) {
         auto& s = self->state;
-        for (auto& [name, shard] : s.shards) self->send(shard, atom::resync_v, s.epoch);
+        self->send(s.shard, atom::resync_v, s.router.epoch());
       },
       [=](atom::adapter, int64_t id, std::string& name) {
         auto& s = self->state;
-        s.opts.adapters[id] = name;
-        s.warned_unmapped.erase(id);
-        log::info("adapter mapping added", {{"replica", s.ctx.name}, {"lora_id", id},
-                                             {"adapter", name}});
+        log::info("adapter mapping added",
+                  {{"replica", s.ctx.name}, {"lora_id", id}, {"adapter", name}});
+        s.router.add_adapter(id, std::move(name));
       },
       [=](atom::crash, const std::string&) -> bool {
-        auto& s = self->state;
-        if (s.shards.empty()) return false;
-        self->send(s.shards.begin()->second, atom::crash_v);
+        self->send(self->state.shard, atom::crash_v);
         return true;
       },
       [=](atom::drain) -> caf::result<bool> {
-        // Every shard answers after what it was sent before: then all of it reached the debouncer.
-        auto& s = self->state;
-        if (s.shards.empty()) return true;
+        // The shard answers after everything it was sent before: then all of it is ops.
         auto p = self->make_response_promise<bool>();
-        auto left = std::make_shared<size_t>(s.shards.size());
-        for (auto& [name, shard] : s.shards)
-          self->request(shard, caf::infinite, atom::drain_v)
-              .then([p, left](bool) mutable { if (--*left == 0) p.deliver(true); },
-                    [p, left](caf::error&) mutable { if (--*left == 0) p.deliver(false); });
+        self->request(self->state.shard, caf::infinite, atom::drain_v)
+            .then([p](bool ok) mutable { p.deliver(ok); },
+                  [p](caf::error&) mutable { p.deliver(false); });
         return p;
       },
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
       [=](atom::status) -> caf::result<actor_status> {
         auto& s = self->state;
+        const auto& rs = s.router.stats();
         actor_status j("decoder", self->mailbox().size());
-        j.add("batches", s.batches);
-        j.add("events", s.events);
+        j.add("batches", rs.batches);
+        j.add("events", rs.events);
         j.add("last_seq", s.last_seq);
-        j.add("dropped", s.dropped);
-        j.add("epoch", s.epoch);
-        j.add("partitions", s.shards.size());
-        j.add("groups_learned", s.groups.learned());
-        j.add("last_error", s.last_error);
-        std::vector<status_child> kids;
-        for (auto& [adapter, shard] : s.shards) kids.push_back({"shard[" + adapter + "]", shard, {}});
+        j.add("dropped", rs.dropped);
+        j.add("epoch", s.router.epoch());
+        j.add("partitions", s.router.partitions());
+        j.add("groups_learned", s.router.groups_learned());
+        j.add("unknown_medium_events", rs.unknown_medium);
+        j.add("last_error", s.router.last_error());
         auto p = self->make_response_promise<actor_status>();
-        fan_out_status(self, std::move(j), std::move(kids), p);
+        fan_out_status(self, std::move(j), {{"shard", s.shard, {}}}, p);
         return p;
       },
   };

@@ -1,8 +1,8 @@
 #pragma once
-// The decoder: raw ZMQ payloads → typed events → per-adapter shard work. It owns what is shared
-// by every partition of a pipeline: the adapter map (lora_name, else id → name, else fail-closed),
-// the hybrid-model group table, and the epoch that AllBlocksCleared bumps. Shards are spawned on
-// first use and linked to it: a shard crash takes the data path down for a clean restart.
+// The decoder: raw ZMQ payloads → typed events → the shard's work. A shell around batch_router
+// (the protocol: adapters, groups, media, epochs, clears cutting a batch), which owns what is
+// shared by every partition of a pipeline. The shard is spawned at start and linked to it: a
+// shard crash takes the data path down for a clean restart.
 
 #include <atomic>
 #include <functional>

@@ -1,5 +1,8 @@
+// One file on purpose (~1.3 k lines): the cursor, the token fast path, the field tables and the
+// parser share types no other file should see, and the hot path relies on them inlining.
 #include "actors/decoder/wire_decoder.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -34,6 +37,8 @@ const char* to_string(decode_error e) noexcept {
     case decode_error::bad_extra_keys: return "bad_extra_keys";
     case decode_error::bad_group: return "bad_group";
     case decode_error::bad_spec: return "bad_spec";
+    case decode_error::bad_origin: return "bad_origin";
+    case decode_error::bad_copy_counts: return "bad_copy_counts";
   }
   return "unknown";
 }
@@ -47,6 +52,8 @@ constexpr uint64_t uint32_max = std::numeric_limits<uint32_t>::max();
 
 // Released events kept for reuse. Bounded so one huge batch does not pin its memory forever.
 constexpr size_t max_spare_events = 4096;
+// An unknown medium's text is kept for its counter and warning; longer strings are cut.
+constexpr size_t max_medium_text = 64;
 
 inline uint16_t be16(const uint8_t* p) { return static_cast<uint16_t>((p[0] << 8) | p[1]); }
 inline uint32_t be32(const uint8_t* p) {
@@ -394,20 +401,50 @@ inline de read_token(const uint8_t*& p, const uint8_t* end, uint32_t& out) {
   }
 }
 
+bool istarts_with_lower(std::string_view a, const char* lower_prefix) {
+  const std::string_view b(lower_prefix);
+  return a.size() >= b.size() && iequals_lower(a.substr(0, b.size()), lower_prefix);
+}
+
+// Every medium seen in the wild, case-insensitive (engine-wire §3 "medium values seen"): vLLM,
+// SGLang, LMCache, and the aliases Dynamo normalises. An unknown value is never guessed at.
 medium_info classify_medium(std::string_view s) {
-  // Dynamo's normalisation (engine-wire §3 "medium values seen"), case-insensitive.
-  static const char* const t1[] = {"gpu", "device"};
-  static const char* const t2[] = {"cpu", "cpu_pinned", "cpu_tier1", "host"};
-  static const char* const t3[] = {"cpu_tier2", "disk", "nvme", "storage", "ssd",
-                                   "external", "network", "remote", "shared"};
-  for (const char* m : t1)
-    if (iequals_lower(s, m)) return {tier::t1, true};
-  for (const char* m : t2)
-    if (iequals_lower(s, m)) return {tier::t2, true};
-  for (const char* m : t3)
-    if (iequals_lower(s, m)) return {tier::t3, true};
-  // Unknown: coldest tier, so a mystery copy never masquerades as GPU-resident.
-  return {tier::t3, false};
+  struct known_medium {
+    const char* lower;
+    medium_id id;
+    tier t;
+  };
+  static const known_medium table[] = {
+      {"gpu", medium_id::gpu, tier::t1},           {"cpu", medium_id::cpu, tier::t2},
+      {"cpu_pinned", medium_id::cpu_pinned, tier::t2}, {"disk", medium_id::disk, tier::t3},
+      {"fs", medium_id::fs, tier::t3},             {"obj", medium_id::obj, tier::t3},
+      {"storage", medium_id::storage, tier::t3},   {"external", medium_id::external, tier::t3},
+      {"lmcache-l1", medium_id::lmcache_l1, tier::t2},
+      {"lmcache-l2", medium_id::lmcache_l2, tier::t3},
+      {"device", medium_id::device, tier::t1},     {"host", medium_id::host, tier::t2},
+      {"cpu_tier1", medium_id::cpu_tier1, tier::t2}, {"cpu_tier2", medium_id::cpu_tier2, tier::t3},
+      {"nvme", medium_id::nvme, tier::t3},         {"ssd", medium_id::ssd, tier::t3},
+      {"network", medium_id::network, tier::t3},   {"remote", medium_id::remote, tier::t3},
+      {"shared", medium_id::shared, tier::t3},
+  };
+  medium_info m;
+  for (const known_medium& k : table) {
+    if (iequals_lower(s, k.lower)) {
+      m.id = k.id;
+      m.tier = k.t;
+      return m;
+    }
+  }
+  // LMCache's coordinator names its L2 tiers "lmcache-l2-<backend>".
+  if (istarts_with_lower(s, "lmcache-l2-")) {
+    m.id = medium_id::lmcache_l2;
+    m.tier = tier::t3;
+    return m;
+  }
+  m.id = medium_id::unknown;
+  m.tier = tier::t3;
+  m.text.assign(s.data(), std::min(s.size(), max_medium_text));
+  return m;
 }
 
 group_kind classify_kind(std::string_view s) {
@@ -420,14 +457,18 @@ group_kind classify_kind(std::string_view s) {
 /// Field slots shared by the array and map forms of events.
 enum class field : uint8_t {
   unknown, type, block_hashes, parent, token_ids, block_size, lora_id, medium, lora_name,
-  extra_keys, group_idx, spec_kind, spec_window, cache_salt,
+  extra_keys, group_idx, spec_kind, spec_window, cache_salt, locality, origin, remaining_copies,
 };
 
 field field_of(std::string_view k) {
   switch (k.size()) {
     case 4: return equals(k, "type") ? field::type : field::unknown;
-    case 6: return equals(k, "medium") ? field::medium : field::unknown;
+    case 6:
+      if (equals(k, "medium")) return field::medium;
+      if (equals(k, "origin")) return field::origin;
+      return field::unknown;
     case 7: return equals(k, "lora_id") ? field::lora_id : field::unknown;
+    case 8: return equals(k, "locality") ? field::locality : field::unknown;
     case 9:
       if (equals(k, "token_ids")) return field::token_ids;
       if (equals(k, "lora_name")) return field::lora_name;
@@ -441,6 +482,8 @@ field field_of(std::string_view k) {
     case 12: return equals(k, "block_hashes") ? field::block_hashes : field::unknown;
     case 17: return equals(k, "parent_block_hash") ? field::parent : field::unknown;
     case 18: return equals(k, "kv_cache_spec_kind") ? field::spec_kind : field::unknown;
+    case 21:
+      return equals(k, "remaining_copy_counts") ? field::remaining_copies : field::unknown;
     case 28:
       return equals(k, "kv_cache_spec_sliding_window") ? field::spec_window : field::unknown;
     default: return field::unknown;
@@ -602,6 +645,24 @@ class parser {
   }
 
   de event() {
+    // An llm-d storage publisher wraps each event, msgpack-encoded, in a bin: [ts, [bin, ...]].
+    // The bin's bytes are one whole event, decoded under the same limits; no second wrapping.
+    if (!wrapped_ && !c_.at_end() && (*c_.p == 0xc4 || *c_.p == 0xc5 || *c_.p == 0xc6)) {
+      std::string_view inner;
+      de r = c_.raw(inner, true, de::bad_event);
+      if (r != de::none) return fail(r, "wrapped event");
+      const cursor outer = c_;
+      const auto* b = reinterpret_cast<const uint8_t*>(inner.data());
+      c_ = cursor(b, b + inner.size());
+      wrapped_ = true;
+      r = event();
+      wrapped_ = false;
+      const bool whole = c_.at_end();
+      c_ = outer;
+      if (r != de::none) return r;
+      if (!whole) return fail(de::bad_event, "bytes after a wrapped event");
+      return de::none;
+    }
     uint32_t n;
     de r = c_.array(n, de::bad_event);
     if (r == de::none) return array_event(n);
@@ -642,6 +703,7 @@ class parser {
           if ((r = removed_field(removed_slots[i], e.removed)) != de::none) return r;
         }
         if (n > known && (r = skip(n - known)) != de::none) return r;
+        finish_removed(e.removed);
         ++used;
         return de::none;
       }
@@ -721,6 +783,7 @@ class parser {
     }
     if (kind == tag_kind::removed) {
       if (!x.has_hashes) return fail(de::missing_field, "block_hashes is required");
+      finish_removed(e.removed);
     } else if ((r = finish_stored(e.stored, x)) != de::none) {
       return r;
     }
@@ -743,6 +806,7 @@ class parser {
     s.sliding_window.reset();
     s.first_tainted_block = 0;
     s.eagle_bigram = false;
+    s.origin = store_origin::unspecified;
     e.removed.block_hashes.clear();
   }
 
@@ -758,6 +822,8 @@ class parser {
     e.type = event_type::removed;
     e.removed.medium = medium_info{};
     e.removed.group_idx.reset();
+    e.removed.remaining_copies.clear();
+    e.removed.has_remaining_copies = false;
     e.stored.block_hashes.clear();
     e.stored.token_ids.clear();
   }
@@ -766,9 +832,72 @@ class parser {
     switch (f) {
       case field::block_hashes: return hashes(rm.block_hashes);
       case field::medium: return medium(rm.medium);
+      case field::locality: return locality(rm.medium);
       case field::group_idx: return group(rm.group_idx);
+      case field::remaining_copies: return copy_counts(rm);
       default: return skip(1);
     }
+  }
+
+  // A REMOTE block is never reported warmer than T3, whatever its medium (read in any order).
+  static void apply_locality(medium_info& m) {
+    if (m.remote) m.tier = tier::t3;
+  }
+  static void finish_removed(block_removed& rm) { apply_locality(rm.medium); }
+
+  // nil → is_str false; a str → true, with its text; anything else fails with `code`.
+  de nil_or_str(std::string_view& s, bool& is_str, de code, const char* why) {
+    is_str = false;
+    if (c_.take_nil()) return de::none;
+    const de r = c_.str(s, code);
+    if (r != de::none) return fail(r, why);
+    is_str = true;
+    return de::none;
+  }
+
+  de locality(medium_info& m) {
+    std::string_view s;
+    bool is_str;
+    const de r = nil_or_str(s, is_str, de::bad_medium, "locality is not nil or a str");
+    // LOCAL, or an unknown value (counted as remote: colder is the safe guess).
+    m.remote = is_str && !iequals_lower(s, "local");
+    return r;
+  }
+
+  de origin(store_origin& out) {
+    std::string_view s;
+    bool is_str;
+    const de r = nil_or_str(s, is_str, de::bad_origin, "origin is not nil or a str");
+    out = !is_str                      ? store_origin::unspecified
+          : iequals_lower(s, "reused") ? store_origin::reused
+          : iequals_lower(s, "new")    ? store_origin::fresh
+                                       : store_origin::unspecified;
+    return r;
+  }
+
+  // vLLM #48933: nil, or one non-negative int per hash (its length is judged by the index).
+  de copy_counts(block_removed& rm) {
+    rm.remaining_copies.clear();
+    rm.has_remaining_copies = false;
+    if (c_.take_nil()) return de::none;
+    uint32_t n;
+    de r = c_.array(n, de::bad_copy_counts);
+    if (r != de::none) return fail(r, "remaining_copy_counts is not nil or an array");
+    if (n > lim_.max_hashes_per_event)
+      return fail(de::too_many_hashes, "too many remaining_copy_counts");
+    batch_hashes_ += n;
+    if (batch_hashes_ > lim_.max_hashes_per_batch)
+      return fail(de::too_many_hashes, "too many block hashes in the batch");
+    rm.remaining_copies.resize(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      wire_int v;
+      r = c_.integer(v, de::bad_copy_counts);
+      if (r != de::none) return fail(r, "remaining_copy_counts item is not an int");
+      if (v.negative) return fail(de::bad_copy_counts, "remaining_copy_counts item is negative");
+      rm.remaining_copies[i] = static_cast<uint32_t>(std::min<uint64_t>(v.bits, uint32_max));
+    }
+    rm.has_remaining_copies = true;
+    return de::none;
   }
 
   de stored_field(field f, block_stored& s, stored_extras& x, bool array_form) {
@@ -785,6 +914,8 @@ class parser {
         return block_size(s.block_size);
       case field::lora_id: return lora_id(s.lora_id);
       case field::medium: return medium(s.medium);
+      case field::locality: return locality(s.medium);
+      case field::origin: return origin(s.origin);
       case field::lora_name: return lora_name(s.lora_name, x);
       case field::extra_keys: {
         // Kept as a byte range and judged in finish_stored(): in a map, lora_name may follow.
@@ -812,6 +943,7 @@ class parser {
       case field::type:
         if (array_form) return de::none;  // the array tag was consumed by the caller
         return skip(1);
+      case field::remaining_copies:
       case field::unknown: return skip(1);
     }
     return skip(1);
@@ -1008,15 +1140,15 @@ class parser {
     return de::none;
   }
 
+  // Keeps `remote`: locality may come before medium in a map.
   de medium(medium_info& out) {
-    if (c_.take_nil()) {
-      out = medium_info{};
-      return de::none;
-    }
+    const bool remote = out.remote;
     std::string_view s;
-    const de r = c_.str(s, de::bad_medium);
-    if (r != de::none) return fail(r, "medium is not nil or a str");
-    out = classify_medium(s);
+    bool is_str;
+    const de r = nil_or_str(s, is_str, de::bad_medium, "medium is not nil or a str");
+    if (r != de::none) return r;
+    out = is_str ? classify_medium(s) : medium_info{};
+    out.remote = remote;
     return de::none;
   }
 
@@ -1034,15 +1166,11 @@ class parser {
   }
 
   de spec_kind(group_kind& out) {
-    if (c_.take_nil()) {
-      out = group_kind::unspecified;
-      return de::none;
-    }
     std::string_view s;
-    const de r = c_.str(s, de::bad_spec);
-    if (r != de::none) return fail(r, "kv_cache_spec_kind is not nil or a str");
-    out = classify_kind(s);
-    return de::none;
+    bool is_str;
+    const de r = nil_or_str(s, is_str, de::bad_spec, "kv_cache_spec_kind is not nil or a str");
+    out = is_str ? classify_kind(s) : group_kind::unspecified;
+    return r;
   }
 
   de spec_window(std::optional<int64_t>& out) {
@@ -1065,6 +1193,7 @@ class parser {
     if (!x.has_block_size) return fail(de::missing_field, "block_size is required");
     if (!s.token_ids.empty() && s.block_size <= 0)
       return fail(de::bad_block_size, "block_size must be > 0 when token_ids are present");
+    apply_locality(s.medium);
     const uint32_t n = static_cast<uint32_t>(s.block_hashes.size());
     s.first_tainted_block = x.salted ? 0 : n;
     if (!x.salted && x.extra_begin != nullptr) {
@@ -1099,6 +1228,7 @@ class parser {
   cursor c_;
   uint64_t batch_hashes_ = 0;  // totals, so many mid-sized events cannot add up to gigabytes
   uint64_t batch_tokens_ = 0;
+  bool wrapped_ = false;       // inside a bin-wrapped event
 };
 
 }  // namespace

@@ -23,6 +23,16 @@
 //   does not describe are treated as tainted (we cannot tell they are clean).
 // - A `cache_salt` (top-level map key, or in an SGLang slot-7 metadata map) that is not nil
 //   taints every block of the event.
+// - medium: every value in engine-wire §3 maps to a tier (medium_info.id names it); any other
+//   string is `medium_id::unknown`, kept as text, and never indexed downstream. `locality`
+//   (map events, vLLM #48281): "REMOTE", or any value but "LOCAL", makes the tier T3.
+// - origin (vLLM #51699): "NEW" / "REUSED" (case-insensitive); another string is unspecified.
+// - remaining_copy_counts (BlockRemoved map key, vLLM #48933): nil or non-negative ints, values
+//   above 2^32-1 saturate; its length is not checked here (the index ignores a wrong one). The
+//   array form carries neither: no array-era producer has them.
+// - Bin-wrapped events (an llm-d storage publisher: `[ts, [bin(event), ...]]`): the bin holds
+//   exactly one msgpack event, decoded like any other under the same limits; a bin inside it,
+//   or bytes after the event, drop the batch.
 
 #include "base/kv_events.hpp"
 
@@ -58,6 +68,8 @@ enum class decode_error : uint8_t {
   bad_extra_keys,   // extra_keys neither nil nor array
   bad_group,        // group_idx not nil / non-negative int
   bad_spec,         // kv_cache_spec_kind not nil/str, or sliding window not nil/int
+  bad_origin,       // origin not nil/str
+  bad_copy_counts,  // remaining_copy_counts not nil / an array of non-negative ints
 };
 
 /// Stable snake_case name of `e` ("none" for decode_error::none).

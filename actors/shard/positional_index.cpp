@@ -1,8 +1,9 @@
+// One file on purpose (~550 lines): the packed entry, its copy fields, the cap queue and the rules
+// I1-I7 share the entry layout, which must stay private to keep the slot at 20 bytes.
 #include "actors/shard/positional_index.hpp"
 
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
-#include <absl/hash/hash.h>
 
 #include <sys/mman.h>
 
@@ -13,26 +14,40 @@
 #include <string>
 #include <utility>
 
+#include "actors/shard/packed_slot.hpp"
 #include "base/fingerprint.hpp"
 
 namespace kvrelay {
 
 namespace {
 
-// An entry's 32-bit meta word: cumulative token count (28 bits) | tiers T1,T2,T3 (3 bits) |
-// tainted (1 bit). Sharing the word keeps the int-keyed slot at 20 bytes, which is what brings a
-// resident block under the 48-byte budget at the hash table's worst load (see bench_shard).
+// An entry's 32-bit meta word: cumulative token count (24 bits) | GPU copies (3 bits) | CPU copies
+// (2 bits) | colder copies (2 bits) | tainted (1 bit). Sharing the word keeps the int-keyed slot
+// at 20 bytes, which is what brings a resident block under the 48-byte budget at the hash
+// table's worst load (see bench_shard). A tier is held iff its count is non-zero.
 constexpr uint32_t count_mask = positional_index::max_token_count;
-constexpr unsigned tiers_shift = 28;
-constexpr uint32_t tiers_mask = 0x7u << tiers_shift;
 constexpr uint32_t tainted_bit = 1u << 31;
-static_assert((count_mask & tiers_mask) == 0 && (tiers_mask & tainted_bit) == 0,
+
+struct copy_field {
+  unsigned shift;
+  uint32_t max;
+  constexpr uint32_t mask() const noexcept { return max << shift; }
+};
+// Index 0, 1, 2 = T1, T2, T3.
+constexpr copy_field copy_fields[3] = {{24, positional_index::max_copies_t1},
+                                       {27, positional_index::max_copies_other},
+                                       {29, positional_index::max_copies_other}};
+static_assert((count_mask & (copy_fields[0].mask() | copy_fields[1].mask() |
+                             copy_fields[2].mask() | tainted_bit)) == 0 &&
+                  (copy_fields[0].mask() & copy_fields[1].mask()) == 0 &&
+                  (copy_fields[1].mask() & copy_fields[2].mask()) == 0 &&
+                  ((copy_fields[2].mask() & tainted_bit) == 0),
               "meta word fields overlap");
 
-constexpr uint32_t tier_bit(tier t) noexcept {
+constexpr unsigned tier_index(tier t) noexcept {
   // Anything but T1/T2 (including a value no enumerator names) is the coldest tier: a hint at
   // T3 is the cheapest one to be wrong about.
-  return t == tier::t1 ? 1u : t == tier::t2 ? 2u : 4u;
+  return t == tier::t1 ? 0u : t == tier::t2 ? 1u : 2u;
 }
 
 constexpr tier warmest(uint32_t tiers) noexcept {
@@ -47,14 +62,22 @@ struct entry {
   mutable uint32_t meta;
 
   uint32_t count() const noexcept { return meta & count_mask; }
-  uint32_t tiers() const noexcept { return (meta & tiers_mask) >> tiers_shift; }
   bool tainted() const noexcept { return (meta & tainted_bit) != 0; }
-  void assign(uint64_t f, uint32_t count, uint32_t tiers, bool taint) const noexcept {
-    fp = f;
-    meta = (count & count_mask) | ((tiers << tiers_shift) & tiers_mask) | (taint ? tainted_bit : 0);
+  uint32_t copies(unsigned ti) const noexcept {
+    return (meta >> copy_fields[ti].shift) & copy_fields[ti].max;
   }
-  void set_tiers(uint32_t tiers) const noexcept {
-    meta = (meta & ~tiers_mask) | ((tiers << tiers_shift) & tiers_mask);
+  void set_copies(unsigned ti, uint32_t n) const noexcept {
+    const copy_field& f = copy_fields[ti];
+    meta = (meta & ~f.mask()) | ((std::min(n, f.max) << f.shift) & f.mask());
+  }
+  /// Bit i set iff tier i holds a copy.
+  uint32_t tiers() const noexcept {
+    return (copies(0) != 0 ? 1u : 0u) | (copies(1) != 0 ? 2u : 0u) | (copies(2) != 0 ? 4u : 0u);
+  }
+  /// Fingerprint, count and taint; the copy counts stay.
+  void assign(uint64_t f, uint32_t count, bool taint) const noexcept {
+    fp = f;
+    meta = (meta & ~(count_mask | tainted_bit)) | (count & count_mask) | (taint ? tainted_bit : 0);
   }
 };
 
@@ -67,21 +90,6 @@ struct int_slot {
 #pragma pack(pop)
 static_assert(sizeof(entry) == 12 && sizeof(int_slot) == 20, "index entry is not packed");
 
-struct int_slot_hash {
-  using is_transparent = void;
-  size_t operator()(uint64_t k) const noexcept { return absl::Hash<uint64_t>{}(k); }
-  size_t operator()(const int_slot& s) const noexcept { return (*this)(uint64_t{s.key}); }
-};
-
-struct int_slot_eq {
-  using is_transparent = void;
-  static uint64_t key(uint64_t k) noexcept { return k; }
-  static uint64_t key(const int_slot& s) noexcept { return s.key; }
-  template <class A, class B>
-  bool operator()(const A& a, const B& b) const noexcept {
-    return key(a) == key(b);
-  }
-};
 
 // The int table is probed at random: at 1M blocks it spans ~44 MB, so with 4 KiB pages nearly
 // every probe also misses the TLB. Asking for transparent huge pages on the 2 MiB-aligned
@@ -111,33 +119,89 @@ struct table_allocator {
   bool operator!=(const table_allocator<U>&) const noexcept { return false; }
 };
 
-index_op make_op(index_op::kind k, const entry& e, uint32_t tiers) {
-  return index_op{k, e.fp, e.count(), warmest(tiers)};
+index_op make_op(index_op::kind k, const entry& e, uint32_t tiers, bool introduces = false) {
+  return index_op{k, e.fp, e.count(), warmest(tiers), introduces};
 }
 
 }  // namespace
 
-struct positional_index::impl {
-  index_options opts;
-  index_stats stats;
-  absl::flat_hash_set<int_slot, int_slot_hash, int_slot_eq, table_allocator<int_slot>> ints;
-  absl::flat_hash_map<std::string, entry> bins;  // bin/str engine hashes: rare
-
-  // max_resident only: engine hashes in first-store order. A forgotten block's queue item is
-  // not searched for; it is counted stale and skipped when it reaches the front (a hash can be
-  // forgotten and stored again, so "resident" alone cannot tell a stale item from a live one).
-  // One logical queue kept as two: bin items carry their position in it, so the common int
-  // items cost 8 bytes and need no tag.
-  std::deque<uint64_t> fifo_ints;
-  std::deque<std::pair<uint64_t, std::string>> fifo_bins;  // (queue position, bytes)
-  uint64_t fifo_pushed = 0;
-  uint64_t fifo_popped = 0;
+// max_resident only: engine hashes in first-store order. A forgotten block's queue item is not
+// searched for; it is counted stale and skipped when it reaches the front (a hash can be
+// forgotten and stored again, so "resident" alone cannot tell a stale item from a live one).
+// One logical queue kept as two: bin items carry their position in it, so the common int items
+// cost 8 bytes and need no tag. Allocated only when a cap is set: a partition without one (most
+// of a LoRA fleet's) pays nothing for it.
+struct cap_queue {
+  std::deque<uint64_t> ints;
+  std::deque<std::pair<uint64_t, std::string>> bins;  // (queue position, bytes)
+  uint64_t pushed = 0;
+  uint64_t popped = 0;
   absl::flat_hash_map<uint64_t, uint32_t> stale_ints;
   absl::flat_hash_map<std::string, uint32_t> stale_bins;
 
+  void push(const engine_hash& h) {
+    if (h.is_bytes())
+      bins.emplace_back(pushed, h.bytes);
+    else
+      ints.push_back(h.value);
+    ++pushed;
+  }
+
+  bool pop(engine_hash& h) {
+    if (popped == pushed) return false;
+    const uint64_t pos = popped++;
+    if (!bins.empty() && bins.front().first == pos) {
+      h.bytes = std::move(bins.front().second);
+      h.value = 0;
+      bins.pop_front();
+    } else {
+      h.bytes.clear();
+      h.value = ints.front();
+      ints.pop_front();
+    }
+    return true;
+  }
+
+  void mark_stale(const engine_hash& h) {
+    if (h.is_bytes())
+      ++stale_bins[h.bytes];
+    else
+      ++stale_ints[h.value];
+  }
+
+  // True when the oldest queue item of `h` belongs to an incarnation already forgotten.
+  bool consume_stale(const engine_hash& h) {
+    auto take = [](auto& map, const auto& key) {
+      auto it = map.find(key);
+      if (it == map.end()) return false;
+      if (--it->second == 0) map.erase(it);
+      return true;
+    };
+    return h.is_bytes() ? take(stale_bins, h.bytes) : take(stale_ints, h.value);
+  }
+
+  size_t heap_bytes() const noexcept {
+    return ints.size() * sizeof(uint64_t) + bins.size() * sizeof(std::pair<uint64_t, std::string>) +
+           stale_ints.capacity() * (sizeof(std::pair<const uint64_t, uint32_t>) + 1) +
+           stale_bins.capacity() * (sizeof(std::pair<const std::string, uint32_t>) + 1);
+  }
+};
+
+struct positional_index::impl {
+  index_options opts;
+  index_stats stats;
+  absl::flat_hash_set<int_slot, detail::u64_slot_hash<int_slot>, detail::u64_slot_eq<int_slot>,
+                      table_allocator<int_slot>>
+      ints;
+  absl::flat_hash_map<std::string, entry> bins;  // bin/str engine hashes: rare
+  std::unique_ptr<cap_queue> fifo;               // max_resident only
+  residency_observer* observer = nullptr;
+
   std::vector<uint32_t> scratch;  // EAGLE: first id of each pair of one block
 
-  explicit impl(index_options o) : opts(o) {}
+  explicit impl(index_options o) : opts(o) {
+    if (opts.max_resident != 0) fifo = std::make_unique<cap_queue>();
+  }
 
   size_t size() const noexcept { return ints.size() + bins.size(); }
 
@@ -164,6 +228,7 @@ struct positional_index::impl {
       bins.erase(h.bytes);
     else
       ints.erase(h.value);
+    if (observer != nullptr) observer->forgotten(h);
   }
 
   uint64_t block_content(const block_stored& ev, size_t i, size_t bs) {
@@ -175,34 +240,51 @@ struct positional_index::impl {
     return fingerprint::content(scratch.data(), bs);
   }
 
+  // One more copy at tier `ti` of a held block, by the copy rules I1-I3.
+  void add_copy(const entry& e, unsigned ti, store_origin origin) {
+    const uint32_t n = e.copies(ti);
+    if (n == 0) {
+      e.set_copies(ti, 1);
+    } else if (origin == store_origin::reused) {
+      ++stats.reannounced;
+    } else if (n >= copy_fields[ti].max) {
+      ++stats.copies_saturated;
+    } else {
+      e.set_copies(ti, n + 1);
+      ++stats.copy_added;
+    }
+  }
+
   // Writes one block of a store. A known hash keeps its other tiers; if it was reported under
   // another fingerprint, that hint is evicted first so it cannot outlive the block.
-  void put(const engine_hash& h, uint64_t fp, uint32_t count, uint32_t tb, bool taint,
-           std::vector<index_op>& out) {
+  void put(const engine_hash& h, uint64_t fp, uint32_t count, unsigned ti, bool taint,
+           store_origin origin, std::vector<index_op>& out) {
     auto [e, inserted] = emplace(h);
-    uint32_t tiers = tb;
+    bool introduces = inserted;
     if (inserted) {
-      if (opts.max_resident != 0) push_fifo(h);
+      e->set_copies(ti, 1);
+      if (fifo) fifo->push(h);
+      if (observer != nullptr) observer->added(h);
     } else {
-      const uint32_t old_tiers = e->tiers();
       if (!e->tainted() && (taint || e->fp != fp)) {
-        out.push_back(make_op(index_op::kind::evict, *e, old_tiers));
+        out.push_back(make_op(index_op::kind::evict, *e, e->tiers()));
         ++stats.fingerprint_changes;
       }
-      tiers |= old_tiers;
+      introduces = e->tainted() || e->fp != fp;
+      add_copy(*e, ti, origin);
     }
-    e->assign(fp, count, tiers, taint);
+    e->assign(fp, count, taint);
     if (taint) {
       ++stats.tainted_blocks;
     } else {
-      out.push_back(make_op(index_op::kind::upsert, *e, tiers));
+      out.push_back(make_op(index_op::kind::upsert, *e, e->tiers(), introduces));
       ++stats.stored_blocks;
     }
   }
 
   // Legacy offload stores carry no tokens: they only say where a known block now also lives.
   void location_update(const block_stored& ev, std::vector<index_op>& out) {
-    const uint32_t tb = tier_bit(ev.medium.tier);
+    const unsigned ti = tier_index(ev.medium.tier);
     for (const engine_hash& h : ev.block_hashes) {
       const entry* e = find(h);
       if (e == nullptr) {
@@ -211,9 +293,8 @@ struct positional_index::impl {
       }
       ++stats.location_updates;
       const uint32_t old_tiers = e->tiers();
-      const uint32_t tiers = old_tiers | tb;
-      if (tiers == old_tiers) continue;
-      e->set_tiers(tiers);
+      add_copy(*e, ti, ev.origin);
+      const uint32_t tiers = e->tiers();
       if (!e->tainted() && warmest(tiers) != warmest(old_tiers))
         out.push_back(make_op(index_op::kind::upsert, *e, tiers));
     }
@@ -221,75 +302,27 @@ struct positional_index::impl {
 
   void forget(const engine_hash& h) {
     erase(h);
-    if (opts.max_resident == 0) return;
-    if (h.is_bytes())
-      ++stale_bins[h.bytes];
-    else
-      ++stale_ints[h.value];
+    if (!fifo) return;
+    fifo->mark_stale(h);
     // Churn under the cap leaves stale items behind; rebuild before they outnumber live ones.
-    if (fifo_pushed - fifo_popped > 2 * size() + 1024) compact_fifo();
-  }
-
-  void push_fifo(const engine_hash& h) {
-    if (h.is_bytes())
-      fifo_bins.emplace_back(fifo_pushed, h.bytes);
-    else
-      fifo_ints.push_back(h.value);
-    ++fifo_pushed;
-  }
-
-  bool pop_fifo(engine_hash& h) {
-    if (fifo_popped == fifo_pushed) return false;
-    const uint64_t pos = fifo_popped++;
-    if (!fifo_bins.empty() && fifo_bins.front().first == pos) {
-      h.bytes = std::move(fifo_bins.front().second);
-      h.value = 0;
-      fifo_bins.pop_front();
-    } else {
-      h.bytes.clear();
-      h.value = fifo_ints.front();
-      fifo_ints.pop_front();
-    }
-    return true;
-  }
-
-  // True when the oldest queue item of `h` belongs to an incarnation already forgotten.
-  bool consume_stale(const engine_hash& h) {
-    auto take = [](auto& map, const auto& key) {
-      auto it = map.find(key);
-      if (it == map.end()) return false;
-      if (--it->second == 0) map.erase(it);
-      return true;
-    };
-    return h.is_bytes() ? take(stale_bins, h.bytes) : take(stale_ints, h.value);
+    if (fifo->pushed - fifo->popped > 2 * size() + 1024) compact_fifo();
   }
 
   void compact_fifo() {
-    std::deque<uint64_t> live_ints;
-    std::deque<std::pair<uint64_t, std::string>> live_bins;
-    uint64_t pos = 0;
+    auto live = std::make_unique<cap_queue>();
     engine_hash h;
-    while (pop_fifo(h)) {
-      if (consume_stale(h) || find(h) == nullptr) continue;
-      if (h.is_bytes())
-        live_bins.emplace_back(pos, std::move(h.bytes));
-      else
-        live_ints.push_back(h.value);
-      ++pos;
+    while (fifo->pop(h)) {
+      if (fifo->consume_stale(h) || find(h) == nullptr) continue;
+      live->push(h);
     }
-    fifo_ints.swap(live_ints);
-    fifo_bins.swap(live_bins);
-    fifo_pushed = pos;
-    fifo_popped = 0;
-    stale_ints.clear();
-    stale_bins.clear();
+    fifo = std::move(live);
   }
 
   void enforce_cap(std::vector<index_op>& out) {
-    if (opts.max_resident == 0) return;
+    if (!fifo) return;
     engine_hash h;
-    while (size() > opts.max_resident && pop_fifo(h)) {
-      if (consume_stale(h)) continue;
+    while (size() > opts.max_resident && fifo->pop(h)) {
+      if (fifo->consume_stale(h)) continue;
       const entry* e = find(h);
       if (e == nullptr) continue;
       if (!e->tainted()) out.push_back(make_op(index_op::kind::evict, *e, e->tiers()));
@@ -298,14 +331,57 @@ struct positional_index::impl {
     }
   }
 
+  removal remove_hash(const engine_hash& h, const medium_info& m, const uint32_t* remaining,
+                      std::vector<index_op>& out) {
+    if (!m.known()) return removal::ignored;
+    const entry* e = find(h);
+    if (e == nullptr) {
+      ++stats.unknown_removals;
+      return removal::unknown;
+    }
+    const unsigned ti = tier_index(m.tier);
+    const uint32_t n = e->copies(ti);
+    if (n == 0) {
+      ++stats.removal_tier_absent;
+      return removal::tier_absent;
+    }
+    uint32_t left = n - 1;
+    if (remaining != nullptr) {
+      ++stats.authoritative_counts;
+      left = *remaining;
+    }
+    if (left != 0) {
+      e->set_copies(ti, left);
+      ++stats.copy_removed;
+      return removal::copy_left;
+    }
+    const uint32_t old_tiers = e->tiers();
+    e->set_copies(ti, 0);
+    const uint32_t tiers = e->tiers();
+    if (tiers != 0) {
+      if (!e->tainted() && warmest(tiers) != warmest(old_tiers)) {
+        out.push_back(make_op(index_op::kind::upsert, *e, tiers));
+        ++stats.downgrades;
+      }
+      return removal::downgraded;
+    }
+    if (!e->tainted()) {
+      if (opts.ignore_block_removed && ti == tier_index(tier::t1)) {
+        out.push_back(make_op(index_op::kind::upsert, *e, 2u));
+        ++stats.l2_downgrades;
+      } else {
+        out.push_back(make_op(index_op::kind::evict, *e, old_tiers));
+        ++stats.evictions;
+      }
+    }
+    forget(h);
+    return removal::forgotten;
+  }
+
   void reset() {
     ints.clear();
     bins.clear();
-    fifo_ints.clear();
-    fifo_bins.clear();
-    fifo_pushed = fifo_popped = 0;
-    stale_ints.clear();
-    stale_bins.clear();
+    if (fifo) fifo = std::make_unique<cap_queue>();
   }
 };
 
@@ -317,6 +393,10 @@ positional_index& positional_index::operator=(positional_index&&) noexcept = def
 void positional_index::stored(const block_stored& ev, std::vector<index_op>& out) {
   impl& m = *impl_;
   ++m.stats.stored_events;
+  if (!ev.medium.known()) {
+    ++m.stats.unknown_medium_events;
+    return;
+  }
   const size_t n = ev.block_hashes.size();
   if (n == 0) {
     ++m.stats.empty_events;
@@ -370,56 +450,47 @@ void positional_index::stored(const block_stored& ev, std::vector<index_op>& out
     return;
   }
 
-  const uint32_t tb = tier_bit(ev.medium.tier);
+  const unsigned ti = tier_index(ev.medium.tier);
   for (size_t i = 0; i < n; ++i) {
     if (i < clean) {
       const uint64_t c = m.block_content(ev, i, bs);
       prefix = chained ? fingerprint::chain(prefix, c) : c;
       chained = true;
       const auto count = static_cast<uint32_t>(base + static_cast<uint64_t>(bs) * (i + 1));
-      m.put(ev.block_hashes[i], prefix, count, tb, false, out);
+      m.put(ev.block_hashes[i], prefix, count, ti, false, ev.origin, out);
     } else {
-      m.put(ev.block_hashes[i], 0, 0, tb, true, out);
+      m.put(ev.block_hashes[i], 0, 0, ti, true, ev.origin, out);
     }
   }
   m.enforce_cap(out);
 }
 
+const uint32_t* positional_index::usable_counts(const block_removed& ev) {
+  if (!ev.has_remaining_copies) return nullptr;
+  if (ev.remaining_copies.size() != ev.block_hashes.size()) {
+    ++impl_->stats.copy_counts_ignored;
+    return nullptr;
+  }
+  return ev.remaining_copies.data();
+}
+
 void positional_index::removed(const block_removed& ev, std::vector<index_op>& out) {
   impl& m = *impl_;
   ++m.stats.removed_events;
-  const uint32_t tb = tier_bit(ev.medium.tier);
-  for (const engine_hash& h : ev.block_hashes) {
-    const entry* e = m.find(h);
-    if (e == nullptr) {
-      ++m.stats.unknown_removals;
-      continue;
-    }
-    const uint32_t old_tiers = e->tiers();
-    if ((old_tiers & tb) == 0) {
-      ++m.stats.removal_tier_absent;
-      continue;
-    }
-    const uint32_t tiers = old_tiers & ~tb;
-    if (tiers != 0) {
-      e->set_tiers(tiers);
-      if (!e->tainted() && warmest(tiers) != warmest(old_tiers)) {
-        out.push_back(make_op(index_op::kind::upsert, *e, tiers));
-        ++m.stats.downgrades;
-      }
-      continue;
-    }
-    if (!e->tainted()) {
-      if (m.opts.ignore_block_removed && tb == tier_bit(tier::t1)) {
-        out.push_back(make_op(index_op::kind::upsert, *e, tier_bit(tier::t2)));
-        ++m.stats.l2_downgrades;
-      } else {
-        out.push_back(make_op(index_op::kind::evict, *e, old_tiers));
-        ++m.stats.evictions;
-      }
-    }
-    m.forget(h);
+  if (!ev.medium.known()) {
+    ++m.stats.unknown_medium_events;
+    return;
   }
+  const uint32_t* counts = usable_counts(ev);
+  for (size_t i = 0; i < ev.block_hashes.size(); ++i)
+    m.remove_hash(ev.block_hashes[i], ev.medium, counts ? counts + i : nullptr, out);
+}
+
+positional_index::removal positional_index::remove_hash(const engine_hash& h,
+                                                        const medium_info& m,
+                                                        const uint32_t* remaining,
+                                                        std::vector<index_op>& out) {
+  return impl_->remove_hash(h, m, remaining, out);
 }
 
 void positional_index::clear() {
@@ -428,6 +499,24 @@ void positional_index::clear() {
 }
 
 size_t positional_index::size() const noexcept { return impl_->size(); }
+
+bool positional_index::contains(const engine_hash& h) const { return impl_->find(h) != nullptr; }
+
+uint32_t positional_index::copies(const engine_hash& h, tier t) const {
+  const entry* e = impl_->find(h);
+  return e == nullptr ? 0 : e->copies(tier_index(t));
+}
+
+void positional_index::for_each_hash(const std::function<void(const engine_hash&)>& fn) const {
+  engine_hash h;
+  for (const int_slot& s : impl_->ints) {
+    h.value = s.key;
+    fn(h);
+  }
+  for (const auto& kv : impl_->bins) fn(engine_hash{0, kv.first});
+}
+
+void positional_index::set_observer(residency_observer* o) noexcept { impl_->observer = o; }
 
 void positional_index::for_each_resident(
     const std::function<void(uint64_t, uint32_t, tier)>& fn) const {
@@ -445,10 +534,7 @@ size_t positional_index::heap_bytes() const noexcept {
   bytes += m.bins.capacity() * (sizeof(std::pair<const std::string, entry>) + 1);
   for (const auto& kv : m.bins)
     if (kv.first.capacity() > 15) bytes += kv.first.capacity() + 1;
-  bytes += m.fifo_ints.size() * sizeof(uint64_t);
-  bytes += m.fifo_bins.size() * sizeof(std::pair<uint64_t, std::string>);
-  bytes += m.stale_ints.capacity() * (sizeof(std::pair<const uint64_t, uint32_t>) + 1);
-  bytes += m.stale_bins.capacity() * (sizeof(std::pair<const std::string, uint32_t>) + 1);
+  if (m.fifo) bytes += sizeof(cap_queue) + m.fifo->heap_bytes();
   return bytes;
 }
 

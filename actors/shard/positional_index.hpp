@@ -1,9 +1,35 @@
 #pragma once
-// The reverse map of one (pipeline, adapter partition): engine block hash → our prefix
-// fingerprint, cumulative token count and the tiers that hold the block. It turns decoded
-// BlockStored / BlockRemoved / AllBlocksCleared events into upsert/evict ops for the debouncer.
-// Behaviour: shared/spec/reference-behaviour.md §1.3 (P01–P09) plus DESIGN.md "Beyond the
-// reference" (unknown parent policy, tiers from medium, salted/multimodal taint, resident cap).
+// The reverse map of one (pipeline, adapter) partition: engine block hash → our prefix
+// fingerprint, cumulative token count and, per tier, how many physical copies the engine holds.
+// It turns decoded BlockStored / BlockRemoved / AllBlocksCleared events into upsert/evict ops
+// for the debouncer. Behaviour: shared/spec/reference-behaviour.md §1.3 (P01–P09) plus DESIGN.md
+// "Beyond the reference" (unknown parent policy, tiers from medium, salted/multimodal taint,
+// resident cap) and these rules of its own:
+//
+//  I1. Copies. vLLM does not deduplicate cached blocks: one hash can be held by several physical
+//      blocks, each stored and removed on its own (#48933, #55092). The index counts copies per
+//      (hash, tier). A store at a tier adds a copy; a removal takes one away; only the removal
+//      of the last copy of a tier downgrades (another tier still holds the block) or evicts.
+//  I2. Re-announcements. A store of a held hash whose `origin` is REUSED (vLLM #51699, sent for
+//      prefix-cache hits under kv_cache_report_mode="full", #45261) refreshes the entry (it is
+//      re-reported) but adds no copy, except that a tier that held none gets one. A store
+//      without `origin`, or with NEW, is a new copy: an engine in "full" mode that does not send
+//      `origin` makes the count too high (see I4 for what corrects it). Counted as
+//      `reannounced` and `copy_added`.
+//  I3. Saturation. Counts live in spare bits of the entry: at most 7 GPU copies and 3 at each
+//      other tier. A copy beyond that is not counted (`copies_saturated`), so the block is
+//      evicted after that many removals while the engine may still hold more: a missed hit,
+//      never a hint the engine cannot serve.
+//  I4. A BlockRemoved that carries `remaining_copy_counts` (vLLM #48933) is authoritative: the
+//      tier's count becomes that value (saturated), 0 removes the tier. A list whose length is
+//      not the number of hashes is ignored (`copy_counts_ignored`) and the removal counts down.
+//  I5. AllBlocksCleared, a new engine incarnation and lost history clear the index, counts
+//      included.
+//  I6. A block whose medium is unknown is never indexed, and a removal at an unknown medium
+//      changes nothing (the decoder filters both first; this is the index's own guard).
+//  I7. `index_op::introduces` is set on the upsert of a key new to the partition: a new block,
+//      a re-store under another fingerprint, or a formerly tainted block indexed now.
+//
 // Pure logic: no CAF, no I/O; untrusted input never throws and never crashes.
 
 #include <cstddef>
@@ -54,6 +80,13 @@ struct index_stats {
   uint64_t removed_events = 0;           // BlockRemoved events seen
   uint64_t unknown_removals = 0;         // removed hashes not in the map (P09)
   uint64_t removal_tier_absent = 0;      // removed from a tier the block was not known at
+  uint64_t copy_added = 0;               // store of a held hash at a held tier: one more copy (I1)
+  uint64_t reannounced = 0;              // REUSED store of a held hash: refreshed, no copy (I2)
+  uint64_t copies_saturated = 0;         // a copy not counted: the tier's count is at its max (I3)
+  uint64_t copy_removed = 0;             // a removal that left copies at its tier: no op (I1)
+  uint64_t authoritative_counts = 0;     // hashes whose count came from remaining_copy_counts
+  uint64_t copy_counts_ignored = 0;      // removal events whose remaining_copy_counts was unusable
+  uint64_t unknown_medium_events = 0;    // events at a medium we do not know: ignored (I6)
   uint64_t downgrades = 0;               // removals that left a colder tier (upsert emitted)
   uint64_t evictions = 0;                // evict ops from removals
   uint64_t l2_downgrades = 0;            // ignore_block_removed: removals turned into T2 upserts
@@ -61,11 +94,35 @@ struct index_stats {
   uint64_t clears = 0;
 };
 
+/// Told when a hash becomes resident in an index and when it leaves (removal, cap), so that
+/// something outside (the removal router's directory) can follow membership exactly. Not told
+/// on clear(): whoever clears knows.
+class residency_observer {
+ public:
+  virtual ~residency_observer() = default;
+  virtual void added(const engine_hash& h) = 0;
+  virtual void forgotten(const engine_hash& h) = 0;
+};
+
 class positional_index {
  public:
   /// Cumulative token counts above this are rejected (event not indexed, token_overflow++):
-  /// the count shares a 32-bit word with the tier bits to keep an entry at 20 bytes.
-  static constexpr uint32_t max_token_count = (1u << 28) - 1;
+  /// the count shares a 32-bit word with the copy counts and the taint bit to keep an entry at
+  /// 20 bytes. 16 Mi tokens is above every context length served today.
+  static constexpr uint32_t max_token_count = (1u << 24) - 1;
+  /// Most copies counted per tier (I3).
+  static constexpr uint32_t max_copies_t1 = 7;
+  static constexpr uint32_t max_copies_other = 3;
+
+  /// What one hash of a removal did.
+  enum class removal : uint8_t {
+    unknown,     // not in the map (P09)
+    tier_absent, // the block was not known at that tier
+    copy_left,   // copies remain at the tier: nothing emitted
+    downgraded,  // the tier went, a colder one holds it (an upsert, or nothing if not warmer)
+    forgotten,   // the last tier went: evicted (or an L2 downgrade) and forgotten
+    ignored,     // unknown medium
+  };
 
   explicit positional_index(index_options opts = {});
   ~positional_index();
@@ -81,11 +138,29 @@ class positional_index {
   /// Applies a BlockRemoved at ev.medium's tier; appends downgrade upserts and evicts.
   void removed(const block_removed& ev, std::vector<index_op>& out);
 
+  /// One hash of a removal, for a router that splits an event across partitions. `remaining`
+  /// is the engine's authoritative count for it (I4), or nullptr.
+  removal remove_hash(const engine_hash& h, const medium_info& m, const uint32_t* remaining,
+                      std::vector<index_op>& out);
+
+  /// The remaining_copy_counts of `ev` when they can be used (one per hash), else nullptr;
+  /// counts an unusable list in stats.
+  const uint32_t* usable_counts(const block_removed& ev);
+
   /// AllBlocksCleared (P05): forget everything. Emits nothing: the caller sends ALL_CLEARED.
   void clear();
 
   /// Remembered blocks, tainted ones included (what max_resident bounds).
   size_t size() const noexcept;
+  bool contains(const engine_hash& h) const;
+  /// Copies counted for `h` at tier `t` (0 when absent).
+  uint32_t copies(const engine_hash& h, tier t) const;
+
+  /// Every remembered hash, tainted ones included. Order is unspecified.
+  void for_each_hash(const std::function<void(const engine_hash&)>& fn) const;
+
+  /// Who to tell about membership changes (nullptr: nobody). Not owned.
+  void set_observer(residency_observer* o) noexcept;
 
   /// Every indexed (not tainted) block with its warmest tier, for resync. Order is unspecified.
   void for_each_resident(const std::function<void(uint64_t fingerprint, uint32_t token_count,

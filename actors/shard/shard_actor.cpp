@@ -4,144 +4,221 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <array>
+#include <utility>
+
+#include "actors/shard/partition_set.hpp"
 #include "base/clock.hpp"
 #include "base/log.hpp"
-#include "base/rate_limiter.hpp"
 #include "base/metrics_registry.hpp"
+#include "base/rate_limiter.hpp"
 
 namespace kvrelay {
 
 namespace {
 
 constexpr size_t resync_chunk = 16384;
+constexpr size_t status_partitions = 64;  // partitions listed by name in /debug/tree
 
+// kvrelay_index_blocks_total{outcome}: the index counters published per partition.
+struct outcome {
+  const char* label;
+  uint64_t index_stats::*field;
+};
+constexpr outcome outcomes[] = {
+    {"stored", &index_stats::stored_blocks},
+    {"mismatch_event", &index_stats::mismatches},
+    {"empty_event", &index_stats::empty_events},
+    {"unknown_parent_dropped_event", &index_stats::unknown_parent_dropped},
+    {"unknown_parent_rerooted_event", &index_stats::unknown_parent_rerooted},
+    {"tainted", &index_stats::tainted_blocks},
+    {"fingerprint_change", &index_stats::fingerprint_changes},
+    {"location_update", &index_stats::location_updates},
+    {"location_unknown", &index_stats::location_unknown},
+    {"unknown_removal", &index_stats::unknown_removals},
+    {"removal_tier_absent", &index_stats::removal_tier_absent},
+    {"copy_added", &index_stats::copy_added},
+    {"reannounced", &index_stats::reannounced},
+    {"copies_saturated", &index_stats::copies_saturated},
+    {"copy_removed", &index_stats::copy_removed},
+    {"authoritative_count", &index_stats::authoritative_counts},
+    {"copy_counts_ignored_event", &index_stats::copy_counts_ignored},
+    {"unknown_medium_event", &index_stats::unknown_medium_events},
+    {"downgrade", &index_stats::downgrades},
+    {"evicted", &index_stats::evictions},
+    {"l2_downgrade", &index_stats::l2_downgrades},
+    {"cap_evicted", &index_stats::cap_evictions},
+    {"token_overflow_event", &index_stats::token_overflow},
+};
+constexpr size_t outcome_count = sizeof outcomes / sizeof outcomes[0];
+
+// One partition's series: the gauge at creation, each outcome on its first non-zero delta.
+struct partition_series {
+  gauge_series* resident = nullptr;
+  std::array<counter_series*, outcome_count> outcomes{};
+  index_stats published;
+};
 
 struct shard_state {
   static inline constexpr const char* name = "shard";
 
   pipeline_context ctx;
-  shard_options opts;
-  positional_index index;
+  partition_set parts;
   debouncer_actor debouncer;
   uint64_t epoch = 0;
-  std::vector<index_op> scratch;
-  index_stats last;  // counters already published
-  gauge_series* resident = nullptr;
+  std::vector<partition_series> series;
+  partition_set::counters routing_published;
+  std::array<counter_series*, 4> routing{};  // unrouted, shared, counts ignored, bad partition
   rate_limiter no_entries_log{5, 10'000};
 };
 
 using shard_self = shard_actor::stateful_pointer<shard_state>;
 
-// Publishes the index counters' growth since last time (cheap: a handful of adds per batch).
-void publish_stats(shard_state& st) {
-  const auto& now = st.index.stats();
-  const auto bump = [&](const char* outcome, uint64_t cur, uint64_t& prev) {
-    if (cur == prev) return;
-    st.ctx.counter("kvrelay_index_blocks_total",
-                   "Index outcomes per block or event, by adapter partition",
-                   {{"adapter", st.opts.adapter}, {"outcome", outcome}})
-        .inc(cur - prev);
-    prev = cur;
-  };
-  auto& l = st.last;
-  bump("stored", now.stored_blocks, l.stored_blocks);
-  bump("mismatch_event", now.mismatches, l.mismatches);
-  bump("empty_event", now.empty_events, l.empty_events);
-  bump("unknown_parent_dropped_event", now.unknown_parent_dropped, l.unknown_parent_dropped);
-  bump("unknown_parent_rerooted_event", now.unknown_parent_rerooted, l.unknown_parent_rerooted);
-  bump("tainted", now.tainted_blocks, l.tainted_blocks);
-  bump("location_update", now.location_updates, l.location_updates);
-  bump("location_unknown", now.location_unknown, l.location_unknown);
-  bump("unknown_removal", now.unknown_removals, l.unknown_removals);
-  bump("downgrade", now.downgrades, l.downgrades);
-  bump("evicted", now.evictions, l.evictions);
-  bump("cap_evicted", now.cap_evictions, l.cap_evictions);
-  bump("token_overflow_event", now.token_overflow, l.token_overflow);
-  st.resident->set(static_cast<double>(st.index.size()));
+void bump(counter_series* s, uint64_t now, uint64_t& before) {
+  if (now != before) s->inc(now - before);
+  before = now;
 }
 
-void send_ops(shard_self self, int64_t ts_us, bool had_store, bool resync) {
+// New partitions get their series once; every touched one publishes its counters' growth.
+void publish(shard_state& st, uint32_t partition) {
+  while (st.series.size() < st.parts.size()) {
+    partition_series s;
+    s.resident = &st.ctx.gauge("kvrelay_resident_blocks",
+                               "Blocks in the reverse map, by adapter partition",
+                               {{"adapter", st.parts.name(static_cast<uint32_t>(st.series.size()))}});
+    st.series.push_back(std::move(s));
+  }
+  if (partition >= st.series.size()) return;
+  const positional_index& idx = st.parts.index(partition);
+  const index_stats& now = idx.stats();
+  partition_series& ps = st.series[partition];
+  const uint64_t no_entries_before = ps.published.mismatches + ps.published.empty_events;
+  for (size_t i = 0; i < outcome_count; ++i) {
+    const uint64_t cur = now.*outcomes[i].field;
+    uint64_t& prev = ps.published.*outcomes[i].field;
+    if (cur == prev) continue;
+    auto*& s = ps.outcomes[i];
+    if (s == nullptr)
+      s = &st.ctx.counter("kvrelay_index_blocks_total",
+                          "Index outcomes per block or event, by adapter partition",
+                          {{"adapter", st.parts.name(partition)}, {"outcome", outcomes[i].label}});
+    bump(s, cur, prev);
+  }
+  ps.resident->set(static_cast<double>(idx.size()));
+  const uint64_t no_entries = now.mismatches + now.empty_events - no_entries_before;
+  uint64_t suppressed = 0;
+  if (no_entries != 0 && st.no_entries_log.allow(suppressed))
+    log::warn("BlockStored produced no index entries (missing or mismatched token_ids)",
+              {{"replica", st.ctx.name},
+               {"adapter", st.parts.name(partition)},
+               {"events", no_entries},
+               {"suppressed", suppressed}});
+}
+
+void publish_routing(shard_state& st) {
+  const auto& now = st.parts.stats();
+  auto& was = st.routing_published;
+  bump(st.routing[0], now.unrouted_hashes, was.unrouted_hashes);
+  bump(st.routing[1], now.shared_hashes, was.shared_hashes);
+  bump(st.routing[2], now.copy_counts_ignored, was.copy_counts_ignored);
+  bump(st.routing[3], now.bad_partition_events, was.bad_partition_events);
+}
+
+void send_ops(shard_self self, uint32_t partition, int64_t ts_us, bool had_store, bool resync,
+              std::vector<index_op>&& ops) {
   auto& st = self->state;
   auto out = std::make_shared<shard_ops>();
-  out->adapter = st.opts.adapter;
+  out->adapter = st.parts.name(partition);
   out->epoch = st.epoch;
   out->ts_us = ts_us;
   out->had_store = had_store;
   out->resync = resync;
-  out->ops.swap(st.scratch);  // the index's ops go out as they are: no per-op copy
+  out->ops = std::move(ops);  // the index's ops go out as they are: no per-op copy
   self->send(st.debouncer, shard_ops_ptr{std::move(out)});
 }
 
 void on_work(shard_self self, const shard_work& w) {
   auto& st = self->state;
-  if (w.epoch < st.epoch) return;  // raced a clear; the decoder already superseded it
-  st.epoch = w.epoch;
-  bool had_store = false;
-  for (const auto& ev : w.events) {
-    if (ev.type == event_type::stored) {
-      had_store = true;
-      const auto before = st.index.stats().mismatches + st.index.stats().empty_events;
-      const auto ops_before = st.scratch.size();
-      st.index.stored(ev.stored, st.scratch);
-      const auto after = st.index.stats().mismatches + st.index.stats().empty_events;
-      uint64_t suppressed = 0;
-      if (after != before && st.scratch.size() == ops_before && !ev.stored.block_hashes.empty() &&
-          st.no_entries_log.allow(suppressed))
-        log::warn("BlockStored produced no index entries (missing or mismatched token_ids)",
-                  {{"replica", st.ctx.name},
-                   {"block_hashes", ev.stored.block_hashes.size()},
-                   {"token_ids", ev.stored.token_ids.size()},
-                   {"block_size", ev.stored.block_size},
-                   {"suppressed", suppressed}});
-    } else if (ev.type == event_type::removed) {
-      st.index.removed(ev.removed, st.scratch);
-    }
+  if (w.epoch < st.epoch) {  // raced a clear; the decoder already superseded it
+    st.parts.declare(w);
+    publish(st, ~0u);
+    return;
   }
-  if (!st.scratch.empty() || had_store) send_ops(self, engine_ts_to_us(w.ts), had_store, false);
-  publish_stats(st);
+  st.epoch = w.epoch;
+  const int64_t ts_us = engine_ts_to_us(w.ts);
+  for (auto& r : st.parts.apply(w)) {
+    publish(st, r.partition);
+    send_ops(self, r.partition, ts_us, r.had_store, false, std::move(r.ops));
+  }
+  publish(st, ~0u);  // series for partitions declared but not touched
+  publish_routing(st);
+}
+
+void on_resync(shard_self self) {
+  auto& st = self->state;
+  std::vector<std::vector<index_op>> chunks(st.parts.size());
+  st.parts.for_each_resident([&](uint32_t p, uint64_t fp, uint32_t tokens, tier t) {
+    auto& c = chunks[p];
+    c.push_back(index_op{index_op::kind::upsert, fp, tokens, t});
+    if (c.size() >= resync_chunk) send_ops(self, p, 0, false, true, std::exchange(c, {}));
+  });
+  for (uint32_t p = 0; p < chunks.size(); ++p)
+    if (!chunks[p].empty()) send_ops(self, p, 0, false, true, std::move(chunks[p]));
+}
+
+actor_status status_of(shard_self self) {
+  auto& s = self->state;
+  actor_status j("shard", self->mailbox().size());
+  size_t resident = 0;
+  uint64_t stored = 0, evictions = 0;
+  actor_status::string_map adapters;
+  for (uint32_t p = 0; p < s.parts.size(); ++p) {
+    const auto& idx = s.parts.index(p);
+    resident += idx.size();
+    stored += idx.stats().stored_blocks;
+    evictions += idx.stats().evictions;
+    if (p < status_partitions) adapters.emplace_back(s.parts.name(p), std::to_string(idx.size()));
+  }
+  j.add("partitions", s.parts.size());
+  j.add("resident_blocks", resident);
+  j.add("heap_bytes", s.parts.heap_bytes());
+  j.add("directory_entries", s.parts.directory_size());
+  j.add("epoch", s.epoch);
+  j.add("stored_blocks", stored);
+  j.add("evictions", evictions);
+  j.add("unrouted_removals", s.parts.stats().unrouted_hashes);
+  j.add("resident_by_adapter", std::move(adapters));
+  return j;
 }
 
 shard_actor::behavior_type shard_fn(shard_self self, pipeline_context ctx, shard_options opts,
                                     debouncer_actor debouncer) {
   auto& st = self->state;
-  st.index = positional_index(opts.index);
-  st.opts = std::move(opts);
+  st.parts = partition_set(opts.index);
   st.debouncer = std::move(debouncer);
   st.ctx = std::move(ctx);
-  st.resident = &st.ctx.gauge("kvrelay_resident_blocks",
-                              "Blocks in the reverse map, by adapter partition",
-                              {{"adapter", st.opts.adapter}});
+  const char* const routing_labels[] = {"unrouted", "shared", "copy_counts_ignored",
+                                        "bad_partition"};
+  for (size_t i = 0; i < st.routing.size(); ++i)
+    st.routing[i] = &st.ctx.counter("kvrelay_removal_routing_total",
+                                    "Removed hashes by how they were routed to partitions",
+                                    {{"outcome", routing_labels[i]}});
   return {
       [=](shard_work_ptr w) { on_work(self, *w); },
       [=](atom::clear, uint64_t epoch) {
         auto& s = self->state;
         if (epoch < s.epoch) return;
         s.epoch = epoch;
-        s.index.clear();
-        publish_stats(s);
+        s.parts.clear();
+        for (uint32_t p = 0; p < s.parts.size(); ++p) publish(s, p);
       },
       [=](atom::resync, uint64_t epoch) {
-        auto& s = self->state;
-        if (epoch < s.epoch) return;
-        s.index.for_each_resident([&](uint64_t fp, uint32_t tokens, tier t) {
-          s.scratch.push_back(index_op{index_op::kind::upsert, fp, tokens, t});
-          if (s.scratch.size() >= resync_chunk) send_ops(self, 0, false, true);
-        });
-        if (!s.scratch.empty()) send_ops(self, 0, false, true);
+        if (epoch < self->state.epoch) return;
+        on_resync(self);
       },
       [=](atom::drain) { return true; },  // mailbox order makes this a barrier
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
-      [=](atom::status) {
-        auto& s = self->state;
-        actor_status j("shard", self->mailbox().size());
-        j.add("adapter", s.opts.adapter);
-        j.add("resident_blocks", s.index.size());
-        j.add("heap_bytes", s.index.heap_bytes());
-        j.add("epoch", s.epoch);
-        j.add("stored_blocks", s.index.stats().stored_blocks);
-        j.add("evictions", s.index.stats().evictions);
-        return j;
-      },
+      [=](atom::status) { return status_of(self); },
   };
 }
 

@@ -1,8 +1,11 @@
 #pragma once
-// A shard: the positional index of one (pipeline, adapter) partition, as an actor. Isolation
-// between adapters is the point: one adapter's flood is capped on its own and shows in its own
-// counters. A shard is spawned linked to the decoder: if it dies its reverse map is gone, so the
-// whole data path restarts from a clear (and replay), never leaving hints it can no longer evict.
+// The shard: every adapter partition of one pipeline (actors/shard/partition_set.hpp), as an
+// actor. Partitions keep adapters apart (each has its own reverse map, resident cap and
+// counters); one actor holds them all so that a removal, which names no adapter, reaches the
+// partition holding its hash through a directory kept exactly in step, with no fan-out and no
+// per-adapter mailbox. Spawned linked to the decoder: if it dies its reverse maps are gone, so
+// the whole data path restarts from a clear (and replay), never leaving hints it can no longer
+// evict.
 
 #include <memory>
 #include <string>
@@ -18,8 +21,7 @@ class local_actor;
 namespace kvrelay {
 
 struct shard_options {
-  std::string adapter;     // "" = base model
-  index_options index;
+  index_options index;  // for every partition
 };
 
 /// Spawns a shard linked to `parent` (the decoder).

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/fingerprint.hpp"
+#include "actors/shard/partition_set.hpp"
 #include "actors/shard/positional_index.hpp"
 
 namespace {
@@ -22,6 +23,7 @@ using kvrelay::block_stored;
 using kvrelay::engine_hash;
 using kvrelay::index_op;
 using kvrelay::index_options;
+using kvrelay::partition_set;
 using kvrelay::positional_index;
 
 constexpr int64_t block_size = 16;
@@ -86,41 +88,49 @@ uint64_t mix(uint64_t x) {  // splitmix64: engine-like random hashes, recomputab
   return x ^ (x >> 31);
 }
 
-// Steady state at 1M resident blocks: each 4-block store is paired with the removal of the
-// event stored 2^18 events earlier, so the table neither grows nor stays cache-warm. The event
-// itself is hot, as it is right after the decoder: hashes are recomputed, token payloads come
-// from a small pool.
-void IndexStoreEvictSteady(benchmark::State& state) {
-  constexpr uint64_t resident_events = uint64_t{1} << 18;
-  const auto payloads = make_events(4096, 1, 2);
-  block_stored ev;
-  ev.block_hashes.resize(blocks_per_event);
-  ev.block_size = block_size;
-  ev.first_tainted_block = blocks_per_event;
-  block_removed rm;
-  rm.block_hashes.resize(blocks_per_event);
-  auto make_store = [&](uint64_t e) {
+// The steady-state stream: event e stores blocks mix(4e)..mix(4e+3), chained to the previous
+// event except every 16th; removal_of(e) names the blocks of event e.
+struct steady_stream {
+  std::vector<block_stored> payloads = make_events(4096, 1, 2);
+  void store(uint64_t e, block_stored& ev) const {
+    ev.block_hashes.resize(blocks_per_event);
+    ev.block_size = block_size;
+    ev.first_tainted_block = blocks_per_event;
     for (size_t b = 0; b < blocks_per_event; ++b) ev.block_hashes[b].value = mix(e * 4 + b);
     if (e % 16 == 0)
       ev.parent.reset();
     else
       ev.parent = engine_hash::from_int(mix(e * 4 - 1));
     ev.token_ids = payloads[e % payloads.size()].token_ids;
-  };
+  }
+  static void removal_of(uint64_t e, block_removed& rm) {
+    rm.block_hashes.resize(blocks_per_event);
+    for (size_t b = 0; b < blocks_per_event; ++b) rm.block_hashes[b].value = mix(e * 4 + b);
+  }
+};
+
+// Steady state at 1M resident blocks: each 4-block store is paired with the removal of the
+// event stored 2^18 events earlier, so the table neither grows nor stays cache-warm. The event
+// itself is hot, as it is right after the decoder: hashes are recomputed, token payloads come
+// from a small pool.
+void IndexStoreEvictSteady(benchmark::State& state) {
+  constexpr uint64_t resident_events = uint64_t{1} << 18;
+  const steady_stream stream;
+  block_stored ev;
+  block_removed rm;
   positional_index idx;
   std::vector<index_op> out;
   out.reserve(16);
   uint64_t e = 0;
   for (; e < resident_events; ++e) {
-    make_store(e);
+    stream.store(e, ev);
     out.clear();
     idx.stored(ev, out);
   }
   size_t blocks = 0;
   for (auto _ : state) {
-    for (size_t b = 0; b < blocks_per_event; ++b)
-      rm.block_hashes[b].value = mix((e - resident_events) * 4 + b);
-    make_store(e);
+    steady_stream::removal_of(e - resident_events, rm);
+    stream.store(e, ev);
     out.clear();
     idx.removed(rm, out);
     idx.stored(ev, out);
@@ -134,6 +144,59 @@ void IndexStoreEvictSteady(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(blocks));
 }
 BENCHMARK(IndexStoreEvictSteady);
+
+// The same steady state through the shard's protocol, with the stores spread over Arg adapter
+// partitions (round robin by chain) and the removals naming none: at 1 partition every removal
+// goes to it; at more, the hash directory routes each removed hash to its holder. Compare the
+// two in one run (issue 12 item 5: removal routing for LoRA fleets).
+void PartitionStoreEvictSteady(benchmark::State& state) {
+  constexpr uint64_t resident_events = uint64_t{1} << 16;
+  const auto partitions = static_cast<uint32_t>(state.range(0));
+  const steady_stream stream;
+  kvrelay::shard_work w;
+  w.epoch = 1;
+  w.events.resize(2);
+  w.partitions = {0, 0};
+  w.events[0].type = kvrelay::event_type::stored;
+  w.events[1].type = kvrelay::event_type::removed;
+  // A chain (16 events) stays in one partition, as a request does.
+  auto make_store = [&](uint64_t e) {
+    stream.store(e, w.events[0].stored);
+    w.partitions[0] = static_cast<uint32_t>((e / 16) % partitions);
+  };
+  partition_set ps;
+  kvrelay::shard_work declare;
+  for (uint32_t p = 0; p < partitions; ++p) declare.new_partitions.push_back("lora-" + std::to_string(p));
+  ps.declare(declare);
+  kvrelay::shard_work fill = w;
+  fill.events.resize(1);
+  fill.partitions.resize(1);
+  uint64_t e = 0;
+  for (; e < resident_events; ++e) {
+    make_store(e);
+    fill.events[0].stored = w.events[0].stored;
+    fill.partitions[0] = w.partitions[0];
+    ps.apply(fill);
+  }
+  size_t blocks = 0;
+  for (auto _ : state) {
+    steady_stream::removal_of(e - resident_events, w.events[1].removed);
+    make_store(e);
+    benchmark::DoNotOptimize(ps.apply(w).data());
+    ++e;
+    blocks += blocks_per_event;
+  }
+  size_t resident = 0;
+  for (uint32_t p = 0; p < ps.size(); ++p) resident += ps.index(p).size();
+  state.counters["resident"] = static_cast<double>(resident);
+  state.counters["directory"] = static_cast<double>(ps.directory_size());
+  state.counters["bytes_per_block"] =
+      static_cast<double>(ps.heap_bytes()) / static_cast<double>(resident);
+  state.counters["time_per_block"] = benchmark::Counter(
+      static_cast<double>(blocks), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.SetItemsProcessed(static_cast<int64_t>(blocks));
+}
+BENCHMARK(PartitionStoreEvictSteady)->Arg(1)->Arg(2)->Arg(256);
 
 // The hashing floor for the same events: content + chain, no map.
 void FingerprintOnly(benchmark::State& state) {

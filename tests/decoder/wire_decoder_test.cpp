@@ -1,5 +1,6 @@
 // Reference behaviours D01–D22 (reference-behaviour.md §1.1) and engine-wire.md's "MUST accept" /
-// "SHOULD reject" lists, built with msgpack-cxx's packer.
+// "SHOULD reject" lists, built with msgpack-cxx's packer. Long because it walks those lists item
+// by item.
 #include "decoder_test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -504,29 +505,162 @@ TEST(WireDecoderAccept, MediumMapping) {
   struct row {
     const char* s;
     tier t;
-    bool known;
+    medium_id id;
   };
-  for (const row& r : std::vector<row>{{"GPU", tier::t1, true},
-                                       {"gpu", tier::t1, true},
-                                       {"CPU", tier::t2, true},
-                                       {"cpu", tier::t2, true},
-                                       {"CPU_PINNED", tier::t2, true},
-                                       {"CPU_TIER1", tier::t2, true},
-                                       {"CPU_TIER2", tier::t3, true},
-                                       {"DISK", tier::t3, true},
-                                       {"STORAGE", tier::t3, true},
-                                       {"EXTERNAL", tier::t3, true},
-                                       {"NVME", tier::t3, true},
-                                       {"remote", tier::t3, true},
-                                       {"QUANTUM_FOAM", tier::t3, false},
-                                       {"", tier::t3, false}}) {
+  // engine-wire §3: vLLM, SGLang, LMCache and Dynamo's aliases, case-insensitive.
+  for (const row& r : std::vector<row>{{"GPU", tier::t1, medium_id::gpu},
+                                       {"gpu", tier::t1, medium_id::gpu},
+                                       {"CPU", tier::t2, medium_id::cpu},
+                                       {"cpu", tier::t2, medium_id::cpu},
+                                       {"CPU_PINNED", tier::t2, medium_id::cpu_pinned},
+                                       {"lmcache-l1", tier::t2, medium_id::lmcache_l1},
+                                       {"LMCACHE-L1", tier::t2, medium_id::lmcache_l1},
+                                       {"CPU_TIER1", tier::t2, medium_id::cpu_tier1},
+                                       {"CPU_TIER2", tier::t3, medium_id::cpu_tier2},
+                                       {"DISK", tier::t3, medium_id::disk},
+                                       {"FS", tier::t3, medium_id::fs},
+                                       {"OBJ", tier::t3, medium_id::obj},
+                                       {"STORAGE", tier::t3, medium_id::storage},
+                                       {"EXTERNAL", tier::t3, medium_id::external},
+                                       {"lmcache-l2", tier::t3, medium_id::lmcache_l2},
+                                       {"lmcache-l2-redis", tier::t3, medium_id::lmcache_l2},
+                                       {"lmcache-l2-s3", tier::t3, medium_id::lmcache_l2},
+                                       {"NVME", tier::t3, medium_id::nvme},
+                                       {"remote", tier::t3, medium_id::remote},
+                                       {"QUANTUM_FOAM", tier::t3, medium_id::unknown},
+                                       {"lmcache-l3", tier::t3, medium_id::unknown},
+                                       {"", tier::t3, medium_id::unknown}}) {
     const medium_info m = tier_of(S(r.s));
     EXPECT_EQ(m.tier, r.t) << r.s;
-    EXPECT_EQ(m.known, r.known) << r.s;
+    EXPECT_EQ(m.id, r.id) << r.s;
+    EXPECT_EQ(m.known(), r.id != medium_id::unknown) << r.s;
+    EXPECT_EQ(m.text, r.id == medium_id::unknown ? std::string(r.s) : std::string()) << r.s;
   }
   EXPECT_EQ(tier_of(Nil()).tier, tier::t1);
-  EXPECT_TRUE(tier_of(Nil()).known);
+  EXPECT_EQ(tier_of(Nil()).id, medium_id::none);
+  EXPECT_TRUE(tier_of(Nil()).known());
+  EXPECT_EQ(tier_of(S(std::string(300, 'x'))).text.size(), 64u) << "unknown text is bounded";
   expect_reject(batch({A({S("BlockRemoved"), Hashes({1}), I(1)})}), decode_error::bad_medium);
+}
+
+TEST(WireDecoderAccept, RemoteLocalityIsNeverWarmerThanT3) {
+  auto stored_with = [](std::vector<std::pair<std::string, item>> extra) {
+    std::vector<std::pair<std::string, item>> kv{
+        {"type", S("BlockStored")}, {"block_hashes", Hashes({1})}, {"parent_block_hash", Nil()},
+        {"token_ids", Toks(k16)},    {"block_size", I(16)},         {"lora_id", Nil()},
+        {"lora_name", Nil()}};
+    kv.insert(kv.end(), extra.begin(), extra.end());
+    return ok(batch({M(kv)})).batch.events.at(0).stored.medium;
+  };
+  // Either key order: locality before medium must survive the medium's classification.
+  auto m = stored_with({{"locality", S("REMOTE")}, {"medium", S("GPU")}});
+  EXPECT_EQ(m.tier, tier::t3);
+  EXPECT_TRUE(m.remote);
+  EXPECT_EQ(m.id, medium_id::gpu);
+  m = stored_with({{"medium", S("CPU")}, {"locality", S("REMOTE")}});
+  EXPECT_EQ(m.tier, tier::t3);
+  m = stored_with({{"medium", S("GPU")}, {"locality", S("LOCAL")}});
+  EXPECT_EQ(m.tier, tier::t1);
+  EXPECT_FALSE(m.remote);
+  m = stored_with({{"medium", S("CPU")}, {"locality", Nil()}});
+  EXPECT_EQ(m.tier, tier::t2);
+  m = stored_with({{"medium", S("GPU")}, {"locality", S("ELSEWHERE")}});
+  EXPECT_EQ(m.tier, tier::t3) << "an unknown locality is treated as remote";
+  const auto rm = ok(batch({M({{"type", S("BlockRemoved")}, {"block_hashes", Hashes({1})},
+                               {"medium", S("STORAGE")}, {"locality", S("REMOTE")}})}));
+  EXPECT_EQ(rm.batch.events.at(0).removed.medium.tier, tier::t3);
+  EXPECT_TRUE(rm.batch.events.at(0).removed.medium.remote);
+  expect_reject(batch({M({{"type", S("BlockRemoved")}, {"block_hashes", Hashes({1})},
+                          {"medium", S("GPU")}, {"locality", I(1)}})}),
+                decode_error::bad_medium);
+}
+
+TEST(WireDecoderAccept, OriginOfAStore) {
+  auto origin_of = [](item origin) {
+    return ok(batch({M({{"type", S("BlockStored")}, {"block_hashes", Hashes({1})},
+                        {"parent_block_hash", Nil()}, {"token_ids", Toks(k16)},
+                        {"block_size", I(16)}, {"lora_id", Nil()}, {"medium", S("GPU")},
+                        {"lora_name", Nil()}, {"origin", std::move(origin)}})}))
+        .batch.events.at(0)
+        .stored.origin;
+  };
+  EXPECT_EQ(origin_of(S("REUSED")), store_origin::reused);
+  EXPECT_EQ(origin_of(S("reused")), store_origin::reused);
+  EXPECT_EQ(origin_of(S("NEW")), store_origin::fresh);
+  EXPECT_EQ(origin_of(S("SOMETHING_ELSE")), store_origin::unspecified);
+  EXPECT_EQ(origin_of(Nil()), store_origin::unspecified);
+  expect_reject(batch({M({{"type", S("BlockStored")}, {"block_hashes", Hashes({1})},
+                          {"parent_block_hash", Nil()}, {"token_ids", Toks(k16)},
+                          {"block_size", I(16)}, {"origin", I(3)}})}),
+                decode_error::bad_origin);
+}
+
+TEST(WireDecoderAccept, RemainingCopyCountsOnARemoval) {
+  auto removed_with = [](item counts) {
+    return M({{"type", S("BlockRemoved")}, {"block_hashes", Hashes({1, 2})},
+              {"medium", S("GPU")}, {"remaining_copy_counts", std::move(counts)}});
+  };
+  auto d = ok(batch({removed_with(A({I(2), I(0)}))}));
+  const block_removed& rm = d.batch.events.at(0).removed;
+  EXPECT_TRUE(rm.has_remaining_copies);
+  EXPECT_EQ(rm.remaining_copies, (std::vector<uint32_t>{2, 0}));
+  d = ok(batch({removed_with(Nil())}));
+  EXPECT_FALSE(d.batch.events.at(0).removed.has_remaining_copies);
+  d = ok(batch({removed_with(A({U(uint64_t{1} << 40), I(1)}))}));
+  EXPECT_EQ(d.batch.events.at(0).removed.remaining_copies.at(0), 0xffffffffu) << "saturates";
+  // Its length is the index's business: decoded as sent.
+  d = ok(batch({removed_with(A({I(1)}))}));
+  EXPECT_EQ(d.batch.events.at(0).removed.remaining_copies.size(), 1u);
+  expect_reject(batch({removed_with(A({I(-1), I(0)}))}), decode_error::bad_copy_counts);
+  expect_reject(batch({removed_with(A({S("1"), I(0)}))}), decode_error::bad_copy_counts);
+  expect_reject(batch({removed_with(I(1))}), decode_error::bad_copy_counts);
+  // A reused event slot carries no stale counts.
+  wire_decoder dec;
+  kv_event_batch out;
+  const auto with = batch({removed_with(A({I(3), I(3)}))});
+  const auto without = batch({M({{"type", S("BlockRemoved")}, {"block_hashes", Hashes({1})}})});
+  ASSERT_EQ(dec.decode(with.data(), with.size(), out), decode_error::none);
+  ASSERT_EQ(dec.decode(without.data(), without.size(), out), decode_error::none);
+  EXPECT_FALSE(out.events.at(0).removed.has_remaining_copies);
+  EXPECT_TRUE(out.events.at(0).removed.remaining_copies.empty());
+}
+
+TEST(WireDecoderAccept, BinWrappedEventsDecodeLikeAnyOther) {
+  // An llm-d storage publisher: [ts, [bin(event), ...]], 2-element envelope.
+  const std::string stored = enc(stored16());
+  const std::string removed = enc(A({S("BlockRemoved"), Hashes({42}), S("STORAGE")}));
+  const std::string cleared = enc(M({{"type", S("AllBlocksCleared")}}));
+  auto d = ok(batch({Bin(stored), Bin(removed), A({S("BlockRemoved"), Hashes({7})}), Bin(cleared)},
+                    std::nullopt));
+  ASSERT_EQ(d.batch.events.size(), 4u);
+  EXPECT_EQ(d.batch.events[0].type, event_type::stored);
+  EXPECT_EQ(d.batch.events[0].stored.block_hashes.at(0).value, 42u);
+  EXPECT_EQ(d.batch.events[0].stored.token_ids, k16);
+  EXPECT_EQ(d.batch.events[1].type, event_type::removed);
+  EXPECT_EQ(d.batch.events[1].removed.medium.tier, tier::t3);
+  EXPECT_EQ(d.batch.events[2].removed.block_hashes.at(0).value, 7u);
+  EXPECT_EQ(d.batch.events[3].type, event_type::cleared);
+  // Unknown tags inside a bin are skipped like unwrapped ones.
+  d = ok(batch({Bin(enc(A({S("SomeFutureEvent"), I(1)}))), Bin(stored)}));
+  EXPECT_EQ(d.batch.skipped_unknown, 1u);
+  EXPECT_EQ(d.batch.events.size(), 1u);
+  // A wrapped event that is malformed, has bytes after it, is not msgpack or wraps a bin again
+  // drops the batch, as an unwrapped one would.
+  expect_reject(batch({Bin(enc(A({S("BlockStored"), Hashes({1})})))}), decode_error::missing_field);
+  expect_reject(batch({Bin(stored + "\x01")}), decode_error::bad_event, "trailing");
+  expect_reject(batch({Bin(stored.substr(0, stored.size() - 3))}), decode_error::truncated);
+  expect_reject(batch({Bin(std::string("\xc1"))}), decode_error::bad_event, "not msgpack");
+  expect_reject(batch({Bin(enc(Bin(stored)))}), decode_error::bad_event, "nested");
+  expect_reject(batch({Bin("")}), decode_error::truncated, "empty bin");
+  // The same limits: the hashes inside bins add up per batch.
+  wire_decoder::limits l;
+  l.max_hashes_per_batch = 2;
+  EXPECT_EQ(decode(batch({Bin(stored), Bin(stored), Bin(stored)}), l).err,
+            decode_error::too_many_hashes);
+  l = {};
+  l.max_events = 2;
+  EXPECT_EQ(decode(batch({Bin(stored), Bin(stored), Bin(stored)}), l).err,
+            decode_error::too_many_events);
 }
 
 TEST(WireDecoderAccept, GroupAndSpecFields) {

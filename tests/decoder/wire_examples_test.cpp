@@ -56,7 +56,7 @@ TEST(WireExamples, EraAStored) {
   EXPECT_EQ(e.stored.block_hashes[0], engine_hash::from_int(kEraA));
   EXPECT_FALSE(e.stored.parent.has_value());
   EXPECT_EQ(e.stored.medium.tier, tier::t1);  // no medium slot: GPU
-  EXPECT_TRUE(e.stored.medium.known);
+  EXPECT_TRUE(e.stored.medium.known());
   expect_common_stored(e.stored);
 }
 

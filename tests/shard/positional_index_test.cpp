@@ -1,5 +1,6 @@
-// The reverse map: reference-behaviour.md §1.3 P01–P09, §1.4 A04–A05, and DESIGN.md's
-// "beyond the reference" rules (unknown parent policy, tiers, taint, resident cap).
+// The reverse map: reference-behaviour.md §1.3 P01–P09, §1.4 A04–A05, DESIGN.md's "beyond the
+// reference" rules (unknown parent policy, tiers, taint, resident cap) and the index's own I1–I7
+// (copies). Long because it is one table of rules, each with its own test, plus two properties.
 #include "actors/shard/positional_index.hpp"
 
 #include <gtest/gtest.h>
@@ -385,6 +386,211 @@ TEST(PositionalIndex, L2ModeTurnsLastGpuRemovalIntoT2AndForgets) {
   EXPECT_EQ(apply(idx, removal({2}, tier::t2)), std::vector<index_op>{evict(f, 16, tier::t2)});
 }
 
+// --- copies (I1-I5) ----------------------------------------------------------------------------
+
+block_removed counted_removal(std::initializer_list<uint64_t> hs, std::vector<uint32_t> left,
+                              tier t = tier::t1) {
+  auto ev = removal(hs, t);
+  ev.remaining_copies = std::move(left);
+  ev.has_remaining_copies = true;
+  return ev;
+}
+
+TEST(PositionalIndex, I1TwoCopiesNeedTwoRemovals) {
+  positional_index idx;
+  const auto tokens = iota(0, 16);
+  const uint64_t f = fp::content(tokens.data(), bs);
+  apply(idx, store({1}, tokens));
+  apply(idx, store({1}, tokens));  // vLLM recomputed the block: a second physical copy
+  EXPECT_EQ(idx.copies(engine_hash::from_int(1), tier::t1), 2u);
+  EXPECT_TRUE(apply(idx, removal({1})).empty()) << "one copy is still resident";
+  EXPECT_TRUE(idx.contains(engine_hash::from_int(1)));
+  EXPECT_EQ(apply(idx, removal({1})), std::vector<index_op>{evict(f, 16)});
+  EXPECT_FALSE(idx.contains(engine_hash::from_int(1)));
+  EXPECT_EQ(idx.stats().copy_added, 1u);
+  EXPECT_EQ(idx.stats().copy_removed, 1u);
+}
+
+TEST(PositionalIndex, I1CopiesAreCountedPerTier) {
+  positional_index idx;
+  const auto tokens = iota(0, 16);
+  const uint64_t f = fp::content(tokens.data(), bs);
+  apply(idx, store({1}, tokens));
+  apply(idx, store({1}, tokens));
+  apply(idx, store({1}, tokens, std::nullopt, tier::t2));
+  EXPECT_TRUE(apply(idx, removal({1})).empty());
+  EXPECT_EQ(apply(idx, removal({1})), std::vector<index_op>{upsert(f, 16, tier::t2)})
+      << "the last GPU copy went, the CPU one holds it";
+  EXPECT_EQ(apply(idx, removal({1}, tier::t2)), std::vector<index_op>{evict(f, 16, tier::t2)});
+}
+
+TEST(PositionalIndex, I1LocationUpdatesCountCopiesToo) {
+  positional_index idx;
+  const auto tokens = iota(0, 16);
+  apply(idx, store({1}, tokens));
+  auto loc = store({1}, {}, std::nullopt, tier::t2);
+  apply(idx, loc);
+  apply(idx, loc);
+  EXPECT_EQ(idx.copies(engine_hash::from_int(1), tier::t2), 2u);
+  apply(idx, removal({1}, tier::t2));
+  EXPECT_EQ(idx.copies(engine_hash::from_int(1), tier::t2), 1u);
+}
+
+TEST(PositionalIndex, I2ReusedReannouncementRefreshesWithoutACopy) {
+  positional_index idx;
+  const auto tokens = iota(0, 16);
+  const uint64_t f = fp::content(tokens.data(), bs);
+  apply(idx, store({1}, tokens));
+  auto again = store({1}, tokens);
+  again.origin = kvrelay::store_origin::reused;
+  EXPECT_EQ(apply(idx, again), std::vector<index_op>{upsert(f, 16)}) << "P09: re-reported";
+  EXPECT_EQ(idx.copies(engine_hash::from_int(1), tier::t1), 1u);
+  EXPECT_EQ(idx.stats().reannounced, 1u);
+  EXPECT_EQ(apply(idx, removal({1})), std::vector<index_op>{evict(f, 16)});
+  // NEW is a copy, like no origin at all.
+  apply(idx, store({1}, tokens));
+  auto fresh = store({1}, tokens);
+  fresh.origin = kvrelay::store_origin::fresh;
+  apply(idx, fresh);
+  EXPECT_EQ(idx.copies(engine_hash::from_int(1), tier::t1), 2u);
+  // REUSED at a tier that held no copy still records that tier.
+  auto reused_cpu = store({1}, tokens, std::nullopt, tier::t2);
+  reused_cpu.origin = kvrelay::store_origin::reused;
+  apply(idx, reused_cpu);
+  EXPECT_EQ(idx.copies(engine_hash::from_int(1), tier::t2), 1u);
+  // A REUSED store of an unknown hash is simply a store.
+  auto reused_new = store({9}, iota(100, 16));
+  reused_new.origin = kvrelay::store_origin::reused;
+  EXPECT_EQ(apply(idx, reused_new).size(), 1u);
+  EXPECT_EQ(idx.copies(engine_hash::from_int(9), tier::t1), 1u);
+}
+
+TEST(PositionalIndex, I3CountsSaturateAndTheBlockGoesEarlyNeverLate) {
+  positional_index idx;
+  const auto tokens = iota(0, 16);
+  for (int i = 0; i < 9; ++i) apply(idx, store({1}, tokens));
+  EXPECT_EQ(idx.copies(engine_hash::from_int(1), tier::t1), positional_index::max_copies_t1);
+  EXPECT_EQ(idx.stats().copies_saturated, 2u);
+  for (uint32_t i = 1; i < positional_index::max_copies_t1; ++i)
+    EXPECT_TRUE(apply(idx, removal({1})).empty()) << i;
+  EXPECT_EQ(apply(idx, removal({1})).size(), 1u) << "evicted after 7 removals (2 copies left)";
+  for (int i = 0; i < 5; ++i) apply(idx, store({2}, tokens, std::nullopt, tier::t3));
+  EXPECT_EQ(idx.copies(engine_hash::from_int(2), tier::t3), positional_index::max_copies_other);
+  // Neighbouring counts do not bleed into each other.
+  EXPECT_EQ(idx.copies(engine_hash::from_int(2), tier::t1), 0u);
+  EXPECT_EQ(idx.copies(engine_hash::from_int(2), tier::t2), 0u);
+}
+
+TEST(PositionalIndex, I4RemainingCopyCountsAreAuthoritative) {
+  positional_index idx;
+  const auto tokens = iota(0, 32);
+  const auto fps = fp::prefixes(tokens, bs);
+  apply(idx, store({1, 2}, tokens));
+  // The engine says one copy of 1 is left (we had counted one): still held, count now 1.
+  EXPECT_TRUE(apply(idx, counted_removal({1}, {1})).empty());
+  EXPECT_TRUE(idx.contains(engine_hash::from_int(1)));
+  EXPECT_EQ(apply(idx, counted_removal({1}, {0})), std::vector<index_op>{evict(fps[0], 16)});
+  // Three counted copies of 2, and the engine says none is left: evicted at once.
+  apply(idx, store({2}, iota(16, 16), 1));  // parent 1 is gone: dropped by the default policy
+  EXPECT_EQ(idx.copies(engine_hash::from_int(2), tier::t1), 1u);
+  apply(idx, store({5}, iota(200, 16)));
+  apply(idx, store({5}, iota(200, 16)));
+  apply(idx, store({5}, iota(200, 16)));
+  EXPECT_EQ(apply(idx, counted_removal({5, 2}, {0, 0})).size(), 2u);
+  EXPECT_EQ(idx.stats().authoritative_counts, 4u);
+  // More copies than the bits hold: saturated, and right again when the engine says 0.
+  apply(idx, store({6}, iota(300, 16)));
+  apply(idx, counted_removal({6}, {40}));
+  EXPECT_EQ(idx.copies(engine_hash::from_int(6), tier::t1), positional_index::max_copies_t1);
+  EXPECT_EQ(apply(idx, counted_removal({6}, {0})).size(), 1u);
+  // A list of the wrong length is ignored: the removal counts down.
+  apply(idx, store({7}, iota(400, 16)));
+  apply(idx, store({7}, iota(400, 16)));
+  EXPECT_TRUE(apply(idx, counted_removal({7}, {0, 0})).empty());
+  EXPECT_EQ(idx.stats().copy_counts_ignored, 1u);
+  EXPECT_EQ(idx.copies(engine_hash::from_int(7), tier::t1), 1u);
+}
+
+TEST(PositionalIndex, I5ClearResetsTheCounts) {
+  positional_index idx;
+  const auto tokens = iota(0, 16);
+  apply(idx, store({1}, tokens));
+  apply(idx, store({1}, tokens));
+  idx.clear();
+  apply(idx, store({1}, tokens));
+  EXPECT_EQ(apply(idx, removal({1})).size(), 1u) << "one copy since the clear";
+}
+
+TEST(PositionalIndex, I6UnknownMediumIsNeverIndexed) {
+  positional_index idx;
+  auto ev = store({1}, iota(0, 16));
+  ev.medium.id = kvrelay::medium_id::unknown;
+  ev.medium.tier = tier::t3;
+  EXPECT_TRUE(apply(idx, ev).empty());
+  EXPECT_EQ(idx.size(), 0u);
+  apply(idx, store({1}, iota(0, 16)));
+  auto rm = removal({1});
+  rm.medium.id = kvrelay::medium_id::unknown;
+  EXPECT_TRUE(apply(idx, rm).empty());
+  EXPECT_TRUE(idx.contains(engine_hash::from_int(1)));
+  EXPECT_EQ(idx.stats().unknown_medium_events, 2u);
+}
+
+TEST(PositionalIndex, I7IntroducesMarksKeysNewToThePartition) {
+  index_options o;
+  o.unknown_parent = unknown_parent_policy::root;
+  positional_index idx(o);
+  const auto tokens = iota(0, 32);
+  auto ops = apply(idx, store({1, 2}, tokens));
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_TRUE(ops[0].introduces && ops[1].introduces) << "new blocks";
+  ops = apply(idx, store({1}, iota(0, 16)));
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_FALSE(ops[0].introduces) << "a re-store under the same fingerprint";
+  ops = apply(idx, store({2}, iota(16, 16), 777));  // re-rooted: another fingerprint
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].op, index_op::kind::evict);
+  EXPECT_TRUE(ops[1].introduces) << "a re-store under a new fingerprint";
+  // Downgrades and location upgrades only change the tier of a key already reported.
+  apply(idx, store({1}, {}, std::nullopt, tier::t2));
+  apply(idx, removal({1}));
+  ops = apply(idx, removal({1}));  // both GPU copies gone
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].t, tier::t2);
+  EXPECT_FALSE(ops[0].introduces);
+  ops = apply(idx, store({1}, {}, std::nullopt, tier::t1));
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_FALSE(ops[0].introduces);
+  // A block remembered as tainted and indexed later is new to the server.
+  auto salted = store({3}, iota(500, 16));
+  salted.first_tainted_block = 0;
+  EXPECT_TRUE(apply(idx, salted).empty());
+  ops = apply(idx, store({3}, iota(500, 16)));
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_TRUE(ops[0].introduces);
+}
+
+TEST(PositionalIndex, ObserverSeesEveryMembershipChange) {
+  struct log_observer : kvrelay::residency_observer {
+    std::vector<std::pair<char, uint64_t>> log;
+    void added(const engine_hash& h) override { log.emplace_back('+', h.value); }
+    void forgotten(const engine_hash& h) override { log.emplace_back('-', h.value); }
+  } obs;
+  index_options o;
+  o.max_resident = 2;
+  positional_index idx(o);
+  idx.set_observer(&obs);
+  apply(idx, store({1, 2}, iota(0, 32)));
+  apply(idx, store({1}, iota(0, 16)));  // already resident: no news
+  apply(idx, store({3}, iota(100, 16)));  // over the cap: 1 goes
+  apply(idx, removal({2}));
+  using L = std::vector<std::pair<char, uint64_t>>;
+  EXPECT_EQ(obs.log, (L{{'+', 1}, {'+', 2}, {'+', 3}, {'-', 1}, {'-', 2}}));
+  std::vector<uint64_t> all;
+  idx.for_each_hash([&](const engine_hash& h) { all.push_back(h.value); });
+  EXPECT_EQ(all, std::vector<uint64_t>{3});
+}
+
 // --- salted / multimodal / EAGLE --------------------------------------------------------------
 
 TEST(PositionalIndex, TaintedBlocksAreRememberedButNotIndexed) {
@@ -492,7 +698,7 @@ TEST(PositionalIndex, IntAndBinHashesAreDistinctKeys) {
 
 TEST(PositionalIndex, CumulativeCountAboveLimitIsRejected) {
   positional_index idx;
-  const int64_t big = int64_t{1} << 20;  // 256 chained blocks reach 2^28 tokens
+  const int64_t big = int64_t{1} << 16;  // 256 chained blocks reach 2^24 tokens
   const auto tokens = iota(0, static_cast<size_t>(big));
   std::vector<index_op> out;
   for (uint64_t h = 1; h <= 255; ++h) {
@@ -501,7 +707,8 @@ TEST(PositionalIndex, CumulativeCountAboveLimitIsRejected) {
     idx.stored(ev, out);
   }
   ASSERT_EQ(out.size(), 255u);
-  EXPECT_EQ(out.back().token_count, 255u << 20);
+  EXPECT_EQ(out.back().token_count, 255u << 16);
+  EXPECT_EQ(positional_index::max_token_count, (1u << 24) - 1);
   auto last = store({256}, tokens, 255);
   last.block_size = big;
   EXPECT_TRUE(apply(idx, last).empty());
@@ -715,6 +922,66 @@ void check_server_view_matches(index_options o, uint32_t seed) {
   if (o.max_resident != 0) {
     EXPECT_GT(st.cap_evictions, 100u);
   }
+}
+
+// An engine that stores and evicts physical copies (several per hash, at three tiers), sometimes
+// announcing remaining_copy_counts and sometimes re-announcing reused blocks: the index must hold
+// a (hash, tier) exactly while the engine holds a copy there, as long as no count saturates.
+void check_copies_follow_the_engine(uint32_t seed, bool with_counts) {
+  std::mt19937 rng(seed);
+  positional_index idx;
+  std::map<std::pair<uint64_t, int>, uint32_t> engine;  // (hash, tier index) → copies
+  const tier tiers[] = {tier::t1, tier::t2, tier::t3};
+  const auto tokens_of = [](uint64_t h) { return iota(static_cast<uint32_t>(h * 16), 16); };
+  for (int step = 0; step < 20000; ++step) {
+    const uint64_t h = rng() % 32;
+    const int ti = static_cast<int>(rng() % 3);
+    auto& n = engine[{h, ti}];
+    std::vector<index_op> out;
+    const uint32_t r = rng() % 100;
+    if (r < 50) {
+      if (n >= (ti == 0 ? 7u : 3u)) continue;  // beyond saturation the rule is "early", not exact
+      auto ev = store({h}, tokens_of(h), std::nullopt, tiers[ti]);
+      const bool held = n > 0;
+      if (held && rng() % 4 == 0) {
+        ev.origin = kvrelay::store_origin::reused;  // a re-announcement: no new copy
+      } else {
+        ++n;
+      }
+      idx.stored(ev, out);
+    } else if (r < 98) {
+      if (n == 0) continue;
+      --n;
+      auto ev = removal({h}, tiers[ti]);
+      if (with_counts && rng() % 2 == 0) {
+        ev.remaining_copies = {n};
+        ev.has_remaining_copies = true;
+      }
+      idx.removed(ev, out);
+    } else {
+      idx.clear();
+      engine.clear();
+    }
+    for (int k = 0; k < 3; ++k) {
+      const auto it = engine.find({h, k});
+      const uint32_t want = it == engine.end() ? 0 : it->second;
+      ASSERT_EQ(idx.copies(engine_hash::from_int(h), tiers[k]), want)
+          << "step " << step << " hash " << h << " tier " << k;
+    }
+  }
+  EXPECT_GT(idx.stats().copy_added, 1000u);
+  EXPECT_GT(idx.stats().copy_removed, 100u);
+  EXPECT_GT(idx.stats().reannounced, 100u);
+  EXPECT_GT(idx.stats().evictions + idx.stats().downgrades, 1000u);
+  if (with_counts) {
+    EXPECT_GT(idx.stats().authoritative_counts, 500u);
+  }
+}
+
+TEST(PositionalIndexProperty, CopiesFollowTheEngine) { check_copies_follow_the_engine(7, false); }
+
+TEST(PositionalIndexProperty, CopiesFollowTheEngineWithRemainingCounts) {
+  check_copies_follow_the_engine(8, true);
 }
 
 TEST(PositionalIndexProperty, OpsKeepServerViewEqualToIndexDefault) {

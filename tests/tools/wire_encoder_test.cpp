@@ -299,6 +299,43 @@ TEST(WireEncoder, EraIAddsLocalityOnlyInI) {
   EXPECT_EQ(i.get().via.map.ptr[11].key.as<std::string>(), "locality");
 }
 
+TEST(WireEncoder, EraIRemovedCarriesRemainingCopyCountsAndStoredItsOrigin) {
+  fake_event rm;
+  rm.t = fake_event::type::removed;
+  rm.block_hashes = {fake_hash::u(H), fake_hash::u(P)};
+  rm.remaining_copy_counts = std::vector<uint32_t>{2, 0};
+  rm.locality = std::string("REMOTE");
+  auto i = unpack(encode_event(rm, wire_era::i));
+  const auto& m = i.get().via.map;
+  ASSERT_EQ(m.size, 5u);
+  EXPECT_EQ(m.ptr[3].key.as<std::string>(), "locality");
+  EXPECT_EQ(m.ptr[4].key.as<std::string>(), "remaining_copy_counts");
+  EXPECT_EQ(m.ptr[4].val.as<std::vector<uint32_t>>(), (std::vector<uint32_t>{2, 0}));
+  EXPECT_EQ(unpack(encode_event(rm, wire_era::h)).get().via.map.size, 3u) << "era I only";
+  auto st = g_event();
+  st.origin = std::string("REUSED");
+  auto si = unpack(encode_event(st, wire_era::i));
+  const auto& sm = si.get().via.map;
+  EXPECT_EQ(sm.ptr[sm.size - 1].key.as<std::string>(), "origin");
+  EXPECT_EQ(sm.ptr[sm.size - 1].val.as<std::string>(), "REUSED");
+}
+
+TEST(WireEncoder, BinWrappedEventsInATwoElementEnvelope) {
+  encode_options o;
+  o.era = wire_era::c;
+  o.ts = TS;
+  o.bin_wrapped = true;
+  const auto ev = stored(fake_hash::u(H), fake_hash::u(P));
+  const auto payload = encode_batch({ev, ev}, o);
+  auto oh = unpack(payload);
+  const auto& env = oh.get().via.array;
+  ASSERT_EQ(env.size, 2u) << "[ts, events]";
+  ASSERT_EQ(env.ptr[1].via.array.size, 2u);
+  const auto& bin = env.ptr[1].via.array.ptr[0];
+  ASSERT_EQ(bin.type, msgpack::type::BIN);
+  EXPECT_EQ(std::string(bin.via.bin.ptr, bin.via.bin.size), encode_event(ev, wire_era::c));
+}
+
 TEST(WireEncoder, EagleBigramTokensAndNilTokens) {
   auto ev = stored(fake_hash::i(Hs), std::nullopt);
   ev.bigram_tokens = {{1, 2}, {3, 4}};

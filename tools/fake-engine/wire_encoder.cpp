@@ -152,7 +152,8 @@ void encode_stored_map(packer& pk, const fake_event& ev, wire_era era) {
     count = 7 + (ev.cache_salt ? 1 : 0);
   } else {
     count += (ev.extra_keys ? 1 : 0) + (ev.group_idx ? 1 : 0) + (ev.spec_kind ? 1 : 0) +
-             (ev.sliding_window ? 1 : 0) + (era == wire_era::i && ev.locality ? 1 : 0);
+             (ev.sliding_window ? 1 : 0) + (era == wire_era::i && ev.locality ? 1 : 0) +
+             (era == wire_era::i && ev.origin ? 1 : 0);
   }
   pk.pack_map(count);
   pack_str(pk, "type");
@@ -198,12 +199,18 @@ void encode_stored_map(packer& pk, const fake_event& ev, wire_era era) {
     pack_str(pk, "locality");
     pack_str(pk, *ev.locality);
   }
+  if (era == wire_era::i && ev.origin) {
+    pack_str(pk, "origin");
+    pack_str(pk, *ev.origin);
+  }
 }
 
 void encode_removed_map(packer& pk, const fake_event& ev, wire_era era) {
   const bool sglang = era == wire_era::s4;
   uint32_t count = 3;
-  if (!sglang) count += (ev.group_idx ? 1 : 0) + (era == wire_era::i && ev.locality ? 1 : 0);
+  if (!sglang)
+    count += (ev.group_idx ? 1 : 0) + (era == wire_era::i && ev.locality ? 1 : 0) +
+             (era == wire_era::i && ev.remaining_copy_counts ? 1 : 0);
   pk.pack_map(count);
   pack_str(pk, "type");
   pack_str(pk, "BlockRemoved");
@@ -219,6 +226,11 @@ void encode_removed_map(packer& pk, const fake_event& ev, wire_era era) {
   if (era == wire_era::i && ev.locality) {
     pack_str(pk, "locality");
     pack_str(pk, *ev.locality);
+  }
+  if (era == wire_era::i && ev.remaining_copy_counts) {
+    pack_str(pk, "remaining_copy_counts");
+    pk.pack_array(static_cast<uint32_t>(ev.remaining_copy_counts->size()));
+    for (uint32_t c : *ev.remaining_copy_counts) pk.pack_uint32(c);
   }
 }
 
@@ -327,8 +339,9 @@ std::string encode_batch(const std::vector<fake_event>& events, const encode_opt
   out.reserve(64 + events.size() * 96);
   string_sink sink{&out};
   packer pk(sink);
-  // Era A (vLLM v0.9.0) has the 2-element envelope; every later producer adds the DP rank.
-  const bool with_rank = opt.era != wire_era::a;
+  // Era A (vLLM v0.9.0) and the bin-wrapping storage publisher have the 2-element envelope;
+  // every later engine adds the DP rank.
+  const bool with_rank = opt.era != wire_era::a && !opt.bin_wrapped;
   if (opt.map_envelope) {
     pk.pack_map(with_rank ? 3 : 2);
     pack_str(pk, "ts");
@@ -338,7 +351,16 @@ std::string encode_batch(const std::vector<fake_event>& events, const encode_opt
   pk.pack_double(opt.ts);
   if (opt.map_envelope) pack_str(pk, "events");
   pk.pack_array(static_cast<uint32_t>(events.size()));
-  for (const auto& ev : events) encode_into(pk, ev, opt.era);
+  std::string wrapped;
+  for (const auto& ev : events) {
+    if (!opt.bin_wrapped) {
+      encode_into(pk, ev, opt.era);
+      continue;
+    }
+    wrapped.clear();
+    encode_event(ev, opt.era, wrapped);
+    pack_bin(pk, wrapped);
+  }
   if (with_rank) {
     if (opt.map_envelope) pack_str(pk, "data_parallel_rank");
     pk.pack_int64(opt.dp_rank);

@@ -1,7 +1,8 @@
 #pragma once
 // Encodes engine EventBatches exactly as the engines put them on the wire, in every era of
 // shared/spec/engine-wire.md §0 (vLLM tuple eras A..G, vLLM map eras H/I, SGLang tuple S1/S2 with
-// the optional slot-7 metadata map, SGLang map S4). The fake engine and the tests use it to
+// the optional slot-7 metadata map, SGLang map S4), and the bin-wrapped events of an llm-d
+// storage publisher. The fake engine and the tests use it to
 // produce byte-exact payloads (spec §7) without a Python engine. Plain data in, bytes out; the
 // msgpack headers stay in the .cpp.
 
@@ -73,7 +74,11 @@ struct fake_event {
   std::optional<std::string> spec_kind;        // G+: kv_cache_spec_kind
   std::optional<int64_t> sliding_window;       // G+: kv_cache_spec_sliding_window
   std::optional<std::string> cache_salt;       // SGLang: slot-7 metadata map / S4 key
-  std::optional<std::string> locality;         // map era I only
+  std::optional<std::string> locality;         // map era I only: "LOCAL" / "REMOTE"
+  /// BlockRemoved, map era I only (vLLM #48933): copies left after this removal, per hash.
+  std::optional<std::vector<uint32_t>> remaining_copy_counts;
+  /// BlockStored, map era I only (vLLM #51699): "NEW" or "REUSED".
+  std::optional<std::string> origin;
   /// Fault injection for tuple eras: write only the first N slots (tag included), e.g. the
   /// reference e2e's truncated ["BlockStored", [h], nil]. Ignored for map eras.
   std::optional<size_t> truncate_slots;
@@ -85,6 +90,9 @@ struct encode_options {
   int64_t dp_rank = 0;       // envelope element 2 (eras with a 3-element envelope)
   /// The map envelope {"ts","events","data_parallel_rank"} no release emits (spec §2 H′).
   bool map_envelope = false;
+  /// An llm-d storage publisher: every event msgpack-encoded inside a bin, in a 2-element
+  /// envelope ([ts, [bin(event), ...]], spec §3 "Wrapped events").
+  bool bin_wrapped = false;
 };
 
 /// Appends one event in the era's form (array or map) to `out`.

@@ -1,7 +1,10 @@
 // libFuzzer target for the engine-wire decoder: no input may crash, hang, leak, or break the
-// batch invariants the shards rely on.
+// batch invariants the shards rely on. Each input also goes through the decoder's protocol and
+// the shard's partitions, whose hash directory must never hold more than the indexes do.
+#include "actors/decoder/batch_router.hpp"
 #include "actors/decoder/group_filter.hpp"
 #include "actors/decoder/wire_decoder.hpp"
+#include "actors/shard/partition_set.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +14,12 @@ namespace {
 
 void check(bool ok) {
   if (!ok) __builtin_trap();
+}
+
+void check_medium(const kvrelay::medium_info& m) {
+  check(!m.remote || m.tier == kvrelay::tier::t3);
+  check(!m.known() || m.text.empty());
+  check(m.text.size() <= 64);
 }
 
 void check_batch(kvrelay::decode_error err, const kvrelay::kv_event_batch& b,
@@ -30,8 +39,11 @@ void check_batch(kvrelay::decode_error err, const kvrelay::kv_event_batch& b,
       check(!s.eagle_bigram || s.token_ids.size() % 2 == 0);
       check(!s.group_idx || *s.group_idx >= 0);
       for (const engine_hash& h : s.block_hashes) check(!h.is_bytes() || h.value == 0);
+      check_medium(s.medium);
     } else if (e.type == event_type::removed) {
       check(!e.removed.group_idx || *e.removed.group_idx >= 0);
+      check(e.removed.has_remaining_copies || e.removed.remaining_copies.empty());
+      check_medium(e.removed.medium);
     }
   }
 }
@@ -71,5 +83,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check(fresh.events.size() == reused.events.size());
     check(fresh.skipped_unknown == reused.skipped_unknown);
   }
+
+  // The same bytes through the protocols: a small partition cap and a resident cap so that
+  // both limits are reached; state carries over between inputs, as it does in the daemon.
+  static batch_router router([] {
+    router_options o;
+    o.max_partitions = 4;
+    return o;
+  }());
+  static partition_set parts([] {
+    index_options o;
+    o.max_resident = 64;
+    return o;
+  }());
+  static router_output out;
+  router.on_batch(p, size, out);
+  for (const auto& step : out.steps) {
+    if (step.what == router_step::kind::clear) {
+      parts.clear();
+      continue;
+    }
+    for (const auto& r : parts.apply(*step.work)) check(r.partition < parts.size());
+  }
+  check(parts.size() <= 4);
+  size_t held = 0;
+  for (uint32_t i = 0; i < parts.size(); ++i) held += parts.index(i).size();
+  check(parts.directory_size() <= held);
   return 0;
 }

@@ -153,6 +153,23 @@ def generated(rng):
                                          "GPU"]], 0])
     out["gen_map_envelope"] = pack({"events": [["BlockRemoved", [b"\xaa" * 16], "DISK", 3]],
                                     "ts": 5, "attn_dp_rank": 1})
+    # vLLM 0.26+ maps: locality, origin, remaining_copy_counts (#48281, #51699, #48933), and the
+    # newer media.
+    i_stored = {"type": "BlockStored", "block_hashes": [11, 12], "parent_block_hash": None,
+                "token_ids": list(range(32)), "block_size": 16, "lora_id": None, "medium": "FS",
+                "lora_name": None, "locality": "REMOTE", "origin": "REUSED"}
+    i_removed = {"type": "BlockRemoved", "block_hashes": [11, 12], "medium": "GPU",
+                 "locality": "LOCAL", "remaining_copy_counts": [1, 0]}
+    out["gen_era_i_copies_locality"] = pack([ts, [
+        i_stored, i_removed,
+        {"type": "BlockRemoved", "block_hashes": [12], "medium": "lmcache-l2-redis",
+         "remaining_copy_counts": [3, 4]},
+        ["BlockStored", [13], None, list(range(16)), 16, None, "QUANTUM_FOAM"],
+    ], 0])
+    # An llm-d storage publisher: [ts, [bin(event), ...]] with a 2-element envelope.
+    storage_store = ["BlockStored", [21, 22], 0, [], 0, None, "STORAGE"]
+    out["gen_bin_wrapped"] = pack([ts, [pack(storage_store), pack(i_removed),
+                                        ["BlockRemoved", [21], "STORAGE"]]])
     return out
 
 

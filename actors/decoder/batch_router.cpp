@@ -1,0 +1,185 @@
+#include "actors/decoder/batch_router.hpp"
+
+#include <utility>
+
+#include "base/clock.hpp"
+
+namespace kvrelay {
+
+namespace {
+
+// An unknown medium becomes a metric label and a log field: printable, short.
+std::string sanitize(const std::string& text) {
+  std::string out;
+  for (char c : text.substr(0, 32)) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-' || c == '.' || c == ':';
+    out.push_back(ok ? c : '_');
+  }
+  return out.empty() ? std::string("(empty)") : out;
+}
+
+}  // namespace
+
+batch_router::batch_router(router_options opts)
+    : opts_(std::move(opts)), decoder_(opts_.limits) {}
+
+void batch_router::reset(router_output& out) const {
+  out.steps.clear();
+  out.error = decode_error::none;
+  out.detail.clear();
+  out.wrong_rank = false;
+  out.first_batch = false;
+  out.new_partitions.clear();
+  out.unmapped_ids.clear();
+  out.unknown_media.clear();
+  out.partition_limit_hit = false;
+}
+
+shard_work& batch_router::work(double ts) {
+  if (!current_) {
+    current_ = std::make_shared<shard_work>();
+    current_->epoch = epoch_;
+    current_->ts = ts;
+    current_->first_new = static_cast<uint32_t>(partition_ids_.size());
+  }
+  return *current_;
+}
+
+void batch_router::flush(router_output& out) {
+  if (!current_) return;
+  router_step s;
+  s.what = router_step::kind::work;
+  s.work = std::move(current_);
+  out.steps.push_back(std::move(s));
+  current_.reset();
+}
+
+void batch_router::clear(router_output& out, int64_t ts_us, const char* reason) {
+  flush(out);
+  ++epoch_;
+  router_step s;
+  s.what = router_step::kind::clear;
+  s.epoch = epoch_;
+  s.ts_us = ts_us;
+  s.reason = reason;
+  out.steps.push_back(std::move(s));
+}
+
+bool batch_router::resolve(const block_stored& ev, router_output& out, uint32_t& partition) {
+  const std::string* name = nullptr;
+  static const std::string base;
+  if (ev.lora_name && !ev.lora_name->empty()) {
+    name = &*ev.lora_name;
+  } else if (!ev.lora_id) {
+    name = &base;
+  } else if (auto it = opts_.adapters.find(*ev.lora_id);
+             it != opts_.adapters.end() && !it->second.empty()) {
+    name = &it->second;
+  } else {
+    ++stats_.unmapped;
+    if (warned_ids_.size() < max_warned_ids && warned_ids_.insert(*ev.lora_id).second)
+      out.unmapped_ids.push_back(*ev.lora_id);
+    return false;
+  }
+  if (auto it = partition_ids_.find(*name); it != partition_ids_.end()) {
+    partition = it->second;
+    return true;
+  }
+  if (partition_ids_.size() >= opts_.max_partitions) {
+    ++stats_.partition_limited;
+    if (!warned_limit_) out.partition_limit_hit = warned_limit_ = true;
+    return false;
+  }
+  shard_work& w = work(batch_.ts);
+  partition = static_cast<uint32_t>(partition_ids_.size());
+  partition_ids_.emplace(*name, partition);
+  w.new_partitions.push_back(*name);
+  out.new_partitions.push_back(*name);
+  return true;
+}
+
+bool batch_router::admit_medium(const medium_info& m, router_output& out) {
+  if (m.known()) return true;
+  ++stats_.unknown_medium;
+  auto& values = stats_.unknown_media;
+  std::string key = sanitize(m.text);
+  if (values.find(key) == values.end() && values.size() >= max_media_values) key = "other";
+  auto [it, first] = values.try_emplace(key, 0);
+  ++it->second;
+  if (first) out.unknown_media.push_back(key);
+  return false;
+}
+
+void batch_router::on_batch(const char* data, size_t size, router_output& out) {
+  reset(out);
+  ++stats_.batches;
+  const decode_error err = decoder_.decode(data, size, batch_, &out.detail);
+  if (err != decode_error::none) {
+    ++stats_.dropped;
+    out.error = err;
+    last_error_ = out.detail;
+    return;
+  }
+  out.detail.clear();
+  if (opts_.expected_dp_rank && batch_.dp_rank && *batch_.dp_rank != *opts_.expected_dp_rank) {
+    ++stats_.dropped;
+    ++stats_.wrong_rank;
+    out.wrong_rank = true;
+    return;
+  }
+  ++stats_.decoded;
+  stats_.unknown_tags += batch_.skipped_unknown;
+  stats_.events += batch_.events.size();
+  if (!told_first_) out.first_batch = told_first_ = true;
+
+  uint32_t partition = 0;
+  // R3, R5, R6 for either kind of event; false when it goes no further.
+  const auto admit = [&](size_t type, const auto& e) {
+    const auto m = static_cast<size_t>(e.medium.id);
+    ++stats_.events_by_medium[type][m];
+    stats_.blocks_by_medium[type][m] += e.block_hashes.size();
+    if (!groups_.admit(e)) {
+      ++stats_.group_filtered;
+      return false;
+    }
+    return admit_medium(e.medium, out);
+  };
+  for (auto& ev : batch_.events) {
+    switch (ev.type) {
+      case event_type::stored:
+        if (!admit(router_stats::stored, ev.stored) || !resolve(ev.stored, out, partition)) break;
+        work(batch_.ts).events.push_back(std::move(ev));
+        current_->partitions.push_back(partition);
+        break;
+      case event_type::removed:
+        if (!admit(router_stats::removed, ev.removed)) break;
+        work(batch_.ts).events.push_back(std::move(ev));
+        current_->partitions.push_back(0);
+        break;
+      case event_type::cleared:
+        ++stats_.cleared;
+        clear(out, engine_ts_to_us(batch_.ts), "AllBlocksCleared");
+        break;
+    }
+  }
+  flush(out);
+}
+
+void batch_router::on_history_lost(router_output& out) {
+  reset(out);
+  clear(out, 0, "history lost");
+}
+
+void batch_router::on_incarnation_reset(router_output& out) {
+  reset(out);
+  groups_.reset();
+  clear(out, 0, "engine restarted (sequence reset)");
+}
+
+void batch_router::add_adapter(int64_t id, std::string name) {
+  opts_.adapters[id] = std::move(name);
+  warned_ids_.erase(id);
+}
+
+}  // namespace kvrelay

@@ -1,0 +1,328 @@
+#include "actors/shard/partition_set.hpp"
+
+#include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "actors/shard/packed_slot.hpp"
+
+namespace kvrelay {
+
+namespace {
+
+constexpr uint16_t several = 0xffff;  // a directory slot whose hash several partitions hold
+
+#pragma pack(push, 1)
+// Packed like the index's own slot: a pair<const uint64_t, uint16_t> would be padded to 16.
+struct dir_slot {
+  uint64_t key;
+  mutable uint16_t part;
+};
+#pragma pack(pop)
+static_assert(sizeof(dir_slot) == 10, "directory slot is not packed");
+
+
+using int_slots =
+    absl::flat_hash_set<dir_slot, detail::u64_slot_hash<dir_slot>, detail::u64_slot_eq<dir_slot>>;
+using bin_slots = absl::flat_hash_map<std::string, uint16_t>;
+
+uint16_t& part_of(const dir_slot& s) { return s.part; }
+uint16_t& part_of(std::pair<const std::string, uint16_t>& kv) { return kv.second; }
+uint16_t part_value(const dir_slot& s) { return s.part; }
+uint16_t part_value(const std::pair<const std::string, uint16_t>& kv) { return kv.second; }
+std::pair<int_slots::iterator, bool> put(int_slots& t, uint64_t k, uint16_t p) {
+  return t.insert(dir_slot{k, p});
+}
+std::pair<bin_slots::iterator, bool> put(bin_slots& t, const std::string& k, uint16_t p) {
+  return t.try_emplace(k, p);
+}
+
+// hash → the partition holding it; the rare hash held by several lives in `shared` as well.
+template <class Key, class Slots>
+struct dir_table {
+  Slots single;
+  absl::flat_hash_map<Key, std::vector<uint16_t>> shared;
+
+  void add(const Key& k, uint16_t p) {
+    auto [it, inserted] = put(single, k, p);
+    if (inserted) return;
+    uint16_t& cur = part_of(*it);
+    if (cur == p) return;
+    auto& holders = shared[k];
+    if (cur != several) {
+      holders = {cur, p};
+      cur = several;
+    } else if (std::find(holders.begin(), holders.end(), p) == holders.end()) {
+      holders.push_back(p);
+    }
+  }
+
+  void remove(const Key& k, uint16_t p) {
+    auto it = single.find(k);
+    if (it == single.end()) return;
+    uint16_t& cur = part_of(*it);
+    if (cur == p) {
+      single.erase(it);
+      return;
+    }
+    if (cur != several) return;
+    auto sh = shared.find(k);
+    if (sh == shared.end()) return;
+    auto& holders = sh->second;
+    holders.erase(std::remove(holders.begin(), holders.end(), p), holders.end());
+    if (holders.size() > 1) return;
+    if (holders.empty()) {
+      single.erase(it);
+    } else {
+      cur = holders.front();
+    }
+    shared.erase(sh);
+  }
+
+  // Calls forgot(p) for each partition holding k; it removes k from p and says whether p no
+  // longer holds it, and the table follows. The common case, one holder, costs one lookup.
+  template <class F>
+  size_t route(const Key& k, std::vector<uint16_t>& scratch, F&& forgot) {
+    auto it = single.find(k);
+    if (it == single.end()) return 0;
+    const uint16_t cur = part_value(*it);
+    if (cur != several) {
+      if (forgot(cur)) single.erase(it);
+      return 1;
+    }
+    holders(k, scratch);  // removing from them changes the table: a copy
+    for (uint16_t p : scratch)
+      if (forgot(p)) remove(k, p);
+    return scratch.size();
+  }
+
+  // Copies the holders out: removing from them changes the table.
+  size_t holders(const Key& k, std::vector<uint16_t>& out) const {
+    out.clear();
+    auto it = single.find(k);
+    if (it == single.end()) return 0;
+    const uint16_t cur = part_value(*it);
+    if (cur != several) {
+      out.push_back(cur);
+    } else if (auto sh = shared.find(k); sh != shared.end()) {
+      out = sh->second;
+    }
+    return out.size();
+  }
+
+  void clear() {
+    single.clear();
+    shared.clear();
+  }
+};
+
+class directory {
+ public:
+  void add(const engine_hash& h, uint16_t p) {
+    if (h.is_bytes())
+      bins_.add(h.bytes, p);
+    else
+      ints_.add(h.value, p);
+  }
+  void remove(const engine_hash& h, uint16_t p) {
+    if (h.is_bytes())
+      bins_.remove(h.bytes, p);
+    else
+      ints_.remove(h.value, p);
+  }
+  template <class F>
+  size_t route(const engine_hash& h, std::vector<uint16_t>& scratch, F&& forgot) {
+    return h.is_bytes() ? bins_.route(h.bytes, scratch, forgot)
+                        : ints_.route(h.value, scratch, forgot);
+  }
+  void clear() {
+    ints_.clear();
+    bins_.clear();
+  }
+  size_t size() const noexcept { return ints_.single.size() + bins_.single.size(); }
+  size_t heap_bytes() const noexcept {
+    size_t b = ints_.single.capacity() * (sizeof(dir_slot) + 1);
+    b += bins_.single.capacity() * (sizeof(std::pair<const std::string, uint16_t>) + 1);
+    b += (ints_.shared.size() + bins_.shared.size()) * 64;  // rare; a rough figure is enough
+    return b;
+  }
+
+ private:
+  dir_table<uint64_t, int_slots> ints_;
+  dir_table<std::string, bin_slots> bins_;
+};
+
+}  // namespace
+
+struct partition_set::impl {
+  // One partition; it is its own index's observer, so the directory follows residency (S3).
+  struct partition final : residency_observer {
+    partition(impl& o, uint16_t i, std::string n, const index_options& opts)
+        : owner(o), id(i), name(std::move(n)), index(opts) {}
+    void added(const engine_hash& h) override { owner.dir.add(h, id); }
+    // A routed removal keeps the directory itself (directory::route): one lookup, not two.
+    void forgotten(const engine_hash& h) override {
+      if (!owner.routing) owner.dir.remove(h, id);
+    }
+
+    impl& owner;
+    uint16_t id;
+    std::string name;
+    positional_index index;
+    std::vector<index_op> ops;
+    bool had_store = false;
+    bool touched = false;
+  };
+
+  index_options opts;
+  std::vector<std::unique_ptr<partition>> parts;
+  directory dir;
+  bool routed = false;   // the directory is in use (two partitions or more)
+  bool routing = false;  // inside a routed removal
+  counters stats;
+  std::vector<uint32_t> order;     // partitions touched by the current work
+  std::vector<uint16_t> holders;   // scratch
+
+  explicit impl(index_options o) : opts(o) {}
+
+  void add(std::string name) {
+    const auto id = static_cast<uint16_t>(parts.size());
+    parts.push_back(std::make_unique<partition>(*this, id, std::move(name), opts));
+    if (routed) {
+      parts.back()->index.set_observer(parts.back().get());
+    } else if (parts.size() == 2) {
+      routed = true;
+      partition& first = *parts.front();
+      first.index.for_each_hash([&](const engine_hash& h) { dir.add(h, first.id); });
+      for (auto& p : parts) p->index.set_observer(p.get());
+    }
+  }
+
+  void declare(const shard_work& w) {
+    const size_t have = parts.size();
+    if (w.new_partitions.empty() || w.first_new + w.new_partitions.size() <= have) return;
+    if (w.first_new != have || have + w.new_partitions.size() > max_partitions) {
+      stats.bad_partition_events += w.new_partitions.size();
+      return;
+    }
+    for (const auto& n : w.new_partitions) add(n);
+  }
+
+  void touch(partition& p) {
+    if (!p.touched && (p.had_store || !p.ops.empty())) {
+      p.touched = true;
+      order.push_back(p.id);
+    }
+  }
+
+  void removed(const block_removed& ev) {
+    if (parts.empty()) {
+      stats.unrouted_hashes += ev.block_hashes.size();
+      return;
+    }
+    if (!routed) {
+      partition& p = *parts.front();
+      p.index.removed(ev, p.ops);
+      touch(p);
+      return;
+    }
+    const uint32_t* counts = nullptr;
+    if (ev.has_remaining_copies) {
+      if (ev.remaining_copies.size() == ev.block_hashes.size())
+        counts = ev.remaining_copies.data();
+      else
+        ++stats.copy_counts_ignored;
+    }
+    routing = true;
+    for (size_t i = 0; i < ev.block_hashes.size(); ++i) {
+      const engine_hash& h = ev.block_hashes[i];
+      const uint32_t* left = counts ? counts + i : nullptr;
+      const size_t n = dir.route(h, holders, [&](uint16_t id) {
+        partition& p = *parts[id];
+        const auto r = p.index.remove_hash(h, ev.medium, left, p.ops);
+        touch(p);
+        return r == positional_index::removal::forgotten;
+      });
+      if (n == 0) ++stats.unrouted_hashes;
+      if (n > 1) ++stats.shared_hashes;
+    }
+    routing = false;
+  }
+
+  std::vector<result> apply(const shard_work& w) {
+    declare(w);
+    order.clear();
+    for (size_t i = 0; i < w.events.size(); ++i) {
+      const kv_event& ev = w.events[i];
+      if (ev.type == event_type::removed) {
+        removed(ev.removed);
+      } else if (ev.type == event_type::stored) {
+        const uint32_t id = i < w.partitions.size() ? w.partitions[i] : ~0u;
+        if (id >= parts.size()) {
+          ++stats.bad_partition_events;
+          continue;
+        }
+        partition& p = *parts[id];
+        p.had_store = true;
+        p.index.stored(ev.stored, p.ops);
+        touch(p);
+      }
+    }
+    std::vector<result> out;
+    out.reserve(order.size());
+    for (uint32_t id : order) {
+      partition& p = *parts[id];
+      out.push_back(result{id, p.had_store, std::move(p.ops)});
+      p.ops.clear();
+      p.had_store = false;
+      p.touched = false;
+    }
+    return out;
+  }
+};
+
+partition_set::partition_set(index_options opts) : impl_(std::make_unique<impl>(opts)) {}
+partition_set::~partition_set() = default;
+partition_set::partition_set(partition_set&&) noexcept = default;
+partition_set& partition_set::operator=(partition_set&&) noexcept = default;
+
+std::vector<partition_set::result> partition_set::apply(const shard_work& w) {
+  return impl_->apply(w);
+}
+
+void partition_set::declare(const shard_work& w) { impl_->declare(w); }
+
+void partition_set::clear() {
+  for (auto& p : impl_->parts) p->index.clear();
+  impl_->dir.clear();
+}
+
+size_t partition_set::size() const noexcept { return impl_->parts.size(); }
+const std::string& partition_set::name(uint32_t partition) const {
+  return impl_->parts.at(partition)->name;
+}
+const positional_index& partition_set::index(uint32_t partition) const {
+  return impl_->parts.at(partition)->index;
+}
+
+void partition_set::for_each_resident(
+    const std::function<void(uint32_t, uint64_t, uint32_t, tier)>& fn) const {
+  for (const auto& p : impl_->parts) {
+    const uint32_t id = p->id;
+    p->index.for_each_resident([&](uint64_t f, uint32_t c, tier t) { fn(id, f, c, t); });
+  }
+}
+
+const partition_set::counters& partition_set::stats() const noexcept { return impl_->stats; }
+bool partition_set::directory_active() const noexcept { return impl_->routed; }
+size_t partition_set::directory_size() const noexcept { return impl_->dir.size(); }
+
+size_t partition_set::heap_bytes() const noexcept {
+  size_t b = impl_->dir.heap_bytes();
+  for (const auto& p : impl_->parts) b += p->index.heap_bytes() + sizeof(impl::partition);
+  return b;
+}
+
+}  // namespace kvrelay

@@ -1,0 +1,92 @@
+#pragma once
+// The shard's protocol: every adapter partition of one pipeline (one positional_index each) and
+// the directory that routes removals, which name no adapter, to the partitions holding their
+// hashes. Pure logic (no CAF); the shard actor only unpacks work and sends what comes out.
+//
+//  S1. Partitions are declared by the work that first uses them, with dense ids in declaration
+//      order (the decoder assigns them); a declaration is applied even when its work is stale.
+//  S2. A work's events are applied in batch order across partitions, so a removal sees every
+//      store before it in its batch, including the store that created its partition.
+//  S3. Removals: with one partition, it gets them all. With more, a directory hash → partition
+//      says which partition holds each hash, and only that one sees it; a hash no partition
+//      holds is skipped (`unrouted_hashes`). The directory follows the indexes exactly: it is
+//      told by each index when a hash becomes resident and when it leaves (removal or cap), so
+//      it never routes a removal away from a partition that holds the hash and never grows past
+//      what is resident. It costs ~11 bytes per slot, only while there are two partitions or
+//      more; it is built from the first partition's hashes when the second one appears.
+//  S4. A hash held by several partitions (an engine whose hashes do not depend on the adapter)
+//      is removed from each of them.
+//  S5. clear() forgets every partition's blocks and the directory; partitions and ids stay.
+//  S6. Per work, every partition that emitted ops or saw a store yields one result (its ops,
+//      whether it saw a store: the R12 timestamp rule), in the order the work first touched it.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/shard/positional_index.hpp"
+#include "messages/pipeline.hpp"
+
+namespace kvrelay {
+
+class partition_set {
+ public:
+  /// Most partitions one pipeline can hold (the directory stores ids in 16 bits).
+  static constexpr uint32_t max_partitions = 0xfffe;
+
+  explicit partition_set(index_options opts = {});
+  ~partition_set();
+  partition_set(partition_set&&) noexcept;
+  partition_set& operator=(partition_set&&) noexcept;
+  partition_set(const partition_set&) = delete;
+  partition_set& operator=(const partition_set&) = delete;
+
+  /// One partition's share of a work.
+  struct result {
+    uint32_t partition = 0;
+    bool had_store = false;
+    std::vector<index_op> ops;
+  };
+
+  /// Applies `w` (S1, S2) and returns the touched partitions' results (S6). A work whose
+  /// declarations do not continue the ids held (a decoder bug) declares nothing: events for
+  /// partitions that do not exist are skipped and counted.
+  std::vector<result> apply(const shard_work& w);
+
+  /// Only the declarations of `w` (S1): for a work the shard drops as stale.
+  void declare(const shard_work& w);
+
+  /// S5.
+  void clear();
+
+  size_t size() const noexcept;
+  const std::string& name(uint32_t partition) const;
+  const positional_index& index(uint32_t partition) const;
+
+  /// Every resident block of every partition, for a resync.
+  void for_each_resident(
+      const std::function<void(uint32_t partition, uint64_t fingerprint, uint32_t token_count,
+                               tier warmest)>& fn) const;
+
+  struct counters {
+    uint64_t unrouted_hashes = 0;      // removed hashes no partition holds (S3)
+    uint64_t shared_hashes = 0;        // removed hashes several partitions held (S4)
+    uint64_t copy_counts_ignored = 0;  // routed removals whose remaining_copy_counts was unusable
+    uint64_t bad_partition_events = 0; // events naming a partition that was never declared
+  };
+  const counters& stats() const noexcept;
+
+  bool directory_active() const noexcept;
+  size_t directory_size() const noexcept;
+  /// Heap of the indexes and the directory.
+  size_t heap_bytes() const noexcept;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace kvrelay
