@@ -63,7 +63,8 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
   p.debouncer.window = e.window;
   p.debouncer.l2_mode = e.l2_tier;
   p.debouncer.refresh_interval = cfg.server.refresh_interval;
-  // Until server.on_shutdown is wired (config): keep, as before.
+  // server.on_shutdown (default clear) is for the lead to wire here; until then keep, as before
+  // (tests that assert the server after stop_daemon then need the harness to pin keep).
   p.debouncer.shutdown_clear = false;
   if (replica) {
     // One replica, several ranks: the replica debouncer clears it once at its start and owns
