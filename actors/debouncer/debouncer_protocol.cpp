@@ -448,7 +448,9 @@ void protocol::probe_acked(moment now, actions& out) {
     drain_failed_ = true;
     return;
   }
-  request_reports(++report_gen_, out);
+  // Merged mode needs no N2 window: the holder set, forgotten above, already drops a rank's
+  // eviction of a key it has not re-reported (and the barrier would race the ports' forwarding).
+  request_reports(holders_ ? 0 : ++report_gen_, out);
 }
 
 void protocol::request_reports(uint64_t gen, actions& out) {
@@ -459,7 +461,7 @@ void protocol::request_reports(uint64_t gen, actions& out) {
     a.rank = r;
     a.gen = gen;
     out.push_back(std::move(a));
-    reporting_.push_back(r);
+    if (gen != 0) reporting_.push_back(r);
   }
   if (reporting_.empty()) pending_.end_tracking();
 }

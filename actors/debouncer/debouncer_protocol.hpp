@@ -23,7 +23,9 @@
 // Never send what the server never saw (issue 13, with pending_set's rules)
 //  N1. A pending add marked `introduces` and its eviction are both dropped.
 //  N2. From a resync's acknowledged clear until every decoder's re-report has arrived (a drain
-//      barrier per rank), an eviction of a key not sent since the clear is dropped.
+//      barrier per rank), an eviction of a key not sent since the clear is dropped. Merged mode
+//      needs no window: the holder set, forgotten at the clear, drops a rank's eviction of a key
+//      it has not re-reported, for good.
 //
 // Server health, outage and resync
 //  S1. A failed unit marks the server unhealthy (one WARN; later failures are counted and

@@ -609,7 +609,9 @@ TEST_F(Merged, OnlyTheReplicaStartClearsAndAResyncAsksEveryRank) {  // C1, C2, S
   auto probe = take_units();
   ASSERT_EQ(probe.size(), 1u);
   ack(probe[0]->id);
-  EXPECT_EQ(of(action_kind::report).size(), 2u);
+  ASSERT_EQ(of(action_kind::report).size(), 2u);
+  EXPECT_EQ(of(action_kind::report)[0].gen, 0u) << "the holder set does N2's work";
+  EXPECT_FALSE(p->pending().tracking());
   EXPECT_EQ(p->held_keys(), 0u) << "the re-reports rebuild the holder set";
   ops({ev(1)}, 0);
   EXPECT_TRUE(take_units().empty()) << "rank 0 did not re-report 1 yet: nothing to evict";
