@@ -172,7 +172,7 @@ void protocol::on_resync_timer(uint64_t gen, moment now, actions& out) {
   check_drains(out);
 }
 
-void protocol::on_refresh_timer(moment now, actions& out) {
+void protocol::on_refresh_timer(moment, actions& out) {
   if (opts_.refresh_interval.count() > 0) {
     auto a = make(action_kind::arm_refresh);
     a.delay = opts_.refresh_interval;
@@ -185,7 +185,6 @@ void protocol::on_refresh_timer(moment now, actions& out) {
       a.rank = r;
       out.push_back(std::move(a));
     }
-  (void)now;
 }
 
 void protocol::on_reported(uint32_t r, uint64_t gen, moment now, actions& out) {
@@ -380,13 +379,12 @@ void protocol::start_resync(const char* why, moment now, actions& out) {
   }
 }
 
-void protocol::arm_probe(moment now, actions& out) {
+void protocol::arm_probe(moment, actions& out) {
   deferred_resync_ = false;
   auto a = make(action_kind::arm_resync);
   a.delay = backoff_.next();
   a.gen = ++resync_gen_;
   out.push_back(std::move(a));
-  (void)now;
 }
 
 void protocol::failed(bool was_probe, const std::string& err, moment now, actions& out) {

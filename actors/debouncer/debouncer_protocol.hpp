@@ -21,7 +21,10 @@
 //  F4. No emitter yet (merged mode, before rank 0's data path joined): nothing is taken.
 //
 // Never send what the server never saw (issue 13, with pending_set's rules)
-//  N1. A pending add marked `introduces` and its eviction are both dropped.
+//  N1. A pending add marked `introduces` and its eviction are both dropped. After an engine
+//      clear (or the start's) the index is cleared too, so every later add introduces its key:
+//      N1 alone covers what follows a clear; only a resync, which clears the server but not the
+//      index, needs N2.
 //  N2. From a resync's acknowledged clear until every decoder's re-report has arrived (a drain
 //      barrier per rank), an eviction of a key not sent since the clear is dropped. Merged mode
 //      needs no window: the holder set, forgotten at the clear, drops a rank's eviction of a key

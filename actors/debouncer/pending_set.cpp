@@ -37,7 +37,7 @@ void pending_set::evict(const key& k, int64_t ts_us) {
     ++drops_.unsent_pairs;
     return;
   }
-  if (it == entries_.end() && tracking_ && !reported_.contains(k)) {
+  if (it == entries_.end() && (clear_ || (tracking_ && !reported_.contains(k)))) {
     ++drops_.unreported;  // cleared since, and not re-reported: the server cannot hold it
     return;
   }
@@ -53,7 +53,7 @@ bool pending_set::apply(const shard_ops& ops) {
       auto it = entries_.find(k);
       bool fresh;
       if (it == entries_.end())
-        fresh = op.introduces || (tracking_ && !reported_.contains(k));
+        fresh = op.introduces || clear_ || (tracking_ && !reported_.contains(k));
       else
         fresh = it->second.s == state::add && it->second.fresh;  // over an eviction: never
       set(k, entry{state::add, fresh, op.t, op.token_count, 0});

@@ -7,7 +7,8 @@
 //
 // What the server never saw is never sent (issue 13):
 //  - A pending add is *fresh* when the server cannot hold its key: the op said so
-//    (`index_op::introduces`), or the key has not gone out since the server was cleared while
+//    (`index_op::introduces`), a clear is pending (nothing went out since it, so the server
+//    holds no key after it), or the key has not gone out since the server was cleared while
 //    tracking (below). An eviction of a key whose pending add is fresh drops both. An add that
 //    replaces a pending eviction is never fresh: the server may hold the key until that eviction
 //    goes.

@@ -235,5 +235,20 @@ TEST(PendingSet, ALargeSetIsReleasedWhenItEmpties) {
   EXPECT_FALSE(p.released_memory()) << "a small set is kept";
 }
 
+TEST(PendingSet, WhileAClearIsPendingNothingStoredAfterItNeedsEvicting) {  // issue 16 item 2
+  pending_set p;
+  p.clear(5);
+  p.apply(ops("", {up(1), up(2)}));
+  p.apply(ops("", {ev(1), ev(3)}, 9, false));
+  auto u = p.take(1);
+  ASSERT_TRUE(u);
+  EXPECT_TRUE(u->clear);
+  ASSERT_EQ(u->adds.size(), 1u);
+  EXPECT_EQ(u->adds[0].fingerprint, 2u);
+  EXPECT_TRUE(u->evicts.empty()) << "the server holds neither 1 nor 3 after the clear";
+  p.apply(ops("", {ev(2)}, 9, false));
+  ASSERT_TRUE(p.take(2)) << "2 went out with the clear: its eviction follows";
+}
+
 }  // namespace
 }  // namespace kvrelay
