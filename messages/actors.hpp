@@ -89,13 +89,41 @@ using debouncer_actor = caf::typed_actor<
   caf::reacts_to<atom::update, emitter_actor>,
   // The decoder to ask for a resync.
   caf::reacts_to<atom::update, decoder_actor>,
-  // Retry of a resync after the server was unreachable (backoff timer).
-  caf::reacts_to<atom::resync>,
+  // Timer: the next resync probe (backoff) or a deferred reconnect resync (generation counter).
+  caf::reacts_to<atom::resync, uint64_t>,
   // Periodic refresh: re-report everything resident so the server's TTL never expires it.
   caf::reacts_to<atom::refresh>,
   // The emitter's transport to the server came back: the server may have lost its state.
   caf::reacts_to<atom::reconnected>,
-  // Shutdown: flush everything; answers when the emitter acknowledged it (or on timeout).
+  // Shutdown: flush everything (or end with ALL_CLEARED); true when the emitter acknowledged it.
+  caf::replies_to<atom::drain>::with<bool>>
+  ::extend_with<supervised_actor>;
+
+/// Merged DP mode: the one debouncer of a replica whose data-parallel ranks report as one. It
+/// owns the holder set and the replica's only stream of units; each rank's data path reaches it
+/// through a port (a debouncer_actor that tags what it forwards with its rank).
+using replica_debouncer_actor = caf::typed_actor<
+  // A rank's data path (re)started; its supervisor is to hear the server's health.
+  caf::reacts_to<atom::join, uint32_t, health_listener_actor>,
+  // A rank's index changes.
+  caf::reacts_to<uint32_t, shard_ops_ptr>,
+  // A rank's clear (rank, epoch, batch time): evicts what that rank alone held.
+  caf::reacts_to<atom::clear, uint32_t, uint64_t, int64_t>,
+  // A rank's decoder, to ask for re-reports.
+  caf::reacts_to<atom::update, uint32_t, decoder_actor>,
+  // The replica's emitter (rank 0's), also after it restarted.
+  caf::reacts_to<atom::update, emitter_actor>,
+  // The emitter finished a unit.
+  caf::reacts_to<emit_result>,
+  // Window timer (generation counter).
+  caf::reacts_to<atom::flush, uint64_t>,
+  // Resync timer (generation counter).
+  caf::reacts_to<atom::resync, uint64_t>,
+  // Periodic refresh.
+  caf::reacts_to<atom::refresh>,
+  // The emitter's transport to the server came back.
+  caf::reacts_to<atom::reconnected>,
+  // Shutdown (any rank's): as the debouncer's drain, for the whole replica.
   caf::replies_to<atom::drain>::with<bool>>
   ::extend_with<supervised_actor>;
 

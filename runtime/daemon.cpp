@@ -48,7 +48,7 @@ pipeline_context to_context(const config::daemon_config& cfg,
 
 pipeline_options to_pipeline_options(const config::daemon_config& cfg,
                                      const config::pipeline_settings& ps,
-                                     std::shared_ptr<merged_holders> holders) {
+                                     replica_debouncer_actor replica) {
   const auto& e = cfg.engines.at(ps.engine_index);
   pipeline_options p;
   p.ingress.source.endpoint = ps.endpoint;
@@ -63,12 +63,14 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
   p.debouncer.window = e.window;
   p.debouncer.l2_mode = e.l2_tier;
   p.debouncer.refresh_interval = cfg.server.refresh_interval;
-  if (holders) {
+  // server.on_shutdown (default clear) is for the lead to wire here; until then keep, as before
+  // (tests that assert the server after stop_daemon then need the harness to pin keep).
+  p.debouncer.shutdown_clear = false;
+  if (replica) {
+    // One replica, several ranks: the replica debouncer clears it once at its start and owns
+    // the holder set; this rank's data path reaches it through a port.
     p.debouncer.merged_rank = static_cast<unsigned>(ps.dp_rank);
-    p.debouncer.holders = std::move(holders);
-    // One replica, several ranks: only rank 0 clears it at start; a rank restarting later
-    // evicts what it alone held instead (see merged_holders).
-    p.debouncer.start_with_clear = ps.dp_rank == 0;
+    p.debouncer.replica = std::move(replica);
   }
 
   p.emitter.client.target = cfg.server.address;
@@ -124,6 +126,7 @@ struct daemon::impl {
     std::string endpoint, replay_endpoint, topic;
   };
   std::vector<pipeline> pipelines;
+  std::vector<caf::actor> replica_debouncers;  // merged DP engines: stopped after the pipelines
   std::unique_ptr<admin_server> admin;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
@@ -145,17 +148,22 @@ bool daemon::start(std::string& error) {
   d.sys_cfg->set("scheduler.max-threads",
                  static_cast<size_t>(std::max(2u, std::thread::hardware_concurrency())));
   d.sys = std::make_unique<caf::actor_system>(*d.sys_cfg);
-  std::map<size_t, std::shared_ptr<merged_holders>> holders;  // per merged engine
+  std::map<size_t, replica_debouncer_actor> replicas;  // per merged engine
   for (const auto& ps : config::pipelines(d.cfg)) {
     const auto& e = d.cfg.engines.at(ps.engine_index);
-    std::shared_ptr<merged_holders> h;
+    replica_debouncer_actor replica;
     if (e.dp_size > 1 && e.dp_mode == config::dp_mode::merged) {
-      auto& slot = holders[ps.engine_index];
-      if (!slot) slot = std::make_shared<merged_holders>();
-      h = slot;
+      auto& slot = replicas[ps.engine_index];
+      if (!slot) {
+        auto rctx = to_context(d.cfg, ps, d.metrics);
+        rctx.name = ps.replica_id;
+        slot = spawn_replica_debouncer(*d.sys, rctx, to_pipeline_options(d.cfg, ps, {}).debouncer);
+        d.replica_debouncers.push_back(caf::actor_cast<caf::actor>(slot));
+      }
+      replica = slot;
     }
     impl::pipeline p;
-    const auto opts = to_pipeline_options(d.cfg, ps, std::move(h));
+    const auto opts = to_pipeline_options(d.cfg, ps, std::move(replica));
     const auto ctx = to_context(d.cfg, ps, d.metrics);
     p.name = ctx.name;
     p.replica_id = ps.replica_id;
@@ -209,6 +217,8 @@ void daemon::stop() {
   if (!d.sys) return;
   for (auto& p : d.pipelines) caf::anon_send_exit(p.hdl, caf::exit_reason::user_shutdown);
   d.pipelines.clear();
+  for (auto& r : d.replica_debouncers) caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
+  d.replica_debouncers.clear();
   d.sys->await_all_actors_done();
   d.sys.reset();
   d.sys_cfg.reset();

@@ -4,46 +4,53 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include <algorithm>
 #include <map>
-#include <set>
+#include <stdexcept>
+#include <tuple>
 
-#include "actors/debouncer/pending_set.hpp"
-#include "base/clock.hpp"
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
 
 namespace kvrelay {
 
+debounce::options to_protocol_options(const debouncer_options& o) {
+  debounce::options p;
+  p.window = o.window;
+  p.flush_threshold = o.flush_threshold;
+  p.l2_mode = o.l2_mode;
+  p.max_pending = o.max_pending;
+  p.max_units_in_flight = o.max_units_in_flight;
+  p.refresh_interval = o.refresh_interval;
+  p.resync_backoff_max = o.resync_backoff_max;
+  p.reconnect_resync_interval = o.reconnect_resync_interval;
+  p.start_with_clear = o.start_with_clear;
+  p.shutdown_clear = o.shutdown_clear;
+  return p;
+}
+
 namespace {
 
+// A re-report of a million blocks takes seconds; a barrier that never answers ends N2 anyway.
+constexpr auto report_barrier_timeout = std::chrono::seconds(60);
 
+// The shell's state, shared by the pipeline debouncer and the replica debouncer: the protocol,
+// the handles its actions need, and the metric series (resolved once, here).
 struct debouncer_state {
   static inline constexpr const char* name = "debouncer";
 
   pipeline_context ctx;
-  debouncer_options opts;
-  std::optional<bool> told_server_ok;  // what ctx.health last heard
-  pending_set pending;
+  std::optional<debounce::protocol> proto;
   emitter_actor emitter;
-  decoder_actor decoder;
-
-  uint64_t epoch = 1;  // the decoder's first epoch
-  uint64_t timer_gen = 0;
-  bool timer_armed = false;
-  uint64_t next_unit = 1;
-  std::set<uint64_t> in_flight;
-
-  // Server health: a failed unit makes it unhealthy; recovery goes through a resync.
-  bool healthy = true;
-  uint64_t resync_unit = 0;  // the unit carrying the resync's ALL_CLEARED (0 = none)
-  std::chrono::milliseconds resync_backoff{500};
-  bool resync_timer_armed = false;
-
+  std::map<uint32_t, decoder_actor> decoders;
+  std::vector<health_listener_actor> listeners;
+  std::optional<bool> told_ok;
   std::vector<caf::typed_response_promise<bool>> drains;
-  bool draining = false;  // shutdown: send what is pending whatever the server's health
 
-  // Metrics, looked up once.
+  debounce::counters published;
   gauge_series* pending_gauge = nullptr;
   counter_series* units_sent = nullptr;
   counter_series* units_failed = nullptr;
@@ -51,256 +58,311 @@ struct debouncer_state {
   counter_series* overflows = nullptr;
   counter_series* resyncs = nullptr;
   counter_series* entries_sent = nullptr;
+  counter_series* probes_failed = nullptr;
+  counter_series* reconnects = nullptr;
+  counter_series* dropped_pairs = nullptr;
+  counter_series* dropped_unreported = nullptr;
+  counter_series* dropped_superseded = nullptr;
+  counter_series* dropped_after_clear = nullptr;
+  pending_set::drop_stats published_set;
+
+  void init(pipeline_context c, const debounce::options& o) {
+    ctx = std::move(c);
+    proto.emplace(o);
+    const auto& m = ctx;
+    pending_gauge = &m.gauge("kvrelay_pending_entries", "Coalesced updates not yet sent");
+    units_sent = &m.counter("kvrelay_units_sent_total", "Ordered units handed to the emitter");
+    units_failed = &m.counter("kvrelay_units_failed_total", "Units with a failed RPC");
+    stale_ops = &m.counter("kvrelay_stale_epoch_ops_total",
+                           "Ops dropped because a clear superseded them");
+    overflows = &m.counter("kvrelay_pending_overflows_total",
+                           "Times pending updates crossed their bound (clear + resync)");
+    resyncs = &m.counter("kvrelay_resyncs_total", "ALL_CLEARED + full re-reports");
+    entries_sent = &m.counter("kvrelay_entries_sent_total",
+                              "Adds, downgrades, evictions and clears sent");
+    probes_failed = &m.counter("kvrelay_resync_probes_failed_total",
+                               "Resync probes (ALL_CLEARED) the server did not acknowledge");
+    reconnects = &m.counter("kvrelay_reconnects_total",
+                            "Times the transport to the policy server came back after a loss");
+    const char* help = "Updates never sent because the server's state is known without them";
+    dropped_pairs = &m.counter("kvrelay_updates_dropped_total", help, {{"reason", "unsent_pair"}});
+    dropped_unreported =
+        &m.counter("kvrelay_updates_dropped_total", help, {{"reason", "not_reported"}});
+    dropped_superseded =
+        &m.counter("kvrelay_updates_dropped_total", help, {{"reason", "superseded"}});
+    dropped_after_clear =
+        &m.counter("kvrelay_updates_dropped_total", help, {{"reason", "after_final_clear"}});
+  }
+
+  // Publishes what the protocol counted since the last call.
+  void sync() {
+    const auto& c = proto->stats();
+    const auto bump = [](counter_series* s, uint64_t now, uint64_t& last) {
+      if (now > last) s->inc(now - last);
+      last = now;
+    };
+    bump(units_sent, c.units_sent, published.units_sent);
+    bump(entries_sent, c.entries_sent, published.entries_sent);
+    bump(units_failed, c.units_failed, published.units_failed);
+    bump(stale_ops, c.stale_ops, published.stale_ops);
+    bump(overflows, c.overflows, published.overflows);
+    bump(resyncs, c.resyncs, published.resyncs);
+    bump(probes_failed, c.probes_failed, published.probes_failed);
+    bump(reconnects, c.reconnects, published.reconnects);
+    bump(dropped_superseded, c.superseded, published.superseded);
+    bump(dropped_after_clear, c.after_final_clear, published.after_final_clear);
+    const auto& d = proto->pending().drops();
+    bump(dropped_pairs, d.unsent_pairs, published_set.unsent_pairs);
+    bump(dropped_unreported, d.unreported, published_set.unreported);
+    pending_gauge->set(static_cast<double>(proto->pending().size()));
+  }
 };
 
-using debouncer_self = debouncer_actor::stateful_pointer<debouncer_state>;
+template <class Self>
+debounce::moment now_of(Self self) {
+  const auto steady = self->clock().now().time_since_epoch();
+  return {std::chrono::duration_cast<std::chrono::milliseconds>(steady).count(),
+          self->state.ctx.wall_us()};
+}
 
-bool merged(const debouncer_state& st) { return st.opts.merged_rank && st.opts.holders; }
+template <class Self>
+void execute(Self self, debounce::actions& out);
 
-void arm_timer(debouncer_self self) {
+// Calls the protocol with the current moment and executes what it returns.
+template <class Self, class F>
+void run(Self self, F&& f) {
+  debounce::actions out;
+  f(*self->state.proto, now_of(self), out);
+  execute(self, out);
+}
+
+template <class Self>
+void ask_report(Self self, uint32_t rank, uint64_t gen) {
+  auto it = self->state.decoders.find(rank);
+  if (it == self->state.decoders.end()) return;
+  self->send(it->second, atom::resync_v);
+  if (gen == 0) return;
+  const auto done = [=] {
+    run(self, [=](auto& p, auto now, auto& out) { p.on_reported(rank, gen, now, out); });
+  };
+  // The decoder's drain answers once its shards handled everything sent before: the re-report.
+  self->request(it->second, report_barrier_timeout, atom::drain_v)
+      .then([=](bool) { done(); }, [=](caf::error&) { done(); });
+}
+
+template <class Self>
+void execute(Self self, debounce::actions& out) {
   auto& st = self->state;
-  if (st.timer_armed) return;
-  st.timer_armed = true;
-  self->delayed_send(self, st.opts.window, atom::flush_v, ++st.timer_gen);
-}
-
-void update_gauge(debouncer_state& st) {
-  st.pending_gauge->set(static_cast<double>(st.pending.size()));
-}
-
-void check_drains(debouncer_self self) {
-  auto& st = self->state;
-  if (st.drains.empty() || !st.in_flight.empty() || !st.pending.empty()) return;
-  for (auto& p : st.drains) p.deliver(true);
-  st.drains.clear();
-}
-
-// Seals what is pending into a unit and hands it to the emitter, if credits allow.
-void flush(debouncer_self self) {
-  auto& st = self->state;
-  if (st.pending.empty() || st.in_flight.size() >= st.opts.max_units_in_flight) return;
-  // While the server is away, hold final state; the resync brings it back (see on_result).
-  if (!st.healthy && st.resync_unit == 0 && !st.draining) return;
-  auto unit = st.pending.take(st.next_unit++);
-  if (!unit) return;
-  st.in_flight.insert(unit->id);
-  st.units_sent->inc();
-  st.entries_sent->inc(unit->entries());
-  self->send(st.emitter, std::make_shared<const emit_unit>(std::move(*unit)));
-  update_gauge(st);
-  if (st.pending.pending_adds() > 0) arm_timer(self);
-}
-
-void start_resync(debouncer_self self, const char* why) {
-  auto& st = self->state;
-  if (st.resync_unit != 0) return;
-  st.resyncs->inc();
-  log::info("resyncing the policy server: ALL_CLEARED, then every resident block",
-            {{"replica", st.ctx.name}, {"reason", why}, {"merged_dp", merged(st)}});
-  if (merged(st)) {
-    // Other ranks share the replica: no ALL_CLEARED. Pending evictions are kept (they are the
-    // outage's removals); the re-report after the next success restores everything held.
-    st.healthy = true;
-    if (st.decoder) self->send(st.decoder, atom::resync_v);
-    flush(self);
-    return;
-  }
-  // The re-report supersedes whatever is pending; the clear makes sure nothing stale survives.
-  st.pending.reset();
-  st.pending.clear(st.ctx.wall_us());
-  st.pending.reset_overflow();
-  st.resync_unit = st.next_unit;  // the next unit taken carries the clear
-  flush(self);
-  if (st.in_flight.count(st.resync_unit) == 0) st.resync_unit = 0;  // no credit: retry later
-}
-
-void schedule_resync(debouncer_self self) {
-  auto& st = self->state;
-  if (st.resync_timer_armed) return;
-  st.resync_timer_armed = true;
-  self->delayed_send(self, st.resync_backoff, atom::resync_v);
-  st.resync_backoff = std::min(st.resync_backoff * 2, st.opts.resync_backoff_max);
-}
-
-void mark_unhealthy(debouncer_self self, const std::string& why) {
-  auto& st = self->state;
-  if (st.healthy)
-    log::warn("policy server unreachable; holding final state until it is back",
-              {{"replica", st.ctx.name}, {"err", why}});
-  st.healthy = false;
-  schedule_resync(self);
-}
-
-// Merged DP mode: keeps an eviction only when this rank was the prefix's last holder.
-shard_ops filter_merged(debouncer_state& st, const shard_ops& in) {
-  shard_ops out = in;
-  out.ops.clear();
-  const unsigned rank = *st.opts.merged_rank;
-  for (const auto& op : in.ops) {
-    if (op.op == prefix_op::kind::upsert) {
-      st.opts.holders->add(in.adapter, op.fingerprint, rank);
-      out.ops.push_back(op);
-    } else if (st.opts.holders->remove(in.adapter, op.fingerprint, rank)) {
-      out.ops.push_back(op);
+  for (auto& a : out) {
+    switch (a.kind) {
+      case debounce::action_kind::send_unit:
+        self->send(st.emitter, std::move(a.unit));
+        break;
+      case debounce::action_kind::arm_flush:
+        self->delayed_send(self, a.delay, atom::flush_v, a.gen);
+        break;
+      case debounce::action_kind::arm_resync:
+        self->delayed_send(self, a.delay, atom::resync_v, a.gen);
+        break;
+      case debounce::action_kind::arm_refresh:
+        self->delayed_send(self, a.delay, atom::refresh_v);
+        break;
+      case debounce::action_kind::report:
+        ask_report(self, a.rank, a.gen);
+        break;
+      case debounce::action_kind::answer_drains:
+        for (auto& p : st.drains) p.deliver(a.ok);
+        st.drains.clear();
+        break;
+      case debounce::action_kind::health:
+        st.told_ok = a.ok;
+        for (auto& l : st.listeners)
+          if (l) self->send(l, a.ok ? health_fact::server_ok : health_fact::server_failed);
+        break;
+      case debounce::action_kind::listen:
+        if (st.emitter)
+          self->send(st.emitter, atom::update_v, caf::actor_cast<reconnect_listener_actor>(self));
+        break;
+      case debounce::action_kind::log:
+        a.fields.insert(a.fields.begin(), log::field("replica", st.ctx.name));
+        log::write(a.level, a.text, a.fields);
+        break;
+      case debounce::action_kind::trim_heap:
+#if defined(__GLIBC__)
+        malloc_trim(0);  // a burst's pending set was freed: give its pages back (issue 13)
+#endif
+        break;
     }
   }
-  return out;
+  st.sync();
 }
 
-// A clear of this pipeline. Merged DP mode: evict only what no other rank holds.
-void clear_replica(debouncer_self self, int64_t ts_us) {
-  auto& st = self->state;
-  if (!merged(st)) {
-    st.pending.clear(ts_us);
-    return;
-  }
-  shard_ops evicts;
-  evicts.ts_us = ts_us;
-  std::map<std::string, shard_ops> by_adapter;
-  st.opts.holders->clear_rank(*st.opts.merged_rank, [&](const std::string& adapter, uint64_t fp) {
-    auto& o = by_adapter[adapter];
-    o.adapter = adapter;
-    o.ts_us = ts_us;
-    o.ops.push_back(prefix_op{prefix_op::kind::evict, fp, 0, tier::t1});
-  });
-  for (auto& [adapter, o] : by_adapter) st.pending.apply(o);
+template <class Self>
+actor_status status_of(Self self) {
+  const auto& p = *self->state.proto;
+  actor_status j("debouncer", self->mailbox().size());
+  j.add("pending", p.pending().size());
+  j.add("pending_adds", p.pending().pending_adds());
+  j.add("units_in_flight", p.units_in_flight());
+  j.add("epoch", p.epoch(0));
+  j.add("server_healthy", p.healthy());
+  j.add("resync_in_progress", p.resync_in_progress());
+  j.add("re_reporting", p.reporting());
+  j.add("tracked_keys", p.pending().tracked());
+  j.add("draining", p.draining());
+  return j;
 }
 
-void on_ops(debouncer_self self, const shard_ops& raw) {
-  auto& st = self->state;
-  const shard_ops filtered = merged(st) ? filter_merged(st, raw) : shard_ops{};
-  const shard_ops& ops = merged(st) ? filtered : raw;
-  if (ops.epoch < st.epoch) {  // stored before a clear: must never reach the server after it
-    st.stale_ops->inc(ops.ops.size());
-    return;
-  }
-  if (ops.epoch > st.epoch) {  // the clear notice is behind this op: clear now
-    st.epoch = ops.epoch;
-    clear_replica(self, ops.ts_us);
-  }
-  bool evicts = std::any_of(ops.ops.begin(), ops.ops.end(),
-                            [](const prefix_op& o) { return o.op == prefix_op::kind::evict; });
-  // Adds go out before the evictions that follow them (R03, L08).
-  if (evicts && st.pending.pending_adds() > 0) flush(self);
-  if (!st.pending.apply(ops)) {
-    st.overflows->inc();
-    log::error("pending updates over their bound; will clear and resync",
-               {{"replica", st.ctx.name}, {"max_pending", st.opts.max_pending}});
-    if (st.healthy) start_resync(self, "pending overflow");
-    return;
-  }
-  update_gauge(st);
-  if (evicts || st.pending.pending_adds() >= st.opts.flush_threshold || st.pending.clear_pending())
-    flush(self);
-  else if (st.pending.pending_adds() > 0)
-    arm_timer(self);
+template <class Self>
+caf::result<bool> drain(Self self) {
+  auto p = self->template make_response_promise<bool>();
+  self->state.drains.push_back(p);
+  run(self, [](auto& pr, auto now, auto& out) { pr.on_drain(now, out); });
+  return p;
 }
 
-void on_result(debouncer_self self, const emit_result& r) {
-  auto& st = self->state;
-  if (st.in_flight.erase(r.id) == 0) return;  // from before an emitter restart
-  if (st.told_server_ok != r.ok && st.ctx.health) {
-    st.told_server_ok = r.ok;
-    self->send(st.ctx.health, r.ok ? health_fact::server_ok : health_fact::server_failed);
-  }
-  if (!r.ok) {
-    st.units_failed->inc();
-    if (r.id == st.resync_unit) st.resync_unit = 0;
-    mark_unhealthy(self, r.last_error);
-  } else if (r.id == st.resync_unit) {
-    st.resync_unit = 0;
-    if (!st.healthy) log::info("policy server reachable again", {{"replica", st.ctx.name}});
-    st.healthy = true;
-    st.resync_backoff = std::chrono::milliseconds{500};
-    if (st.decoder) self->send(st.decoder, atom::resync_v);  // shards re-report everything
-  }
-  flush(self);
-  check_drains(self);
+// The handlers both debouncers share: answers, timers, emitter, reconnects, drain, crash.
+template <class Self>
+auto common_handlers(Self self) {
+  return std::make_tuple(
+      [=](emit_result& r) {
+        run(self, [&](auto& p, auto now, auto& out) { p.on_result(r, now, out); });
+      },
+      [=](atom::flush, uint64_t gen) {
+        run(self, [&](auto& p, auto now, auto& out) { p.on_flush_timer(gen, now, out); });
+      },
+      [=](atom::update, emitter_actor e) {
+        self->state.emitter = std::move(e);
+        run(self, [&](auto& p, auto now, auto& out) { p.on_emitter(now, out); });
+      },
+      [=](atom::resync, uint64_t gen) {
+        run(self, [&](auto& p, auto now, auto& out) { p.on_resync_timer(gen, now, out); });
+      },
+      [=](atom::refresh) {
+        run(self, [&](auto& p, auto now, auto& out) { p.on_refresh_timer(now, out); });
+      },
+      [=](atom::reconnected) {
+        run(self, [&](auto& p, auto now, auto& out) { p.on_reconnected(now, out); });
+      },
+      [=](atom::drain) -> caf::result<bool> { return drain(self); },
+      [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); });
 }
+
+// ---- one pipeline ------------------------------------------------------------------------------
+
+using debouncer_self = debouncer_actor::stateful_pointer<debouncer_state>;
 
 debouncer_actor::behavior_type debouncer_fn(debouncer_self self, pipeline_context ctx,
                                             debouncer_options opts, emitter_actor emitter) {
   auto& st = self->state;
-  st.opts = opts;
-  st.pending = pending_set(pending_set::options{opts.l2_mode, opts.max_pending, 16384});
+  st.init(std::move(ctx), to_protocol_options(opts));
   st.emitter = std::move(emitter);
-  st.ctx = std::move(ctx);
-  const auto& m = st.ctx;
-  st.pending_gauge = &m.gauge("kvrelay_pending_entries", "Coalesced updates not yet sent");
-  st.units_sent = &m.counter("kvrelay_units_sent_total", "Ordered units handed to the emitter");
-  st.units_failed = &m.counter("kvrelay_units_failed_total", "Units with a failed RPC");
-  st.stale_ops = &m.counter("kvrelay_stale_epoch_ops_total",
-                            "Ops dropped because a clear superseded them");
-  st.overflows = &m.counter("kvrelay_pending_overflows_total",
-                            "Times pending updates crossed their bound (clear + resync)");
-  st.resyncs = &m.counter("kvrelay_resyncs_total", "ALL_CLEARED + full re-reports");
-  st.entries_sent = &m.counter("kvrelay_entries_sent_total",
-                               "Adds, downgrades, evictions and clears sent");
-  if (opts.refresh_interval.count() > 0)
-    self->delayed_send(self, opts.refresh_interval, atom::refresh_v);
-  if (opts.start_with_clear) clear_replica(self, st.ctx.wall_us());
+  if (st.ctx.health) st.listeners.push_back(st.ctx.health);
+  run(self, [](auto& p, auto now, auto& out) {
+    p.start(now, out);
+    p.on_emitter(now, out);
+  });
+  return std::apply(
+      [=](auto... common) -> debouncer_actor::behavior_type {
+        return {
+            [=](shard_ops_ptr ops) {
+              run(self, [&](auto& p, auto now, auto& out) { p.on_ops(0, *ops, now, out); });
+            },
+            [=](atom::clear, uint64_t epoch, int64_t ts_us) {
+              run(self,
+                  [&](auto& p, auto now, auto& out) { p.on_clear(0, epoch, ts_us, now, out); });
+            },
+            [=](atom::update, decoder_actor d) {
+              self->state.decoders[0] = std::move(d);
+              run(self, [&](auto& p, auto now, auto& out) { p.on_decoder(0, now, out); });
+            },
+            [=](atom::status) { return status_of(self); },
+            common...,
+        };
+      },
+      common_handlers(self));
+}
+
+// ---- merged DP mode: the replica's debouncer and each rank's port ------------------------------
+
+using replica_self = replica_debouncer_actor::stateful_pointer<debouncer_state>;
+
+replica_debouncer_actor::behavior_type replica_fn(replica_self self, pipeline_context ctx,
+                                                  debouncer_options opts) {
+  auto o = to_protocol_options(opts);
+  o.merged = true;
+  self->state.init(std::move(ctx), o);
+  run(self, [](auto& p, auto now, auto& out) { p.start(now, out); });
+  return std::apply(
+      [=](auto... common) -> replica_debouncer_actor::behavior_type {
+        return {
+            [=](atom::join, uint32_t rank, health_listener_actor l) {
+              auto& s = self->state;
+              if (l) {
+                if (s.told_ok)
+                  self->send(l, *s.told_ok ? health_fact::server_ok : health_fact::server_failed);
+                s.listeners.push_back(std::move(l));
+              }
+              s.decoders.erase(rank);
+              run(self, [&](auto& p, auto now, auto& out) { p.on_rank_started(rank, now, out); });
+            },
+            [=](uint32_t rank, shard_ops_ptr ops) {
+              run(self, [&](auto& p, auto now, auto& out) { p.on_ops(rank, *ops, now, out); });
+            },
+            [=](atom::clear, uint32_t rank, uint64_t epoch, int64_t ts_us) {
+              run(self, [&](auto& p, auto now, auto& out) {
+                p.on_clear(rank, epoch, ts_us, now, out);
+              });
+            },
+            [=](atom::update, uint32_t rank, decoder_actor d) {
+              self->state.decoders[rank] = std::move(d);
+              run(self, [&](auto& p, auto now, auto& out) { p.on_decoder(rank, now, out); });
+            },
+            [=](atom::status) {
+              auto j = status_of(self);
+              j.add("merged_dp", true);
+              j.add("held_keys", self->state.proto->held_keys());
+              return j;
+            },
+            common...,
+        };
+      },
+      common_handlers(self));
+}
+
+struct port_state {
+  static inline constexpr const char* name = "debouncer-port";
+};
+using port_self = debouncer_actor::stateful_pointer<port_state>;
+
+// Forwards, in the order received, what one rank's data path sends its debouncer. The units,
+// timers and health are the replica debouncer's; its status stands for the port's.
+debouncer_actor::behavior_type port_fn(port_self self, pipeline_context ctx, uint32_t rank,
+                                       replica_debouncer_actor owner, emitter_actor emitter) {
+  self->monitor(owner);
+  self->set_down_handler([=](const caf::down_msg& m) {
+    if (m.source == owner.address())
+      self->quit(caf::make_error(caf::sec::runtime_error, "the replica debouncer is gone"));
+  });
+  self->send(owner, atom::join_v, rank, ctx.health);
+  if (rank == 0 && emitter) self->send(owner, atom::update_v, std::move(emitter));
   return {
-      [=](shard_ops_ptr ops) { on_ops(self, *ops); },
+      [=](shard_ops_ptr ops) { self->send(owner, rank, std::move(ops)); },
       [=](atom::clear, uint64_t epoch, int64_t ts_us) {
-        auto& s = self->state;
-        if (epoch <= s.epoch && epoch != 0) return;  // already cleared by a newer-epoch op
-        s.epoch = std::max(s.epoch, epoch);
-        clear_replica(self, ts_us);
-        flush(self);
+        self->send(owner, atom::clear_v, rank, epoch, ts_us);
       },
-      [=](emit_result& r) { on_result(self, r); },
-      [=](atom::flush, uint64_t gen) {
-        auto& s = self->state;
-        if (gen != s.timer_gen) return;
-        s.timer_armed = false;
-        flush(self);
-      },
+      [=](emit_result&) {},  // units are the replica debouncer's
+      [=](atom::flush, uint64_t) {},
       [=](atom::update, emitter_actor e) {
-        auto& s = self->state;
-        s.emitter = std::move(e);
-        if (!s.in_flight.empty()) {
-          // Whatever the old emitter had not finished is unknown to the server: resync.
-          s.in_flight.clear();
-          s.resync_unit = 0;
-          mark_unhealthy(self, "emitter restarted with units in flight");
-        }
-        flush(self);
+        if (rank == 0) self->send(owner, atom::update_v, std::move(e));  // the replica's stream
       },
-      [=](atom::update, decoder_actor d) { self->state.decoder = std::move(d); },
-      [=](atom::reconnected) {},  // handled by the reconnect work (issue 12 item 3)
-      [=](atom::resync) {
-        auto& s = self->state;
-        s.resync_timer_armed = false;
-        if (s.healthy) return;
-        start_resync(self, "server unreachable earlier");
-        if (s.resync_unit == 0) schedule_resync(self);
-      },
-      [=](atom::refresh) {  // periodic refresh so long-lived prefixes never age out server-side
-        auto& s = self->state;
-        if (s.healthy && s.decoder) self->send(s.decoder, atom::resync_v);
-        self->delayed_send(self, s.opts.refresh_interval, atom::refresh_v);
-      },
-      [=](atom::drain) -> caf::result<bool> {
-        auto& s = self->state;
-        s.draining = true;
-        flush(self);
-        if (s.in_flight.empty() && s.pending.empty()) return true;
-        auto p = self->make_response_promise<bool>();
-        s.drains.push_back(p);
-        return p;
-      },
+      [=](atom::update, decoder_actor d) { self->send(owner, atom::update_v, rank, std::move(d)); },
+      [=](atom::resync, uint64_t) {},
+      [=](atom::refresh) {},
+      [=](atom::reconnected) {},
+      [=](atom::drain) { return self->delegate(owner, atom::drain_v); },
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
-      [=](atom::status) {
-        auto& s = self->state;
-        actor_status j("debouncer", self->mailbox().size());
-        j.add("pending", s.pending.size());
-        j.add("pending_adds", s.pending.pending_adds());
-        j.add("units_in_flight", s.in_flight.size());
-        j.add("epoch", s.epoch);
-        j.add("server_healthy", s.healthy);
-        j.add("resync_in_progress", s.resync_unit != 0);
-        return j;
-      },
+      [=](atom::status) { return self->delegate(owner, atom::status_v); },
   };
 }
 
@@ -308,7 +370,15 @@ debouncer_actor::behavior_type debouncer_fn(debouncer_self self, pipeline_contex
 
 debouncer_actor spawn_debouncer(caf::actor_system& sys, const pipeline_context& ctx,
                                 const debouncer_options& opts, emitter_actor emitter) {
+  if (opts.replica)
+    return sys.spawn(port_fn, ctx, static_cast<uint32_t>(opts.merged_rank.value_or(0)),
+                     opts.replica, std::move(emitter));
   return sys.spawn(debouncer_fn, ctx, opts, std::move(emitter));
+}
+
+replica_debouncer_actor spawn_replica_debouncer(caf::actor_system& sys, const pipeline_context& ctx,
+                                                const debouncer_options& opts) {
+  return sys.spawn(replica_fn, ctx, opts);
 }
 
 }  // namespace kvrelay

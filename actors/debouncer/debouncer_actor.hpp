@@ -1,17 +1,19 @@
 #pragma once
-// The debouncer: coalesces shard ops to their final state per (adapter, fingerprint), flushes on
-// the window, at 4096 pending adds, before evictions and at shutdown, and hands ordered units to
-// the emitter under a credit window. It owns the "server was away" logic: failed units mark the
-// server unhealthy, and the way back is ALL_CLEARED + a re-report of everything resident, so
-// nothing the engine did during the outage is lost and nothing stale survives.
+// The debouncer's shells around debounce::protocol (debouncer_protocol.hpp holds the rules):
+// coalesces shard ops to their final state per (adapter, fingerprint) and hands ordered units
+// to the emitter under a credit window; owns the "server was away" logic (a failed unit makes
+// the server unhealthy; the way back is ALL_CLEARED + a re-report of everything resident).
+//
+// Merged DP mode (several ranks, one replica): the daemon spawns ONE replica debouncer per
+// merged engine (spawn_replica_debouncer); it owns the holder set and the replica's only stream
+// of units (through rank 0's emitter), so no order between ranks is left to chance. Each rank's
+// spawn_debouncer then returns a port: a debouncer_actor that forwards what its data path sends,
+// tagged with the rank, and that restarts with its data path while the replica debouncer stays.
 
 #include <chrono>
-#include <memory>
-#include <mutex>
 #include <optional>
 
-#include "actors/shard/holder_set.hpp"
-
+#include "actors/debouncer/debouncer_protocol.hpp"
 #include "messages/actors.hpp"
 #include "messages/pipeline_context.hpp"
 
@@ -21,52 +23,41 @@ class actor_system;
 
 namespace kvrelay {
 
-
-/// Data-parallel ranks reported as ONE replica (dp_mode = merged): which ranks hold each
-/// (adapter, fingerprint). Shared by the ranks' debouncers (a thread-safe service object, not
-/// actor state): an eviction reaches the server only when no rank holds the prefix any more.
-class merged_holders {
- public:
-  bool add(const std::string& adapter, uint64_t fp, unsigned rank) {
-    std::lock_guard<std::mutex> lk(mu_);
-    return set_.add(adapter, fp, rank);
-  }
-  bool remove(const std::string& adapter, uint64_t fp, unsigned rank) {
-    std::lock_guard<std::mutex> lk(mu_);
-    return set_.remove(adapter, fp, rank);
-  }
-  template <class F>
-  size_t clear_rank(unsigned rank, F&& released) {
-    std::lock_guard<std::mutex> lk(mu_);
-    return set_.clear_rank(rank, released);
-  }
-
- private:
-  std::mutex mu_;
-  holder_set set_;
-};
-
 struct debouncer_options {
   std::chrono::milliseconds window{100};       // R04: ≤ 0 is clamped to 100 ms by config
   size_t flush_threshold = 4096;               // pending adds that force a flush (R13)
   bool l2_mode = false;                        // --ignore-block-removed
-  size_t max_pending = 2'000'000;              // distinct keys held during an outage
+  size_t max_pending = 2'000'000;              // distinct keys held (S5)
   size_t max_units_in_flight = 2;              // credits toward the emitter
   std::chrono::milliseconds refresh_interval{10 * 60 * 1000};  // 0 = never
   std::chrono::milliseconds resync_backoff_max{30'000};
+  /// At most one reconnect resync per interval (R1): a full re-report is O(resident blocks), and
+  /// 5 s bounds how long a server that restarted empty goes without our hints.
+  std::chrono::milliseconds reconnect_resync_interval{5'000};
   /// ALL_CLEARED before anything else. On by default: a (re)started data path has an empty
   /// reverse map, so whatever an earlier run reported for this replica could never be evicted
-  /// by us any more; with a replay endpoint the catch-up rebuilds it right away.
+  /// by us any more; with a replay endpoint the catch-up rebuilds it right away. In merged mode
+  /// the replica debouncer's own option decides (the ports ignore theirs).
   bool start_with_clear = true;
-  /// Merged DP mode: this pipeline's rank and the replica's shared holder table. A rank's clear
-  /// then evicts only what no other rank holds (ALL_CLEARED would wipe every rank), and a resync
-  /// re-reports without clearing.
+  /// Shutdown ends with ALL_CLEARED (server.on_shutdown = clear): every start clears and catches
+  /// up anyway, and a stopped reporter's hints could only go stale. false = keep.
+  bool shutdown_clear = true;
+  /// Merged DP mode: this pipeline is rank `merged_rank` of `replica` (spawn_replica_debouncer).
   std::optional<unsigned> merged_rank;
-  std::shared_ptr<merged_holders> holders;
+  replica_debouncer_actor replica;
 };
 
-/// Tells `ctx.health` when the server's answer to units changes (acknowledged / failed).
+debounce::options to_protocol_options(const debouncer_options& o);
+
+/// Tells `ctx.health` when the server's answer to units changes (acknowledged / failed). In
+/// merged mode (opts.replica set) returns the rank's port to the replica debouncer instead.
 debouncer_actor spawn_debouncer(caf::actor_system& sys, const pipeline_context& ctx,
                                 const debouncer_options& opts, emitter_actor emitter);
+
+/// Merged DP mode: the replica's one debouncer. Not supervised: its state is the replica's
+/// holder set, which no restart could rebuild; the ports quit when it goes, so their
+/// supervisors show it. The owner of the handle (the daemon) stops it after the pipelines.
+replica_debouncer_actor spawn_replica_debouncer(caf::actor_system& sys, const pipeline_context& ctx,
+                                                const debouncer_options& opts);
 
 }  // namespace kvrelay

@@ -19,8 +19,29 @@ void pending_set::set(const key& k, const entry& e) {
   if (!inserted) {
     if (it->second.s == state::add) --adds_;
     it->second = e;
+  } else {
+    peak_ = std::max(peak_, entries_.size());
   }
   if (e.s == state::add) ++adds_;
+}
+
+void pending_set::erase(absl::flat_hash_map<key, entry>::iterator it) {
+  if (it->second.s == state::add) --adds_;
+  entries_.erase(it);
+}
+
+void pending_set::evict(const key& k, int64_t ts_us) {
+  auto it = entries_.find(k);
+  if (it != entries_.end() && it->second.s == state::add && it->second.fresh) {
+    erase(it);  // neither the add nor its eviction ever reaches the server
+    ++drops_.unsent_pairs;
+    return;
+  }
+  if (it == entries_.end() && (clear_ || (tracking_ && !reported_.contains(k)))) {
+    ++drops_.unreported;  // cleared since, and not re-reported: the server cannot hold it
+    return;
+  }
+  set(k, entry{state::evict, false, tier::t1, 0, ts_us});
 }
 
 bool pending_set::apply(const shard_ops& ops) {
@@ -29,16 +50,22 @@ bool pending_set::apply(const shard_ops& ops) {
   for (const auto& op : ops.ops) {
     const key k{a, op.fingerprint};
     if (op.op == prefix_op::kind::upsert) {
-      set(k, entry{state::add, op.t, op.token_count, 0});
+      auto it = entries_.find(k);
+      bool fresh;
+      if (it == entries_.end())
+        fresh = op.introduces || clear_ || (tracking_ && !reported_.contains(k));
+      else
+        fresh = it->second.s == state::add && it->second.fresh;  // over an eviction: never
+      set(k, entry{state::add, fresh, op.t, op.token_count, 0});
     } else if (opts_.l2_mode) {
       // The block leaves the GPU but an L2 tier below the engine keeps it: report T2 with the
       // eviction's time (L03). Its token count is the one we reported it with.
       auto it = entries_.find(k);
       uint32_t tokens = op.token_count;
       if (tokens == 0 && it != entries_.end()) tokens = it->second.token_count;
-      set(k, entry{state::downgrade, tier::t2, tokens, ops.ts_us});
+      set(k, entry{state::downgrade, false, tier::t2, tokens, ops.ts_us});
     } else {
-      set(k, entry{state::evict, tier::t1, 0, ops.ts_us});
+      evict(k, ops.ts_us);
     }
   }
   if (entries_.size() > opts_.max_entries) {
@@ -50,9 +77,8 @@ bool pending_set::apply(const shard_ops& ops) {
 }
 
 void pending_set::clear(int64_t ts_us) {
-  entries_.clear();
-  adds_ = 0;
-  adds_ts_us_ = 0;
+  reset();
+  reported_.clear();  // nothing went out since this clear
   clear_ = true;
   clear_ts_us_ = ts_us;
 }
@@ -61,6 +87,34 @@ void pending_set::reset() {
   entries_.clear();
   adds_ = 0;
   adds_ts_us_ = 0;
+  maybe_release();
+}
+
+void pending_set::drop_for_resync() {
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    auto cur = it++;
+    if (cur->second.s == state::downgrade) continue;
+    ++drops_.superseded;
+    erase(cur);
+  }
+  adds_ts_us_ = 0;
+  clear_ = false;
+  tracking_ = true;
+  reported_.clear();
+  maybe_release();
+}
+
+void pending_set::end_tracking() {
+  tracking_ = false;
+  if (reported_.size() > opts_.shrink_above) released_ = true;
+  absl::flat_hash_set<key>().swap(reported_);
+}
+
+void pending_set::maybe_release() {
+  if (!entries_.empty() || peak_ <= opts_.shrink_above) return;
+  absl::flat_hash_map<key, entry>().swap(entries_);
+  peak_ = 0;
+  released_ = true;
 }
 
 std::optional<emit_unit> pending_set::take(uint64_t id) {
@@ -83,17 +137,22 @@ std::optional<emit_unit> pending_set::take(uint64_t id) {
       u.adds.push_back(prefix_add{k.second, e.token_count, e.t, adapter});
       ++adds_taken;
       --adds_;
+      if (tracking_) reported_.insert(k);
     } else if (e.s == state::downgrade) {
       auto [g, fresh] = downgrade_group.try_emplace(e.ts_us, u.downgrades.size());
       if (fresh) u.downgrades.push_back(emit_unit::downgrade_group{e.ts_us, {}});
       u.downgrades[g->second].entries.push_back(prefix_add{k.second, e.token_count, e.t, adapter});
     } else {
       u.evicts.push_back(prefix_evict{k.second, adapter, e.ts_us});
+      if (tracking_) reported_.erase(k);
     }
     entries_.erase(it++);
   }
+  // Tracking is a help, not a duty: past the bound, evictions are simply sent again.
+  if (tracking_ && reported_.size() > opts_.max_entries) end_tracking();
   u.adds_ts_us = adds_ts_us_;
   if (adds_ == 0) adds_ts_us_ = 0;  // a flush resets the add timestamp (R12)
+  maybe_release();
   return u;
 }
 

@@ -1,16 +1,33 @@
 #pragma once
-// The debouncer's pure core: pending index changes coalesced to their final state per
+// The debouncer's store: pending index changes coalesced to their final state per
 // (adapter, fingerprint). Order between different keys never matters to the server, so memory
 // during a slow or absent server is bounded by the keys that changed, not by the event count
 // (DESIGN.md, ordering rule 2). Past a bound, it gives up and asks for a resync instead of
 // growing: the caller then sends ALL_CLEARED and re-reports what is resident.
+//
+// What the server never saw is never sent (issue 13):
+//  - A pending add is *fresh* when the server cannot hold its key: the op said so
+//    (`index_op::introduces`), a clear is pending (nothing went out since it, so the server
+//    holds no key after it), or the key has not gone out since the server was cleared while
+//    tracking (below). An eviction of a key whose pending add is fresh drops both. An add that
+//    replaces a pending eviction is never fresh: the server may hold the key until that eviction
+//    goes.
+//  - Tracking (between a resync's clear and the end of its re-report): the keys whose adds went
+//    out since the clear are remembered; an eviction of any other key is dropped. Bounded by
+//    `max_entries`: past it tracking stops and evictions are sent again (safe, just wasted).
+//  - L2 mode turns evictions into T2 downgrades, which are upserts: never dropped.
+//
+// Memory: a map that grew past `shrink_above` entries is released once it empties, so a burst
+// does not leave its peak allocated (`take` and `reset` report it; the caller may trim the heap).
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
 
 #include "messages/pipeline.hpp"
 
@@ -20,8 +37,16 @@ class pending_set {
  public:
   struct options {
     bool l2_mode = false;             // --ignore-block-removed: an eviction is a T2 downgrade
-    size_t max_entries = 2'000'000;   // bound on distinct pending keys
+    size_t max_entries = 2'000'000;   // bound on distinct pending keys (and on tracked keys)
     size_t max_adds_per_unit = 16384; // keeps one CacheStateUpdate well under gRPC's 4 MiB
+    size_t shrink_above = 65536;      // release the maps' memory when they empty after this
+  };
+
+  /// What never went on the wire, cumulative.
+  struct drop_stats {
+    uint64_t unsent_pairs = 0;       // a fresh add and its eviction, both dropped
+    uint64_t unreported = 0;         // evictions of keys not sent since the clear (tracking)
+    uint64_t superseded = 0;         // entries dropped by drop_for_resync
   };
 
   pending_set() : pending_set(options{}) {}
@@ -41,6 +66,7 @@ class pending_set {
   bool empty() const { return entries_.empty() && !clear_; }
   bool overflowed() const { return overflowed_; }
   void reset_overflow() { overflowed_ = false; }
+  const drop_stats& drops() const { return drops_; }
 
   /// Seals what is pending into one ordered unit (clear, adds, downgrades, evictions), up to
   /// max_adds_per_unit adds; nullopt when nothing is pending.
@@ -49,10 +75,24 @@ class pending_set {
   /// Drops everything (used when a resync will re-report the truth anyway).
   void reset();
 
+  /// A resync's clear was acknowledged: the server holds nothing, the re-report brings the
+  /// truth. Drops every entry but T2 downgrades (L2 copies the re-report cannot know of) and
+  /// the pending clear; starts tracking (see the header comment).
+  void drop_for_resync();
+
+  /// Tracking: on from drop_for_resync until end_tracking (the re-report has arrived).
+  void end_tracking();
+  bool tracking() const { return tracking_; }
+  size_t tracked() const { return reported_.size(); }
+
+  /// True once after the maps were released (they had grown past shrink_above and emptied).
+  bool released_memory() { return std::exchange(released_, false); }
+
  private:
   enum class state : uint8_t { add, evict, downgrade };
   struct entry {
     state s = state::add;
+    bool fresh = false;  // add only: the server cannot hold the key
     tier t = tier::t1;
     uint32_t token_count = 0;
     int64_t ts_us = 0;  // eviction/downgrade time
@@ -61,16 +101,24 @@ class pending_set {
 
   uint32_t adapter_index(const std::string& name);
   void set(const key& k, const entry& e);
+  void erase(absl::flat_hash_map<key, entry>::iterator it);
+  void evict(const key& k, int64_t ts_us);
+  void maybe_release();
 
   options opts_;
   std::vector<std::string> adapters_;
   absl::flat_hash_map<std::string, uint32_t> adapter_ids_;
   absl::flat_hash_map<key, entry> entries_;
+  size_t peak_ = 0;  // largest size since the last release
   size_t adds_ = 0;
   int64_t adds_ts_us_ = 0;  // latest batch time with a store since the last take (R12)
   bool clear_ = false;
   int64_t clear_ts_us_ = 0;
   bool overflowed_ = false;
+  bool tracking_ = false;
+  absl::flat_hash_set<key> reported_;  // tracking: keys whose add went out since the clear
+  drop_stats drops_;
+  bool released_ = false;
 };
 
 }  // namespace kvrelay

@@ -145,5 +145,110 @@ TEST(PendingSet, UnitsAreCappedInAddsAndTheRestFollows) {
   EXPECT_TRUE(p.empty());
 }
 
+prefix_op intro(uint64_t fp) {
+  prefix_op o = up(fp);
+  o.introduces = true;
+  return o;
+}
+
+TEST(PendingSet, AFreshAddAndItsEvictionVanishTogether) {  // issue 13
+  pending_set p;
+  p.apply(ops("", {intro(1), up(1, 32, tier::t2)}));  // a tier change keeps it fresh
+  p.apply(ops("", {ev(1)}, 9, false));
+  EXPECT_TRUE(p.empty());
+  EXPECT_EQ(p.drops().unsent_pairs, 1u);
+  EXPECT_FALSE(p.take(1));
+}
+
+TEST(PendingSet, AnAddTakenIsNoLongerFresh) {
+  pending_set p;
+  p.apply(ops("", {intro(1)}));
+  ASSERT_TRUE(p.take(1));
+  p.apply(ops("", {ev(1)}, 9, false));
+  auto u = p.take(2);
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->evicts.size(), 1u);
+}
+
+TEST(PendingSet, L2DowngradesAreNeverDropped) {
+  pending_set p(pending_set::options{true, 1000, 16384});
+  p.apply(ops("", {intro(1)}));
+  p.apply(ops("", {prefix_op{prefix_op::kind::evict, 1, 16, tier::t1}}, 5, false));
+  auto u = p.take(1);
+  ASSERT_TRUE(u);
+  ASSERT_EQ(u->downgrades.size(), 1u);
+  EXPECT_EQ(p.drops().unsent_pairs, 0u);
+}
+
+TEST(PendingSet, TrackingDropsEvictionsOfKeysNotSentSinceTheClear) {
+  pending_set p;
+  p.apply(ops("", {ev(7)}, 1, false));
+  p.apply(ops("", {up(8)}));
+  p.drop_for_resync();
+  EXPECT_TRUE(p.empty()) << "the re-report brings the truth";
+  EXPECT_EQ(p.drops().superseded, 2u);
+  EXPECT_TRUE(p.tracking());
+  p.apply(ops("", {ev(1)}, 1, false));  // never re-reported
+  p.apply(ops("", {up(2)}));            // re-reported, still pending: fresh
+  p.apply(ops("", {ev(2)}, 1, false));
+  p.apply(ops("", {up(3)}));
+  EXPECT_EQ(p.drops().unreported, 1u);
+  EXPECT_EQ(p.drops().unsent_pairs, 1u);
+  ASSERT_TRUE(p.take(1));
+  EXPECT_EQ(p.tracked(), 1u);
+  p.apply(ops("", {ev(3)}, 1, false));
+  auto u = p.take(2);
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->evicts.size(), 1u) << "3 went out since the clear";
+  EXPECT_EQ(p.tracked(), 0u);
+  p.end_tracking();
+  p.apply(ops("", {ev(4)}, 1, false));
+  EXPECT_EQ(p.pending_removals(), 1u) << "after the window, evictions go as before";
+}
+
+TEST(PendingSet, TrackingStopsAtTheBound) {
+  pending_set p(pending_set::options{false, 2, 16384});
+  p.drop_for_resync();
+  p.apply(ops("", {up(1), up(2)}));
+  p.take(1);
+  p.apply(ops("", {up(3)}));
+  p.take(2);
+  EXPECT_FALSE(p.tracking()) << "past the bound, tracking gives up rather than grow";
+  p.apply(ops("", {ev(9)}, 1, false));
+  EXPECT_EQ(p.pending_removals(), 1u);
+}
+
+TEST(PendingSet, ALargeSetIsReleasedWhenItEmpties) {
+  pending_set::options o;
+  o.shrink_above = 100;
+  o.max_adds_per_unit = 1'000'000;
+  pending_set p(o);
+  std::vector<prefix_op> v;
+  for (uint64_t i = 0; i < 1000; ++i) v.push_back(up(i));
+  p.apply(ops("", v));
+  EXPECT_FALSE(p.released_memory());
+  ASSERT_TRUE(p.take(1));
+  EXPECT_TRUE(p.released_memory());
+  EXPECT_FALSE(p.released_memory()) << "once";
+  p.apply(ops("", {up(1)}));
+  p.take(2);
+  EXPECT_FALSE(p.released_memory()) << "a small set is kept";
+}
+
+TEST(PendingSet, WhileAClearIsPendingNothingStoredAfterItNeedsEvicting) {  // issue 16 item 2
+  pending_set p;
+  p.clear(5);
+  p.apply(ops("", {up(1), up(2)}));
+  p.apply(ops("", {ev(1), ev(3)}, 9, false));
+  auto u = p.take(1);
+  ASSERT_TRUE(u);
+  EXPECT_TRUE(u->clear);
+  ASSERT_EQ(u->adds.size(), 1u);
+  EXPECT_EQ(u->adds[0].fingerprint, 2u);
+  EXPECT_TRUE(u->evicts.empty()) << "the server holds neither 1 nor 3 after the clear";
+  p.apply(ops("", {ev(2)}, 9, false));
+  ASSERT_TRUE(p.take(2)) << "2 went out with the clear: its eviction follows";
+}
+
 }  // namespace
 }  // namespace kvrelay

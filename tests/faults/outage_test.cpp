@@ -1,0 +1,57 @@
+// The debouncer's side of a policy-server outage, on real sockets (issue 16 item 2): while the
+// server is away nothing but the resync's probe is sent and nothing piles up; on its return the
+// clear goes first, then the re-report, and no eviction of a prefix it never held.
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "tests/faults/fault_fixture.hpp"
+
+namespace kvrelay::faults {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(PolicyServerOutage, OnlyTheProbeWhileAwayThenTheClearAndTheTruth) {
+  fault_env env;
+  env.cfg.server.rpc_timeout = 300ms;
+  std::string err;
+  ASSERT_TRUE(env.start_daemon(&err)) << err;
+  env.publish_steps(40);
+  ASSERT_EQ(env.wait_consistent(), "");
+
+  env.server.set_black_hole(true);
+  env.publish_steps(20);  // stores and evictions the server will never see
+  ASSERT_TRUE(wait_until([&] { return env.metric("kvrelay_units_failed_total") > 0; }, 10s));
+  ASSERT_TRUE(
+      wait_until([&] { return env.metric("kvrelay_resync_probes_failed_total") >= 1; }, 10s))
+      << "the probe is retried with backoff";
+  // The engine keeps going; the debouncer keeps nothing of it (the re-report will carry it).
+  const auto decoded = env.metric("kvrelay_batches_total");
+  env.publish_steps(40);
+  ASSERT_TRUE(wait_until([&] { return env.metric("kvrelay_batches_total") >= decoded + 40; }, 10s));
+  EXPECT_EQ(env.metric("kvrelay_pending_entries"), 0) << "memory stays flat during an outage";
+  EXPECT_GT(env.metric("kvrelay_updates_dropped_total", {{"reason", "superseded"}}), 0);
+  // Every call the server held since the first failure is a probe: one ALL_CLEARED per unit.
+  const auto units_at = env.metric("kvrelay_units_sent_total");
+  const auto probes_at = env.metric("kvrelay_resync_probes_failed_total");
+  ASSERT_TRUE(
+      wait_until([&] { return env.metric("kvrelay_resync_probes_failed_total") >= probes_at + 1; },
+                 10s));
+  EXPECT_LE(env.metric("kvrelay_units_sent_total") - units_at,
+            env.metric("kvrelay_resync_probes_failed_total") - probes_at + 1)
+      << "a unit other than the probe went out while the server was away";
+
+  const auto before = env.server.index().counters();
+  env.server.set_black_hole(false);
+  EXPECT_EQ(env.wait_consistent(20s), "");
+  const auto after = env.server.index().counters();
+  EXPECT_GT(after.cleared_events, before.cleared_events) << "the clear first";
+  EXPECT_EQ(after.evicted_events, before.evicted_events)
+      << "after the clear nothing needs evicting: the re-report is the truth";
+  EXPECT_GE(env.metric("kvrelay_resyncs_total"), 1);
+}
+
+}  // namespace
+}  // namespace kvrelay::faults
