@@ -117,7 +117,8 @@ start_sink() {
   SINK_STATS="$WORK/sink-$1.json"
   rm -f "$WORK/sink.port"
   "$SINK" --listen 127.0.0.1:0 --port-file "$WORK/sink.port" --stats-file "$SINK_STATS" \
-    --receipts "$WORK/receipts-$1.bin" 2>>"$OUT/sink.log" &
+    --receipts "$WORK/receipts-$1.bin" --eviction-receipts "$WORK/ereceipts-$1.bin" \
+    2>>"$OUT/sink.log" &
   SINK_PID=$!
   PIDS+=("$SINK_PID")
   for _ in $(seq 200); do [[ -s "$WORK/sink.port" ]] && break; sleep 0.02; done
@@ -181,7 +182,8 @@ run_case() {
   rm -f "$WORK/go"
   # shellcheck disable=SC2086
   "$LOADGEN" --bind "tcp://127.0.0.1:$base" --blocks "$blocks" --rate "$rate" \
-    --go-file "$WORK/go" --block-times "$WORK/times-$name.bin" "${lg_flags[@]}" $extra \
+    --go-file "$WORK/go" --block-times "$WORK/times-$name.bin" \
+    --eviction-times "$WORK/etimes-$name.bin" "${lg_flags[@]}" $extra \
     >"$lg_out" 2>>"$OUT/loadgen.log" &
   local lg_pid=$!
   PIDS+=("$lg_pid")
@@ -251,10 +253,12 @@ for l in open(sys.argv[1]):
   python3 - "$name" "$mode" "$rate" "$lg_out" "$s" "$t0" "$t1" "$c0" "$c1" "$c2" "$expected" \
     "$stored" "$gaps" "$lost" "$events_total" "$resident" "$rss_base" "$rss" "$hwm" \
     "$c_idle0" "$c_idle1" "$c_post0" "$c_post1" "$idle_s" \
-    "$WORK/times-$name.bin" "$WORK/receipts-$name.bin" >>"$RESULTS" <<'EOF'
-import array, json, os, sys
+    "$WORK/times-$name.bin" "$WORK/receipts-$name.bin" \
+    "$WORK/etimes-$name.bin" "$WORK/ereceipts-$name.bin" >>"$RESULTS" <<'EOF'
+import array, bisect, json, os, sys
 (name, mode, rate, lg_out, sink, t0, t1, c0, c1, c2, expected, stored, gaps, lost, events,
- resident, rss_base, rss, hwm, ci0, ci1, cp0, cp1, idle_s, times_bin, receipts_bin) = sys.argv[1:]
+ resident, rss_base, rss, hwm, ci0, ci1, cp0, cp1, idle_s, times_bin, receipts_bin,
+ etimes_bin, ereceipts_bin) = sys.argv[1:]
 
 def pairs(path):
     a = array.array("q")
@@ -279,8 +283,25 @@ for i in range(0, len(r) - 1, 2):
     seen.add(fp)
     lat.append(r[i + 1] - published[fp])
 lat.sort()
-def pct(q):
+def pct(q, lat=lat):
     return round(lat[min(len(lat) - 1, int(q * len(lat)))] / 1e3, 3) if lat else None
+# Eviction latency: each eviction the server received (PREFIX_EVICTED or expired entry) joined with
+# the latest BlockRemoved of that fingerprint published before it (a block may be stored and
+# evicted many times; kvrelay coalesces within a window, so the latest removal is the cause).
+removals = {}
+t = pairs(etimes_bin)
+for i in range(0, len(t) - 1, 2):
+    removals.setdefault(t[i], []).append(t[i + 1])
+for v in removals.values():
+    v.sort()
+elat = []
+er = pairs(ereceipts_bin)
+for i in range(0, len(er) - 1, 2):
+    v = removals.get(er[i])
+    k = bisect.bisect_right(v, er[i + 1]) - 1 if v else -1
+    if k >= 0:
+        elat.append(er[i + 1] - v[k])
+elat.sort()
 lg = {}
 for line in open(lg_out):
     d = json.loads(line); lg[d["kind"]] = d
@@ -322,6 +343,11 @@ r = {
     "block_lat_matched": len(lat), "block_lat_published": len(published),
     "block_lat_p50_ms": pct(0.50), "block_lat_p90_ms": pct(0.90),
     "block_lat_p99_ms": pct(0.99), "block_lat_max_ms": pct(1.0),
+    "server_evictions_rpc": sink.get("evictions_rpc"),
+    "server_evictions_expired": sink.get("evictions_expired"),
+    "evict_lat_matched": len(elat), "evict_lat_received": len(er) // 2,
+    "evict_lat_p50_ms": pct(0.50, elat), "evict_lat_p90_ms": pct(0.90, elat),
+    "evict_lat_p99_ms": pct(0.99, elat), "evict_lat_max_ms": pct(1.0, elat),
     "floor": floor, "generated": lg.get("generated", {}),
 }
 r["server_evictions_per_s"] = round(sink["evictions"] / r["drain_s"]) if r["drain_s"] > 0 else 0
