@@ -439,8 +439,9 @@ void policy_index::lookup(const ic::LookupRouteRequest& req, ic::LookupRouteResp
       const float fresh = d.freshness(mt.oldest, now_us);
       ranked.push_back({&replica, &mt, fresh, static_cast<float>(mt.tokens) * fresh});
     }
-    std::stable_sort(ranked.begin(), ranked.end(),
-                     [](const ranked_match& a, const ranked_match& b) { return a.score > b.score; });
+    std::stable_sort(ranked.begin(), ranked.end(), [](const ranked_match& a, const ranked_match& b) {
+      return a.score > b.score;
+    });
     for (const auto& r : ranked) {
       const match& mt = *r.mt;
       auto* s = resp->add_replica_scores();
@@ -620,10 +621,11 @@ std::string policy_index::dump_json() const {
       for (const auto& part : *parts) {
         json replicas = json::object();  // a json object keeps its keys sorted
         for (const auto& h : part.holders) {
+          const bool fresh = impl_->alive(h.entry.last_seen_us, now_us);
           replicas[impl_->names[h.replica]] = {{"token_count", h.entry.token_count},
                                                {"last_seen_us", h.entry.last_seen_us},
                                                {"tier", h.entry.tier},
-                                               {"fresh", impl_->alive(h.entry.last_seen_us, now_us)}};
+                                               {"fresh", fresh}};
         }
         by_partition[{impl_->names[part.scheme], impl_->names[part.adapter]}] = replicas;
       }

@@ -2,9 +2,9 @@
 // An in-process inferencecache.v1alpha1.InferenceCache server over a policy_index, for tests,
 // benchmarks and the demo. All eight RPCs answer (the four the daemon never calls answer minimal
 // valid responses). While it runs it sweeps the index every sweep interval, as the reference's
-// index does (stale entries stay counted until then). Fault hooks: stop/restart (optionally empty) on the same port, and a
-// "black hole" mode in which the server accepts connections and calls but never answers until
-// released. gRPC headers stay in the .cpp.
+// index does (stale entries stay counted until then). Fault hooks: stop/restart (optionally
+// empty) on the same port, and a "black hole" mode in which the server accepts connections and
+// calls but never answers until released. gRPC headers stay in the .cpp.
 
 #include <cstdint>
 #include <memory>
