@@ -7,8 +7,8 @@
 #   ./scripts/bench.sh --smoke         a few seconds, for CI: runs every piece once, no thresholds
 # Options: --build-dir DIR (default build/bench), --no-build, --out DIR (default
 # $BUILD_DIR/bench-results), --repeats N (repeats of each case, default 2), --cases LIST
-# (comma-separated from: micro,throughput,memory,evicting,latency,dp4,node4,lora, and profile
-# (perf + callgrind, not in the default list); default all but profile).
+# (comma-separated from: micro,throughput,memory,evicting,latency,dp4,node4,lora,server_model,
+# and profile (perf + callgrind, not in the default list); default all but profile).
 #
 # Exit status: 0 when every case ran and kvrelay received every published block without a
 # sequence gap; 1 otherwise. Figures are reported, never asserted (the machine is shared).
@@ -20,7 +20,7 @@ OUT=""
 REPEATS=2
 SMOKE=0
 BUILD=1
-CASES="micro,throughput,memory,evicting,latency,dp4,node4,lora"
+CASES="micro,throughput,memory,evicting,latency,dp4,node4,lora,server_model"
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -38,8 +38,8 @@ done
 [[ -n "$OUT" ]] || OUT="$BUILD_DIR/bench-results"
 if [[ $SMOKE == 1 ]]; then
   REPEATS=1
-  [[ "$CASES" == "micro,throughput,memory,evicting,latency,dp4,node4,lora" ]] &&
-    CASES="throughput,evicting,latency,dp4,node4,lora"
+  [[ "$CASES" == "micro,throughput,memory,evicting,latency,dp4,node4,lora,server_model" ]] &&
+    CASES="throughput,evicting,latency,dp4,node4,lora,server_model"
 fi
 has_case() { [[ ",$CASES," == *",$1,"* ]]; }
 
@@ -47,6 +47,7 @@ if [[ $BUILD == 1 ]]; then
   cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   targets=(kvrelay_bin kvrelay-bench-loadgen kvrelay-bench-sink)
   has_case micro && targets+=(bench_decoder bench_shard bench_flush)
+  has_case server_model && targets+=(bench_server_model)
   cmake --build "$BUILD_DIR" --target "${targets[@]}" -j2
 fi
 KVRELAY="$BUILD_DIR/kvrelay"
@@ -394,6 +395,43 @@ if has_case micro; then
       FAILED=1
   done
 fi
+
+# Server model: what one eviction costs the reference policy server (a C++ model of its index) in
+# each eviction mode at 100 k and 1 M resident keys, and how long a LookupRoute waits. Google
+# Benchmark's table and JSON go to $OUT/bench_server_model.*, the summary to server_model.txt.
+server_model_case() {
+  local exe="$BUILD_DIR/bench/server_model/bench_server_model" flags=(--benchmark_min_time=1)
+  [[ -x "$exe" ]] || { log "missing $exe"; FAILED=1; return; }
+  [[ $SMOKE == 1 ]] && flags=(--benchmark_min_time=0.01 '--benchmark_filter=keys:100000/')
+  log "server model (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  "$exe" "${flags[@]}" --benchmark_out="$OUT/bench_server_model.json" \
+    --benchmark_out_format=json >"$OUT/bench_server_model.txt" 2>&1 || { FAILED=1; return; }
+  python3 - "$OUT/bench_server_model.json" >"$OUT/server_model.txt" <<'EOF'
+import json, sys
+rows = {b["name"]: b for b in json.load(open(sys.argv[1]))["benchmarks"]}
+def us(name, field="cpu_time"):  # the bench reports microseconds
+    b = rows.get(name)
+    return b[field] if b else None
+fmt = lambda v: "-" if v is None else (f"{v:,.0f}" if v >= 100 else f"{v:.3g}")
+print("| keys | rpc: CPU µs per eviction | expire, 1 per message | 64 per message "
+      "| 1024 per message | rpc ÷ expire (1024) | lookup behind PREFIX_EVICTED µs "
+      "| lookup behind a gauge pass µs |")
+print("|---|---|---|---|---|---|---|---|")
+for keys in (100000, 1000000):
+    rpc = us(f"BM_PrefixEvicted/keys:{keys}/gauge:1")
+    per = []
+    for k in (1, 64, 1024):
+        e = us(f"BM_ExpireMessage/keys:{keys}/per_msg:{k}")
+        per.append(e / k if e is not None else None)
+    ratio = round(rpc / per[2]) if rpc and per[2] else None
+    wait_rpc = us(f"BM_LookupBehindPrefixEvicted/keys:{keys}/manual_time", "real_time")
+    wait_gauge = us(f"BM_LookupBehindGaugePass/keys:{keys}/manual_time", "real_time")
+    print(f"| {keys} | {fmt(rpc)} | {fmt(per[0])} | {fmt(per[1])} | {fmt(per[2])} | {ratio} "
+          f"| {fmt(wait_rpc)} | {fmt(wait_gauge)} |")
+EOF
+  cat "$OUT/server_model.txt" >&2
+}
+if has_case server_model; then server_model_case; fi
 
 # Engine cache sizes: "big" never fills (no evictions: the add path alone, and 1 M resident
 # blocks for the memory figure); "small" is a 64 Ki-block GPU cache that fills in a few batches, so
