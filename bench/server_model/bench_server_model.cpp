@@ -6,7 +6,7 @@
 // - expire (an entry of a ReportCacheState message with timestamp_us 1): under the write lock,
 //   one keyed upsert per entry; then, once per MESSAGE, the entries gauge: every key visited under
 //   the read lock (a reserved-tenant check and a per-model count each). BM_ExpireMessage (1, 64,
-//   1024 entries per message) and BM_ExpireUpsertsOnly (without the gauge pass).
+//   1024, 16384 entries per message) and BM_ExpireUpsertsOnly (without the gauge pass).
 // - rpc (PublishEvent PREFIX_EVICTED): under the write lock, every key visited and compared on
 //   tenant, model and prefix (and adapter when set), the matches losing the replica; then the same
 //   gauge pass. BM_PrefixEvicted (gauge:1; gauge:0 = the write-locked visit alone).
@@ -17,6 +17,7 @@
 // cpu_per_eviction is CPU seconds per eviction with an SI prefix (1.2u = 1.2 µs).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -33,12 +34,22 @@ void per_eviction(benchmark::State& state, size_t per_iteration) {
                          benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
-// Expire mode: one message of k expired entries of resident keys (arg 1), gauge pass included.
+// Messages of k expired entries (timestamp_us 1) of replica 0's resident keys, decoded before
+// the clock starts as gRPC hands them over; up to 64 of them, over at least 64 Ki keys.
+std::vector<update_in> expire_messages(model_world& w, size_t k) {
+  std::vector<update_in> msgs;
+  const size_t count = std::clamp<size_t>(65536 / k, 4, 64);
+  for (size_t i = 0; i < count; ++i) {
+    msgs.push_back(w.report(batch_of(i * k * k_replicas, k, w.n), 1));
+  }
+  return msgs;
+}
+
+// Expire mode: one message of k expired entries (arg 1), gauge pass included.
 void BM_ExpireMessage(benchmark::State& state) {
   auto& w = world(static_cast<size_t>(state.range(0)));
   const auto k = static_cast<size_t>(state.range(1));
-  std::vector<update_in> msgs;  // decoded before the clock starts, as gRPC hands them over
-  for (size_t i = 0; i < 64; ++i) msgs.push_back(w.report(batch_of(i * k * 4, k, w.n), 1));
+  const auto msgs = expire_messages(w, k);
   size_t i = 0;
   for (auto _ : state) w.index.ingest(msgs[i++ % msgs.size()]);
   per_eviction(state, k);
@@ -51,8 +62,7 @@ void BM_ExpireMessage(benchmark::State& state) {
 void BM_ExpireUpsertsOnly(benchmark::State& state) {
   auto& w = world(static_cast<size_t>(state.range(0)));
   const auto k = static_cast<size_t>(state.range(1));
-  std::vector<update_in> msgs;
-  for (size_t i = 0; i < 64; ++i) msgs.push_back(w.report(batch_of(i * k * 4, k, w.n), 1));
+  const auto msgs = expire_messages(w, k);
   size_t i = 0;
   for (auto _ : state) w.index.ingest(msgs[i++ % msgs.size()], /*gauge=*/false);
   per_eviction(state, k);
@@ -164,11 +174,11 @@ void BM_LookupAlone(benchmark::State& state) {
 constexpr int64_t k100k = 100'000, k1m = 1'000'000;
 
 BENCHMARK(BM_ExpireMessage)
-    ->ArgsProduct({{k100k, k1m}, {1, 64, 1024}})
+    ->ArgsProduct({{k100k, k1m}, {1, 64, 1024, 16384}})
     ->ArgNames({"keys", "per_msg"})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ExpireUpsertsOnly)
-    ->ArgsProduct({{k100k, k1m}, {64, 1024}})
+    ->ArgsProduct({{k100k, k1m}, {64, 1024, 16384}})
     ->ArgNames({"keys", "per_msg"})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_PrefixEvicted)
