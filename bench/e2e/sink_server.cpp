@@ -281,6 +281,10 @@ int main(int argc, char** argv) {
   b.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
   b.RegisterService(&service);
   b.SetMaxReceiveMessageSize(64 << 20);
+  // kvrelay's keepalive pings (server.keepalive_time) must not get it dropped as too_many_pings.
+  b.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+  b.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   auto server = b.BuildAndStart();
   if (!server || port == 0) {
     std::fprintf(stderr, "kvrelay-bench-sink: cannot listen on %s\n", listen.c_str());

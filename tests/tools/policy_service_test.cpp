@@ -321,6 +321,33 @@ TEST(PolicyServiceSweep, SweepsPeriodicallyWhileRunning) {
   EXPECT_TRUE(swept());
 }
 
+// kvrelay pings idle connections (server.keepalive_time); the demo server must not answer with
+// GOAWAY too_many_pings, which would drop the connection (and, in kvrelay, trigger a resync).
+TEST_F(PolicyService, KeepalivePingsWithoutCallsKeepTheConnection) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_ENABLE_HTTP_PROXY, 0);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 100);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // keep pinging without calls
+  args.SetInt(GRPC_ARG_HTTP2_MIN_SENT_PING_INTERVAL_WITHOUT_DATA_MS, 100);  // default: 5 min
+  auto channel =
+      grpc::CreateCustomChannel(server.target(), grpc::InsecureChannelCredentials(), args);
+  auto pinging = ic::InferenceCache::NewStub(channel);
+  {
+    grpc::ClientContext ctx;
+    deadline(ctx);
+    ic::GetCacheStateRequest r;
+    ic::GetCacheStateResponse resp;
+    ASSERT_TRUE(pinging->GetCacheState(&ctx, r, &resp).ok());
+  }
+  ASSERT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
+  // A strict server sends GOAWAY after three pings (~300 ms); ten times that with no change.
+  EXPECT_FALSE(channel->WaitForStateChange(
+      GRPC_CHANNEL_READY, std::chrono::system_clock::now() + std::chrono::seconds(3)))
+      << "state now " << channel->GetState(false);
+}
+
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());

@@ -250,6 +250,12 @@ bool policy_server::start() {
   int bound = 0;
   builder.AddListeningPort(address, d.credentials(), &bound);
   builder.RegisterService(&d.svc);
+  // kvrelay pings an idle connection (server.keepalive_time, 20 s by default, shorter in tests);
+  // gRPC's default server policy calls that "too_many_pings" and drops the connection. Accept
+  // pings without calls, at any rate, as a server configured for kvrelay would.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);  // 0 = never GOAWAY for pings
   auto server = builder.BuildAndStart();
   if (!server || bound == 0) return false;
   d.server = std::move(server);
