@@ -7,8 +7,8 @@
 #   ./scripts/bench.sh --smoke         a few seconds, for CI: runs every piece once, no thresholds
 # Options: --build-dir DIR (default build/bench), --no-build, --out DIR (default
 # $BUILD_DIR/bench-results), --repeats N (repeats of each case, default 2), --cases LIST
-# (comma-separated from: micro,throughput,memory,evicting,latency,dp4,node4,lora, and profile
-# (perf + callgrind, not in the default list); default all but profile).
+# (comma-separated from: micro,throughput,memory,evicting,latency,dp4,node4,lora,server_model,
+# and profile (perf + callgrind, not in the default list); default all but profile).
 #
 # Exit status: 0 when every case ran and kvrelay received every published block without a
 # sequence gap; 1 otherwise. Figures are reported, never asserted (the machine is shared).
@@ -20,7 +20,7 @@ OUT=""
 REPEATS=2
 SMOKE=0
 BUILD=1
-CASES="micro,throughput,memory,evicting,latency,dp4,node4,lora"
+CASES="micro,throughput,memory,evicting,latency,dp4,node4,lora,server_model"
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -38,8 +38,8 @@ done
 [[ -n "$OUT" ]] || OUT="$BUILD_DIR/bench-results"
 if [[ $SMOKE == 1 ]]; then
   REPEATS=1
-  [[ "$CASES" == "micro,throughput,memory,evicting,latency,dp4,node4,lora" ]] &&
-    CASES="throughput,evicting,latency,dp4,node4,lora"
+  [[ "$CASES" == "micro,throughput,memory,evicting,latency,dp4,node4,lora,server_model" ]] &&
+    CASES="throughput,evicting,latency,dp4,node4,lora,server_model"
 fi
 has_case() { [[ ",$CASES," == *",$1,"* ]]; }
 
@@ -47,6 +47,7 @@ if [[ $BUILD == 1 ]]; then
   cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   targets=(kvrelay_bin kvrelay-bench-loadgen kvrelay-bench-sink)
   has_case micro && targets+=(bench_decoder bench_shard bench_flush)
+  has_case server_model && targets+=(bench_server_model)
   cmake --build "$BUILD_DIR" --target "${targets[@]}" -j2
 fi
 KVRELAY="$BUILD_DIR/kvrelay"
@@ -117,7 +118,8 @@ start_sink() {
   SINK_STATS="$WORK/sink-$1.json"
   rm -f "$WORK/sink.port"
   "$SINK" --listen 127.0.0.1:0 --port-file "$WORK/sink.port" --stats-file "$SINK_STATS" \
-    --receipts "$WORK/receipts-$1.bin" 2>>"$OUT/sink.log" &
+    --receipts "$WORK/receipts-$1.bin" --eviction-receipts "$WORK/ereceipts-$1.bin" \
+    2>>"$OUT/sink.log" &
   SINK_PID=$!
   PIDS+=("$SINK_PID")
   for _ in $(seq 200); do [[ -s "$WORK/sink.port" ]] && break; sleep 0.02; done
@@ -181,7 +183,8 @@ run_case() {
   rm -f "$WORK/go"
   # shellcheck disable=SC2086
   "$LOADGEN" --bind "tcp://127.0.0.1:$base" --blocks "$blocks" --rate "$rate" \
-    --go-file "$WORK/go" --block-times "$WORK/times-$name.bin" "${lg_flags[@]}" $extra \
+    --go-file "$WORK/go" --block-times "$WORK/times-$name.bin" \
+    --eviction-times "$WORK/etimes-$name.bin" "${lg_flags[@]}" $extra \
     >"$lg_out" 2>>"$OUT/loadgen.log" &
   local lg_pid=$!
   PIDS+=("$lg_pid")
@@ -251,10 +254,12 @@ for l in open(sys.argv[1]):
   python3 - "$name" "$mode" "$rate" "$lg_out" "$s" "$t0" "$t1" "$c0" "$c1" "$c2" "$expected" \
     "$stored" "$gaps" "$lost" "$events_total" "$resident" "$rss_base" "$rss" "$hwm" \
     "$c_idle0" "$c_idle1" "$c_post0" "$c_post1" "$idle_s" \
-    "$WORK/times-$name.bin" "$WORK/receipts-$name.bin" >>"$RESULTS" <<'EOF'
-import array, json, os, sys
+    "$WORK/times-$name.bin" "$WORK/receipts-$name.bin" \
+    "$WORK/etimes-$name.bin" "$WORK/ereceipts-$name.bin" >>"$RESULTS" <<'EOF'
+import array, bisect, json, os, sys
 (name, mode, rate, lg_out, sink, t0, t1, c0, c1, c2, expected, stored, gaps, lost, events,
- resident, rss_base, rss, hwm, ci0, ci1, cp0, cp1, idle_s, times_bin, receipts_bin) = sys.argv[1:]
+ resident, rss_base, rss, hwm, ci0, ci1, cp0, cp1, idle_s, times_bin, receipts_bin,
+ etimes_bin, ereceipts_bin) = sys.argv[1:]
 
 def pairs(path):
     a = array.array("q")
@@ -279,8 +284,25 @@ for i in range(0, len(r) - 1, 2):
     seen.add(fp)
     lat.append(r[i + 1] - published[fp])
 lat.sort()
-def pct(q):
+def pct(q, lat=lat):
     return round(lat[min(len(lat) - 1, int(q * len(lat)))] / 1e3, 3) if lat else None
+# Eviction latency: each eviction the server received (PREFIX_EVICTED or expired entry) joined with
+# the latest BlockRemoved of that fingerprint published before it (a block may be stored and
+# evicted many times; kvrelay coalesces within a window, so the latest removal is the cause).
+removals = {}
+t = pairs(etimes_bin)
+for i in range(0, len(t) - 1, 2):
+    removals.setdefault(t[i], []).append(t[i + 1])
+for v in removals.values():
+    v.sort()
+elat = []
+er = pairs(ereceipts_bin)
+for i in range(0, len(er) - 1, 2):
+    v = removals.get(er[i])
+    k = bisect.bisect_right(v, er[i + 1]) - 1 if v else -1
+    if k >= 0:
+        elat.append(er[i + 1] - v[k])
+elat.sort()
 lg = {}
 for line in open(lg_out):
     d = json.loads(line); lg[d["kind"]] = d
@@ -322,6 +344,11 @@ r = {
     "block_lat_matched": len(lat), "block_lat_published": len(published),
     "block_lat_p50_ms": pct(0.50), "block_lat_p90_ms": pct(0.90),
     "block_lat_p99_ms": pct(0.99), "block_lat_max_ms": pct(1.0),
+    "server_evictions_rpc": sink.get("evictions_rpc"),
+    "server_evictions_expired": sink.get("evictions_expired"),
+    "evict_lat_matched": len(elat), "evict_lat_received": len(er) // 2,
+    "evict_lat_p50_ms": pct(0.50, elat), "evict_lat_p90_ms": pct(0.90, elat),
+    "evict_lat_p99_ms": pct(0.99, elat), "evict_lat_max_ms": pct(1.0, elat),
     "floor": floor, "generated": lg.get("generated", {}),
 }
 r["server_evictions_per_s"] = round(sink["evictions"] / r["drain_s"]) if r["drain_s"] > 0 else 0
@@ -368,6 +395,43 @@ if has_case micro; then
       FAILED=1
   done
 fi
+
+# Server model: what one eviction costs the reference policy server (a C++ model of its index) in
+# each eviction mode at 100 k and 1 M resident keys, and how long a LookupRoute waits. Google
+# Benchmark's table and JSON go to $OUT/bench_server_model.*, the summary to server_model.txt.
+server_model_case() {
+  local exe="$BUILD_DIR/bench/server_model/bench_server_model" flags=(--benchmark_min_time=1)
+  [[ -x "$exe" ]] || { log "missing $exe"; FAILED=1; return; }
+  [[ $SMOKE == 1 ]] && flags=(--benchmark_min_time=0.01 '--benchmark_filter=keys:100000/')
+  log "server model (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  "$exe" "${flags[@]}" --benchmark_out="$OUT/bench_server_model.json" \
+    --benchmark_out_format=json >"$OUT/bench_server_model.txt" 2>&1 || { FAILED=1; return; }
+  python3 - "$OUT/bench_server_model.json" >"$OUT/server_model.txt" <<'EOF'
+import json, sys
+rows = {b["name"]: b for b in json.load(open(sys.argv[1]))["benchmarks"]}
+def us(name, field="cpu_time"):  # the bench reports microseconds
+    b = rows.get(name)
+    return b[field] if b else None
+fmt = lambda v: "-" if v is None else (f"{v:,.0f}" if v >= 100 else f"{v:.3g}")
+print("| keys | rpc: CPU µs per eviction | expire, 1 per message | 64 per message "
+      "| 1024 per message | 16384 per message | rpc ÷ expire (1024) "
+      "| lookup behind PREFIX_EVICTED µs | lookup behind a gauge pass µs |")
+print("|---|---|---|---|---|---|---|---|---|")
+for keys in (100000, 1000000):
+    rpc = us(f"BM_PrefixEvicted/keys:{keys}/gauge:1")
+    per = []
+    for k in (1, 64, 1024, 16384):
+        e = us(f"BM_ExpireMessage/keys:{keys}/per_msg:{k}")
+        per.append(e / k if e is not None else None)
+    ratio = round(rpc / per[2]) if rpc and per[2] else None
+    wait_rpc = us(f"BM_LookupBehindPrefixEvicted/keys:{keys}/manual_time", "real_time")
+    wait_gauge = us(f"BM_LookupBehindGaugePass/keys:{keys}/manual_time", "real_time")
+    print(f"| {keys} | {fmt(rpc)} | " + " | ".join(fmt(v) for v in per) +
+          f" | {ratio} | {fmt(wait_rpc)} | {fmt(wait_gauge)} |")
+EOF
+  cat "$OUT/server_model.txt" >&2
+}
+if has_case server_model; then server_model_case; fi
 
 # Engine cache sizes: "big" never fills (no evictions: the add path alone, and 1 M resident
 # blocks for the memory figure); "small" is a 64 Ki-block GPU cache that fills in a few batches, so

@@ -58,7 +58,9 @@ const char* k_usage =
     "  --floor-only         generate, measure the floor, exit\n"
     "  --linger-ms N        wait for queued messages at exit (default 30000)\n"
     "  --block-times PATH   write (fingerprint u64, publish time us i64) per stored block (two native\n"
-    "                       int64), for exact per-block latency against the sink's receipts\n";
+    "                       int64), for exact per-block latency against the sink's receipts\n"
+    "  --eviction-times PATH  the same records per removed block (its fingerprint, the publish\n"
+    "                       time of its BlockRemoved), to join with the sink's eviction receipts\n";
 
 [[noreturn]] void usage_error(const std::string& msg) {
   std::fprintf(stderr, "%s\n%s", msg.c_str(), k_usage);
@@ -78,7 +80,7 @@ struct options {
   double clear_prob = 0.0005;
   std::string era = "G";
   long seed = 1, floor_repeats = 3, linger_ms = 30000;
-  std::string go_file, block_times;
+  std::string go_file, block_times, eviction_times;
   bool floor_only = false;
 };
 
@@ -130,6 +132,7 @@ options parse(int argc, char** argv) {
     else if (name == "go-file") o.go_file = value;
     else if (name == "linger-ms") o.linger_ms = num();
     else if (name == "block-times") o.block_times = value;
+    else if (name == "eviction-times") o.eviction_times = value;
     else usage_error("unknown flag --" + name);
   }
   if (o.dp_size < 1 || o.dp_size > 64) usage_error("--dp-size must be in [1, 64]");
@@ -169,6 +172,7 @@ struct batch {
   uint32_t blocks = 0;  // stored block hashes
   uint32_t events = 0;
   std::vector<uint64_t> fingerprints;  // of its stored blocks, with --block-times
+  std::vector<uint64_t> removed;       // of its removed blocks, with --eviction-times
   int64_t published_us = 0;
 };
 
@@ -201,6 +205,13 @@ class fingerprint_tracker {
       out.push_back(fps[i]);
     }
   }
+  // A removed block's fingerprint is the one its engine hash was last stored with.
+  void removed(const fake_event& ev, std::vector<uint64_t>& out) const {
+    for (const auto& h : ev.block_hashes) {
+      const auto it = by_engine_hash_.find(h.value);
+      if (it != by_engine_hash_.end()) out.push_back(it->second);
+    }
+  }
 
  private:
   std::unordered_map<uint64_t, uint64_t> by_engine_hash_;
@@ -222,13 +233,14 @@ rank_load generate(const options& o, long rank, long wire_rank, wire_era era,
       ++b.events;
       if (ev.t == fake_event::type::stored) {
         b.blocks += static_cast<uint32_t>(ev.block_hashes.size());
-        if (!o.block_times.empty()) fps.stored(ev, b.fingerprints);
+        if (!o.block_times.empty() || !o.eviction_times.empty()) fps.stored(ev, b.fingerprints);
         if (floor_in) {
           floor_in->tokens.insert(floor_in->tokens.end(), ev.token_ids.begin(),
                                   ev.token_ids.end());
         }
       } else if (ev.t == fake_event::type::removed) {
         out.removed_blocks += ev.block_hashes.size();
+        if (!o.eviction_times.empty()) fps.removed(ev, b.removed);
       } else if (ev.t == fake_event::type::cleared) {
         ++out.clears;
       }
@@ -270,14 +282,16 @@ std::string engine_endpoint(const std::string& base, long i) {
   return base.substr(0, colon + 1) + std::to_string(port + 10 * i);
 }
 
-bool write_block_times(const std::string& path, const std::vector<rank_load>& loads) {
+// (fingerprint, publish µs) of every block in `which` (stored or removed) of each sent batch.
+bool write_block_times(const std::string& path, const std::vector<rank_load>& loads,
+                       std::vector<uint64_t> batch::*which) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return false;
   bool ok = true;
   for (const auto& l : loads) {
     for (const auto& b : l.batches) {
       if (b.published_us == 0) continue;  // never sent (stopped early)
-      for (uint64_t fp : b.fingerprints) {
+      for (uint64_t fp : b.*which) {
         const int64_t rec[2] = {static_cast<int64_t>(fp), b.published_us};
         ok = std::fwrite(rec, sizeof rec, 1, f) == 1 && ok;
       }
@@ -400,8 +414,13 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(sent_blocks), t0, t1, t1 - t0,
               t1 > t0 ? static_cast<double>(sent_blocks) / (t1 - t0) : 0.0);
   std::fflush(stdout);
-  if (!o.block_times.empty() && !write_block_times(o.block_times, loads)) {
+  if (!o.block_times.empty() && !write_block_times(o.block_times, loads, &batch::fingerprints)) {
     std::fprintf(stderr, "loadgen: cannot write %s\n", o.block_times.c_str());
+    return 1;
+  }
+  if (!o.eviction_times.empty() &&
+      !write_block_times(o.eviction_times, loads, &batch::removed)) {
+    std::fprintf(stderr, "loadgen: cannot write %s\n", o.eviction_times.c_str());
     return 1;
   }
   for (auto& p : pubs) p->stop();  // lingers until the subscriber has the queued messages

@@ -1,14 +1,34 @@
 // kvrelay-bench-sink: a policy server for the end-to-end benchmark. It stores nothing; it counts
-// what kvrelay reports and records, for every CacheStateUpdate that carries prefixes, the time
-// from the update's timestamp_us (the newest engine batch time in that flush, R12) to receipt
-// here, weighted by the number of prefixes. tools/policy-server answers the same RPCs but keeps
-// an index and has no latency record; a benchmark wants neither cost nor a coarse histogram.
+// what kvrelay reports and records, for every CacheStateUpdate that carries added prefixes, the
+// time from the update's timestamp_us (the newest engine batch time in that flush, R12) to
+// receipt here, weighted by the number of prefixes. tools/policy-server answers the same RPCs but
+// keeps an index and has no latency record; a benchmark wants neither cost nor a coarse histogram.
 //
 //   kvrelay-bench-sink --listen 127.0.0.1:0 --port-file P --stats-file S [--receipts R]
+//                      [--eviction-receipts E] [--ttl-seconds T]
 // SIGUSR1 writes the stats JSON to --stats-file (atomically); SIGUSR2 resets every counter and
-// sample (start of a measured phase); SIGTERM/SIGINT write the stats and exit. With --receipts,
-// every reported prefix's (fingerprint, receipt µs) is kept and written at exit (two native
-// int64 per prefix) so a harness can join it with the engine's publish time of each block.
+// sample (start of a measured phase); SIGTERM/SIGINT write the stats and exit.
+//
+// Evictions come in two forms, counted apart and together: a PublishEvent(PREFIX_EVICTED) (rpc
+// mode), or an entry of a CacheStateUpdate whose timestamp_us is already older than the TTL at
+// receipt (expire mode; the reference server's lookups skip such an entry at once). The TTL is
+// the reference's 30 min unless --ttl-seconds says otherwise; timestamp_us 0 means "now" (never
+// expired) and a negative one is taken literally (expired). Expired entries are not adds: they
+// count in neither "prefixes" nor the add latency.
+//
+// Stats JSON (one object): report_streams, csu, csu_with_prefixes (updates with added prefixes),
+// prefixes (added), stats_only, evictions (= evictions_rpc + evictions_expired), evictions_rpc
+// (PREFIX_EVICTED events), evictions_expired (expired entries), csu_expired (updates carrying
+// them), clears, other_events, first_prefix_us / last_prefix_us (receipt of the first/last add),
+// first_eviction_us / last_eviction_us, last_any_us (any RPC), latency_samples and lat_p50/p90/
+// p99/max_ms (add updates, timestamp → receipt, weighted by prefixes).
+//
+// Receipt files, written at exit. Both hold records of two native-endian int64, (fingerprint as
+// the BE8 prefix hash read as u64, receipt µs since the epoch), in receipt order:
+//   --receipts R           one record per added prefix (unchanged format and meaning);
+//   --eviction-receipts E  one record per evicted prefix, from either form, so a harness can join
+//                          it with the engine's publish time of each BlockRemoved
+//                          (kvrelay-bench-loadgen --eviction-times writes the same records).
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -48,15 +68,33 @@ struct sample {
 
 struct stats {
   uint64_t report_streams = 0, csu = 0, csu_with_prefixes = 0, prefixes = 0;
-  uint64_t stats_only = 0, evictions = 0, clears = 0, other_events = 0;
+  uint64_t stats_only = 0, evictions_rpc = 0, evictions_expired = 0, csu_expired = 0;
+  uint64_t clears = 0, other_events = 0;
   int64_t first_prefix_us = 0, last_prefix_us = 0, last_any_us = 0;
+  int64_t first_eviction_us = 0, last_eviction_us = 0;
   std::vector<sample> samples;
-  std::vector<int64_t> receipts;  // fingerprint, receipt_us, … (with --receipts)
+  std::vector<int64_t> receipts;          // fingerprint, receipt_us, … (with --receipts)
+  std::vector<int64_t> eviction_receipts;  // the same for evictions (with --eviction-receipts)
+};
+
+// BE8 prefix hash → the u64 fingerprint; false for any other length.
+bool fingerprint_of(const std::string& key, int64_t* fp) {
+  if (key.size() != 8) return false;
+  uint64_t v = 0;
+  for (unsigned char c : key) v = (v << 8) | c;
+  *fp = static_cast<int64_t>(v);
+  return true;
+}
+
+struct sink_options {
+  bool keep_receipts = false;
+  bool keep_eviction_receipts = false;
+  int64_t ttl_us = 30LL * 60 * 1000 * 1000;  // the reference's default TTL
 };
 
 class sink final : public ic::InferenceCache::Service {
  public:
-  explicit sink(bool keep_receipts) : keep_receipts_(keep_receipts) {}
+  explicit sink(sink_options o) : opt_(o) {}
 
   grpc::Status ReportCacheState(grpc::ServerContext*, grpc::ServerReader<ic::CacheStateUpdate>* r,
                                 ic::Ack* ack) override {
@@ -74,17 +112,26 @@ class sink final : public ic::InferenceCache::Service {
         ++s_.stats_only;
         continue;
       }
+      // One timestamp for the whole update: all its entries are expired, or none. The
+      // comparison is the reference's (age >= TTL), written so a negative timestamp cannot
+      // overflow.
+      const int64_t ts = u.timestamp_us();
+      if (ts != 0 && (ts < 0 || t - ts >= opt_.ttl_us)) {
+        ++s_.csu_expired;
+        for (const auto& p : u.prefixes()) evicted(p.prefix_hash(), t);
+        s_.evictions_expired += n;
+        continue;
+      }
       ++s_.csu_with_prefixes;
       s_.prefixes += n;
       if (s_.first_prefix_us == 0) s_.first_prefix_us = t;
       s_.last_prefix_us = t;
-      if (u.timestamp_us() > 0) s_.samples.push_back({t - u.timestamp_us(), n});
-      if (keep_receipts_) {
+      if (ts > 0) s_.samples.push_back({t - ts, n});
+      if (opt_.keep_receipts) {
         for (const auto& p : u.prefixes()) {
-          if (p.prefix_hash().size() != 8) continue;
-          uint64_t fp = 0;
-          for (unsigned char c : p.prefix_hash()) fp = (fp << 8) | c;  // BE8
-          s_.receipts.push_back(static_cast<int64_t>(fp));
+          int64_t fp = 0;
+          if (!fingerprint_of(p.prefix_hash(), &fp)) continue;
+          s_.receipts.push_back(fp);
           s_.receipts.push_back(t);
         }
       }
@@ -95,9 +142,12 @@ class sink final : public ic::InferenceCache::Service {
 
   grpc::Status PublishEvent(grpc::ServerContext*, const ic::CacheEvent* e, ic::Ack* ack) override {
     std::lock_guard<std::mutex> lk(mu_);
-    s_.last_any_us = now_us();
-    if (e->type() == ic::CacheEvent::PREFIX_EVICTED) ++s_.evictions;
-    else if (e->type() == ic::CacheEvent::ALL_CLEARED) ++s_.clears;
+    const int64_t t = now_us();
+    s_.last_any_us = t;
+    if (e->type() == ic::CacheEvent::PREFIX_EVICTED) {
+      ++s_.evictions_rpc;
+      evicted(e->prefix_hash(), t);
+    } else if (e->type() == ic::CacheEvent::ALL_CLEARED) ++s_.clears;
     else ++s_.other_events;
     ack->set_accepted(true);
     return grpc::Status::OK;
@@ -108,12 +158,13 @@ class sink final : public ic::InferenceCache::Service {
     s_ = stats{};
   }
 
-  bool write_receipts(const std::string& path) {
+  bool write_receipts(const std::string& path, bool evictions) {
     std::lock_guard<std::mutex> lk(mu_);
+    const auto& r = evictions ? s_.eviction_receipts : s_.receipts;
     std::FILE* f = std::fopen(path.c_str(), "wb");
     if (!f) return false;
-    const size_t n = s_.receipts.size();
-    const bool ok = n == 0 || std::fwrite(s_.receipts.data(), sizeof(int64_t), n, f) == n;
+    const size_t n = r.size();
+    const bool ok = n == 0 || std::fwrite(r.data(), sizeof(int64_t), n, f) == n;
     return std::fclose(f) == 0 && ok;
   }
 
@@ -138,26 +189,42 @@ class sink final : public ic::InferenceCache::Service {
       }
       return static_cast<double>(s.samples.back().latency_us) / 1e3;
     };
-    char buf[1024];
+    using ull = unsigned long long;
+    using ll = long long;
+    char buf[2048];
     std::snprintf(
         buf, sizeof buf,
         "{\"report_streams\":%llu,\"csu\":%llu,\"csu_with_prefixes\":%llu,\"prefixes\":%llu,"
-        "\"stats_only\":%llu,\"evictions\":%llu,\"clears\":%llu,\"other_events\":%llu,"
-        "\"first_prefix_us\":%lld,\"last_prefix_us\":%lld,\"last_any_us\":%lld,"
+        "\"stats_only\":%llu,\"evictions\":%llu,\"evictions_rpc\":%llu,"
+        "\"evictions_expired\":%llu,\"csu_expired\":%llu,\"clears\":%llu,"
+        "\"other_events\":%llu,\"first_prefix_us\":%lld,\"last_prefix_us\":%lld,"
+        "\"first_eviction_us\":%lld,\"last_eviction_us\":%lld,\"last_any_us\":%lld,"
         "\"latency_samples\":%zu,\"lat_p50_ms\":%.3f,\"lat_p90_ms\":%.3f,\"lat_p99_ms\":%.3f,"
         "\"lat_max_ms\":%.3f}\n",
-        static_cast<unsigned long long>(s.report_streams), static_cast<unsigned long long>(s.csu),
-        static_cast<unsigned long long>(s.csu_with_prefixes),
-        static_cast<unsigned long long>(s.prefixes), static_cast<unsigned long long>(s.stats_only),
-        static_cast<unsigned long long>(s.evictions), static_cast<unsigned long long>(s.clears),
-        static_cast<unsigned long long>(s.other_events), static_cast<long long>(s.first_prefix_us),
-        static_cast<long long>(s.last_prefix_us), static_cast<long long>(s.last_any_us),
-        s.samples.size(), pct(0.50), pct(0.90), pct(0.99), pct(1.0));
+        static_cast<ull>(s.report_streams), static_cast<ull>(s.csu),
+        static_cast<ull>(s.csu_with_prefixes), static_cast<ull>(s.prefixes),
+        static_cast<ull>(s.stats_only), static_cast<ull>(s.evictions_rpc + s.evictions_expired),
+        static_cast<ull>(s.evictions_rpc), static_cast<ull>(s.evictions_expired),
+        static_cast<ull>(s.csu_expired), static_cast<ull>(s.clears),
+        static_cast<ull>(s.other_events), static_cast<ll>(s.first_prefix_us),
+        static_cast<ll>(s.last_prefix_us), static_cast<ll>(s.first_eviction_us),
+        static_cast<ll>(s.last_eviction_us), static_cast<ll>(s.last_any_us), s.samples.size(),
+        pct(0.50), pct(0.90), pct(0.99), pct(1.0));
     return buf;
   }
 
  private:
-  const bool keep_receipts_;
+  // One evicted prefix received at `t` (caller holds mu_).
+  void evicted(const std::string& key, int64_t t) {
+    if (s_.first_eviction_us == 0) s_.first_eviction_us = t;
+    s_.last_eviction_us = t;
+    int64_t fp = 0;
+    if (!opt_.keep_eviction_receipts || !fingerprint_of(key, &fp)) return;
+    s_.eviction_receipts.push_back(fp);
+    s_.eviction_receipts.push_back(t);
+  }
+
+  const sink_options opt_;
   std::mutex mu_;
   stats s_;
 };
@@ -175,7 +242,7 @@ bool write_atomic(const std::string& path, const std::string& text) {
 [[noreturn]] void usage(const char* msg, int code = 2) {
   std::fprintf(code == 0 ? stdout : stderr,
                "%s\nUsage: kvrelay-bench-sink [--listen 127.0.0.1:0] [--port-file P] "
-               "[--stats-file S] [--receipts R]\n",
+               "[--stats-file S] [--receipts R] [--eviction-receipts E] [--ttl-seconds T]\n",
                msg);
   std::exit(code);
 }
@@ -183,7 +250,8 @@ bool write_atomic(const std::string& path, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string listen = "127.0.0.1:0", port_file, stats_file, receipts_file;
+  std::string listen = "127.0.0.1:0", port_file, stats_file, receipts_file, eviction_file;
+  sink_options so;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") usage("kvrelay-bench-sink: a counting policy server", 0);
@@ -192,19 +260,31 @@ int main(int argc, char** argv) {
     else if (a == "--port-file") port_file = argv[++i];
     else if (a == "--stats-file") stats_file = argv[++i];
     else if (a == "--receipts") receipts_file = argv[++i];
-    else usage("unknown flag");
+    else if (a == "--eviction-receipts") eviction_file = argv[++i];
+    else if (a == "--ttl-seconds") {
+      char* end = nullptr;
+      const double ttl = std::strtod(argv[++i], &end);
+      if (*end != '\0' || !(ttl > 0 && ttl < 9e12)) usage("--ttl-seconds needs a positive number");
+      so.ttl_us = static_cast<int64_t>(ttl * 1e6);
+    } else usage("unknown flag");
   }
   std::signal(SIGINT, on_stop);
   std::signal(SIGTERM, on_stop);
   std::signal(SIGUSR1, on_dump);
   std::signal(SIGUSR2, on_reset);
 
-  sink service(!receipts_file.empty());
+  so.keep_receipts = !receipts_file.empty();
+  so.keep_eviction_receipts = !eviction_file.empty();
+  sink service(so);
   grpc::ServerBuilder b;
   int port = 0;
   b.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
   b.RegisterService(&service);
   b.SetMaxReceiveMessageSize(64 << 20);
+  // kvrelay's keepalive pings (server.keepalive_time) must not get it dropped as too_many_pings.
+  b.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+  b.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   auto server = b.BuildAndStart();
   if (!server || port == 0) {
     std::fprintf(stderr, "kvrelay-bench-sink: cannot listen on %s\n", listen.c_str());
@@ -222,9 +302,11 @@ int main(int argc, char** argv) {
   }
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (!stats_file.empty()) write_atomic(stats_file, service.json());
-  if (!receipts_file.empty() && !service.write_receipts(receipts_file)) {
-    std::fprintf(stderr, "kvrelay-bench-sink: cannot write %s\n", receipts_file.c_str());
-    return 1;
+  int rc = 0;
+  for (const auto& [path, evictions] : {std::pair{receipts_file, false}, {eviction_file, true}}) {
+    if (path.empty() || service.write_receipts(path, evictions)) continue;
+    std::fprintf(stderr, "kvrelay-bench-sink: cannot write %s\n", path.c_str());
+    rc = 1;
   }
-  return 0;
+  return rc;
 }

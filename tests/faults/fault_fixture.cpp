@@ -150,17 +150,14 @@ index_view engine_model::expected() const {
 // -- server side -----------------------------------------------------------------------------------
 
 index_view server_view(policy::policy_server& server, const std::string& replica_id) {
+  // Fresh entries only, as a router's lookup sees them: in expire mode an eviction is a stale
+  // entry that stays stored until the server's TTL sweep.
   index_view v;
-  const auto doc = nlohmann::json::parse(server.index().dump_json());
-  for (const auto& m : doc.at("models")) {
-    if (m.at("tenant_id") != tenant || m.at("model_id") != model) continue;
-    for (const auto& p : m.at("prefixes")) {
-      const auto& reps = p.at("replicas");
-      auto it = reps.find(replica_id);
-      if (it == reps.end()) continue;
-      v[{p.at("adapter_id").get<std::string>(), p.at("prefix_hash").get<std::string>()}] = {
-          it->at("token_count").get<int32_t>(), it->at("tier").get<int32_t>()};
-    }
+  for (const auto& e : server.index().entries_of(tenant, model, replica_id, policy::view::fresh)) {
+    const std::string key = e.prefix_hash.size() == 8
+                                ? hex_be8(fingerprint::from_be8(e.prefix_hash))
+                                : "bad-length:" + std::to_string(e.prefix_hash.size());
+    v[{e.adapter_id, key}] = {e.entry.token_count, e.entry.tier};
   }
   return v;
 }

@@ -350,8 +350,9 @@ std::optional<policy::replica_entry> harness::entry_of(const std::string& replic
                                                        const std::string& adapter) const {
   const auto& d = *impl_;
   const auto& e = d.opt.engine;
+  // Fresh entries only, as a lookup sees them (an expire-mode eviction stays stored until swept).
   auto holders = d.server->index().holders(d.opt.tenant_id, e.model_id, e.hash_scheme, adapter,
-                                           fingerprint::to_be8(prefix));
+                                           fingerprint::to_be8(prefix), policy::view::fresh);
   auto it = holders.find(replica);
   if (it == holders.end()) return std::nullopt;
   return it->second;
@@ -364,7 +365,8 @@ std::optional<policy::replica_entry> harness::entry(uint64_t prefix, const std::
 
 size_t harness::total_prefixes() const {
   const auto& d = *impl_;
-  return d.server->index().total_prefixes(d.opt.tenant_id, d.opt.engine.model_id);
+  return d.server->index().total_prefixes(d.opt.tenant_id, d.opt.engine.model_id,
+                                          policy::view::fresh);
 }
 
 int64_t harness::cache_state_prefixes() {

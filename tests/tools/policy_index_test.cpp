@@ -1,5 +1,6 @@
 // The demo policy server's index against the real server's ingest semantics
-// (shared/spec/policy-contract.md §2) and the longest-prefix LookupRoute (§1).
+// (shared/spec/policy-contract.md §2), its freshness rule (the facts in policy_index.hpp) and the
+// longest-prefix LookupRoute (§1). Over 400 lines: one fixture for every rule of one index.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -65,6 +66,16 @@ struct PolicyIndex : ::testing::Test {
       r.add_block_hashes(k);
       r.add_block_token_counts(per_block);
     }
+    ic::LookupRouteResponse resp;
+    idx.lookup(r, &resp);
+    return resp;
+  }
+  ic::LookupRouteResponse exact(const std::string& key) {
+    ic::LookupRouteRequest r;
+    r.set_model_id("m");
+    r.set_tenant_id("t");
+    r.set_hash_scheme("vllm");
+    r.set_prefix_hash(key);
     ic::LookupRouteResponse resp;
     idx.lookup(r, &resp);
     return resp;
@@ -288,13 +299,7 @@ TEST_F(PolicyIndex, ExactMatchOnPrefixHashWhenNoChain) {
   auto a = csu("a");
   add(a, K2, 256, ic::CACHE_TIER_T2);
   idx.ingest(a);
-  ic::LookupRouteRequest r;
-  r.set_model_id("m");
-  r.set_tenant_id("t");
-  r.set_hash_scheme("vllm");
-  r.set_prefix_hash(K2);
-  ic::LookupRouteResponse resp;
-  idx.lookup(r, &resp);
+  const auto resp = exact(K2);
   EXPECT_EQ(resp.reason_code(), "PREFIX_MATCH");
   ASSERT_EQ(resp.replica_scores_size(), 1);
   EXPECT_EQ(resp.replica_scores(0).matched_tokens(), 256);
@@ -344,6 +349,216 @@ TEST_F(PolicyIndex, JsonDumpHoldsTheIndex) {
   EXPECT_EQ(j["models"][0]["prefixes"][0]["prefix_hash"], "0000000000000001");
   EXPECT_EQ(j["models"][0]["prefixes"][0]["replicas"]["r0"]["token_count"], 16);
   EXPECT_EQ(j["counters"]["updates"], 1);
+}
+
+// -- freshness: the reference's TTL rule, which kvrelay's expire mode relies on -----------------
+
+// A wall clock in 2023, so that "1 µs after the epoch" is 53 years old, as it is in production.
+struct Freshness : PolicyIndex {
+  static constexpr int64_t k_now = 1'700'000'000'000'000;
+  static constexpr int64_t k_expired = 1;  // what kvrelay's expire mode sends
+  Freshness() { now = k_now; }
+
+  int64_t ttl() { return idx.options().ttl_us; }
+  // One entry for r0 in (vllm, adapter) at `ts`.
+  void report(const std::string& key, int64_t ts, int32_t tokens = 128,
+              const std::string& adapter = "", const std::string& scheme = "vllm",
+              const std::string& replica = "r0") {
+    auto u = csu(replica, scheme);
+    u.set_timestamp_us(ts);
+    add(u, key, tokens, ic::CACHE_TIER_T1, adapter);
+    idx.ingest(u);
+  }
+  int64_t state_total() {
+    ic::GetCacheStateRequest req;
+    req.set_tenant_id("t");
+    req.set_model_id("m");
+    ic::GetCacheStateResponse resp;
+    idx.cache_state(req, &resp);
+    return resp.summary().total_prefixes();
+  }
+  size_t fresh_holders(const std::string& key, const std::string& adapter = "",
+                       const std::string& scheme = "vllm") {
+    return idx.holders("t", "m", scheme, adapter, key, view::fresh).size();
+  }
+};
+
+TEST_F(Freshness, DefaultsAreTheReferences) {
+  EXPECT_EQ(ttl(), 30LL * 60 * 1'000'000);
+  index_options o;
+  o.ttl_us = 0;
+  EXPECT_EQ(policy_index(o).options().ttl_us, default_ttl_us);  // non-positive → default
+  o.ttl_us = -5;
+  EXPECT_EQ(policy_index(o).options().ttl_us, default_ttl_us);
+}
+
+TEST_F(Freshness, TimestampsAreLiteralAndZeroIsNow) {
+  report(K1, 0);
+  report(K2, k_now - 5'000'000);
+  report(K3, -7);  // negative: literal, before the epoch
+  EXPECT_EQ(idx.holders("t", "m", "vllm", "", K1).at("r0").last_seen_us, k_now);
+  EXPECT_EQ(idx.holders("t", "m", "vllm", "", K2).at("r0").last_seen_us, k_now - 5'000'000);
+  EXPECT_EQ(idx.holders("t", "m", "vllm", "", K3).at("r0").last_seen_us, -7);
+  EXPECT_EQ(fresh_holders(K1), 1u);
+  EXPECT_EQ(fresh_holders(K2), 1u);
+  EXPECT_EQ(fresh_holders(K3), 0u);
+  EXPECT_EQ(idx.counters().prefixes_expired, 1u);
+}
+
+TEST_F(Freshness, ExtremeTimestampsDoNotOverflow) {
+  report(K1, std::numeric_limits<int64_t>::min());
+  report(K2, std::numeric_limits<int64_t>::max());  // in the future: age ≤ 0, fully fresh
+  EXPECT_EQ(fresh_holders(K1), 0u);
+  EXPECT_EQ(fresh_holders(K2), 1u);
+  EXPECT_EQ(idx.sweep(), 1u);
+  EXPECT_EQ(chain({K2}, 128).replica_scores(0).estimated_cache_hit_prob(), 1.0f);
+}
+
+TEST_F(Freshness, AnExpiredReReportIsInvisibleToLookupsAtOnce) {
+  report(K1, 0);
+  report(K2, 0, 256);
+  ASSERT_EQ(chain({K1, K2}, 128).replica_scores(0).matched_tokens(), 256);
+  report(K2, k_expired, 256);  // the eviction of block 2, expire mode
+  const auto resp = chain({K1, K2}, 128);
+  EXPECT_EQ(resp.reason_code(), "PREFIX_MATCH");
+  ASSERT_EQ(resp.replica_scores_size(), 1);
+  EXPECT_EQ(resp.replica_scores(0).matched_tokens(), 128);  // the run stops at the stale block
+  report(K1, k_expired);
+  EXPECT_NE(chain({K1, K2}, 128).reason_code(), "PREFIX_MATCH");
+  EXPECT_NE(exact(K1).reason_code(), "PREFIX_MATCH");  // the exact-match path skips it too
+}
+
+TEST_F(Freshness, StaleEntriesAreCountedUntilTheSweepDeletesThem) {
+  report(K1, 0);
+  report(K2, 0);
+  report(K2, k_expired);
+  EXPECT_EQ(idx.entries(), 2u);
+  EXPECT_EQ(state_total(), 2);  // GetCacheState counts the stale key, as the reference does
+  EXPECT_EQ(idx.total_prefixes("t", "m"), 2u);
+  EXPECT_EQ(idx.total_prefixes("t", "m", view::fresh), 1u);
+  EXPECT_EQ(idx.entries_of("t", "m", "r0").size(), 1u);
+  EXPECT_EQ(idx.entries_of("t", "m", "r0", view::all).size(), 2u);
+  EXPECT_EQ(idx.sweep(), 1u);
+  EXPECT_EQ(idx.entries(), 1u);
+  EXPECT_EQ(state_total(), 1);
+  EXPECT_TRUE(idx.holders("t", "m", "vllm", "", K2).empty());
+  EXPECT_EQ(idx.counters().swept, 1u);
+}
+
+TEST_F(Freshness, AnExpiredEntryForAnUnknownKeyIsStoredUntilSwept) {
+  report(K3, k_expired);  // an eviction whose add the server never saw
+  EXPECT_EQ(idx.entries(), 1u);
+  EXPECT_EQ(state_total(), 1);
+  EXPECT_EQ(fresh_holders(K3), 0u);
+  EXPECT_EQ(idx.sweep(), 1u);
+  EXPECT_EQ(state_total(), 0);
+}
+
+TEST_F(Freshness, ReReportRefreshes) {
+  report(K1, k_expired);
+  EXPECT_EQ(fresh_holders(K1), 0u);
+  report(K1, 0);  // stored again before the sweep
+  EXPECT_EQ(fresh_holders(K1), 1u);
+  EXPECT_EQ(idx.sweep(), 0u);
+  now += ttl() - 1;  // one µs short of the TTL: still usable
+  EXPECT_EQ(chain({K1}, 128).reason_code(), "PREFIX_MATCH");
+  report(K1, 0);  // refreshed at the new now
+  now += ttl() - 1;
+  EXPECT_EQ(idx.sweep(), 0u);
+  EXPECT_EQ(fresh_holders(K1), 1u);
+}
+
+TEST_F(Freshness, AgeEqualToTheTtlIsStaleForLookupsAndSweep) {
+  report(K1, k_now - ttl() + 1);
+  report(K2, k_now - ttl());
+  EXPECT_EQ(fresh_holders(K1), 1u);
+  EXPECT_EQ(fresh_holders(K2), 0u);
+  EXPECT_EQ(idx.sweep(), 1u);
+  EXPECT_EQ(idx.holders("t", "m", "vllm", "", K1).size(), 1u);
+}
+
+TEST_F(Freshness, ExpiringOneKeyLeavesOtherAdaptersSchemesAndReplicas) {
+  for (const char* scheme : {"vllm", "sglang"}) {
+    report(K1, 0, 128, "", scheme);
+    report(K1, 0, 128, "sql-lora", scheme);
+  }
+  report(K1, 0, 128, "", "vllm", "r1");
+  report(K1, k_expired);  // (vllm, "", K1) of r0 only
+  EXPECT_EQ(idx.holders("t", "m", "vllm", "", K1, view::fresh).count("r0"), 0u);
+  EXPECT_EQ(idx.holders("t", "m", "vllm", "", K1, view::fresh).count("r1"), 1u);
+  EXPECT_EQ(fresh_holders(K1, "sql-lora"), 1u);
+  EXPECT_EQ(fresh_holders(K1, "", "sglang"), 1u);
+  EXPECT_EQ(fresh_holders(K1, "sql-lora", "sglang"), 1u);
+  EXPECT_EQ(chain({K1}, 128, "sql-lora").replica_scores(0).replica_id(), "r0");
+  EXPECT_EQ(idx.sweep(), 1u);
+  EXPECT_EQ(idx.entries(), 4u);
+  // The PublishEvent it replaces, with an empty adapter, would have dropped all four of r0's.
+  idx.apply(event(ic::CacheEvent::PREFIX_EVICTED, "r0", K1));
+  EXPECT_EQ(idx.entries(), 1u);
+}
+
+TEST_F(Freshness, ScoreIsMatchedTokensTimesTheRunsFreshness) {
+  report(K1, k_now - ttl() / 2);    // half way: freshness 0.5
+  report(K2, k_now - ttl() / 4, 256);
+  auto resp = chain({K1, K2}, 128);
+  ASSERT_EQ(resp.replica_scores_size(), 1);
+  // The run's freshness is its oldest block's.
+  EXPECT_NEAR(resp.replica_scores(0).estimated_cache_hit_prob(), 0.5f, 1e-6);
+  EXPECT_NEAR(resp.replica_scores(0).score(), 256 * 0.5f, 1e-3);
+  // A fresher replica with the same match ranks first; equal scores rank by replica id.
+  report(K1, 0, 128, "", "vllm", "r2");
+  report(K2, 0, 256, "", "vllm", "r2");
+  report(K1, 0, 128, "", "vllm", "r1");
+  report(K2, 0, 256, "", "vllm", "r1");
+  resp = chain({K1, K2}, 128);
+  ASSERT_EQ(resp.replica_scores_size(), 3);
+  EXPECT_EQ(resp.replica_scores(0).replica_id(), "r1");
+  EXPECT_EQ(resp.replica_scores(1).replica_id(), "r2");
+  EXPECT_EQ(resp.replica_scores(2).replica_id(), "r0");
+  EXPECT_EQ(resp.replica_scores(0).estimated_cache_hit_prob(), 1.0f);
+}
+
+TEST_F(Freshness, ARunReportsItsColdestTier) {
+  auto u = csu("r0");
+  add(u, K1, 128, ic::CACHE_TIER_T2);
+  add(u, K2, 256, ic::CACHE_TIER_T1);
+  idx.ingest(u);
+  EXPECT_EQ(chain({K1, K2}, 128).replica_scores(0).tier(), ic::CACHE_TIER_T2);
+}
+
+TEST_F(Freshness, StatsAreSweptByAge) {
+  auto u = csu("r0");
+  u.set_timestamp_us(k_now - ttl());
+  u.mutable_stats()->set_hit_rate(0.5f);
+  idx.ingest(u);
+  EXPECT_TRUE(idx.has_stats("t", "m", "r0"));
+  idx.sweep();
+  EXPECT_FALSE(idx.has_stats("t", "m", "r0"));
+}
+
+TEST_F(Freshness, CountOnlyCountsExpiredEntries) {
+  index_options o = opts();
+  o.count_only = true;
+  policy_index counting(o);
+  auto u = csu("r0");
+  u.set_timestamp_us(k_expired);
+  add(u, K1, 16);
+  add(u, K2, 16);
+  counting.ingest(u);
+  EXPECT_EQ(counting.counters().prefixes_upserted, 2u);
+  EXPECT_EQ(counting.counters().prefixes_expired, 2u);
+  EXPECT_EQ(counting.entries(), 0u);
+}
+
+TEST_F(Freshness, TheDumpMarksStaleEntries) {
+  report(K1, 0);
+  report(K2, k_expired);
+  const auto j = nlohmann::json::parse(idx.dump_json());
+  const auto& p = j["models"][0]["prefixes"];
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0]["replicas"]["r0"]["fresh"], true);
+  EXPECT_EQ(p[1]["replicas"]["r0"]["fresh"], false);
+  EXPECT_EQ(j["counters"]["prefixes_expired"], 1);
 }
 
 }  // namespace

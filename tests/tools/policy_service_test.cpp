@@ -38,8 +38,14 @@ void deadline(grpc::ClientContext& ctx, int ms = 5000) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(ms));
 }
 
+server_options manual_sweep() {
+  server_options o;
+  o.sweep_interval_us = 0;  // the tests sweep (or not) themselves
+  return o;
+}
+
 struct PolicyService : ::testing::Test {
-  policy_server server;
+  policy_server server{manual_sweep()};
   std::unique_ptr<ic::InferenceCache::Stub> stub;
   const std::vector<uint32_t> prompt = range(5000, 256);  // the e2e prompt, 2 blocks of 128
 
@@ -267,6 +273,79 @@ TEST_F(PolicyService, RestartEmptyOnTheSamePort) {
   // And keeps what it is told after the restart.
   ASSERT_TRUE(report({stored_prompt()}).ok());
   EXPECT_EQ(lookup_prompt(prompt).reason_code(), "PREFIX_MATCH");
+}
+
+// kvrelay's expire mode: an eviction is the entry re-reported 1 µs after the epoch.
+TEST_F(PolicyService, AnExpiredEntryIsGoneForRoutingAtOnceAndCountedUntilTheSweep) {
+  ASSERT_TRUE(report({stored_prompt()}).ok());
+  auto evict = stored_prompt();
+  evict.set_timestamp_us(1);
+  evict.mutable_prefixes()->DeleteSubrange(0, 1);  // block 2 only
+  ASSERT_TRUE(report({evict}).ok());
+  auto resp = lookup_prompt(prompt);
+  EXPECT_EQ(resp.reason_code(), "PREFIX_MATCH");
+  ASSERT_EQ(resp.replica_scores_size(), 1);
+  EXPECT_EQ(resp.replica_scores(0).matched_tokens(), 128);
+  EXPECT_EQ(total_prefixes(), 2);  // GetCacheState still counts it, as the reference does
+  EXPECT_EQ(server.index().sweep(), 1u);
+  EXPECT_EQ(total_prefixes(), 1);
+  EXPECT_EQ(server.index().counters().prefixes_expired, 1u);
+}
+
+TEST(PolicyServiceSweep, SweepsPeriodicallyWhileRunning) {
+  server_options o;
+  o.sweep_interval_us = 10'000;
+  policy_server server(o);
+  ASSERT_TRUE(server.start());
+  ic::CacheStateUpdate u;
+  u.set_replica_id("r0");
+  u.set_model_id("m");
+  u.set_tenant_id("t");
+  u.set_hash_scheme("vllm");
+  u.set_timestamp_us(1);
+  u.add_prefixes()->set_prefix_hash(fingerprint::to_be8(7));
+  server.index().ingest(u);
+  const auto swept = [&] {  // bounded poll (5 s): the sweeper runs every 10 ms
+    for (int i = 0; i < 500; ++i) {
+      if (server.index().entries() == 0) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  };
+  ASSERT_EQ(server.index().entries(), 1u);
+  EXPECT_TRUE(swept());
+  EXPECT_EQ(server.index().counters().swept, 1u);
+  server.stop();                // joins the sweeper
+  ASSERT_TRUE(server.start());  // and a restart brings it back
+  server.index().ingest(u);
+  EXPECT_TRUE(swept());
+}
+
+// kvrelay pings idle connections (server.keepalive_time); the demo server must not answer with
+// GOAWAY too_many_pings, which would drop the connection (and, in kvrelay, trigger a resync).
+TEST_F(PolicyService, KeepalivePingsWithoutCallsKeepTheConnection) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_ENABLE_HTTP_PROXY, 0);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 100);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // keep pinging without calls
+  args.SetInt(GRPC_ARG_HTTP2_MIN_SENT_PING_INTERVAL_WITHOUT_DATA_MS, 100);  // default: 5 min
+  auto channel =
+      grpc::CreateCustomChannel(server.target(), grpc::InsecureChannelCredentials(), args);
+  auto pinging = ic::InferenceCache::NewStub(channel);
+  {
+    grpc::ClientContext ctx;
+    deadline(ctx);
+    ic::GetCacheStateRequest r;
+    ic::GetCacheStateResponse resp;
+    ASSERT_TRUE(pinging->GetCacheState(&ctx, r, &resp).ok());
+  }
+  ASSERT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
+  // A strict server sends GOAWAY after three pings (~300 ms); ten times that with no change.
+  EXPECT_FALSE(channel->WaitForStateChange(
+      GRPC_CHANNEL_READY, std::chrono::system_clock::now() + std::chrono::seconds(3)))
+      << "state now " << channel->GetState(false);
 }
 
 std::string slurp(const std::string& path) {

@@ -27,8 +27,11 @@ const char* k_usage =
     "Usage: kvrelay-policy-server [flags]   (--x v and --x=v are equivalent)\n"
     "  --listen ADDR              listen address (default 127.0.0.1:9090)\n"
     "  --min-matched-tokens N     PREFIX_MATCH threshold (default 64)\n"
-    "  --ttl-seconds N            index TTL on lastSeen (default 1800)\n"
-    "  --sweep-seconds N          TTL sweep period (default 60)\n"
+    "  --ttl-seconds S            freshness TTL: an entry whose lastSeen (the update's\n"
+    "                             timestamp_us, 0 = now) is S or more old is skipped by lookups\n"
+    "                             and removed by the next sweep (default 1800; fractions allowed;\n"
+    "                             <= 0 means the default, as in the reference)\n"
+    "  --sweep-seconds S          TTL sweep period (default 60; <= 0 means the default)\n"
     "  --dump-file PATH           JSON index dump on SIGUSR1 and at exit\n"
     "  --tls-cert PATH            server certificate (PEM); enables TLS\n"
     "  --tls-key PATH             server private key (PEM)\n"
@@ -71,6 +74,23 @@ int64_t to_int(const std::string& name, const std::string& v) {
   return n;
 }
 
+// Seconds (fractions allowed) → µs; a non-positive value means the reference's default.
+int64_t to_us(const std::string& name, const std::string& v, int64_t fallback_us) {
+  char* end = nullptr;
+  const double s = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !(s < 9e12)) {
+    usage_error("invalid value \"" + v + "\" for --" + name);
+  }
+  const auto us = static_cast<int64_t>(s * 1e6);
+  return us > 0 ? us : fallback_us;
+}
+
+std::string seconds(int64_t us) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", static_cast<double>(us) / 1e6);
+  return buf;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -78,7 +98,6 @@ int main(int argc, char** argv) {
   opt.listen = "127.0.0.1:9090";
   std::string dump_file, cert, key, client_ca;
   bool require_client = false;
-  int64_t sweep_seconds = 60;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.size() < 2 || arg[0] != '-') usage_error("unexpected argument: " + arg);
@@ -113,8 +132,10 @@ int main(int argc, char** argv) {
     if (name == "listen") opt.listen = *value;
     else if (name == "min-matched-tokens") {
       opt.index.min_matched_tokens = static_cast<int32_t>(to_int(name, *value));
-    } else if (name == "ttl-seconds") opt.index.ttl_us = to_int(name, *value) * 1000000;
-    else if (name == "sweep-seconds") sweep_seconds = to_int(name, *value);
+    } else if (name == "ttl-seconds") opt.index.ttl_us = to_us(name, *value, default_ttl_us);
+    else if (name == "sweep-seconds") {
+      opt.sweep_interval_us = to_us(name, *value, default_sweep_interval_us);
+    }
     else if (name == "dump-file") dump_file = *value;
     else if (name == "tls-cert") cert = *value;
     else if (name == "tls-key") key = *value;
@@ -134,7 +155,6 @@ int main(int argc, char** argv) {
     tls.require_client_cert = require_client;
     opt.tls = tls;
   }
-  if (sweep_seconds <= 0) sweep_seconds = 60;
 
   std::signal(SIGINT, on_stop);
   std::signal(SIGTERM, on_stop);
@@ -146,19 +166,19 @@ int main(int argc, char** argv) {
     return 1;
   }
   log_line("listening on " + server.target() + (opt.tls ? " (TLS)" : " (plaintext)") +
-           " min_matched_tokens=" + std::to_string(opt.index.min_matched_tokens));
+           " min_matched_tokens=" + std::to_string(opt.index.min_matched_tokens) +
+           " ttl_s=" + seconds(opt.index.ttl_us) + " sweep_s=" + seconds(opt.sweep_interval_us));
 
-  auto next_sweep = std::chrono::steady_clock::now() + std::chrono::seconds(sweep_seconds);
+  uint64_t swept = 0;  // the server sweeps on its own thread; say when it removed something
   while (!g_stop.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (g_dump.exchange(false) && !dump_file.empty()) {
       log_line(write_dump(server, dump_file) ? "dumped index to " + dump_file
                                              : "cannot write " + dump_file);
     }
-    if (std::chrono::steady_clock::now() >= next_sweep) {
-      const size_t n = server.index().sweep();
-      if (n > 0) log_line("TTL sweep removed " + std::to_string(n) + " entries");
-      next_sweep += std::chrono::seconds(sweep_seconds);
+    if (const uint64_t now_swept = server.index().counters().swept; now_swept != swept) {
+      log_line("TTL sweep removed " + std::to_string(now_swept - swept) + " entries");
+      swept = now_swept;
     }
   }
   server.stop();

@@ -1,3 +1,5 @@
+// Over ~400 lines: ingest, events, lookup, the sweep, test accessors and the dump all work on the
+// one private impl (interned names, partitions); split, they would need it in a shared header.
 #include "tools/policy-server/policy_index.hpp"
 
 #include <absl/container/flat_hash_map.h>
@@ -6,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -69,6 +72,16 @@ std::string hex(const std::string& bytes) {
   return out;
 }
 
+// now − seen without overflow (a literal timestamp may be anywhere in int64), saturating as Go's
+// time.Sub does.
+int64_t age_us(int64_t now, int64_t seen) {
+  constexpr int64_t hi = std::numeric_limits<int64_t>::max();
+  constexpr int64_t lo = std::numeric_limits<int64_t>::min();
+  if (seen < 0 && now > hi + seen) return hi;
+  if (seen > 0 && now < lo + seen) return lo;
+  return now - seen;
+}
+
 int64_t wall_now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -85,8 +98,17 @@ struct policy_index::impl {
   index_counters counters;
 
   int64_t now() const { return opt.now_us ? opt.now_us() : wall_now_us(); }
+  // The reference's rule: an entry is usable while its age is below the TTL; at age ≥ TTL
+  // lookups skip it and the sweep removes it.
   bool alive(int64_t last_seen, int64_t now_us) const {
-    return opt.ttl_us <= 0 || last_seen + opt.ttl_us >= now_us;
+    return age_us(now_us, last_seen) < opt.ttl_us;
+  }
+  // freshnessAt: 1 at age ≤ 0, falling linearly to 0 at the TTL.
+  float freshness(int64_t last_seen, int64_t now_us) const {
+    const int64_t age = age_us(now_us, last_seen);
+    if (age <= 0) return 1.0f;
+    if (age >= opt.ttl_us) return 0.0f;
+    return static_cast<float>(1.0 - static_cast<double>(age) / static_cast<double>(opt.ttl_us));
   }
 
   std::vector<std::string> names;
@@ -187,6 +209,22 @@ struct policy_index::impl {
     ++counters.prefixes_upserted;
   }
 
+  // Everything `replica` holds in one model, filtered by `v`; `each` gets (prefix, partition,
+  // entry).
+  template <typename F>
+  void for_each_entry(const model_index& m, name_id replica, view v, int64_t now_us,
+                      F each) const {
+    for (const auto& [prefix, parts] : m.prefixes) {
+      for (const auto& part : parts) {
+        for (const auto& h : part.holders) {
+          if (h.replica != replica) continue;
+          if (v == view::fresh && !alive(h.entry.last_seen_us, now_us)) continue;
+          each(prefix, part, h.entry);
+        }
+      }
+    }
+  }
+
   // Replicas holding `prefix` for the lookup's scheme (any, if empty) and adapter.
   std::map<name_id, const replica_entry*> holders_for(const model_index& m,
                                                       const std::string& prefix,
@@ -214,6 +252,7 @@ struct policy_index::impl {
 
 policy_index::policy_index(index_options opt) : impl_(std::make_unique<impl>()) {
   impl_->opt = std::move(opt);
+  if (impl_->opt.ttl_us <= 0) impl_->opt.ttl_us = default_ttl_us;
 }
 policy_index::~policy_index() = default;
 
@@ -227,7 +266,11 @@ void policy_index::ingest(const ic::CacheStateUpdate& u) {
     ++d.counters.probe_dropped;
     return;
   }
-  const int64_t seen = u.timestamp_us() == 0 ? d.now() : u.timestamp_us();
+  const int64_t now_us = d.now();
+  const int64_t seen = u.timestamp_us() == 0 ? now_us : u.timestamp_us();
+  // Stored like any other entry (the reference checks nothing at ingest); counted apart because
+  // kvrelay's expire mode sends evictions this way.
+  const bool expired = !d.alive(seen, now_us);
   auto& m = d.models[{u.tenant_id(), u.model_id()}];
   if (u.has_stats()) {
     const auto& s = u.stats();
@@ -243,6 +286,7 @@ void policy_index::ingest(const ic::CacheStateUpdate& u) {
   }
   if (d.opt.count_only) {
     d.counters.prefixes_upserted += static_cast<uint64_t>(u.prefixes_size());
+    if (expired) d.counters.prefixes_expired += static_cast<uint64_t>(u.prefixes_size());
     return;
   }
   if (u.hash_scheme().empty()) {
@@ -260,8 +304,10 @@ void policy_index::ingest(const ic::CacheStateUpdate& u) {
       continue;
     }
     const std::string& adapter = p.adapter_id().empty() ? u.adapter_id() : p.adapter_id();
+    const uint64_t before = d.counters.prefixes_upserted;
     d.upsert(m, scheme, d.intern(adapter), p.prefix_hash(), p.token_count(), seen,
              normalize_tier(static_cast<int32_t>(p.tier())), replica);
+    if (expired) d.counters.prefixes_expired += d.counters.prefixes_upserted - before;
   }
 }
 
@@ -341,10 +387,10 @@ void policy_index::lookup(const ic::LookupRouteRequest& req, ic::LookupRouteResp
 
   struct match {
     int64_t tokens = 0;
-    int32_t tier = 1;
+    int32_t tier = 0;                                      // the coldest block of the run
+    int64_t oldest = std::numeric_limits<int64_t>::max();  // lastSeen of its oldest block
   };
   std::map<std::string, match> matched;
-  int64_t requested = 0;
   if (req.block_hashes_size() > 0) {
     if (req.block_hashes_size() != req.block_token_counts_size()) return finish("NO_HINT");
     for (int32_t c : req.block_token_counts()) {
@@ -353,7 +399,6 @@ void policy_index::lookup(const ic::LookupRouteRequest& req, ic::LookupRouteResp
     // Longest leading run per replica: a replica stays in the run while it holds every block.
     std::set<name_id> running;
     for (int i = 0; i < req.block_hashes_size(); ++i) {
-      requested += req.block_token_counts(i);
       const auto held = d.holders_for(m, req.block_hashes(i), req.hash_scheme(),
                                       req.adapter_id(), now_us);
       std::set<name_id> next;
@@ -362,20 +407,17 @@ void policy_index::lookup(const ic::LookupRouteRequest& req, ic::LookupRouteResp
         next.insert(replica);
         auto& mt = matched[d.names[replica]];
         mt.tokens += req.block_token_counts(i);
-        mt.tier = e->tier;
+        mt.tier = std::max(mt.tier, e->tier);
+        mt.oldest = std::min(mt.oldest, e->last_seen_us);
       }
       running = std::move(next);
-      if (running.empty()) {
-        for (int j = i + 1; j < req.block_hashes_size(); ++j) requested += req.block_token_counts(j);
-        break;
-      }
+      if (running.empty()) break;
     }
   } else if (!req.prefix_hash().empty()) {
     // Legacy exact match: the stored cumulative token count is the match.
-    requested = req.prefix_token_count();
     for (const auto& [replica, e] :
          d.holders_for(m, req.prefix_hash(), req.hash_scheme(), req.adapter_id(), now_us)) {
-      matched[d.names[replica]] = match{e->token_count, e->tier};
+      matched[d.names[replica]] = match{e->token_count, e->tier, e->last_seen_us};
     }
   } else {
     return finish("NO_HINT");
@@ -384,17 +426,29 @@ void policy_index::lookup(const ic::LookupRouteRequest& req, ic::LookupRouteResp
   int64_t best = 0;
   for (const auto& [replica, mt] : matched) best = std::max(best, mt.tokens);
   if (best > 0 && best >= d.opt.min_matched_tokens) {
-    std::vector<std::pair<std::string, match>> ranked(matched.begin(), matched.end());
-    std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
-      return a.second.tokens > b.second.tokens;
+    // The reference's baseline score (no pressure, SLO or distinguishing-power factor): matched
+    // tokens × the run's freshness; ties by replica id (`matched` iterates in id order).
+    struct ranked_match {
+      const std::string* replica;
+      const match* mt;
+      float fresh;
+      float score;
+    };
+    std::vector<ranked_match> ranked;
+    for (const auto& [replica, mt] : matched) {
+      const float fresh = d.freshness(mt.oldest, now_us);
+      ranked.push_back({&replica, &mt, fresh, static_cast<float>(mt.tokens) * fresh});
+    }
+    std::stable_sort(ranked.begin(), ranked.end(), [](const ranked_match& a, const ranked_match& b) {
+      return a.score > b.score;
     });
-    const double denom = static_cast<double>(std::max(requested, best));
-    for (const auto& [replica, mt] : ranked) {
+    for (const auto& r : ranked) {
+      const match& mt = *r.mt;
       auto* s = resp->add_replica_scores();
-      s->set_replica_id(replica);
+      s->set_replica_id(*r.replica);
       s->set_matched_tokens(static_cast<int32_t>(std::min<int64_t>(mt.tokens, INT32_MAX)));
-      s->set_score(static_cast<float>(static_cast<double>(mt.tokens) / denom));
-      s->set_estimated_cache_hit_prob(s->score());
+      s->set_score(r.score);
+      s->set_estimated_cache_hit_prob(r.fresh);
       s->set_tier(mt.tier >= 1 && mt.tier <= 3 ? static_cast<ic::CacheTier>(mt.tier)
                                                : ic::CACHE_TIER_T3);
     }
@@ -422,7 +476,8 @@ void policy_index::cache_state(const ic::GetCacheStateRequest& req,
   std::lock_guard<std::mutex> lock(d.mu);
   ++d.counters.state_queries;
   resp->Clear();
-  int64_t total = 0, hot = 0;
+  // Like the reference's CacheState: every stored key counts, stale or not, until the sweep.
+  int64_t total = 0;
   for (const auto& [key, m] : d.models) {
     if (key.first != req.tenant_id()) continue;
     if (!req.model_id().empty() && key.second != req.model_id()) continue;
@@ -430,7 +485,6 @@ void policy_index::cache_state(const ic::GetCacheStateRequest& req,
       for (const auto& part : parts) {
         if (part.holders.empty()) continue;
         ++total;
-        if (part.holders.size() > 1) ++hot;
       }
     }
     for (const auto& [replica, st] : m.stats) {
@@ -445,7 +499,7 @@ void policy_index::cache_state(const ic::GetCacheStateRequest& req,
     }
   }
   resp->mutable_summary()->set_total_prefixes(total);
-  resp->mutable_summary()->set_hot_prefixes(hot);
+  resp->mutable_summary()->set_hot_prefixes(0);  // the reference never sets it
 }
 
 size_t policy_index::sweep() {
@@ -475,8 +529,10 @@ std::map<std::string, replica_entry> policy_index::holders(const std::string& te
                                                            const std::string& model,
                                                            const std::string& scheme,
                                                            const std::string& adapter,
-                                                           const std::string& prefix) const {
+                                                           const std::string& prefix,
+                                                           view v) const {
   std::lock_guard<std::mutex> lock(impl_->mu);
+  const int64_t now_us = impl_->now();
   auto mit = impl_->models.find({tenant, model});
   if (mit == impl_->models.end()) return {};
   auto p = mit->second.prefixes.find(prefix);
@@ -486,20 +542,51 @@ std::map<std::string, replica_entry> policy_index::holders(const std::string& te
   if (!scheme_id || !adapter_id) return out;
   for (const auto& part : p->second) {
     if (part.scheme != *scheme_id || part.adapter != *adapter_id) continue;
-    for (const auto& h : part.holders) out.emplace(impl_->names[h.replica], h.entry);
+    for (const auto& h : part.holders) {
+      if (v == view::fresh && !impl_->alive(h.entry.last_seen_us, now_us)) continue;
+      out.emplace(impl_->names[h.replica], h.entry);
+    }
   }
   return out;
 }
 
-size_t policy_index::total_prefixes(const std::string& tenant, const std::string& model) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  auto mit = impl_->models.find({tenant, model});
-  if (mit == impl_->models.end()) return 0;
+size_t policy_index::total_prefixes(const std::string& tenant, const std::string& model,
+                                    view v) const {
+  const auto& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mu);
+  auto mit = d.models.find({tenant, model});
+  if (mit == d.models.end()) return 0;
+  const int64_t now_us = d.now();
   size_t n = 0;
   for (const auto& [prefix, parts] : mit->second.prefixes) {
-    for (const auto& part : parts) n += part.holders.empty() ? 0 : 1;
+    for (const auto& part : parts) {
+      n += std::any_of(part.holders.begin(), part.holders.end(), [&](const holder& h) {
+        return v == view::all || d.alive(h.entry.last_seen_us, now_us);
+      });
+    }
   }
   return n;
+}
+
+std::vector<stored_entry> policy_index::entries_of(const std::string& tenant,
+                                                   const std::string& model,
+                                                   const std::string& replica, view v) const {
+  const auto& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mu);
+  std::vector<stored_entry> out;
+  auto mit = d.models.find({tenant, model});
+  const auto id = d.find_id(replica);
+  if (mit == d.models.end() || !id) return out;
+  d.for_each_entry(mit->second, *id, v, d.now(),
+                   [&](const std::string& prefix, const partition& part, const replica_entry& e) {
+                     out.push_back({d.names[part.scheme], d.names[part.adapter], prefix, e});
+                   });
+  return out;
+}
+
+bool policy_index::fresh(int64_t last_seen_us) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->alive(last_seen_us, impl_->now());
 }
 
 size_t policy_index::entries() const {
@@ -522,6 +609,7 @@ index_counters policy_index::counters() const {
 std::string policy_index::dump_json() const {
   using nlohmann::json;
   std::lock_guard<std::mutex> lock(impl_->mu);
+  const int64_t now_us = impl_->now();
   json models = json::array();
   for (const auto& [key, m] : impl_->models) {
     // Sorted output so two dumps of the same state are byte-identical.
@@ -533,9 +621,11 @@ std::string policy_index::dump_json() const {
       for (const auto& part : *parts) {
         json replicas = json::object();  // a json object keeps its keys sorted
         for (const auto& h : part.holders) {
+          const bool fresh = impl_->alive(h.entry.last_seen_us, now_us);
           replicas[impl_->names[h.replica]] = {{"token_count", h.entry.token_count},
                                                {"last_seen_us", h.entry.last_seen_us},
-                                               {"tier", h.entry.tier}};
+                                               {"tier", h.entry.tier},
+                                               {"fresh", fresh}};
         }
         by_partition[{impl_->names[part.scheme], impl_->names[part.adapter]}] = replicas;
       }
@@ -564,6 +654,7 @@ std::string policy_index::dump_json() const {
   const auto& c = impl_->counters;
   json counters = {{"updates", c.updates},
                    {"prefixes_upserted", c.prefixes_upserted},
+                   {"prefixes_expired", c.prefixes_expired},
                    {"prefixes_dropped", c.prefixes_dropped},
                    {"probe_dropped", c.probe_dropped},
                    {"stats_updates", c.stats_updates},

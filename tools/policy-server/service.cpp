@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "proto/inferencecache/v1alpha1/inferencecache.grpc.pb.h"
 
@@ -183,7 +184,40 @@ struct policy_server::impl {
   std::unique_ptr<grpc::Server> server;
   int port = 0;
 
-  explicit impl(server_options o) : opt(std::move(o)), index(opt.index) {}
+  // The periodic TTL sweep, running while the server does.
+  std::mutex sweep_mu;
+  std::condition_variable sweep_cv;
+  bool sweeping = false;
+  std::thread sweeper;
+
+  explicit impl(server_options o) : opt(std::move(o)), index(opt.index) {
+    if (opt.sweep_interval_us < 0) opt.sweep_interval_us = default_sweep_interval_us;
+  }
+
+  void start_sweeper() {
+    if (opt.sweep_interval_us == 0) return;
+    {
+      std::lock_guard<std::mutex> lock(sweep_mu);
+      sweeping = true;
+    }
+    sweeper = std::thread([this] {
+      const auto period = std::chrono::microseconds(opt.sweep_interval_us);
+      std::unique_lock<std::mutex> lock(sweep_mu);
+      while (!sweep_cv.wait_for(lock, period, [this] { return !sweeping; })) {
+        lock.unlock();
+        index.sweep();
+        lock.lock();
+      }
+    });
+  }
+  void stop_sweeper() {
+    {
+      std::lock_guard<std::mutex> lock(sweep_mu);
+      sweeping = false;
+    }
+    sweep_cv.notify_all();
+    if (sweeper.joinable()) sweeper.join();
+  }
 
   std::shared_ptr<grpc::ServerCredentials> credentials() const {
     if (!opt.tls) return grpc::InsecureServerCredentials();
@@ -216,10 +250,17 @@ bool policy_server::start() {
   int bound = 0;
   builder.AddListeningPort(address, d.credentials(), &bound);
   builder.RegisterService(&d.svc);
+  // kvrelay pings an idle connection (server.keepalive_time, 20 s by default, shorter in tests);
+  // gRPC's default server policy calls that "too_many_pings" and drops the connection. Accept
+  // pings without calls, at any rate, as a server configured for kvrelay would.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);  // 0 = never GOAWAY for pings
   auto server = builder.BuildAndStart();
   if (!server || bound == 0) return false;
   d.server = std::move(server);
   d.port = bound;
+  d.start_sweeper();
   return true;
 }
 
@@ -231,6 +272,7 @@ void policy_server::stop() {
     server = std::move(d.server);
   }
   if (!server) return;
+  d.stop_sweeper();
   d.g.set_stopping(true);  // release held calls so Shutdown does not wait for them
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server->Wait();

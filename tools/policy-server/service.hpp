@@ -1,9 +1,10 @@
 #pragma once
 // An in-process inferencecache.v1alpha1.InferenceCache server over a policy_index, for tests,
 // benchmarks and the demo. All eight RPCs answer (the four the daemon never calls answer minimal
-// valid responses). Fault hooks: stop/restart (optionally empty) on the same port, and a
-// "black hole" mode in which the server accepts connections and calls but never answers until
-// released. gRPC headers stay in the .cpp.
+// valid responses). While it runs it sweeps the index every sweep interval, as the reference's
+// index does (stale entries stay counted until then). Fault hooks: stop/restart (optionally
+// empty) on the same port, and a "black hole" mode in which the server accepts connections and
+// calls but never answers until released. gRPC headers stay in the .cpp.
 
 #include <cstdint>
 #include <memory>
@@ -24,7 +25,10 @@ struct tls_options {
 struct server_options {
   std::string listen = "127.0.0.1:0";  // port 0 = ephemeral; see port()
   std::optional<tls_options> tls;      // plaintext when absent
-  index_options index;
+  index_options index;  // ttl_us: the freshness TTL
+  /// The TTL sweep period while the server runs; 0 turns the periodic sweep off (tests that call
+  /// index().sweep() themselves), a negative value means the default.
+  int64_t sweep_interval_us = default_sweep_interval_us;
 };
 
 struct call_counters {
