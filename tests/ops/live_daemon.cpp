@@ -147,11 +147,13 @@ std::string live_daemon::url(const std::string& path) const {
 const std::string& live_daemon::pipeline() const { return h_->config().engines.front().replica_id; }
 
 int run(const std::vector<std::string>& args, std::chrono::milliseconds timeout,
-        std::string& output) {
+        std::string& out, std::string* err) {
   faults::temp_dir dir;
   faults::child_process child(args, dir.path());
   const auto rc = child.wait(timeout);
-  output = child.out() + child.err();
+  out = child.out();
+  if (err) *err = child.err();
+  else out += child.err();
   return rc ? *rc : -1;  // the destructor kills what did not finish
 }
 

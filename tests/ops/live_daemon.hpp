@@ -7,7 +7,10 @@
 // times (so event ages are measured), a malformed batch (a decode drop) and, on request, a
 // crashed and restarted actor. Every wait is bounded polling; nothing sleeps as an assertion.
 
+#include <gtest/gtest.h>
+
 #include <chrono>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,9 +60,17 @@ class live_daemon {
   uint32_t next_token_ = 1;
 };
 
-/// Runs `args` (no shell) with a bound; the exit status (-1: did not finish in time, killed)
-/// and stdout + stderr in `output`.
+/// Runs `args` (no shell) with a bound; the exit status (-1: did not finish in time, killed),
+/// its stdout in `out` and its stderr in `err` (appended to `out` when `err` is null).
 int run(const std::vector<std::string>& args, std::chrono::milliseconds timeout,
-        std::string& output);
+        std::string& out, std::string* err = nullptr);
 
 }  // namespace kvrelay::ops
+
+/// Skips the test with `why`, printed on a "SKIP: " line too: scripts/test.sh repeats those
+/// lines in the CI log (ctest keeps skipped tests' output to itself).
+#define KVRELAY_SKIP(why)                         \
+  do {                                            \
+    std::cout << "SKIP: " << why << std::endl;    \
+    GTEST_SKIP() << why;                          \
+  } while (0)
