@@ -93,12 +93,20 @@ bool live_daemon::drive(int rounds) {
   }
   // A batch the decoder must drop whole (kvrelay_batches_dropped_total), and the stream goes on.
   h_->publish_raw(std::string("\xff\x00\x01", 3));
+  // An event at a medium nobody knows (kvrelay_unknown_medium_events_total): never indexed.
+  auto odd = e2e::stored(e2e::u_hashes({990'000 + next_token_}),
+                         e2e::token_range(next_token_, block), block);
+  next_token_ += block;
+  odd.medium = "QUANTUM";
+  opt.ts = now_seconds();
+  h_->publish({odd}, opt);
   opt.ts = now_seconds();
   auto sentinel = e2e::token_range(next_token_, block);
   next_token_ += block;
   h_->publish({e2e::stored(e2e::u_hashes({999'000 + next_token_}), sentinel, block)}, opt);
   const bool delivered = e2e::harness::wait_until(
       [&] { return h_->metric_sum("kvrelay_batches_dropped_total") >= 1 &&
+                   h_->metric_sum("kvrelay_unknown_medium_events_total") >= 1 &&
                    h_->total_prefixes() > 0 &&
                    h_->metric_sum("kvrelay_event_age_seconds_count") > 0 &&
                    // The ingress publishes its counters once a second.

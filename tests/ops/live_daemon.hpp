@@ -4,8 +4,8 @@
 // replay ring, demo policy server, in-process daemon) with the admin port on a free loopback
 // port and its crash endpoint on, the scraper reading a fake engine /metrics, and traffic that
 // reaches every stage: stores and removals for the base model and a LoRA adapter, engine batch
-// times (so event ages are measured), a malformed batch (a decode drop) and, on request, a
-// crashed and restarted actor. Every wait is bounded polling; nothing sleeps as an assertion.
+// times (so event ages are measured), a malformed batch (a decode drop), an event at an unknown
+// medium and, on request, a crashed and restarted actor. Every wait is bounded polling; nothing sleeps as an assertion.
 
 #include <gtest/gtest.h>
 
@@ -35,8 +35,8 @@ class live_daemon {
 
   /// Starts the daemon and waits until it decoded a live batch. False with `error()`.
   bool start();
-  /// Publishes `rounds` rounds of stores, removals and LoRA traffic, then one malformed batch
-  /// and a sentinel, and waits until the server holds prefixes, the decoder counted the drop,
+  /// Publishes `rounds` rounds of stores, removals and LoRA traffic, then one malformed batch,
+  /// an event at an unknown medium and a sentinel, and waits until the server holds prefixes, the decoder counted the drop,
   /// an event age was measured and the ingress published its counters. False with `error()`.
   bool drive(int rounds = 4);
   /// POST /debug/crash for `actor` of the pipeline, then waits until the supervisor counted the
