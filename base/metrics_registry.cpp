@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 
@@ -33,7 +34,9 @@ std::string render_labels(const label_set& labels, const char* extra_key = nullp
   return out;
 }
 
-std::string format_double(double v) {
+}  // namespace
+
+std::string format_metric_value(double v) {
   if (std::isnan(v)) return "NaN";
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
   if (v == std::floor(v) && std::fabs(v) < 1e15) {
@@ -41,12 +44,16 @@ std::string format_double(double v) {
     std::snprintf(buf, sizeof buf, "%.0f", v);
     return buf;
   }
+  // The shortest form that reads back as the same double: a start time in seconds since the
+  // epoch needs 12 digits, a latency sum 17.
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
+  for (int precision = 9; precision < 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) return buf;
+  }
+  std::snprintf(buf, sizeof buf, "%.17g", v);
   return buf;
 }
-
-}  // namespace
 
 std::string escape_label_value(const std::string& v) {
   std::string out;
@@ -140,23 +147,48 @@ histogram_series& metrics_registry::histogram(const std::string& name, const std
   return *slot;
 }
 
-std::string metrics_registry::render() const {
+void metrics_registry::add_collector(collector c) {
   std::lock_guard<std::mutex> lk(mu_);
+  collectors_.push_back(std::move(c));
+}
+
+void append_family(std::string& out, const std::string& name, const char* type,
+                   const std::string& help, const std::vector<sample_value>& samples) {
+  out += "# HELP " + name + ' ' + help + "\n# TYPE " + name + ' ' + type + '\n';
+  for (const auto& s : samples)
+    out += name + render_labels(s.labels) + ' ' + format_metric_value(s.value) + '\n';
+}
+
+std::string metrics_registry::render() const {
+  std::string text;
+  std::vector<collector> collectors;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    text = render_families();
+    collectors = collectors_;
+  }
+  for (const auto& c : collectors) c(text);
+  return text;
+}
+
+std::string metrics_registry::render_families() const {
   std::ostringstream out;
   for (const auto& [name, f] : families_) {
     const char* type = f.k == kind::counter ? "counter" : f.k == kind::gauge ? "gauge" : "histogram";
     out << "# HELP " << name << ' ' << f.help << '\n' << "# TYPE " << name << ' ' << type << '\n';
     for (const auto& [key, c] : f.counters) out << name << key << ' ' << c->value() << '\n';
-    for (const auto& [key, g] : f.gauges) out << name << key << ' ' << format_double(g->value()) << '\n';
+    for (const auto& [key, g] : f.gauges) out << name << key << ' ' << format_metric_value(g->value()) << '\n';
     for (const auto& [key, h] : f.histograms) {
       const auto& labels = f.labels.at(key);
       auto cum = h->cumulative();
       for (size_t i = 0; i < h->bounds().size(); ++i)
-        out << name << "_bucket" << render_labels(labels, "le", format_double(h->bounds()[i]))
+        out << name << "_bucket" << render_labels(labels, "le", format_metric_value(h->bounds()[i]))
             << ' ' << cum[i] << '\n';
       out << name << "_bucket" << render_labels(labels, "le", "+Inf") << ' ' << cum.back() << '\n';
-      out << name << "_sum" << key << ' ' << format_double(h->sum()) << '\n';
-      out << name << "_count" << key << ' ' << h->count() << '\n';
+      out << name << "_sum" << key << ' ' << format_metric_value(h->sum()) << '\n';
+      // The +Inf bucket, not count(): read a moment apart, they could differ under load, and
+      // Prometheus takes them to be one number.
+      out << name << "_count" << key << ' ' << cum.back() << '\n';
     }
   }
   return out.str();

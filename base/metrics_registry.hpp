@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -66,8 +67,15 @@ class metrics_registry {
   histogram_series& histogram(const std::string& name, const std::string& help,
                               const std::vector<double>& bounds, const label_set& labels = {});
 
-  /// Prometheus text exposition format 0.0.4.
+  /// Prometheus text exposition format 0.0.4: the registry's families, then what every
+  /// collector appends.
   std::string render() const;
+
+  /// A scrape-time collector: appends whole families (append_family) for values that live
+  /// outside the registry and are read when scraped (/proc). Called by render() outside the
+  /// registry's lock, from the scraping thread; it must not register series on this registry.
+  using collector = std::function<void(std::string& out)>;
+  void add_collector(collector c);
 
   /// Value of a counter or gauge series, or -1 when absent (for tests and /debug pages).
   double value(const std::string& name, const label_set& labels = {}) const;
@@ -86,10 +94,24 @@ class metrics_registry {
     std::map<std::string, label_set> labels;  // rendered key → labels
   };
   family& get_family(const std::string& name, kind k, const std::string& help);
+  std::string render_families() const;  // mu_ held
 
   mutable std::mutex mu_;
   std::map<std::string, family> families_;
+  std::vector<collector> collectors_;
 };
+
+/// One sample of a family a collector writes.
+struct sample_value {
+  label_set labels;
+  double value = 0;
+};
+/// Appends `# HELP`, `# TYPE` and the samples of one family (type "counter", "gauge", "untyped").
+void append_family(std::string& out, const std::string& name, const char* type,
+                   const std::string& help, const std::vector<sample_value>& samples);
+
+/// A value as the text format writes it: integers without a fraction, NaN, +Inf, -Inf.
+std::string format_metric_value(double v);
 
 /// Escapes a label value per the exposition format.
 std::string escape_label_value(const std::string& v);

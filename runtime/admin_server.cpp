@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "config/loader.hpp"
+#include "runtime/admin_page.hpp"
 #include "runtime/daemon.hpp"
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
@@ -138,6 +139,9 @@ bool admin_server::start(const config::admin_settings& s, std::string& error) {
             res.set_content(ok ? "crashed\n" : "no such pipeline or actor\n", "text/plain");
           });
   }
+  a.add("GET", "/", "the admin page (HTML)", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(admin_page_html().data(), admin_page_html().size(), admin_page_content_type);
+  });
   a.add("GET", "/help", "this list", [&a](const httplib::Request&, httplib::Response& res) {
     std::ostringstream out;
     for (const auto& r : a.routes) out << r.method << ' ' << r.path << "\t" << r.help << '\n';

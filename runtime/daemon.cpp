@@ -17,6 +17,7 @@
 #include "base/metrics_registry.hpp"
 #include "runtime/pipeline_supervisor.hpp"
 #include "runtime/status_render.hpp"
+#include "runtime/version.hpp"
 
 namespace kvrelay {
 
@@ -133,6 +134,7 @@ struct daemon::impl {
 
 daemon::daemon(config::daemon_config cfg) : impl_(std::make_unique<impl>()) {
   impl_->cfg = std::move(cfg);
+  add_exporter_metrics(*impl_->metrics);
 }
 
 daemon::~daemon() { stop(); }

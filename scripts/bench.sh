@@ -8,7 +8,7 @@
 # Options: --build-dir DIR (default build/bench), --no-build, --out DIR (default
 # $BUILD_DIR/bench-results), --repeats N (repeats of each case, default 2), --cases LIST
 # (comma-separated from: micro,throughput,memory,evicting,latency,dp4,node4,lora,server_model,
-# and profile (perf + callgrind, not in the default list); default all but profile).
+# replay, and profile (perf + callgrind, not in the default list); default all but profile).
 #
 # Exit status: 0 when every case ran and kvrelay received every published block without a
 # sequence gap; 1 otherwise. Figures are reported, never asserted (the machine is shared).
@@ -20,7 +20,7 @@ OUT=""
 REPEATS=2
 SMOKE=0
 BUILD=1
-CASES="micro,throughput,memory,evicting,latency,dp4,node4,lora,server_model"
+CASES="micro,throughput,memory,evicting,latency,dp4,node4,lora,server_model,replay"
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -38,8 +38,8 @@ done
 [[ -n "$OUT" ]] || OUT="$BUILD_DIR/bench-results"
 if [[ $SMOKE == 1 ]]; then
   REPEATS=1
-  [[ "$CASES" == "micro,throughput,memory,evicting,latency,dp4,node4,lora,server_model" ]] &&
-    CASES="throughput,evicting,latency,dp4,node4,lora,server_model"
+  [[ "$CASES" == "micro,throughput,memory,evicting,latency,dp4,node4,lora,server_model,replay" ]] &&
+    CASES="throughput,evicting,latency,dp4,node4,lora,server_model,replay"
 fi
 has_case() { [[ ",$CASES," == *",$1,"* ]]; }
 
@@ -48,6 +48,7 @@ if [[ $BUILD == 1 ]]; then
   targets=(kvrelay_bin kvrelay-bench-loadgen kvrelay-bench-sink)
   has_case micro && targets+=(bench_decoder bench_shard bench_flush)
   has_case server_model && targets+=(bench_server_model)
+  has_case replay && targets+=(kvrelay-fake-engine kvrelay-capture kvrelay-replay)
   cmake --build "$BUILD_DIR" --target "${targets[@]}" -j2
 fi
 KVRELAY="$BUILD_DIR/kvrelay"
@@ -529,6 +530,74 @@ if has_case profile; then
   fi
 fi
 
+# ---- replay: a captured stream played back as fast as possible ------------------------------
+# The fake engine's random workload (LoRA, evictions) is captured once with kvrelay-capture (live
+# and its replay ring), then kvrelay-replay serves the file at --speed max to kvrelay and the
+# counting sink: what a bug-report capture costs to reproduce, and a recorded stream's rate.
+# Its own results file (replay.jsonl) and table; the figures are reported, never asserted.
+run_replay_case() {
+  local batches="$1" name="replay-$2"
+  local fe="$BUILD_DIR/tools/fake-engine/kvrelay-fake-engine"
+  local cap="$BUILD_DIR/tools/capture/kvrelay-capture" rep="$BUILD_DIR/tools/replay/kvrelay-replay"
+  local file="$WORK/$name.kvcap" base
+  base="$(free_base_port)"
+  log "case $name: capture $batches fake-engine batches, replay at max speed"
+  "$cap" --endpoint "tcp://127.0.0.1:$base" --replay-endpoint "tcp://127.0.0.1:$((base + 1))" \
+    --out "$file" 2>>"$OUT/capture.log" &
+  local cap_pid=$!
+  PIDS+=("$cap_pid")
+  "$fe" --bind "tcp://127.0.0.1:$base" --replay-bind "tcp://127.0.0.1:$((base + 1))" \
+    --workload random --rate 2000 --count "$batches" --lora-adapters 4 --capacity 65536 \
+    --era D 2>>"$OUT/fake-engine.log"
+  sleep 1  # the capture's ring request is answered within milliseconds
+  kill -INT "$cap_pid"; wait "$cap_pid" 2>/dev/null || true
+  local size; size="$(stat -c %s "$file")"
+  start_sink "$name"
+  local live=$((base + 2)) ring=$((base + 3))
+  start_kvrelay "$name" --engine-endpoint "tcp://127.0.0.1:$live" \
+    --replay-endpoint "tcp://127.0.0.1:$ring" --replica-id bench --model-id bench \
+    --engine-metrics-url "" --lora-adapter-names "$ADAPTERS"
+  "$rep" --in "$file" --bind "tcp://127.0.0.1:$live" --replay-bind "tcp://127.0.0.1:$ring" \
+    --speed max --linger 30s 2>>"$OUT/replay.log" &
+  PIDS+=("$!")
+  local t0 c0 t1="" c1 b=0
+  t0="$(now)"; c0="$(cpu_seconds "$KV_PID")"
+  for _ in $(seq 1200); do
+    b="$(metric_sum kvrelay_batches_total)"
+    if [[ "$b" -ge "$batches" ]]; then t1="$(now)"; c1="$(cpu_seconds "$KV_PID")"; break; fi
+    sleep 0.05
+  done
+  if [[ -z "$t1" ]]; then
+    log "case $name: kvrelay decoded $b of $batches batches"
+    FAILED=1; t1="$(now)"; c1="$(cpu_seconds "$KV_PID")"
+  fi
+  local stored gaps
+  stored="$(metric_sum kvrelay_blocks_total 'type="stored"')"
+  gaps="$(metric_sum kvrelay_seq_gaps_total)"
+  python3 - "$name" "$batches" "$b" "$stored" "$gaps" "$size" "$t0" "$t1" "$c0" "$c1" \
+    >>"$OUT/replay.jsonl" <<'EOF'
+import json, sys
+name, batches, decoded, stored, gaps, size, t0, t1, c0, c1 = sys.argv[1:]
+s = float(t1) - float(t0)
+cpu = float(c1) - float(c0)
+print(json.dumps({"case": name, "batches": int(batches), "decoded_batches": int(decoded),
+                  "blocks": int(stored), "seq_gaps": int(gaps), "capture_bytes": int(size),
+                  "replay_s": round(s, 3), "blocks_per_s": round(int(stored) / s) if s > 0 else 0,
+                  "cpu_s": round(cpu, 3),
+                  "cpu_ns_per_block": round(cpu / int(stored) * 1e9, 1) if int(stored) else None}))
+EOF
+  tail -1 "$OUT/replay.jsonl" >&2
+  stop_all
+}
+if has_case replay; then
+  : >"$OUT/replay.jsonl"
+  if [[ $SMOKE == 1 ]]; then
+    run_replay_case 1000 1
+  else
+    for i in $(seq "$REPEATS"); do run_replay_case 20000 "$i"; done
+  fi
+fi
+
 # Summary table (medians are the reader's job: every run is listed).
 python3 - "$RESULTS" <<'EOF'
 import json, sys
@@ -547,5 +616,16 @@ for r in rows:
               icvf=r.get("ingest_cpu_vs_floor", "-"),
               dvf=r.get("decode_fp_vs_floor", "-"), bprb=r.get("bytes_per_resident_block", "-"), **r))
 EOF
+if [[ -s "$OUT/replay.jsonl" ]]; then
+  python3 - "$OUT/replay.jsonl" <<'EOF'
+import json, sys
+print("\n| replay case | batches | blocks | capture bytes | replay s | blocks/s | CPU ns/block | gaps |")
+print("|" + "---|" * 8)
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    print("| {case} | {batches} | {blocks} | {capture_bytes} | {replay_s} | {blocks_per_s} | "
+          "{cpu_ns_per_block} | {seq_gaps} |".format(**r))
+EOF
+fi
 [[ $FAILED == 0 ]] || log "some case failed (see above and $OUT/*.log)"
 exit "$FAILED"

@@ -12,7 +12,15 @@ export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 
 cmake --preset default >/dev/null
 cmake --build --preset default
-ctest --preset default -j2 "$@"
+rc=0
+ctest --preset default -j2 "$@" || rc=$?
+# A test that skips says why on a "SKIP: " line (no Chromium, no promtool, ...); ctest keeps
+# skipped tests' output to itself, so the reasons are repeated here for the CI log.
+if grep -q '^SKIP: ' build/default/Testing/Temporary/LastTest.log 2>/dev/null; then
+  echo "skipped, and why:"
+  grep '^SKIP: ' build/default/Testing/Temporary/LastTest.log | sort | uniq -c
+fi
+[ "$rc" = 0 ] || exit "$rc"
 
 if [ "${CI:-}" = "true" ]; then
   # The end-to-end benchmark harness, once on small inputs: it must run, no thresholds.

@@ -11,6 +11,11 @@ a Prometheus scrape annotation for that port, and (sidecar) POD_NAMESPACE as the
 Finally it starts the container's command for real and sends the probes' and Prometheus' requests
 without a token (they must answer), and a POST without the token (it must get 401).
 
+The prometheus-operator resources (monitoring/) are held to the workloads: every workload is
+scraped by a PodMonitor or a ServiceMonitor whose selector matches its pods (through a Service
+for a ServiceMonitor) at the port the configuration really listens on, path /metrics, and a
+PrometheusRule is there (tests/ops/check_rules.py compares its groups with the rules file).
+
 Usage: check_kubernetes.py KVRELAY_BINARY DEPLOY_KUBERNETES_DIR
 Exit 0 pass, 1 fail, 77 skip (PyYAML missing).
 """
@@ -32,6 +37,8 @@ except ImportError:  # python3-yaml
     sys.exit(77)
 
 failures = []
+# Every workload checked: (where, pod template labels, kvrelay container, admin port).
+workloads = []
 
 
 def fail(where, msg):
@@ -266,6 +273,7 @@ def check_pod(where, kdir, pod_meta, pod, generated, kvrelay, sidecar):
             fail(where, "the effective configuration still holds an unexpanded ${...}")
 
         admin = admin_port_from_check(r.stdout, where)
+        workloads.append((where, pod_meta.get("labels", {}), c, admin))
         check_probes_live(where, kvrelay, args)
         probes = {"readinessProbe": "/readyz", "livenessProbe": "/healthz"}
         for probe, path in probes.items():
@@ -307,12 +315,66 @@ def check_pod(where, kdir, pod_meta, pod, generated, kvrelay, sidecar):
                 fail(where, f"replica ids {ids} are not made unique per node")
 
 
+def selects(match_labels, labels):
+    return bool(match_labels) and all(labels.get(k) == v for k, v in match_labels.items())
+
+
+def check_endpoint(where, ep, port_ok):
+    if ep.get("path", "/metrics") != "/metrics":
+        fail(where, f"scrapes {ep.get('path')}, not /metrics")
+    if not port_ok:
+        fail(where, f"port {ep.get('port')!r} is not the kvrelay admin port")
+    if any(k in ep for k in ("bearerTokenSecret", "authorization", "basicAuth")):
+        fail(where, "/metrics needs no credentials; do not hand Prometheus the admin token")
+
+
+def check_monitors(resources):
+    """resources: every document of every kustomization, as (dir, doc)."""
+    services = [(d, doc) for d, doc in resources if doc.get("kind") == "Service"]
+    covered = {w[0]: 0 for w in workloads}
+    kinds = {doc.get("kind") for _, doc in resources}
+    for kind in ("PodMonitor", "ServiceMonitor", "PrometheusRule"):
+        if kind not in kinds:
+            fail("monitoring", f"no {kind} in any kustomization")
+    for d, doc in resources:
+        kind = doc.get("kind")
+        where = f"{d} {kind}/{doc.get('metadata', {}).get('name')}"
+        match = doc.get("spec", {}).get("selector", {}).get("matchLabels", {})
+        if kind == "PodMonitor":
+            hits = [w for w in workloads if selects(match, w[1])]
+            if not hits:
+                fail(where, f"selector {match} matches no workload's pods")
+            for w in hits:
+                covered[w[0]] += 1
+                for ep in doc["spec"].get("podMetricsEndpoints", []):
+                    check_endpoint(where, ep, port_number(w[2], ep.get("port")) == w[3])
+        elif kind == "ServiceMonitor":
+            svcs = [s for _, s in services if selects(match, s["metadata"].get("labels", {}))]
+            if not svcs:
+                fail(where, f"selector {match} matches no Service")
+            for svc in svcs:
+                hits = [w for w in workloads if selects(svc["spec"].get("selector", {}), w[1])]
+                if not hits:
+                    fail(where, f"Service {svc['metadata']['name']} selects no workload's pods")
+                ports = {p.get("name"): p for p in svc["spec"].get("ports", [])}
+                for w in hits:
+                    covered[w[0]] += 1
+                    for ep in doc["spec"].get("endpoints", []):
+                        sp = ports.get(ep.get("port"))
+                        target = sp.get("targetPort", sp.get("port")) if sp else None
+                        check_endpoint(where, ep, sp is not None and port_number(w[2], target) == w[3])
+    for w, n in covered.items():
+        if n != 1:
+            fail(w, f"scraped by {n} PodMonitor/ServiceMonitor resources (expected exactly one)")
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
         return 2
     kvrelay, kroot = sys.argv[1], sys.argv[2]
     checked = 0
+    resources = []
     for entry in sorted(os.listdir(kroot)):
         kdir = os.path.join(kroot, entry)
         if not os.path.isfile(os.path.join(kdir, "kustomization.yaml")):
@@ -320,6 +382,7 @@ def main():
         kust, generated = generated_configmaps(kdir)
         for res in kust.get("resources", []):
             for doc in load_docs(os.path.join(kdir, res)):
+                resources.append((f"{entry}/{res}", doc))
                 if doc.get("kind") not in ("Deployment", "DaemonSet", "StatefulSet", "Pod"):
                     continue
                 where = f"{entry}/{res} {doc['kind']}/{doc['metadata']['name']}"
@@ -334,6 +397,7 @@ def main():
                 fail(entry, f"kubectl kustomize fails: {r.stderr.strip()}")
     if checked < 2:
         fail(kroot, f"found {checked} workloads; expected the sidecar and the DaemonSet")
+    check_monitors(resources)
     for f in failures:
         print("FAIL", f)
     print(f"checked {checked} workloads, {len(failures)} failure(s)")

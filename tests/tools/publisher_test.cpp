@@ -179,3 +179,55 @@ TEST(PublisherBind, BadEndpointThrows) {
 
 }  // namespace
 }  // namespace kvrelay::fake
+
+// kvrelay-replay's use of the publisher: recorded messages with their own seqs, history put in
+// the ring before anything is sent, an engine restart in the recording, and XPUB subscribers.
+namespace kvrelay::fake {
+namespace {
+
+TEST_F(Publisher, RecordedFramesKeepTheirSeqsAndFillTheRingInOrder) {
+  publisher_options o;
+  o.topic = "kv";
+  o.replay_bind = "tcp://127.0.0.1:*";
+  publisher p(o);
+  p.retain(5, "h5");  // history from a capture's replay replies, out of order
+  p.retain(3, "h3");
+  p.retain(5, "again");  // a seq already there stays as it was
+  const std::string s7 = be8(7), s8 = be8(8);
+  p.publish_frames({"kv", s7, "live7"});
+  p.publish_frames({"only one frame"});  // sent, never retained
+  p.publish_frames({"kv", s8, "live8"});
+  EXPECT_EQ(p.next_seq(), 9u);
+  auto d = dealer(p.replay_endpoint());
+  auto r = replay(d, 4);
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_EQ(r[0], (std::vector<std::string>{"", be8(5), "h5"}));
+  EXPECT_EQ(r[1], (std::vector<std::string>{"", be8(7), "live7"}));
+  EXPECT_EQ(r[2], (std::vector<std::string>{"", be8(8), "live8"}));
+  EXPECT_EQ(r[3][1], END);
+  // The recorded engine restarted: seqs begin again and the ring forgets the old incarnation.
+  p.publish_frames({"kv", be8(0), "new0"});
+  r = replay(d, 0);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0], (std::vector<std::string>{"", be8(0), "new0"}));
+}
+
+TEST_F(Publisher, AnXpubSeesItsFirstSubscriber) {
+  publisher_options o;
+  o.topic = "kv";
+  o.xpub = true;
+  publisher p(o);
+  EXPECT_FALSE(p.wait_for_subscriber(std::chrono::milliseconds(0)));
+  auto s = sub(p.live_endpoint(), "kv");
+  EXPECT_TRUE(p.wait_for_subscriber(std::chrono::seconds(10)));
+  p.publish_frames({"kv", be8(0), "x"});
+  auto frames = recv_all(s);
+  for (int i = 0; i < 100 && frames.empty(); ++i) frames = recv_all(s);
+  EXPECT_EQ(frames, (std::vector<std::string>{"kv", be8(0), "x"}))
+      << "subscribed means the next message arrives";
+  publisher plain(publisher_options{});
+  EXPECT_FALSE(plain.wait_for_subscriber(std::chrono::milliseconds(10))) << "a PUB cannot tell";
+}
+
+}  // namespace
+}  // namespace kvrelay::fake

@@ -2,6 +2,7 @@
 
 #include <zmq.hpp>
 
+#include <algorithm>
 #include <deque>
 #include <mutex>
 #include <stdexcept>
@@ -63,7 +64,7 @@ std::optional<std::string> dp_endpoint(const std::string& endpoint, int rank) {
 struct publisher::impl {
   publisher_options opt;
   zmq::context_t ctx{1};
-  zmq::socket_t pub{ctx, zmq::socket_type::pub};
+  zmq::socket_t pub;
   zmq::socket_t router{ctx, zmq::socket_type::router};
   bool has_replay = false;
   std::string live_ep, replay_ep;
@@ -72,6 +73,18 @@ struct publisher::impl {
   uint64_t seq = 0;
   std::deque<std::pair<uint64_t, std::string>> ring;
   counters stats;
+
+  bool subscribed = false;  // xpub: a subscription arrived
+  std::optional<uint64_t> last_framed;  // the last seq publish_frames() sent
+
+  // Into the ring in seq order; a seq already there stays as it was. mu held.
+  void insert(uint64_t s, std::string payload) {
+    auto it = std::lower_bound(ring.begin(), ring.end(), s,
+                               [](const auto& entry, uint64_t v) { return entry.first < v; });
+    if (it != ring.end() && it->first == s) return;
+    ring.emplace(it, s, std::move(payload));
+    while (ring.size() > opt.buffer_steps) ring.pop_front();
+  }
 
   std::atomic<bool> stopping{false};
   std::thread replay_thread;
@@ -137,6 +150,7 @@ void publisher::impl::serve_replay() {
 publisher::publisher(publisher_options opt) : impl_(std::make_unique<impl>()) {
   auto& d = *impl_;
   d.opt = std::move(opt);
+  d.pub = zmq::socket_t(d.ctx, d.opt.xpub ? zmq::socket_type::xpub : zmq::socket_type::pub);
   if (d.opt.buffer_steps == 0) d.opt.buffer_steps = 1;
   const auto live = dp_endpoint(d.opt.bind, d.opt.dp_rank);
   if (!live) throw std::runtime_error("cannot offset endpoint by DP rank: " + d.opt.bind);
@@ -182,6 +196,47 @@ uint64_t publisher::publish(const std::string& payload, bool retain) {
     while (d.ring.size() > d.opt.buffer_steps) d.ring.pop_front();
   }
   return s;
+}
+
+void publisher::publish_frames(const std::vector<std::string_view>& frames, bool retain) {
+  auto& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mu);
+  if (d.stopped || frames.empty()) return;
+  for (size_t i = 0; i < frames.size(); ++i)
+    d.pub.send(zmq::buffer(frames[i].data(), frames[i].size()),
+               i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  ++d.stats.published;
+  if (frames.size() != 3 || frames[1].size() != 8) return;
+  const uint64_t s = from_be8(frames[1].data());
+  if (s == ~uint64_t{0}) return;
+  if (d.last_framed && s < *d.last_framed) d.ring.clear();  // a new incarnation
+  d.last_framed = s;
+  d.seq = s + 1;
+  if (retain) d.insert(s, std::string(frames[2]));
+}
+
+void publisher::retain(uint64_t seq, std::string payload) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->insert(seq, std::move(payload));
+}
+
+bool publisher::wait_for_subscriber(std::chrono::milliseconds timeout) {
+  auto& d = *impl_;
+  if (!d.opt.xpub) return false;
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(d.mu);
+      if (d.stopped) return false;
+      zmq::message_t m;
+      // XPUB hands up [0x01 topic] for a subscription, [0x00 topic] for its end.
+      while (d.pub.recv(m, zmq::recv_flags::dontwait))
+        if (m.size() >= 1 && m.data<unsigned char>()[0] == 1) d.subscribed = true;
+      if (d.subscribed) return true;
+    }
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 void publisher::skip(uint64_t n) {

@@ -9,10 +9,13 @@
 // idempotent and joins that thread; the destructor calls it.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace kvrelay::fake {
 
@@ -28,6 +31,9 @@ struct publisher_options {
   bool replay_topic_frames = false;
   int sndhwm = 100000;
   int linger_ms = 500;  // how long close() may wait to flush queued live messages
+  /// An XPUB instead of a PUB (the same on the wire), so wait_for_subscriber() can see a
+  /// subscription arrive: kvrelay-replay starts a recorded stream only once someone listens.
+  bool xpub = false;
 };
 
 /// The endpoint a DP rank binds (spec §1): tcp port + rank; an ephemeral port ('*' or 0) stays;
@@ -49,6 +55,17 @@ class publisher {
   /// Sends one batch with the next seq and returns that seq. With retain = false the batch is
   /// sent live but never enters the replay ring (history a replay cannot recover).
   uint64_t publish(const std::string& payload, bool retain = true);
+  /// Sends a live message exactly as given, any number of frames (a recorded stream may hold
+  /// malformed ones). A well-formed [topic, seq BE8, payload] enters the replay ring under its
+  /// own seq (unless retain is false): a seq below the last one is a new incarnation, which
+  /// empties the ring as restart_incarnation() does. next_seq() follows it.
+  void publish_frames(const std::vector<std::string_view>& frames, bool retain = true);
+  /// Puts a batch in the replay ring, in seq order, without sending it (history the engine held
+  /// before a capture began). A seq already there is kept as it was.
+  void retain(uint64_t seq, std::string payload);
+  /// With options.xpub: waits until a subscription arrives (or arrived before). False after
+  /// `timeout`, and always without xpub.
+  bool wait_for_subscriber(std::chrono::milliseconds timeout);
   /// Consumes `n` seqs without sending anything: the subscriber sees a gap.
   void skip(uint64_t n);
   /// A new engine incarnation: seq restarts at 0 and the ring is emptied (a restarted engine
