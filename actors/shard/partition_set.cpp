@@ -28,8 +28,9 @@ using int_slots =
     absl::flat_hash_set<dir_slot, detail::u64_slot_hash<dir_slot>, detail::u64_slot_eq<dir_slot>>;
 using bin_slots = absl::flat_hash_map<std::string, uint16_t>;
 
-uint16_t& part_of(const dir_slot& s) { return s.part; }
-uint16_t& part_of(std::pair<const std::string, uint16_t>& kv) { return kv.second; }
+// Setters, not references: a reference to a packed member is misaligned (UB, UBSan says so).
+void set_part(const dir_slot& s, uint16_t p) { s.part = p; }
+void set_part(std::pair<const std::string, uint16_t>& kv, uint16_t p) { kv.second = p; }
 uint16_t part_value(const dir_slot& s) { return s.part; }
 uint16_t part_value(const std::pair<const std::string, uint16_t>& kv) { return kv.second; }
 std::pair<int_slots::iterator, bool> put(int_slots& t, uint64_t k, uint16_t p) {
@@ -48,12 +49,12 @@ struct dir_table {
   void add(const Key& k, uint16_t p) {
     auto [it, inserted] = put(single, k, p);
     if (inserted) return;
-    uint16_t& cur = part_of(*it);
+    const uint16_t cur = part_value(*it);
     if (cur == p) return;
     auto& holders = shared[k];
     if (cur != several) {
       holders = {cur, p};
-      cur = several;
+      set_part(*it, several);
     } else if (std::find(holders.begin(), holders.end(), p) == holders.end()) {
       holders.push_back(p);
     }
@@ -62,7 +63,7 @@ struct dir_table {
   void remove(const Key& k, uint16_t p) {
     auto it = single.find(k);
     if (it == single.end()) return;
-    uint16_t& cur = part_of(*it);
+    const uint16_t cur = part_value(*it);
     if (cur == p) {
       single.erase(it);
       return;
@@ -76,7 +77,7 @@ struct dir_table {
     if (holders.empty()) {
       single.erase(it);
     } else {
-      cur = holders.front();
+      set_part(*it, holders.front());
     }
     shared.erase(sh);
   }
