@@ -323,9 +323,11 @@ TEST(PolicyClient, SilentServerIsDeadlineExceededWithinTheTimeout) {
     EXPECT_EQ(r.code, k_deadline_exceeded) << r.message;
     EXPECT_FALSE(r.accepted);
     EXPECT_GE(r.latency, 190ms);
-    EXPECT_LT(r.latency, 1200ms);
+    // The deadline ended them, not something else: far below the default 5 s, yet loose enough
+    // for a loaded machine (how fast is not this test's business).
+    EXPECT_LT(r.latency, 4s);
   }
-  EXPECT_LT(took, 1200ms);
+  EXPECT_LT(took, 4s);
   EXPECT_TRUE(srv.svc.wait_seen(1, 1));  // both calls really reached the server
 }
 
