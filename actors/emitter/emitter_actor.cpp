@@ -8,6 +8,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <algorithm>
 #include <array>
 #include <stdexcept>
 #include <utility>
@@ -239,6 +240,7 @@ emitter_actor spawn_emitter(caf::actor_system& sys, const pipeline_context& ctx,
   cfg.client = opts.client;
   cfg.identity = ctx.identity;
   cfg.max_entries_per_message = opts.max_entries_per_message;
+  cfg.evict_wake_batch = std::max<size_t>(1, opts.max_evictions_in_flight / 4);
   auto inbox = std::make_shared<emitter::port_inbox>();
   std::shared_ptr<emitter::policy_port> port =
       opts.make_port ? opts.make_port(cfg, inbox, error)

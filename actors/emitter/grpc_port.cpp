@@ -7,6 +7,7 @@
 // back to a one-slot pool when its stream ends.
 #include "actors/emitter/policy_port.hpp"
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -151,7 +152,15 @@ class grpc_port final : public policy_port {
     fingerprint::write_be8(ev.fingerprint, key);
     e->set_prefix_hash(key, sizeof key);
     if (!ev.adapter.empty()) e->set_adapter_id(ev.adapter);
-    client_->publish(std::move(e), done(call));
+    evicts_->fetch_add(1, std::memory_order_relaxed);
+    // Eviction completions wake the actor a batch at a time, not one by one: waking it (and a
+    // CAF worker) per completion cost more than the rest of the emitter's share of an RPC. The
+    // last one in flight, and any failure, wake it at once.
+    client_->publish(std::move(e), [inbox = inbox_.get(), evicts = evicts_.get(), call,
+                                    batch = cfg_.evict_wake_batch](rpc_result r) {
+      const bool last = evicts->fetch_sub(1, std::memory_order_relaxed) == 1;
+      inbox->push(to_event(call, std::move(r)), last || r.code != 0 ? 1 : batch);
+    });
   }
 
   void stats(uint64_t call, const stats_sample& s, int64_t ts_us) override {
@@ -192,21 +201,27 @@ class grpc_port final : public policy_port {
     return e;
   }
 
+  static port_event to_event(uint64_t call, rpc_result r) {
+    port_event e;
+    e.call = call;
+    e.code = static_cast<int32_t>(r.code);
+    e.accepted = r.accepted;
+    e.latency_us = static_cast<int64_t>(r.latency.count());
+    e.message = std::move(r.message);
+    return e;
+  }
+
   // The callback runs on a gRPC thread: it only touches the inbox.
   policy_client::callback done(uint64_t call) const {
     return [inbox = inbox_.get(), call](rpc_result r) {
-      port_event e;
-      e.call = call;
-      e.code = static_cast<int32_t>(r.code);
-      e.accepted = r.accepted;
-      e.latency_us = static_cast<int64_t>(r.latency.count());
-      e.message = std::move(r.message);
-      inbox->push(std::move(e));
+      inbox->push(to_event(call, std::move(r)));
     };
   }
 
   port_config cfg_;
   std::shared_ptr<port_inbox> inbox_;  // declared before client_: outlives its callbacks
+  // Eviction calls in flight (the callbacks decrement it, hence shared, not a member).
+  std::shared_ptr<std::atomic<size_t>> evicts_ = std::make_shared<std::atomic<size_t>>(0);
   std::shared_ptr<message_pool> pool_ = std::make_shared<message_pool>();
   std::unique_ptr<policy_client> client_;
 };

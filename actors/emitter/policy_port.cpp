@@ -4,12 +4,13 @@
 
 namespace kvrelay::emitter {
 
-void port_inbox::push(port_event e) {
+void port_inbox::push(port_event e, size_t min_batch) {
   std::function<void()> wake;
   {
     std::lock_guard<std::mutex> lk(mu_);
     items_.push_back(std::move(e));
-    if (items_.size() != 1 || !wake_) return;
+    if (woken_ || !wake_ || items_.size() < min_batch) return;
+    woken_ = true;
     wake = wake_;
   }
   wake();  // outside the lock: it sends a message, which may take locks of its own
@@ -19,6 +20,7 @@ void port_inbox::take(std::vector<port_event>& out) {
   out.clear();
   std::lock_guard<std::mutex> lk(mu_);
   out.swap(items_);
+  woken_ = false;
 }
 
 void port_inbox::bind(std::function<void()> wake) {
@@ -26,7 +28,11 @@ void port_inbox::bind(std::function<void()> wake) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     wake_ = std::move(wake);
-    if (wake_ && !items_.empty()) now = wake_;
+    woken_ = false;
+    if (wake_ && !items_.empty()) {
+      woken_ = true;
+      now = wake_;
+    }
   }
   if (now) now();
 }

@@ -35,8 +35,10 @@ struct port_event {
 /// event (under eviction load the per-completion wake-ups were half the emitter's cost).
 class port_inbox {
  public:
-  /// Any thread. Wakes the bound actor when the inbox was empty.
-  void push(port_event e);
+  /// Any thread. Wakes the bound actor once `min_batch` events are waiting (1: at once), unless
+  /// a wake-up is already on its way. A caller that defers (min_batch > 1) must push its last
+  /// event of a burst with min_batch 1, or the events wait for someone else's wake-up.
+  void push(port_event e, size_t min_batch = 1);
   /// Moves every waiting event into `out` (cleared first; capacities are kept on both sides).
   void take(std::vector<port_event>& out);
   /// Sets the wake-up (the actor's "completions are waiting" message); wakes at once if events
@@ -46,6 +48,7 @@ class port_inbox {
  private:
   std::mutex mu_;
   std::vector<port_event> items_;
+  bool woken_ = false;  // a wake-up was sent and its take() has not run yet
   std::function<void()> wake_;
 };
 
@@ -57,6 +60,9 @@ struct port_config {
   /// 4 MiB default receive limit (adapter names make entries long).
   size_t max_entries_per_message = 16384;
   size_t max_bytes_per_message = size_t{1} << 20;
+  /// rpc mode: eviction completions wake the actor this many at a time (the last one in flight
+  /// and failures at once). A quarter of the in-flight cap keeps the window full.
+  size_t evict_wake_batch = 16;
 };
 
 class policy_port {

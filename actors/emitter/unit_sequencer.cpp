@@ -82,6 +82,7 @@ void unit_sequencer::start_call(call_kind k, size_t index, emit_actions& out) {
   const uint64_t call = next_call_++;
   calls_.emplace(call, call_rec{k, 0});
   ++unit_calls_;
+  if (k == call_kind::evict) ++evicts_in_flight_;
   out.emplace_back();
   emit_action& a = out.back();
   a.call = call;
@@ -104,7 +105,7 @@ void unit_sequencer::start_call(call_kind k, size_t index, emit_actions& out) {
 void unit_sequencer::issue_evictions(emit_actions& out) {
   const emit_unit& u = *queue_.front().unit;
   while (!stopped_ && next_evict_ < u.evicts.size() &&
-         unit_calls_ < opts_.max_evictions_in_flight)
+         evicts_in_flight_ < opts_.max_evictions_in_flight)
     start_call(call_kind::evict, next_evict_++, out);
 }
 
@@ -142,6 +143,7 @@ void unit_sequencer::finish_head(emit_actions& out) {
   out.push_back(std::move(a));
   phase_ = phase::idle;
   unit_calls_ = 0;
+  evicts_in_flight_ = 0;
   next_evict_ = 0;
   stopped_ = false;
   failed_ = 0;
@@ -171,17 +173,11 @@ void unit_sequencer::pump(emit_actions& out) {
         finish_head(out);
         continue;
       }
-      phase_ = phase::streaming;
-      if (has_stream(u, opts_.mode)) {
-        start_call(call_kind::stream, 0, out);
-        return;
-      }
-    }
-    if (phase_ == phase::streaming) {
-      if (unit_calls_ > 0) return;
+      // S3, S4: the stream, and in rpc mode the evictions issued right behind it.
       phase_ = phase::evicting;
+      if (has_stream(u, opts_.mode)) start_call(call_kind::stream, 0, out);
     }
-    // phase::evicting (S4; in expire mode the stream carried the evictions).
+    // phase::evicting (in expire mode the stream carries the evictions).
     if (opts_.mode == eviction_mode::rpc) issue_evictions(out);
     const bool more = opts_.mode == eviction_mode::rpc && !stopped_ && next_evict_ < u.evicts.size();
     if (unit_calls_ > 0 || more) return;
@@ -232,6 +228,7 @@ completion_info unit_sequencer::on_completed(uint64_t call, int code, const std:
   const emit_unit& u = *queue_.front().unit;
   if (rec.kind == call_kind::stream && !u.adds.empty()) info.adds_ts_us = u.adds_ts_us;
   if (unit_calls_ > 0) --unit_calls_;
+  if (rec.kind == call_kind::evict && evicts_in_flight_ > 0) --evicts_in_flight_;
   if (code != 0) {
     ++failed_;
     stopped_ = true;  // S5

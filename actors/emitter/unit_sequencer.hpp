@@ -15,11 +15,14 @@
 //      and in `expire` mode its evictions last, as entries stamped 1 µs after the epoch (U2).
 //      A unit with nothing for the stream opens none.
 //  S4. `rpc` mode: the evictions follow the stream, one PublishEvent(PREFIX_EVICTED) each, at
-//      most `max_evictions_in_flight` at a time, issued as earlier ones complete. They start
-//      only once the stream succeeded (U2: after the unit's updates).
+//      most `max_evictions_in_flight` at a time, issued as earlier ones complete. The first go
+//      out right behind the stream, without waiting for its Ack (U2: after the unit's updates,
+//      in the order issued): a key is in a unit once, so no eviction can overtake its own add,
+//      and waiting would add a round trip to every unit (as the emitter before this one did
+//      not either).
 //  S5. The first failed call of a unit stops it: nothing more of it is issued, calls already in
 //      flight are awaited, and the unit is answered with ok = false, sent = true. An outage
-//      therefore costs one failed call per unit, not one per eviction.
+//      therefore costs one window of calls per unit, not one call per eviction.
 //  S6. After a failed unit every unit that reaches the head without a clear is answered at once
 //      with ok = false, sent = false (nothing on the wire), until a unit that starts with a clear
 //      arrives (the debouncer's resync); that one runs normally (U3).
@@ -71,7 +74,7 @@ inline constexpr int64_t expired_ts_us = 1;
 
 struct sequencer_options {
   eviction_mode mode = eviction_mode::expire;
-  size_t max_evictions_in_flight = 256;
+  size_t max_evictions_in_flight = 64;
   int64_t log_period_ms = 10'000;  // S10: one failure line per kind per period
 };
 
@@ -148,7 +151,7 @@ class unit_sequencer {
   const sequencer_options& options() const { return opts_; }
 
  private:
-  enum class phase : uint8_t { idle, clearing, streaming, evicting };
+  enum class phase : uint8_t { idle, clearing, evicting };
   struct queued {
     uint64_t ticket;
     emit_unit_ptr unit;
@@ -174,6 +177,7 @@ class unit_sequencer {
   // The head unit's progress.
   phase phase_ = phase::idle;
   size_t unit_calls_ = 0;   // head calls in flight
+  size_t evicts_in_flight_ = 0;
   size_t next_evict_ = 0;
   bool stopped_ = false;    // S5: a call of the head failed
   uint32_t failed_ = 0;

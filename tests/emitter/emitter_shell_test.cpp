@@ -165,15 +165,15 @@ TEST(EmitterShell, AUnitGoesOutAsTheSequencerSaysAndIsAnsweredToItsSender) {
       << text;
 }
 
-TEST(EmitterShell, RpcModeSendsEvictionsAfterTheStreamWithinTheCap) {
+TEST(EmitterShell, RpcModeSendsEvictionsBehindTheStreamWithinTheCap) {
   fixture f(emitter::eviction_mode::rpc);
   f.send_unit(unit(1, false, 1, 5));
-  ASSERT_EQ(f.port->calls.size(), 1u);
+  ASSERT_EQ(f.port->calls.size(), 3u) << "the stream, then evictions up to the cap (2)";
+  EXPECT_EQ(f.port->calls[0].what, fake_port::call::kind::stream);
   EXPECT_FALSE(f.port->calls[0].with_expirations);
-  // Completions arrive in one batch: one wake-up for all of them.
   f.port->complete(f.port->calls[0].id);
   f.t.run();
-  ASSERT_EQ(f.port->calls.size(), 3u) << "the cap is 2";
+  ASSERT_EQ(f.port->calls.size(), 3u) << "the stream's completion frees no eviction slot";
   EXPECT_EQ(f.port->calls[1].evict.fingerprint, 100u);
   EXPECT_EQ(f.port->calls[2].evict.fingerprint, 101u);
   f.port->complete(f.port->calls[2].id);
