@@ -1,7 +1,7 @@
 // Ordering end to end in each eviction mode (expire is the one that needs it most: an eviction
 // there is an entry of the unit's stream, stamped 1 µs after the epoch, and a later add must
 // refresh it): add → evict → add of one key inside one window and across windows, a clear
-// between them, and L2 downgrades. What the server holds is read as a router sees it: fresh
+// between them, L2 downgrades, and merged DP ranks (an eviction only when no rank holds it). What the server holds is read as a router sees it: fresh
 // entries only.
 //
 // Absence is asserted only after a barrier (a sentinel through the same shard is visible, or the
@@ -39,9 +39,13 @@ std::vector<uint32_t> slice(const std::vector<uint32_t>& t, size_t from, size_t 
 
 class EvictionOrder : public ::testing::TestWithParam<config::eviction_mode> {
  protected:
-  void start(bool l2 = false) {
+  void start(bool l2 = false, int merged_ranks = 1) {
     e2e::harness_options o;
     o.engine.l2_tier = l2;
+    if (merged_ranks > 1) {
+      o.engine.dp_size = merged_ranks;
+      o.engine.dp_mode = config::dp_mode::merged;
+    }
     const auto mode = GetParam();
     o.tweak = [mode](config::daemon_config& c) { set_mode(c, mode); };
     h = std::make_unique<harness>(std::move(o));
@@ -53,6 +57,12 @@ class EvictionOrder : public ::testing::TestWithParam<config::eviction_mode> {
 
   std::optional<policy::replica_entry> block(const std::vector<uint32_t>& tokens, size_t i) {
     return h->entry(fingerprint::prefixes(tokens, bs).at(i));
+  }
+  // Era G carries the DP rank in the envelope, which each pipeline checks against its own.
+  void publish_on(int rank, const std::vector<fake::fake_event>& events) {
+    fake::encode_options eo;
+    eo.era = fake::wire_era::g;
+    h->publish(events, eo, rank);
   }
   bool wait_block(const std::vector<uint32_t>& tokens, size_t i, bool present,
                   int32_t tier = 1) {
@@ -148,6 +158,23 @@ TEST_P(EvictionOrder, L2DowngradesGoToT2InTheStreamAndAReAddRestoresT1) {
   h->publish({stored(u_hashes({12}), slice(t, 16, 32), bs, fake::fake_hash::u(11))});
   ASSERT_TRUE(wait_block(t, 1, true, /*tier=*/1)) << h->diagnose();
   EXPECT_EQ(h->server().index().counters().evicted_events, 0u) << "L2 mode never evicts";
+}
+
+TEST_P(EvictionOrder, MergedRanksEvictOnlyWhenNoRankHoldsThePrefix) {
+  start(/*l2=*/false, /*merged_ranks=*/2);
+  const auto k = token_range(100, 16);
+  publish_on(0, {stored(u_hashes({11}), k, bs)});
+  publish_on(1, {stored(u_hashes({11}), k, bs)});
+  ASSERT_TRUE(wait_block(k, 0, true)) << h->diagnose();
+  // Rank 0 lets it go; rank 1 still holds it: nothing may reach the server.
+  publish_on(0, {removed(u_hashes({11}))});
+  const auto s0 = token_range(9000, 16);
+  publish_on(0, {stored(u_hashes({90}), s0, bs)});
+  ASSERT_TRUE(wait_block(s0, 0, true)) << h->diagnose();
+  EXPECT_TRUE(block(k, 0)) << "evicted while rank 1 still holds it\n" << h->diagnose();
+  // The last holder lets it go: now the eviction goes out.
+  publish_on(1, {removed(u_hashes({11}))});
+  ASSERT_TRUE(wait_block(k, 0, false)) << h->diagnose();
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, EvictionOrder,
