@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <ostream>
+
 #include <string>
 
 #include "config/settings.hpp"
@@ -26,3 +28,8 @@ inline std::string emitter_mode(daemon& d) {
 }
 
 }  // namespace kvrelay::evictions
+
+namespace kvrelay::config {
+/// Test names and failure messages say "expire" / "rpc", not a byte dump.
+inline void PrintTo(eviction_mode m, std::ostream* os) { *os << to_string(m); }
+}  // namespace kvrelay::config
