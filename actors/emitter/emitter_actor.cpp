@@ -185,7 +185,6 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
   st.inbox->bind([weak] {
     if (auto hdl = caf::actor_cast<emitter_actor>(weak)) caf::anon_send(hdl, atom::completed_v);
   });
-  st.port->start();
   return {
       [=](emit_unit_ptr unit) {
         auto& s = self->state;
@@ -246,7 +245,14 @@ emitter_actor spawn_emitter(caf::actor_system& sys, const pipeline_context& ctx,
       opts.make_port ? opts.make_port(cfg, inbox, error)
                      : emitter::make_grpc_port(cfg, inbox, error);
   if (!port) return {};
-  return sys.spawn(emitter_fn, ctx, opts, std::move(inbox), std::move(port));
+  std::shared_ptr<emitter::policy_port> keep = port;  // alive across start() whatever the actor does
+  auto hdl = sys.spawn(emitter_fn, ctx, opts, std::move(inbox), std::move(port));
+  // The port's connectivity thread starts here, on the spawning thread, after the actor exists:
+  // what it reads (the port, the actor) then happens-before it by the thread's creation, which
+  // ThreadSanitizer can see (CAF's own hand-offs it cannot). Its first events wait in the inbox
+  // until the actor has bound it.
+  keep->start();
+  return hdl;
 }
 
 }  // namespace kvrelay

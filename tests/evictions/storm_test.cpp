@@ -10,10 +10,7 @@
 // model O(1) per block, so the test spends its time in kvrelay, not in the model.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
-#include <cstdio>
 #include <deque>
 #include <random>
 #include <string>
@@ -31,7 +28,12 @@ using faults::index_view;
 
 constexpr int64_t block_size = 16;
 constexpr size_t capacity = 4096;
+#if defined(__SANITIZE_THREAD__)
+// Under ThreadSanitizer (CI) the storm is about races, not scale: 100 k blocks took ~3 min there.
+constexpr size_t blocks_to_store = 20'000;
+#else
 constexpr size_t blocks_to_store = 100'000;
+#endif
 
 class storm_engine {
  public:
@@ -129,13 +131,11 @@ TEST_P(EvictionStorm, FreshEntriesEqualWhatTheEngineHoldsOnceDrained) {
       },
       240s);
   EXPECT_TRUE(same) << diff << "daemon tree: " << env.d->tree_json();
-  const auto calls = env.server.calls();
+  // How many evictions went on the wire depends on how much kvrelay coalesced (how fast it ran),
+  // so only what holds at any speed is checked: in expire mode every eviction rode in a stream,
+  // and the only PublishEvents are the clears.
   if (config::effective(GetParam()) == config::eviction_mode::expire) {
-    // Every eviction rode in a stream: the only PublishEvents are the clears.
-    EXPECT_EQ(calls.publish, env.server.index().counters().cleared_events);
-    EXPECT_GT(env.server.index().counters().prefixes_upserted, engine.stored());
-  } else {
-    EXPECT_GT(calls.publish, env.server.index().counters().cleared_events);
+    EXPECT_EQ(env.server.calls().publish, env.server.index().counters().cleared_events);
   }
 }
 
