@@ -12,6 +12,9 @@
 #
 # Exit status: 0 when every case ran and kvrelay received every published block without a
 # sequence gap; 1 otherwise. Figures are reported, never asserted (the machine is shared).
+# The fullcache case (issue 13's full-cache engine, both eviction modes) runs unless --cases names
+# others; KVRELAY_BASELINE=/path/to/kvrelay adds that binary's run of it (its own default eviction
+# mode) to the same run, for "rpc mode at least 2x today's rate".
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,8 +32,8 @@ while [[ $# -gt 0 ]]; do
     --build-dir) BUILD_DIR="$(realpath -m "$2")"; shift ;;
     --out) OUT="$(realpath -m "$2")"; shift ;;
     --repeats) REPEATS="$2"; shift ;;
-    --cases) CASES="$2"; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --cases) CASES="$2"; CASES_GIVEN=1; shift ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -41,6 +44,7 @@ if [[ $SMOKE == 1 ]]; then
   [[ "$CASES" == "micro,throughput,memory,evicting,latency,dp4,node4,lora,server_model,replay" ]] &&
     CASES="throughput,evicting,latency,dp4,node4,lora,server_model,replay"
 fi
+[[ ${CASES_GIVEN:-0} == 1 ]] || CASES="$CASES,fullcache"
 has_case() { [[ ",$CASES," == *",$1,"* ]]; }
 
 if [[ $BUILD == 1 ]]; then
@@ -135,6 +139,8 @@ sink_stats() {  # fresh JSON from the sink
 json_field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
 
 KV_PID=""
+KV_EXTRA=()    # extra kvrelay flags of the next run_case (the full-cache case's eviction mode)
+BACKLOG_FILE=""  # when set: "unix_s pending_entries" lines sampled while the next run_case runs
 KV_WRAP=""     # e.g. "valgrind --tool=callgrind ..." (same pid: valgrind runs the program in-process)
 PERF_DATA=""   # when set: perf record -e cpu-clock on kvrelay from go until drained
 start_kvrelay() {  # $1 = case name, rest = kvrelay flags
@@ -179,7 +185,8 @@ run_case() {
     *) kv_flags=(--engine-endpoint "tcp://127.0.0.1:$base" --replica-id bench --model-id bench
                  --engine-metrics-url "" --lora-adapter-names "$ADAPTERS") ;;
   esac
-  log "case $name: mode=$mode blocks/source=$blocks rate=$rate $extra"
+  kv_flags+=("${KV_EXTRA[@]}")
+  log "case $name: mode=$mode blocks/source=$blocks rate=$rate $extra ${KV_EXTRA[*]}"
   local lg_out="$WORK/loadgen-$name.out"
   rm -f "$WORK/go"
   # shellcheck disable=SC2086
@@ -220,6 +227,7 @@ for l in open(sys.argv[1]):
   touch "$WORK/go"
   while :; do
     stored="$(metric_sum kvrelay_blocks_total 'type="stored"')"
+    [[ -z "$BACKLOG_FILE" ]] || echo "$(now) $(metric_sum kvrelay_pending_entries)" >>"$BACKLOG_FILE"
     if [[ "$stored" -ge "$expected" ]]; then t1="$(now)"; c1="$(cpu_seconds "$KV_PID")"; break; fi
     if [[ "$stored" == "$last" ]]; then stall=$((stall + 1)); else stall=0; last="$stored"; fi
     [[ "$rate" != 0 && $stall -ge 40 ]] && stall=200  # 10 s without progress at 0.25 s polls
@@ -233,6 +241,7 @@ for l in open(sys.argv[1]):
   local pend s quiet=0 prev_any="" any
   for _ in $(seq 3000); do
     pend="$(metric_sum kvrelay_pending_entries)"
+    [[ -z "$BACKLOG_FILE" ]] || echo "$(now) $pend" >>"$BACKLOG_FILE"
     s="$(sink_stats)"; any="$(json_field "$s" last_any_us)"
     if [[ "$pend" == 0 && "$any" == "$prev_any" ]]; then quiet=$((quiet + 1)); else quiet=0; fi
     prev_any="$any"
@@ -502,6 +511,65 @@ if i1 and i256 and m1 and m256:
           " target <= 1.3x); B/resident block %.0f vs %.0f (256 / 1 = %.2fx, target <= 1.2x)"
           % (i1, i256, i1 / i256, m1, m256, m256 / m1))
 EOF2
+fi
+
+if has_case fullcache; then
+  # Issue 13's headline: a full-cache engine (16 Ki blocks, block size 16, the Zipf/LoRA
+  # workload), so every stored block evicts one, at 100 k blocks/s and as fast as possible, in
+  # each eviction mode. Per run: evictions/s reaching the sink, add and eviction latency
+  # (publish → receipt, p50/p99), CPU-s per M blocks, peak RSS, and the backlog over time
+  # (kvrelay_pending_entries sampled while it runs: backlog-<case>.txt, summarised below).
+  FULL="--capacity 16384 --clear-prob 0 --block-size 16 --floor-repeats 1"
+  # FULLCACHE_BLOCKS / FULLCACHE_MODES / FULLCACHE_RATES narrow it (e.g. "rpc", "0").
+  if [[ $SMOKE == 1 ]]; then FC_SECS=1; FC_MAX=20000; else FC_SECS=6; FC_MAX=300000; fi
+  FC_MAX="${FULLCACHE_BLOCKS:-$FC_MAX}"
+  fullcache_run() {  # $1 case name, $2 blocks, $3 rate, rest: kvrelay flags
+    local name="$1" blocks="$2" rate="$3"; shift 3
+    KV_EXTRA=("$@"); BACKLOG_FILE="$OUT/backlog-$name.txt"; : >"$BACKLOG_FILE"
+    run_case "$name" single "$blocks" "$rate" "$FULL"
+    KV_EXTRA=(); BACKLOG_FILE=""
+  }
+  for em in ${FULLCACHE_MODES:-expire rpc}; do
+    for fr in ${FULLCACHE_RATES:-100000 0}; do
+      if [[ $fr == 0 ]]; then
+        fullcache_run "fullcache-$em-max" "$FC_MAX" 0 --eviction-mode "$em"
+      else
+        fullcache_run "fullcache-$em-$((fr / 1000))k" $((fr * FC_SECS)) "$fr" --eviction-mode "$em"
+      fi
+    done
+  done
+  if [[ -n "${KVRELAY_BASELINE:-}" ]]; then
+    KV_SAVED="$KVRELAY"; KVRELAY="$KVRELAY_BASELINE"
+    fullcache_run "fullcache-baseline-max" "$FC_MAX" 0
+    KVRELAY="$KV_SAVED"
+  fi
+  python3 - "$RESULTS" "$OUT" <<'EOF'
+import json, os, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print("| full-cache case | evictions/s at sink | add p50/p99 ms | eviction p50/p99 ms "
+      "| CPU s/M blocks | peak RSS MiB | backlog max | backlog → 0 after (s) |")
+print("|" + "---|" * 8)
+for r in rows:
+    if not r["case"].startswith("fullcache-"):
+        continue
+    t = []
+    path = os.path.join(sys.argv[2], "backlog-%s.txt" % r["case"])
+    if os.path.exists(path):
+        t = [tuple(map(float, l.split())) for l in open(path) if len(l.split()) == 2]
+    peak = max((p for _, p in t), default=0)
+    # From the peak backlog to the first sample at 0 after it: how long it takes to clear.
+    clear = None
+    if t:
+        ip = max(range(len(t)), key=lambda i: t[i][1])
+        zero = next((s for s, p in t[ip:] if p == 0), None)
+        clear = round(zero - t[ip][0], 2) if zero is not None else None
+    print("| {case} | {ev} | {a50}/{a99} | {e50}/{e99} | {cpu} | {rss} | {peak:.0f} | {clear} |".format(
+        case=r["case"], ev=r.get("server_evictions_per_s"),
+        a50=r.get("block_lat_p50_ms"), a99=r.get("block_lat_p99_ms"),
+        e50=r.get("evict_lat_p50_ms", "-"), e99=r.get("evict_lat_p99_ms", "-"),
+        cpu=r.get("cpu_s_per_m_blocks"), rss=round(r.get("hwm_kb", 0) / 1024, 1),
+        peak=peak, clear=clear))
+EOF
 fi
 
 if has_case profile; then

@@ -1,325 +1,235 @@
+// The emitter's shell: unpacks messages, feeds unit_sequencer, executes its actions on the port,
+// records the RPC metrics. Every decision about what goes on the wire is the sequencer's.
 #include "actors/emitter/emitter_actor.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
+#include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include <chrono>
-#include <deque>
-#include <mutex>
-#include <unordered_map>
+#include <algorithm>
+#include <array>
+#include <stdexcept>
+#include <utility>
+#include <vector>
 
-#include "base/fingerprint.hpp"
-#include "proto/inferencecache/v1alpha1/inferencecache.pb.h"
-#include "base/clock.hpp"
+#include <absl/container/flat_hash_map.h>
+
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
-
-namespace ic = inferencecache::v1alpha1;
+#include "base/rate_limiter.hpp"
 
 namespace kvrelay {
 
 namespace {
 
+using emitter::call_kind;
+using emitter::emit_action;
+using emitter::port_event;
 
-int64_t non_negative(int64_t us) { return us > 0 ? us : 0; }
-
-ic::CacheTier to_proto(tier t) { return static_cast<ic::CacheTier>(static_cast<int>(t)); }
-
-const char* code_name(int code) {
-  static const char* names[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT",
-                                "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
-                                "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-                                "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
-                                "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
-  return code >= 0 && code <= 16 ? names[code] : "UNKNOWN";
-}
-
-enum class call_kind : uint8_t { clear, report, downgrade, evict, stats };
-
-const char* method_of(call_kind k) {
-  return k == call_kind::clear || k == call_kind::evict ? "PublishEvent" : "ReportCacheState";
-}
-
-/// RPC completions, handed from gRPC threads to the actor. One CAF message wakes the actor per
-/// batch of completions instead of one per RPC: under eviction load (one PublishEvent per
-/// prefix) the per-message wake-ups were half the emitter's cost.
-class completion_inbox {
- public:
-  struct item {
-    uint64_t call;
-    int32_t code;
-    std::string message;
-    bool accepted;
-    int64_t latency_us;
-  };
-  /// True when the inbox was empty: the caller must then wake the actor.
-  bool push(item it) {
-    std::lock_guard<std::mutex> lk(mu_);
-    items_.push_back(std::move(it));
-    return items_.size() == 1;
-  }
-  std::vector<item> take() {
-    std::lock_guard<std::mutex> lk(mu_);
-    std::vector<item> out;
-    out.swap(items_);
-    return out;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<item> items_;
-};
+constexpr int n_methods = 2;  // ReportCacheState, PublishEvent
+constexpr int n_codes = 17;   // grpc::StatusCode 0-16; anything else counts as UNKNOWN (2)
 
 struct emitter_state {
   static inline constexpr const char* name = "emitter";
 
+  ~emitter_state() {
+    // Completions of calls the port cancels now must not wake an actor that is going away.
+    if (inbox) inbox->bind({});
+    port.reset();
+  }
+
   pipeline_context ctx;
   emitter_options opts;
-  std::shared_ptr<policy_client> client;
-  std::shared_ptr<completion_inbox> inbox = std::make_shared<completion_inbox>();
+  std::shared_ptr<emitter::port_inbox> inbox;
+  std::shared_ptr<emitter::policy_port> port;  // the state is its last owner
+  emitter::unit_sequencer seq;
 
-  // The unit being sent and the ones queued behind it (the debouncer bounds this by credits).
-  struct queued {
-    emit_unit_ptr unit;
-    caf::strong_actor_ptr reply_to;
-  };
-  std::deque<queued> queue;
-  bool clear_done = false;      // current unit: the ALL_CLEARED step finished
-  bool body_started = false;    // current unit: adds/downgrades/evicts issued
-  size_t next_evict = 0;        // current unit: next eviction to issue
-  size_t outstanding = 0;       // current unit: RPCs in flight
-  uint32_t failed = 0;          // current unit: RPCs that failed
-  std::string last_error;
+  // Reused between messages: no allocation per completion batch in steady state.
+  emitter::emit_actions actions;
+  std::vector<port_event> events;
 
-  uint64_t next_call = 1;
-  struct call_info {
-    call_kind kind;
-    int64_t engine_ts_us;  // for event age (0 = unknown)
-  };
-  std::unordered_map<uint64_t, call_info> calls;
-  std::unordered_map<uint64_t, caf::typed_response_promise<bool>> stats_promises;
+  uint64_t next_ticket = 1;
+  absl::flat_hash_map<uint64_t, caf::strong_actor_ptr> unit_reply;
+  absl::flat_hash_map<uint64_t, caf::typed_response_promise<bool>> stats_reply;
+  reconnect_listener_actor listener;
 
-  uint64_t units_done = 0, units_failed = 0;
-  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  // Series resolved once: per (method, code) on first use, the rest at spawn.
+  std::array<std::array<counter_series*, n_codes>, n_methods> rpc_total{};
+  std::array<std::array<histogram_series*, n_codes>, n_methods> rpc_duration{};
+  histogram_series* event_age = nullptr;
+  // Kept beside the duration histogram: dashboards and rules built on it keep working.
+  std::array<histogram_series*, n_methods> rpc_latency{};
 };
 
 using emitter_self = emitter_actor::stateful_pointer<emitter_state>;
 
-void pump(emitter_self self);
-
-// Issues one RPC; its completion comes back as (done, call, ...) on the actor's mailbox.
-template <class Msg>
-void issue(emitter_self self, call_kind kind, std::shared_ptr<const Msg> msg,
-           int64_t engine_ts_us) {
-  auto& st = self->state;
-  const uint64_t call = st.next_call++;
-  st.calls.emplace(call, emitter_state::call_info{kind, engine_ts_us});
-  // The callback runs on a gRPC thread: it may only use the shared inbox and send to the
-  // handle, never touch state.
-  auto hdl = caf::actor_cast<emitter_actor>(self);
-  auto done = [hdl, call, inbox = st.inbox](rpc_result r) {
-    if (inbox->push({call, static_cast<int32_t>(r.code), std::move(r.message), r.accepted,
-                     static_cast<int64_t>(r.latency.count())}))
-      caf::anon_send(hdl, atom::completed_v);
-  };
-  if constexpr (std::is_same_v<Msg, ic::CacheEvent>)
-    st.client->publish(std::move(msg), std::move(done));
-  else
-    st.client->report(std::move(msg), std::move(done));
-}
-
-std::shared_ptr<ic::CacheStateUpdate> new_update(const emitter_state& st, int64_t ts_us) {
-  auto u = std::make_shared<ic::CacheStateUpdate>();
-  u->set_replica_id(st.ctx.identity.replica_id);
-  u->set_model_id(st.ctx.identity.model_id);
-  u->set_tenant_id(st.ctx.identity.tenant_id);
-  u->set_hash_scheme(st.ctx.identity.hash_scheme);
-  u->set_timestamp_us(non_negative(ts_us));
-  return u;
-}
-
-void add_entries(ic::CacheStateUpdate& u, const std::vector<prefix_add>& entries) {
-  u.mutable_prefixes()->Reserve(static_cast<int>(entries.size()));
-  for (const auto& e : entries) {
-    auto* p = u.add_prefixes();
-    char key[8];
-    fingerprint::write_be8(e.fingerprint, key);
-    p->set_prefix_hash(key, sizeof key);
-    p->set_token_count(static_cast<int32_t>(e.token_count));
-    p->set_tier(to_proto(e.t));
-    if (!e.adapter.empty()) p->set_adapter_id(e.adapter);  // "" is the proto3 default anyway
+void observe_rpc(emitter_state& st, call_kind kind, int code, int64_t latency_us) {
+  const int m = emitter::method_of(kind)[0] == 'P' ? 1 : 0;
+  const int c = code >= 0 && code < n_codes ? code : 2;
+  auto& total = st.rpc_total[m][c];
+  if (!total) {
+    const label_set l{{"method", emitter::method_of(kind)},
+                      {"code", emitter::status_code_name(c)}};
+    total = &st.ctx.counter("kvrelay_rpc_total",
+                            "RPCs to the policy server by method and gRPC code", l);
+    st.rpc_duration[m][c] = &st.ctx.histogram(
+        "kvrelay_rpc_duration_seconds",
+        "RPC duration (issue to completion) to the policy server by method and gRPC code",
+        metrics_registry::latency_buckets(), l);
   }
+  total->inc();
+  const double seconds = static_cast<double>(latency_us) / 1e6;
+  st.rpc_duration[m][c]->observe(seconds);
+  st.rpc_latency[m]->observe(seconds);
 }
 
-std::shared_ptr<ic::CacheEvent> new_event(const emitter_state& st, ic::CacheEvent::Type type,
-                                          int64_t ts_us) {
-  auto e = std::make_shared<ic::CacheEvent>();
-  e->set_type(type);
-  e->set_replica_id(st.ctx.identity.replica_id);
-  e->set_model_id(st.ctx.identity.model_id);
-  e->set_tenant_id(st.ctx.identity.tenant_id);
-  e->set_timestamp_us(non_negative(ts_us));
-  return e;
+void write_log(const emitter_state& st, const emitter::failure_log& l) {
+  // The first line of a burst keeps the reference's texts so existing alerts keep matching
+  // (R14); later lines of the same burst say how many were held back.
+  const char* text = l.what == emitter::failure_log::kind::report  ? "report send failed; dropping batch"
+                     : l.what == emitter::failure_log::kind::publish ? "publish event failed; dropping"
+                                                                     : "stats report failed";
+  log::warn(text, {{"replica", st.ctx.name},
+                   {"code", emitter::status_code_name(l.code)},
+                   {"err", l.message},
+                   {"suppressed", l.suppressed}});
 }
 
-void issue_evictions(emitter_self self) {
+// Executes the sequencer's actions, in order.
+void execute(emitter_self self) {
   auto& st = self->state;
-  const auto& unit = *st.queue.front().unit;
-  while (st.next_evict < unit.evicts.size() && st.outstanding < st.opts.max_evictions_in_flight) {
-    const auto& ev = unit.evicts[st.next_evict++];
-    auto e = new_event(st, ic::CacheEvent::PREFIX_EVICTED, ev.ts_us);
-    e->set_prefix_hash(fingerprint::to_be8(ev.fingerprint));
-    e->set_adapter_id(ev.adapter);
-    ++st.outstanding;
-    issue<ic::CacheEvent>(self, call_kind::evict, std::move(e), 0);
-  }
-}
-
-void finish_unit(emitter_self self) {
-  auto& st = self->state;
-  auto q = std::move(st.queue.front());
-  st.queue.pop_front();
-  emit_result r{q.unit->id, st.failed == 0, st.failed, true, st.last_error};
-  if (r.ok) ++st.units_done;
-  else ++st.units_failed;
-  if (q.reply_to) caf::anon_send(caf::actor_cast<debouncer_actor>(q.reply_to), std::move(r));
-  st.clear_done = st.body_started = false;
-  st.next_evict = st.outstanding = 0;
-  st.failed = 0;
-}
-
-// Advances the unit at the head of the queue as far as ordering allows.
-void pump(emitter_self self) {
-  auto& st = self->state;
-  while (!st.queue.empty()) {
-    const auto& unit = *st.queue.front().unit;
-    if (unit.clear && !st.clear_done) {
-      if (st.outstanding == 0) {
-        ++st.outstanding;
-        issue<ic::CacheEvent>(self, call_kind::clear,
-                              new_event(st, ic::CacheEvent::ALL_CLEARED, unit.clear_ts_us), 0);
+  for (auto& a : st.actions) {
+    switch (a.what) {
+      case emit_action::kind::start_clear:
+        st.port->clear(a.call, a.unit->clear_ts_us);
+        break;
+      case emit_action::kind::start_stream:
+        st.port->stream(a.call, std::move(a.unit), a.with_expirations);
+        break;
+      case emit_action::kind::start_evict:
+        st.port->evict(a.call, a.unit->evicts[a.index]);
+        break;
+      case emit_action::kind::start_stats:
+        break;  // issued by the stats handler, which holds the sample
+      case emit_action::kind::answer_unit: {
+        auto it = st.unit_reply.find(a.ticket);
+        if (it == st.unit_reply.end()) break;
+        auto to = caf::actor_cast<debouncer_actor>(std::move(it->second));
+        st.unit_reply.erase(it);
+        if (to) self->send(to, std::move(a.result));
+        break;
       }
-      return;  // nothing after a clear may start before the server has it
-    }
-    if (!st.body_started) {
-      st.body_started = true;
-      if (!unit.adds.empty()) {
-        auto u = new_update(st, unit.adds_ts_us);
-        add_entries(*u, unit.adds);
-        ++st.outstanding;
-        issue<ic::CacheStateUpdate>(self, call_kind::report, std::move(u), unit.adds_ts_us);
+      case emit_action::kind::answer_stats: {
+        auto it = st.stats_reply.find(a.ticket);
+        if (it == st.stats_reply.end()) break;
+        it->second.deliver(a.ok);
+        st.stats_reply.erase(it);
+        break;
       }
-      for (const auto& g : unit.downgrades) {
-        auto u = new_update(st, g.ts_us);
-        add_entries(*u, g.entries);
-        ++st.outstanding;
-        issue<ic::CacheStateUpdate>(self, call_kind::downgrade, std::move(u), 0);
-      }
+      case emit_action::kind::reconnected:  // counted by the listener (kvrelay_reconnects_total)
+        log::info("policy server connection is back after it was lost; asking for a resync",
+                  {{"replica", st.ctx.name}, {"target", st.opts.client.target}});
+        if (st.listener) self->send(st.listener, atom::reconnected_v);
+        break;
+      case emit_action::kind::log:
+        write_log(st, a.log);
+        break;
     }
-    issue_evictions(self);
-    if (st.outstanding > 0 || st.next_evict < unit.evicts.size()) return;
-    finish_unit(self);
   }
+  st.actions.clear();
 }
 
-void on_done(emitter_self self, uint64_t call, int32_t code, const std::string& msg,
-             bool accepted, int64_t latency_us) {
+void on_events(emitter_self self) {
   auto& st = self->state;
-  auto it = st.calls.find(call);
-  if (it == st.calls.end()) return;
-  auto info = it->second;
-  st.calls.erase(it);
-  const char* method = method_of(info.kind);
-  const auto& m = st.ctx;
-  const auto& rid = st.ctx.name;
-  m.counter("kvrelay_rpc_total", "RPCs to the policy server by method and gRPC code",
-            {{"method", method}, {"code", code_name(code)}})
-      .inc();
-  m.histogram("kvrelay_rpc_latency_seconds", "RPC latency to the policy server",
-              metrics_registry::latency_buckets(), {{"method", method}})
-      .observe(static_cast<double>(latency_us) / 1e6);
-  if (info.kind == call_kind::stats) {
-    auto p = st.stats_promises.find(call);
-    if (p != st.stats_promises.end()) {
-      // The stats path counts accepted=false as a failure (S08); the event path ignores it.
-      p->second.deliver(code == 0 && accepted);
-      st.stats_promises.erase(p);
+  st.inbox->take(st.events);
+  const int64_t now_ms = rate_limiter::steady_ms();
+  for (auto& e : st.events) {
+    if (e.what == port_event::kind::channel) {
+      st.seq.on_channel(e.state, st.actions);
+      continue;
     }
-    if (code != 0)
-      log::warn("stats report failed", {{"replica", rid}, {"code", code_name(code)},
-                                        {"err", msg}});
-    return;
+    const auto info =
+        st.seq.on_completed(e.call, e.code, e.message, e.accepted, now_ms, st.actions);
+    if (!info.known) continue;
+    observe_rpc(st, info.kind, e.code, e.latency_us);
+    if (e.code == 0 && info.adds_ts_us > 0) {
+      const double age = static_cast<double>(st.ctx.wall_us() - info.adds_ts_us) / 1e6;
+      if (age >= 0) st.event_age->observe(age);
+    }
   }
-  if (code == 0 && info.engine_ts_us > 0) {
-    double age = static_cast<double>(st.ctx.wall_us() - info.engine_ts_us) / 1e6;
-    if (age >= 0)
-      m.histogram("kvrelay_event_age_seconds",
-                  "Engine batch time to policy-server acknowledgement", 
-                  metrics_registry::latency_buckets())
-          .observe(age);
-  }
-  if (st.outstanding > 0) --st.outstanding;
-  if (info.kind == call_kind::clear) st.clear_done = true;
-  if (code != 0) {
-    ++st.failed;
-    st.last_error = std::string(code_name(code)) + ": " + msg;
-    // Same texts as the reference so existing alerts keep matching (R14).
-    log::warn(info.kind == call_kind::report || info.kind == call_kind::downgrade
-                  ? "report send failed; dropping batch"
-                  : "publish event failed; dropping",
-              {{"replica", rid}, {"code", code_name(code)}, {"err", msg}});
-  }
-  pump(self);
+  execute(self);
 }
 
 emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
                                         emitter_options opts,
-                                        std::shared_ptr<policy_client> client) {
+                                        std::shared_ptr<emitter::port_inbox> inbox,
+                                        std::shared_ptr<emitter::policy_port> port) {
   auto& st = self->state;
   st.ctx = std::move(ctx);
   st.opts = std::move(opts);
-  st.client = std::move(client);
-  st.client->try_connect();
+  st.inbox = std::move(inbox);
+  st.port = std::move(port);
+  emitter::sequencer_options so;
+  so.mode = st.opts.eviction_mode;
+  so.max_evictions_in_flight = st.opts.max_evictions_in_flight;
+  st.seq = emitter::unit_sequencer(so);
+  const auto& m = st.ctx;
+  st.event_age = &m.histogram("kvrelay_event_age_seconds",
+                              "Engine batch time to policy-server acknowledgement of the adds",
+                              metrics_registry::latency_buckets());
+  for (const call_kind k : {call_kind::stream, call_kind::evict}) {
+    const int i = emitter::method_of(k)[0] == 'P' ? 1 : 0;
+    st.rpc_latency[i] = &m.histogram("kvrelay_rpc_latency_seconds",
+                                     "RPC latency to the policy server",
+                                     metrics_registry::latency_buckets(),
+                                     {{"method", emitter::method_of(k)}});
+  }
+  // The wake-up holds a weak reference: the inbox must not keep its actor alive.
+  caf::weak_actor_ptr weak = caf::actor_cast<caf::weak_actor_ptr>(self);
+  st.inbox->bind([weak] {
+    if (auto hdl = caf::actor_cast<emitter_actor>(weak)) caf::anon_send(hdl, atom::completed_v);
+  });
   return {
       [=](emit_unit_ptr unit) {
         auto& s = self->state;
-        s.queue.push_back({std::move(unit), self->current_sender()});
-        if (s.queue.size() == 1) pump(self);
+        const uint64_t ticket = s.next_ticket++;
+        s.unit_reply.emplace(ticket, self->current_sender());
+        s.seq.on_unit(ticket, std::move(unit), s.actions);
+        execute(self);
       },
       [=](stats_sample_ptr stats) -> caf::result<bool> {
         auto& s = self->state;
-        auto u = new_update(s, s.ctx.wall_us());  // stats carry the daemon's clock (S13)
-        auto* out = u->mutable_stats();
-        out->set_replica_id(s.ctx.identity.replica_id);
-        out->set_cache_memory_bytes(stats->cache_memory_bytes);
-        out->set_hit_rate(stats->hit_rate);
-        out->set_pressure(stats->pressure);
-        out->set_t2_hit_tokens(stats->t2_hit_tokens);
-        out->set_t2_query_tokens(stats->t2_query_tokens);
+        if (!stats) return false;
+        const uint64_t ticket = s.next_ticket++;
         auto promise = self->make_response_promise<bool>();
-        const uint64_t call = s.next_call;
-        s.stats_promises.emplace(call, promise);
-        issue<ic::CacheStateUpdate>(self, call_kind::stats, std::move(u), 0);
+        s.stats_reply.emplace(ticket, promise);
+        s.seq.on_stats(ticket, s.actions);
+        for (const auto& a : s.actions)
+          if (a.what == emit_action::kind::start_stats)
+            s.port->stats(a.call, *stats, s.ctx.wall_us());  // stats carry the daemon's clock (S13)
+        execute(self);
         return promise;
       },
-      [=](atom::completed) {
-        for (auto& c : self->state.inbox->take())
-          on_done(self, c.call, c.code, c.message, c.accepted, c.latency_us);
-      },
-      [=](atom::update, reconnect_listener_actor) {},  // wired up by the reconnect work
+      [=](atom::completed) { on_events(self); },
+      [=](atom::update, reconnect_listener_actor l) { self->state.listener = std::move(l); },
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
       [=](atom::status) {
         auto& s = self->state;
+        const auto& c = s.seq.counters();
         actor_status j("emitter", self->mailbox().size());
         j.add("target", s.opts.client.target);
-        j.add("channel", s.client->channel_state());
-        j.add("in_flight", s.client->in_flight());
-        j.add("queued_units", s.queue.size());
-        j.add("units_done", s.units_done);
-        j.add("units_failed", s.units_failed);
-        j.add("last_error", s.last_error);
+        j.add("eviction_mode", emitter::to_string(s.opts.eviction_mode));
+        j.add("channel", emitter::to_string(s.port->state()));
+        j.add("in_flight", s.port->in_flight());
+        j.add("queued_units", s.seq.queued_units());
+        j.add("holding_back", s.seq.holding_back());
+        j.add("units_done", c.units_ok);
+        j.add("units_failed", c.units_failed);
+        j.add("units_unsent", c.units_unsent);
+        j.add("reconnects", c.reconnects);
+        j.add("last_error", s.seq.last_error());
         return j;
       },
   };
@@ -329,11 +239,26 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
 
 emitter_actor spawn_emitter(caf::actor_system& sys, const pipeline_context& ctx,
                             const emitter_options& opts, std::string& error) {
-  // The client is built here, not in the actor, so a bad TLS file is an error for the caller
+  // The port is built here, not in the actor, so a bad TLS file is an error for the caller
   // instead of an actor that dies on start.
-  std::shared_ptr<policy_client> client = policy_client::make(opts.client, error);
-  if (!client) return {};
-  return sys.spawn(emitter_fn, ctx, opts, std::move(client));
+  emitter::port_config cfg;
+  cfg.client = opts.client;
+  cfg.identity = ctx.identity;
+  cfg.max_entries_per_message = opts.max_entries_per_message;
+  cfg.evict_wake_batch = std::max<size_t>(1, opts.max_evictions_in_flight / 4);
+  auto inbox = std::make_shared<emitter::port_inbox>();
+  std::shared_ptr<emitter::policy_port> port =
+      opts.make_port ? opts.make_port(cfg, inbox, error)
+                     : emitter::make_grpc_port(cfg, inbox, error);
+  if (!port) return {};
+  std::shared_ptr<emitter::policy_port> keep = port;  // alive across start() whatever the actor does
+  auto hdl = sys.spawn(emitter_fn, ctx, opts, std::move(inbox), std::move(port));
+  // The port's connectivity thread starts here, on the spawning thread, after the actor exists:
+  // what it reads (the port, the actor) then happens-before it by the thread's creation, which
+  // ThreadSanitizer can see (CAF's own hand-offs it cannot). Its first events wait in the inbox
+  // until the actor has bound it.
+  keep->start();
+  return hdl;
 }
 
 }  // namespace kvrelay

@@ -1,12 +1,18 @@
 #pragma once
-// The emitter: the only actor that talks gRPC. It takes ordered units from the debouncer and
-// stats from the scraper, runs them as async RPCs (deadline on every call, evictions up to 64 in
-// flight) and answers with results. It restarts alone: the debouncer treats units in flight to a
-// dead emitter as lost and resyncs, so ingestion never waits on it.
+// The emitter: the only actor that talks to the policy server. It takes ordered units from the
+// debouncer and stats from the scraper; unit_sequencer (the protocol, rules S1-S10) decides
+// which call goes out when, the port (gRPC, or a test's fake) runs the calls, and completions
+// come back through the port's inbox, one message per batch of them. It watches the channel
+// and tells the reconnect listener when a lost transport is back. It restarts alone: the
+// debouncer treats units in flight to a dead emitter as lost and resyncs, so ingestion never
+// waits on it.
 
 #include <memory>
+#include <string>
 
 #include "actors/emitter/policy_client.hpp"
+#include "actors/emitter/policy_port.hpp"
+#include "actors/emitter/unit_sequencer.hpp"
 #include "messages/actors.hpp"
 #include "messages/pipeline_context.hpp"
 
@@ -18,7 +24,15 @@ namespace kvrelay {
 
 struct emitter_options {
   client_options client;
+  /// How evictions travel (U2): `expire` (default) or `rpc`.
+  emitter::eviction_mode eviction_mode = emitter::eviction_mode::expire;
+  /// rpc mode: PublishEvent(PREFIX_EVICTED) calls in flight at most. More did not help: against
+  /// a gRPC sync server (the bench sink) 256 and 1024 were slower than 64 (bench_emitter).
   size_t max_evictions_in_flight = 64;
+  /// Stream messages are cut at this many entries (and ~1 MiB).
+  size_t max_entries_per_message = 16384;
+  /// Builds the port; empty = gRPC (emitter::make_grpc_port). Shell tests pass a fake.
+  emitter::port_factory make_port;
 };
 
 /// Spawns an emitter. Fails (returns an invalid handle and sets `error`) only when the client

@@ -15,6 +15,8 @@
 #include <memory>
 #include <string>
 
+#include "actors/emitter/unit_sequencer.hpp"
+
 namespace inferencecache::v1alpha1 {
 class CacheStateUpdate;
 class CacheEvent;
@@ -41,6 +43,25 @@ struct client_options {
   /// Cap on gRPC's reconnect backoff. gRPC's own default grows to 120 s, which would leave the
   /// emitter failing fast for up to two minutes after the server comes back.
   std::chrono::milliseconds max_reconnect_backoff{5000};
+  /// HTTP/2 keepalive pings, also while no call is in flight, so a peer that vanished without
+  /// closing the connection is noticed (the channel then leaves READY); 0 turns them off. gRPC
+  /// sends at most two pings in a row without other traffic, and servers refuse pings more often
+  /// than every 5 min when no call is open: see docs/operations.md.
+  std::chrono::milliseconds keepalive_time{20000};
+  /// How long a keepalive ping may go unanswered before the transport is declared dead.
+  std::chrono::milliseconds keepalive_timeout{10000};
+};
+
+/// The messages of one ReportCacheState stream, produced one at a time: the client asks for the
+/// next one only once the previous one is written, so a stream holds one message at a time and
+/// the producer can reuse it. Called on the issuing thread first, then on gRPC threads, never
+/// concurrently.
+class update_source {
+ public:
+  virtual ~update_source() = default;
+  /// The next message, or nullptr when the stream is complete. The pointer stays valid until
+  /// the next call or the source's destruction.
+  virtual const inferencecache::v1alpha1::CacheStateUpdate* next() = 0;
 };
 
 /// The outcome of one call. `done` callbacks receive exactly one of these.
@@ -83,6 +104,11 @@ class policy_client {
   void report(std::shared_ptr<const inferencecache::v1alpha1::CacheStateUpdate> msg,
               callback done);
 
+  /// ReportCacheState with every message `src` produces, in order, then the half-close and the
+  /// Ack. A source with no message at all completes at once, on the caller's thread, with code 3
+  /// INVALID_ARGUMENT and no call. Otherwise the same completion rules as `report`.
+  void report_stream(std::unique_ptr<update_source> src, callback done);
+
   /// PublishEvent (unary). Same completion rules as `report`.
   void publish(std::shared_ptr<const inferencecache::v1alpha1::CacheEvent> ev, callback done);
 
@@ -93,9 +119,18 @@ class policy_client {
   /// "SHUTDOWN". Does not trigger a connection.
   std::string channel_state() const;
 
+  /// The same as an enum.
+  emitter::channel_state state() const;
+
   /// Asks an idle channel to start connecting (e.g. at startup, so /readyz can turn green
   /// before the first flush). Never blocks.
   void try_connect();
+
+  /// Starts a thread of the client's own that follows the channel's connectivity: `on_change`
+  /// runs on it with the current state, then with every change. The thread also asks an IDLE
+  /// channel to connect, so a transport that was lost comes back even while no call is made.
+  /// Once per client; stopped (and joined, within ~250 ms) by the destructor.
+  void watch_connectivity(std::function<void(emitter::channel_state)> on_change);
 
   /// The options this client was built with.
   const client_options& options() const;

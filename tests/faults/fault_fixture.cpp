@@ -27,6 +27,13 @@ namespace {
 
 constexpr int64_t block_size = 16;
 
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
 std::string hex_be8(uint64_t v) {
   static const char digits[] = "0123456789abcdef";
   std::string out;
@@ -37,13 +44,6 @@ std::string hex_be8(uint64_t v) {
   }
   return out;
 }
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 // -- engine_model --------------------------------------------------------------------------------
 

@@ -34,6 +34,8 @@ inline constexpr const char* topic = "kv";
 
 /// (adapter, prefix hash as lower-case hex of BE8) → (token_count, tier).
 using index_view = std::map<std::pair<std::string, std::string>, std::pair<int32_t, int32_t>>;
+/// A fingerprint as index_view names it: lower-case hex of its BE8 key.
+std::string hex_be8(uint64_t fingerprint);
 
 /// What a serving engine's GPU prefix cache holds, and the events that got it there. Blocks are
 /// 16 random tokens; a request either starts a new chain or extends a resident block; above

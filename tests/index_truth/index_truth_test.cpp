@@ -121,6 +121,9 @@ struct IndexTruth : ::testing::Test {
         auto it = reps.find(h->replica());
         const std::string hash = p.at("prefix_hash").get<std::string>();
         if (it == reps.end() || sentinels.count(hash)) continue;
+        // Fresh entries only, as a router sees them: an expire-mode eviction is a stale entry
+        // that stays stored until the server's TTL sweep (a dump without the flag is all fresh).
+        if (!it->value("fresh", true)) continue;
         v[{p.at("adapter_id").get<std::string>(), hash}] = {it->at("token_count").get<int64_t>(),
                                                             it->at("tier").get<int32_t>()};
       }

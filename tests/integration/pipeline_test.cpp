@@ -110,7 +110,8 @@ TEST_F(Pipeline, EvictionRemovesOnlyTheEvictedBlockAndFollowsItsStoreR03) {
   h->stop_daemon();
   EXPECT_TRUE(absent(u)) << h->diagnose();
   EXPECT_TRUE(resident(slice(t, 0, 32))) << h->diagnose();
-  EXPECT_GE(server_counters().evicted_events, 1u);
+  // That the eviction reached the server is the wait for p[2] above, in either eviction mode
+  // (expire sends it as an expired entry, rpc as PREFIX_EVICTED; tests/evictions has both).
 }
 
 TEST_F(Pipeline, ClearSupersedesPendingAddsAndNothingFromBeforeItSurvivesR06) {

@@ -1,0 +1,240 @@
+// The gRPC policy_port: builds the protobuf messages of each action and runs them through
+// policy_client; completions and channel changes go to the port_inbox.
+//
+// Per-unit cost: a unit's stream is produced one message at a time into one reused
+// CacheStateUpdate (protobuf keeps cleared entries and their strings for reuse), so a unit
+// allocates no per-entry temporaries and, in steady state, no entries at all; the message goes
+// back to a one-slot pool when its stream ends.
+#include "actors/emitter/policy_port.hpp"
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "base/fingerprint.hpp"
+#include "proto/inferencecache/v1alpha1/inferencecache.pb.h"
+
+namespace ic = inferencecache::v1alpha1;
+
+namespace kvrelay::emitter {
+
+namespace {
+
+int64_t non_negative(int64_t us) { return us > 0 ? us : 0; }
+
+ic::CacheTier to_proto(tier t) { return static_cast<ic::CacheTier>(static_cast<int>(t)); }
+
+// Rough wire size of one entry: key, token count, tier, adapter, and the field framing.
+size_t entry_bytes(const std::string& adapter) { return 24 + adapter.size(); }
+
+void set_identity(ic::CacheStateUpdate& u, const replica_identity& id) {
+  u.set_replica_id(id.replica_id);
+  u.set_model_id(id.model_id);
+  u.set_tenant_id(id.tenant_id);
+  u.set_hash_scheme(id.hash_scheme);
+}
+
+// The one message kept between streams (a second concurrent stream allocates its own).
+class message_pool {
+ public:
+  std::unique_ptr<ic::CacheStateUpdate> get() {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (spare_) return std::move(spare_);
+    return std::make_unique<ic::CacheStateUpdate>();
+  }
+  void put(std::unique_ptr<ic::CacheStateUpdate> m) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!spare_) spare_ = std::move(m);
+  }
+
+ private:
+  std::mutex mu_;
+  std::unique_ptr<ic::CacheStateUpdate> spare_;
+};
+
+// A unit's stream (unit_sequencer.hpp, S3): the adds, each downgrade group (its own timestamp),
+// then, in expire mode, the evictions stamped expired_ts_us; each section cut into messages of
+// at most max_entries_per_message entries and about max_bytes_per_message bytes.
+class unit_stream final : public update_source {
+ public:
+  unit_stream(std::shared_ptr<message_pool> pool, const port_config& cfg, emit_unit_ptr unit,
+              bool with_expirations)
+      : pool_(std::move(pool)),
+        max_entries_(cfg.max_entries_per_message == 0 ? 1 : cfg.max_entries_per_message),
+        max_bytes_(cfg.max_bytes_per_message),
+        unit_(std::move(unit)),
+        sections_(1 + unit_->downgrades.size() + (with_expirations ? 1 : 0)),
+        msg_(pool_->get()) {
+    set_identity(*msg_, cfg.identity);
+  }
+  ~unit_stream() override { pool_->put(std::move(msg_)); }
+
+  const ic::CacheStateUpdate* next() override {
+    auto* prefixes = msg_->mutable_prefixes();
+    prefixes->Clear();
+    size_t bytes = 0;
+    while (section_ < sections_) {
+      const size_t n = section_size(section_);
+      if (pos_ >= n) {
+        ++section_;
+        pos_ = 0;
+        if (prefixes->size() > 0) break;  // a message never spans two timestamps
+        continue;
+      }
+      if (prefixes->size() == 0) msg_->set_timestamp_us(section_ts(section_));
+      if (prefixes->size() >= static_cast<int>(max_entries_) || bytes >= max_bytes_) break;
+      bytes += write(section_, pos_++, *prefixes->Add());
+    }
+    return prefixes->size() > 0 ? msg_.get() : nullptr;
+  }
+
+ private:
+  bool expirations(size_t s) const { return s == 1 + unit_->downgrades.size(); }
+
+  size_t section_size(size_t s) const {
+    if (s == 0) return unit_->adds.size();
+    if (expirations(s)) return unit_->evicts.size();
+    return unit_->downgrades[s - 1].entries.size();
+  }
+
+  int64_t section_ts(size_t s) const {
+    if (s == 0) return non_negative(unit_->adds_ts_us);
+    if (expirations(s)) return expired_ts_us;
+    return non_negative(unit_->downgrades[s - 1].ts_us);
+  }
+
+  size_t write(size_t s, size_t i, ic::PrefixEntry& p) const {
+    char key[8];
+    if (expirations(s)) {
+      const prefix_evict& e = unit_->evicts[i];
+      fingerprint::write_be8(e.fingerprint, key);
+      p.set_prefix_hash(key, sizeof key);
+      if (!e.adapter.empty()) p.set_adapter_id(e.adapter);
+      return entry_bytes(e.adapter);
+    }
+    const prefix_add& a = s == 0 ? unit_->adds[i] : unit_->downgrades[s - 1].entries[i];
+    fingerprint::write_be8(a.fingerprint, key);
+    p.set_prefix_hash(key, sizeof key);
+    p.set_token_count(static_cast<int32_t>(a.token_count));
+    p.set_tier(to_proto(a.t));
+    if (!a.adapter.empty()) p.set_adapter_id(a.adapter);  // "" is the proto3 default anyway
+    return entry_bytes(a.adapter);
+  }
+
+  std::shared_ptr<message_pool> pool_;
+  size_t max_entries_, max_bytes_;
+  emit_unit_ptr unit_;
+  size_t sections_;
+  size_t section_ = 0, pos_ = 0;
+  std::unique_ptr<ic::CacheStateUpdate> msg_;
+};
+
+class grpc_port final : public policy_port {
+ public:
+  grpc_port(const port_config& cfg, std::shared_ptr<port_inbox> inbox,
+            std::unique_ptr<policy_client> client)
+      : cfg_(cfg), inbox_(std::move(inbox)), client_(std::move(client)) {}
+
+  void clear(uint64_t call, int64_t ts_us) override {
+    client_->publish(event(ic::CacheEvent::ALL_CLEARED, ts_us), done(call));
+  }
+
+  void stream(uint64_t call, emit_unit_ptr unit, bool with_expirations) override {
+    client_->report_stream(
+        std::make_unique<unit_stream>(pool_, cfg_, std::move(unit), with_expirations),
+        done(call));
+  }
+
+  void evict(uint64_t call, const prefix_evict& ev) override {
+    auto e = event(ic::CacheEvent::PREFIX_EVICTED, ev.ts_us);
+    char key[8];
+    fingerprint::write_be8(ev.fingerprint, key);
+    e->set_prefix_hash(key, sizeof key);
+    if (!ev.adapter.empty()) e->set_adapter_id(ev.adapter);
+    evicts_.fetch_add(1, std::memory_order_relaxed);
+    // Eviction completions wake the actor a batch at a time, not one by one: waking it (and a
+    // CAF worker) per completion cost more than the rest of the emitter's share of an RPC. The
+    // last one in flight, and any failure, wake it at once.
+    // [this, call] fits std::function's inline storage: no allocation per call. The port
+    // outlives every callback (client_ is its last member: destroyed, and drained, first).
+    client_->publish(std::move(e), [this, call](rpc_result r) {
+      const bool last = evicts_.fetch_sub(1, std::memory_order_relaxed) == 1;
+      const size_t batch = last || r.code != 0 ? 1 : cfg_.evict_wake_batch;
+      inbox_->push(to_event(call, std::move(r)), batch);
+    });
+  }
+
+  void stats(uint64_t call, const stats_sample& s, int64_t ts_us) override {
+    auto u = std::make_shared<ic::CacheStateUpdate>();
+    set_identity(*u, cfg_.identity);
+    u->set_timestamp_us(non_negative(ts_us));
+    auto* out = u->mutable_stats();
+    out->set_replica_id(cfg_.identity.replica_id);
+    out->set_cache_memory_bytes(s.cache_memory_bytes);
+    out->set_hit_rate(s.hit_rate);
+    out->set_pressure(s.pressure);
+    out->set_t2_hit_tokens(s.t2_hit_tokens);
+    out->set_t2_query_tokens(s.t2_query_tokens);
+    client_->report(std::move(u), done(call));
+  }
+
+  void start() override {
+    client_->try_connect();
+    client_->watch_connectivity([inbox = inbox_](channel_state s) {
+      port_event e;
+      e.what = port_event::kind::channel;
+      e.state = s;
+      inbox->push(std::move(e));
+    });
+  }
+
+  channel_state state() const override { return client_->state(); }
+  size_t in_flight() const override { return client_->in_flight(); }
+
+ private:
+  std::shared_ptr<ic::CacheEvent> event(ic::CacheEvent::Type type, int64_t ts_us) const {
+    auto e = std::make_shared<ic::CacheEvent>();
+    e->set_type(type);
+    e->set_replica_id(cfg_.identity.replica_id);
+    e->set_model_id(cfg_.identity.model_id);
+    e->set_tenant_id(cfg_.identity.tenant_id);
+    e->set_timestamp_us(non_negative(ts_us));
+    return e;
+  }
+
+  static port_event to_event(uint64_t call, rpc_result r) {
+    port_event e;
+    e.call = call;
+    e.code = static_cast<int32_t>(r.code);
+    e.accepted = r.accepted;
+    e.latency_us = static_cast<int64_t>(r.latency.count());
+    e.message = std::move(r.message);
+    return e;
+  }
+
+  // The callback runs on a gRPC thread: it only touches the inbox.
+  policy_client::callback done(uint64_t call) const {
+    return [inbox = inbox_.get(), call](rpc_result r) {
+      inbox->push(to_event(call, std::move(r)));
+    };
+  }
+
+  port_config cfg_;
+  std::shared_ptr<port_inbox> inbox_;  // declared before client_: outlives its callbacks
+  std::atomic<size_t> evicts_{0};  // eviction calls in flight; before client_ as well
+  std::shared_ptr<message_pool> pool_ = std::make_shared<message_pool>();
+  std::unique_ptr<policy_client> client_;
+};
+
+}  // namespace
+
+std::unique_ptr<policy_port> make_grpc_port(const port_config& cfg,
+                                            std::shared_ptr<port_inbox> inbox,
+                                            std::string& error) {
+  auto client = policy_client::make(cfg.client, error);
+  if (!client) return nullptr;
+  return std::make_unique<grpc_port>(cfg, std::move(inbox), std::move(client));
+}
+
+}  // namespace kvrelay::emitter

@@ -1,0 +1,40 @@
+#include "actors/emitter/policy_port.hpp"
+
+#include <utility>
+
+namespace kvrelay::emitter {
+
+void port_inbox::push(port_event e, size_t min_batch) {
+  std::function<void()> wake;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    items_.push_back(std::move(e));
+    if (woken_ || !wake_ || items_.size() < min_batch) return;
+    woken_ = true;
+    wake = wake_;
+  }
+  wake();  // outside the lock: it sends a message, which may take locks of its own
+}
+
+void port_inbox::take(std::vector<port_event>& out) {
+  out.clear();
+  std::lock_guard<std::mutex> lk(mu_);
+  out.swap(items_);
+  woken_ = false;
+}
+
+void port_inbox::bind(std::function<void()> wake) {
+  std::function<void()> now;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    wake_ = std::move(wake);
+    woken_ = false;
+    if (wake_ && !items_.empty()) {
+      woken_ = true;
+      now = wake_;
+    }
+  }
+  if (now) now();
+}
+
+}  // namespace kvrelay::emitter

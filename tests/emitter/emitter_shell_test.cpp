@@ -1,0 +1,250 @@
+// The emitter's shell under CAF's deterministic scheduler, with the RPC layer replaced by a fake
+// port: what the sequencer decides reaches the port, completions come back through the inbox,
+// answers reach the unit's sender, the reconnect listener hears about a reconnect, and the RPC
+// metrics are recorded. No sockets, no sleeps.
+#include <gtest/gtest.h>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/send.hpp>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "actors/emitter/emitter_actor.hpp"
+#include "tests/support/deterministic.hpp"
+
+namespace kvrelay {
+namespace {
+
+using emitter::channel_state;
+using emitter::port_event;
+
+/// Records what the emitter asks for; the test completes calls through the inbox.
+class fake_port final : public emitter::policy_port {
+ public:
+  struct call {
+    enum class kind { clear, stream, evict, stats } what;
+    uint64_t id = 0;
+    emit_unit_ptr unit;
+    bool with_expirations = false;
+    prefix_evict evict;
+    int64_t ts_us = 0;
+  };
+
+  explicit fake_port(std::shared_ptr<emitter::port_inbox> inbox) : inbox_(std::move(inbox)) {}
+
+  void clear(uint64_t id, int64_t ts_us) override {
+    calls.push_back({call::kind::clear, id, nullptr, false, {}, ts_us});
+  }
+  void stream(uint64_t id, emit_unit_ptr unit, bool with_expirations) override {
+    calls.push_back({call::kind::stream, id, std::move(unit), with_expirations, {}, 0});
+  }
+  void evict(uint64_t id, const prefix_evict& ev) override {
+    calls.push_back({call::kind::evict, id, nullptr, false, ev, ev.ts_us});
+  }
+  void stats(uint64_t id, const stats_sample&, int64_t ts_us) override {
+    calls.push_back({call::kind::stats, id, nullptr, false, {}, ts_us});
+  }
+  void start() override { started = true; }
+  channel_state state() const override { return channel_state::ready; }
+  size_t in_flight() const override { return calls.size(); }
+
+  /// Completes one call (from the test thread, as a gRPC thread would).
+  void complete(uint64_t id, int code = 0, bool accepted = true) {
+    port_event e;
+    e.call = id;
+    e.code = code;
+    e.accepted = accepted;
+    e.latency_us = 1500;
+    e.message = code == 0 ? "" : "refused";
+    inbox_->push(std::move(e));
+  }
+  void channel(channel_state s) {
+    port_event e;
+    e.what = port_event::kind::channel;
+    e.state = s;
+    inbox_->push(std::move(e));
+  }
+
+  std::vector<call> calls;
+  bool started = false;
+
+ private:
+  std::shared_ptr<emitter::port_inbox> inbox_;
+};
+
+struct fixture {
+  fixture() : fixture(emitter::eviction_mode::expire) {}
+  explicit fixture(emitter::eviction_mode mode) : debouncer(t), listener(t) {
+    ctx.name = "shell-0";
+    ctx.identity.replica_id = "r";
+    ctx.wall_us = [] { return int64_t{2'000'000}; };
+    emitter_options o;
+    o.eviction_mode = mode;
+    o.max_evictions_in_flight = 2;
+    o.make_port = [this](const emitter::port_config&, std::shared_ptr<emitter::port_inbox> in,
+                         std::string&) {
+      auto p = std::make_unique<fake_port>(std::move(in));
+      port = p.get();
+      return p;
+    };
+    std::string err;
+    aut = spawn_emitter(t.sys(), ctx, o, err);
+    EXPECT_TRUE(aut) << err;
+    t.stop_at_end(caf::actor_cast<caf::actor>(aut));
+    caf::anon_send(aut, atom::update_v, listener.as<reconnect_listener_actor>());
+    t.run();
+  }
+
+  void send_unit(emit_unit u) {
+    caf::send_as(debouncer.as<debouncer_actor>(), aut,
+                 std::make_shared<const emit_unit>(std::move(u)));
+    t.run();
+  }
+
+  testing::deterministic_system t;
+  testing::recorder debouncer;
+  testing::recorder listener;
+  pipeline_context ctx;
+  fake_port* port = nullptr;  // owned by the emitter's state
+  emitter_actor aut;
+};
+
+emit_unit unit(uint64_t id, bool clear, size_t adds, size_t evicts) {
+  emit_unit u;
+  u.id = id;
+  u.clear = clear;
+  u.clear_ts_us = 10;
+  u.adds_ts_us = 1'000'000;
+  for (size_t i = 0; i < adds; ++i) u.adds.push_back({i + 1, 16, tier::t1, ""});
+  for (size_t i = 0; i < evicts; ++i) u.evicts.push_back({i + 100, "", 20});
+  return u;
+}
+
+TEST(EmitterShell, AUnitGoesOutAsTheSequencerSaysAndIsAnsweredToItsSender) {
+  fixture f;
+  ASSERT_NE(f.port, nullptr);
+  EXPECT_TRUE(f.port->started) << "the emitter starts connecting at once";
+  f.send_unit(unit(7, true, 2, 3));
+  ASSERT_EQ(f.port->calls.size(), 1u);
+  EXPECT_EQ(f.port->calls[0].what, fake_port::call::kind::clear);
+  EXPECT_EQ(f.port->calls[0].ts_us, 10);
+  f.port->complete(f.port->calls[0].id);
+  f.t.run();
+  ASSERT_EQ(f.port->calls.size(), 2u);
+  EXPECT_EQ(f.port->calls[1].what, fake_port::call::kind::stream);
+  EXPECT_TRUE(f.port->calls[1].with_expirations) << "expire is the default mode";
+  EXPECT_EQ(f.port->calls[1].unit->evicts.size(), 3u);
+  EXPECT_TRUE(f.debouncer.all<emit_result>().empty());
+  f.port->complete(f.port->calls[1].id);
+  f.t.run();
+  auto results = f.debouncer.all<emit_result>();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].id, 7u);
+  EXPECT_TRUE(results[0].ok);
+  EXPECT_TRUE(results[0].sent);
+  // Metrics: one series per (method, code), resolved once; event age from the adds' batch time.
+  const auto& m = *f.ctx.metrics;
+  EXPECT_EQ(m.value("kvrelay_rpc_total", {{"replica", "shell-0"},
+                                          {"method", "PublishEvent"},
+                                          {"code", "OK"}}),
+            1);
+  EXPECT_EQ(m.value("kvrelay_rpc_total", {{"replica", "shell-0"},
+                                          {"method", "ReportCacheState"},
+                                          {"code", "OK"}}),
+            1);
+  const std::string text = m.render();
+  EXPECT_NE(text.find("kvrelay_rpc_duration_seconds_count{replica=\"shell-0\",method="
+                      "\"ReportCacheState\",code=\"OK\"} 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("kvrelay_event_age_seconds_sum{replica=\"shell-0\"} 1"), std::string::npos)
+      << "wall 2 s - adds at 1 s\n"
+      << text;
+}
+
+TEST(EmitterShell, RpcModeSendsEvictionsBehindTheStreamWithinTheCap) {
+  fixture f(emitter::eviction_mode::rpc);
+  f.send_unit(unit(1, false, 1, 5));
+  ASSERT_EQ(f.port->calls.size(), 3u) << "the stream, then evictions up to the cap (2)";
+  EXPECT_EQ(f.port->calls[0].what, fake_port::call::kind::stream);
+  EXPECT_FALSE(f.port->calls[0].with_expirations);
+  f.port->complete(f.port->calls[0].id);
+  f.t.run();
+  ASSERT_EQ(f.port->calls.size(), 3u) << "the stream's completion frees no eviction slot";
+  EXPECT_EQ(f.port->calls[1].evict.fingerprint, 100u);
+  EXPECT_EQ(f.port->calls[2].evict.fingerprint, 101u);
+  f.port->complete(f.port->calls[2].id);
+  f.port->complete(f.port->calls[1].id);
+  f.t.run();
+  ASSERT_EQ(f.port->calls.size(), 5u);
+  for (size_t i = 3; i < 5; ++i) f.port->complete(f.port->calls[i].id);
+  f.t.run();
+  ASSERT_EQ(f.port->calls.size(), 6u);
+  f.port->complete(f.port->calls[5].id);
+  f.t.run();
+  auto results = f.debouncer.all<emit_result>();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_TRUE(results[0].ok);
+}
+
+TEST(EmitterShell, AFailedClearAbandonsItsUnitAndQueuedUnitsFailUnsent) {
+  fixture f;
+  f.send_unit(unit(1, true, 4, 4));
+  f.send_unit(unit(2, false, 4, 0));
+  f.send_unit(unit(3, false, 0, 4));
+  ASSERT_EQ(f.port->calls.size(), 1u);
+  f.port->complete(f.port->calls[0].id, 14);
+  f.t.run();
+  EXPECT_EQ(f.port->calls.size(), 1u) << "nothing else went on the wire";
+  auto results = f.debouncer.all<emit_result>();
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0].id, 1u);
+  EXPECT_FALSE(results[0].ok);
+  EXPECT_TRUE(results[0].sent);
+  EXPECT_FALSE(results[1].sent);
+  EXPECT_FALSE(results[2].sent);
+  // The resync's clear-led unit goes out.
+  f.send_unit(unit(4, true, 1, 0));
+  ASSERT_EQ(f.port->calls.size(), 2u);
+  EXPECT_EQ(f.port->calls[1].what, fake_port::call::kind::clear);
+}
+
+TEST(EmitterShell, TheListenerHearsOfAReconnectOnly) {
+  fixture f;
+  f.port->channel(channel_state::connecting);
+  f.port->channel(channel_state::ready);
+  f.t.run();
+  EXPECT_TRUE(f.listener.received().empty()) << "the first READY is no reconnect";
+  f.port->channel(channel_state::transient_failure);
+  f.t.run();
+  f.port->channel(channel_state::ready);
+  f.t.run();
+  EXPECT_EQ(f.listener.starting_with<atom::reconnected>().size(), 1u);
+}
+
+TEST(EmitterShell, StatsAreAnsweredFromTheirCompletion) {
+  fixture f;
+  std::optional<bool> answer;
+  auto client = f.t.sys().spawn([&](caf::event_based_actor* self) {
+    auto s = std::make_shared<stats_sample>();
+    s->hit_rate = 0.5f;
+    self->request(f.aut, std::chrono::seconds(5), stats_sample_ptr(s))
+        .then([&](bool ok) { answer = ok; });
+  });
+  f.t.stop_at_end(client);
+  f.t.run();
+  ASSERT_EQ(f.port->calls.size(), 1u);
+  EXPECT_EQ(f.port->calls[0].what, fake_port::call::kind::stats);
+  EXPECT_EQ(f.port->calls[0].ts_us, 2'000'000) << "stats carry the context's clock";
+  EXPECT_FALSE(answer.has_value());
+  f.port->complete(f.port->calls[0].id, 0, /*accepted=*/true);
+  f.t.run();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_TRUE(*answer);
+}
+
+}  // namespace
+}  // namespace kvrelay
