@@ -76,6 +76,11 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
 
   p.emitter.client.target = cfg.server.address;
   p.emitter.client.rpc_timeout = cfg.server.rpc_timeout;
+  p.emitter.client.keepalive_time = cfg.server.keepalive_time;
+  p.emitter.client.keepalive_timeout = cfg.server.keepalive_timeout;
+  p.emitter.eviction_mode = config::effective(cfg.server.eviction_mode) == config::eviction_mode::rpc
+                                ? emitter::eviction_mode::rpc
+                                : emitter::eviction_mode::expire;
   if (cfg.server.tls) {
     p.emitter.client.tls = true;
     p.emitter.client.ca_file = cfg.server.ca_file;
