@@ -172,6 +172,8 @@ actor_status status_of(ingress_self self) {
   j.add("replay_endpoint", s.opts.source.replay_endpoint);
   j.add("topic", s.opts.source.topic);
   j.add("connected", stats.connected);
+  j.add("live", stats.live);
+  j.add("catching_up", stats.catching_up);
   j.add("running", s.source->running());
   j.add("messages", stats.frames.messages);
   j.add("batches", stats.tracker.batches);

@@ -124,6 +124,8 @@ struct zmq_source::impl {
   uint64_t replay_from = 0;
   clock::time_point replay_not_before{};
   clock::time_point replay_deadline{};
+  bool probe_pending = false;  // tracker rule 6: on_probe_due() at probe_at
+  clock::time_point probe_at{};
   backoff replay_backoff;  // attempts = consecutive replay failures; reset by an END
   // One warning per reason, then at most one per 10 s with the count since: frame, seq,
   // reserved, replay.
@@ -226,8 +228,7 @@ void zmq_source::impl::run_loop() {
        {"replay_endpoint", opts.replay_endpoint}});
   signal_ready(std::string());
 
-  tracker.start(actions);
-  execute();
+  // The cold-start replay waits for the first engine peer (tracker rule 5): drain_monitor.
   while (!stop_flag.load(std::memory_order_relaxed)) {
     poll_once();
     publish_stats();
@@ -236,6 +237,11 @@ void zmq_source::impl::run_loop() {
 
 void zmq_source::impl::poll_once() {
   auto now = clock::now();
+  if (probe_pending && now >= probe_at) {
+    probe_pending = false;
+    tracker.on_probe_due(actions);
+    execute();
+  }
   if (want_replay && !dealer && now >= replay_not_before) open_replay(now);
 
   const bool throttle = in_flight.load(std::memory_order_acquire) >= opts.max_in_flight;
@@ -252,6 +258,7 @@ void zmq_source::impl::poll_once() {
   };
   if (want_replay && !dealer) until(replay_not_before);
   if (dealer) until(replay_deadline);
+  if (probe_pending) until(probe_at);
 
   std::array<zmq_pollitem_t, 3> items{};
   size_t n = 0;
@@ -346,6 +353,11 @@ void zmq_source::impl::drain_monitor(zmq::socket_t& mon) {
   // Whoever reacts to the event may read stats(): let them see the new connection state.
   publish_stats();
   for (auto& ev : out) sink(std::move(ev));
+  // With a peer the subscription can take effect: now the cold-start replay may be asked for.
+  if (connects > 0) {
+    tracker.start(actions);
+    execute();
+  }
 }
 
 void zmq_source::impl::execute() {
@@ -379,6 +391,17 @@ void zmq_source::impl::execute() {
         log(log_severity::warn, "engine sequence restarted; new incarnation",
             {{"previous_seq", std::to_string(a.seq2)}, {"new_seq", std::to_string(a.seq)}});
         sink(incarnation_reset_event{a.seq2, a.seq});
+        break;
+      case action_kind::schedule_probe: {
+        // Probe k waits initial·2^(k-1): quick while a subscription is probably still joining,
+        // rare once it surely has.
+        const auto k = std::min<uint64_t>(a.seq2 == 0 ? 1 : a.seq2, 20);
+        probe_pending = true;
+        probe_at = clock::now() + opts.tail_probe_initial * (int64_t{1} << (k - 1));
+        break;
+      }
+      case action_kind::first_batch:
+        sink(history_event{a.seq});
         break;
     }
   }
@@ -433,6 +456,8 @@ void zmq_source::impl::publish_stats() {
   s.connects = connects;
   s.disconnects = disconnects;
   s.connected = peers > 0;
+  s.live = tracker.live_confirmed();
+  s.catching_up = tracker.replay_outstanding() || tracker.probing();
   std::lock_guard<std::mutex> lk(mu);
   snapshot = s;
 }

@@ -79,6 +79,13 @@ struct incarnation_reset_event {
   uint64_t previous_seq = 0;
   uint64_t new_seq = 0;
 };
+/// The first batch of an engine incarnation is about to be delivered (tracker rule 7): from seq
+/// 0 the index sees the engine process' whole history; from later, what it cached before is
+/// unknown to the index.
+struct history_event {
+  uint64_t first_seq = 0;
+  bool complete() const noexcept { return first_seq == 0; }
+};
 /// The SUB socket gained (TCP connected/accepted) or lost a peer.
 struct connected_event {
   std::string endpoint;
@@ -93,7 +100,7 @@ struct source_failed_event {
 
 using ingress_event =
     std::variant<batch_event, gap_event, history_lost_event, incarnation_reset_event,
-                 connected_event, disconnected_event, source_failed_event>;
+                 history_event, connected_event, disconnected_event, source_failed_event>;
 
 // -- configuration -----------------------------------------------------------------------------
 
@@ -123,6 +130,9 @@ struct zmq_source_options {
   /// [d/2, d]) so many pipelines on one engine host do not retry in lockstep. Reset after an END.
   std::chrono::milliseconds replay_backoff_initial{100};
   std::chrono::milliseconds replay_backoff_max{5000};
+  /// Tracker rule 6: delay before the first re-ask after a catch-up that saw no live batch;
+  /// each further probe waits twice as long (8 probes: 25.5 s in all with the default).
+  std::chrono::milliseconds tail_probe_initial{100};
   /// Delivered batches not yet credit()ed above which the thread stops reading.
   uint32_t max_in_flight = 1024;
   /// Messages taken per socket per poll wakeup: bounds the time between stop-flag checks.
@@ -155,6 +165,8 @@ struct zmq_source_stats {
   uint64_t connects = 0;        // SUB peer connects/accepts
   uint64_t disconnects = 0;
   bool connected = false;       // the SUB has at least one peer
+  bool live = false;            // a live batch arrived: the subscription is in effect
+  bool catching_up = false;     // a replay is outstanding or a tail probe is due (rule 6)
 };
 
 class zmq_source {

@@ -380,20 +380,35 @@ TEST(ZmqSource, MalformedReplayRepliesAreCountedAndTheReplayRetried) {
   EXPECT_EQ(st.tracker.replays_failed, 1u);
 }
 
-TEST(ZmqSource, ColdStartCatchesUpFromZero) {
+// The cold start catches up from 0. Issue 16 item 1: batches the engine published after the
+// catch-up read its ring, but before the subscription took effect, reach neither socket, and an
+// engine that then goes quiet never shows the gap. The source must ask the ring again until a
+// live batch proves the subscription.
+TEST(ZmqSource, ColdStartCatchesUpFromZeroAndFetchesTheTail) {
   engine e;
-  for (uint64_t s = 0; s < 5; ++s) e.ring[s] = payload(s);  // published before we started
+  for (uint64_t s = 0; s < 3; ++s) e.ring[s] = payload(s);  // published before we started
   fixture f;
-  f.start(options_for(e, true, /*cold=*/true));
+  auto o = options_for(e, true, /*cold=*/true);
+  o.tail_probe_initial = 20ms;
+  f.start(o);
   auto from = e.serve_replay(true);
   ASSERT_TRUE(from.has_value());
   EXPECT_EQ(*from, 0u);
+  ASSERT_TRUE(f.sink.wait_batches(3));
+  e.ring[3] = payload(3);  // published while the subscription was still joining: ring only
+  e.ring[4] = payload(4);
+  auto again = e.serve_replay(false);
+  ASSERT_TRUE(again.has_value()) << "the catch-up ended without asking for the tail";
+  EXPECT_EQ(*again, 3u);
   ASSERT_TRUE(f.sink.wait_batches(5));
   ASSERT_TRUE(e.wait_subscriber());
   e.publish(5);
   ASSERT_TRUE(f.sink.wait_batches(6));
   EXPECT_EQ(f.sink.batches(), "0r 1r 2r 3r 4r 5");
   EXPECT_TRUE(f.sink.all<history_lost_event>().empty());
+  EXPECT_TRUE(f.sink.all<gap_event>().empty());
+  ASSERT_TRUE(f.wait_stats([](const zmq_source_stats& st) { return st.tracker.batches == 6; }));
+  EXPECT_GE(f.src->stats().tracker.tail_probes, 1u);
 }
 
 TEST(ZmqSource, PublisherAbsentAtStartIsPickedUpWhenItAppears) {
