@@ -38,6 +38,7 @@ struct ingress_notice {
   kind what = kind::history_lost;
   uint64_t first = 0;  // first missing seq / old last seq
   uint64_t last = 0;   // first available seq / new seq
+  const char* reason = "";  // history_lost: why, a static text (no_replay_endpoint, ...)
 };
 using ingress_notice_ptr = std::shared_ptr<const ingress_notice>;
 

@@ -199,7 +199,6 @@ void on_down(pipeline_self self, const caf::down_msg& m) {
     stop(st.ingress);
     stop(st.decoder);
     stop(st.debouncer);
-    st.credits->attach(nullptr);
     schedule_restart(self, "datapath", m.reason);
   }
 }

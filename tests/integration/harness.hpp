@@ -15,7 +15,8 @@
 // every pipeline has decoded one AND its ingress is live: a live batch arrived (a batch the
 // cold-start replay delivered proves nothing about the SUB subscription) and no replay or tail
 // probe is pending, so whatever a test publishes next arrives live, in order. The ingress publishes
-// its kvrelay_* sequence counters once a second: wait for them, never read them once.
+// its kvrelay_* sequence counters when they change, then at most once a second while they keep
+// changing: wait for them, never read them once.
 //
 // Not thread-safe: drive it from the test thread. Heavy headers (gRPC, CAF, ZMQ) stay in the .cpp.
 
