@@ -3,6 +3,7 @@
 #include "base/backoff.hpp"
 #include "base/rate_limiter.hpp"
 
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include <zmq.hpp>
@@ -209,6 +210,8 @@ void zmq_source::impl::reject(uint64_t& counter, size_t limit, const char* what,
 }
 
 void zmq_source::impl::run() {
+  // Named for top -H, perf and scripts/idle-wakeups.sh (15 characters at most).
+  pthread_setname_np(pthread_self(), "kvr.ingress");
   try {
     run_loop();
   } catch (const zmq::error_t& e) {
