@@ -161,20 +161,37 @@ void on_publish(ingress_self self) {
 }
 
 // Runs on the ZMQ thread: only sends to handles, never touches actor state. The source has
-// logged losses and resets already; the decoder logs the clear they cause.
-ingress::event_source::sink_fn make_sink(decoder_actor decoder, ingress_actor self_hdl) {
-  return [decoder, self_hdl](ingress::ingress_event ev) {
+// logged losses and resets already; the decoder logs the clear they cause. What the index knows
+// of the engine's history goes to the supervisor before the batch or notice it is about reaches
+// the decoder, so a later fact of the decoder's (engine_cleared) always arrives after it.
+ingress::event_source::sink_fn make_sink(decoder_actor decoder, ingress_actor self_hdl,
+                                         health_listener_actor health, std::string replica) {
+  return [decoder, self_hdl, health, replica](ingress::ingress_event ev) {
+    const auto tell = [&](health_fact f) {
+      if (health) caf::anon_send(health, f);
+    };
     std::visit(
         [&](auto& e) {
           using T = std::decay_t<decltype(e)>;
-          if constexpr (std::is_same_v<T, raw_batch_ptr> ||
-                        std::is_same_v<T, ingress_notice_ptr>) {
+          if constexpr (std::is_same_v<T, raw_batch_ptr>) {
             caf::anon_send(decoder, std::move(e));
+          } else if constexpr (std::is_same_v<T, ingress_notice_ptr>) {
+            if (e->what == ingress_notice::kind::history_lost) tell(health_fact::history_lost);
+            caf::anon_send(decoder, std::move(e));
+          } else if constexpr (std::is_same_v<T, ingress::history_event>) {
+            if (e.complete()) {
+              tell(health_fact::history_complete);
+            } else {
+              log::warn("engine history before this seq is gone from its replay ring: blocks it "
+                        "cached then are unknown to the index (index incomplete since start)",
+                        {{"replica", replica}, {"first_seq", e.first_seq}});
+              tell(health_fact::history_skipped);
+            }
           } else if constexpr (std::is_same_v<T, ingress::source_failed_event>) {
             caf::anon_send(self_hdl, atom::src_failed_v, e.what);
           }
-          // gap (logged by the source, repaired or followed by a notice), history_event and
-          // connection changes: nothing to forward (connection state is published).
+          // gap (logged by the source, repaired or followed by a notice) and connection
+          // changes: nothing to forward (connection state is published).
         },
         ev);
   };
@@ -251,7 +268,7 @@ ingress_actor::behavior_type ingress_fn(ingress_self self, pipeline_context ctx,
   source_opts.on_change = [dirty = st.dirty, me] {
     if (!dirty->exchange(true)) caf::anon_send(me, atom::publish_v);
   };
-  auto sink = make_sink(std::move(decoder), me);
+  auto sink = make_sink(std::move(decoder), me, st.ctx.health, st.ctx.name);
   if (st.opts.make_source)
     st.source = st.opts.make_source(std::move(source_opts), std::move(sink));
   else
