@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs fault tests over and over, one process per run, until one fails or the count is reached:
 # the way to show a test is not flaky (issue 16 asks for 200 clean runs in a row, idle and with a
-# busy core). Not in CI: 200 runs of the default set take ~20 minutes on an idle 2-core machine.
+# busy core). Not in CI: 200 runs of the default set take 15-20 minutes on a 2-core machine.
 #
 #   scripts/soak-faults.sh                       # 200 runs of the three cold-start tests
 #   scripts/soak-faults.sh --load                # the same with one core kept busy
