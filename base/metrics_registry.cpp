@@ -1,5 +1,6 @@
 #include "base/metrics_registry.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -203,6 +204,29 @@ double metrics_registry::value(const std::string& name, const label_set& labels)
     return static_cast<double>(c->second->value());
   if (auto g = it->second.gauges.find(key); g != it->second.gauges.end()) return g->second->value();
   return -1;
+}
+
+double metrics_registry::sum(const std::string& name, const label_set& match) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = families_.find(name);
+  if (it == families_.end()) return -1;
+  const auto& fam = it->second;
+  double total = 0;
+  bool any = false;
+  for (const auto& [key, labels] : fam.labels) {
+    const bool all = std::all_of(match.begin(), match.end(), [&](const auto& want) {
+      return std::find(labels.begin(), labels.end(), want) != labels.end();
+    });
+    if (!all) continue;
+    if (auto c = fam.counters.find(key); c != fam.counters.end()) {
+      total += static_cast<double>(c->second->value());
+      any = true;
+    } else if (auto g = fam.gauges.find(key); g != fam.gauges.end()) {
+      total += g->second->value();
+      any = true;
+    }
+  }
+  return any ? total : -1;
 }
 
 std::vector<double> metrics_registry::latency_buckets() {

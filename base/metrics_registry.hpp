@@ -79,6 +79,9 @@ class metrics_registry {
 
   /// Value of a counter or gauge series, or -1 when absent (for tests and /debug pages).
   double value(const std::string& name, const label_set& labels = {}) const;
+  /// Sum of every counter or gauge series of `name` whose labels include all of `match`; -1 when
+  /// no series matches (e.g. a replica's resident blocks over its adapters).
+  double sum(const std::string& name, const label_set& match) const;
 
   /// Latency buckets in seconds used for RPC and event-age histograms.
   static std::vector<double> latency_buckets();

@@ -10,6 +10,12 @@ const char* to_string(health_fact f) noexcept {
     case health_fact::engine_disconnected: return "engine_disconnected";
     case health_fact::server_ok: return "server_ok";
     case health_fact::server_failed: return "server_failed";
+    case health_fact::history_complete: return "history_complete";
+    case health_fact::history_skipped: return "history_skipped";
+    case health_fact::history_lost: return "history_lost";
+    case health_fact::engine_cleared: return "engine_cleared";
+    case health_fact::engine_asleep: return "engine_asleep";
+    case health_fact::engine_awake: return "engine_awake";
   }
   return "unknown";
 }

@@ -14,6 +14,13 @@ enum class health_fact : uint8_t {
   engine_disconnected,  // ingress: the SUB socket lost its last peer
   server_ok,            // debouncer or scraper: the policy server acknowledged
   server_failed,        // debouncer or scraper: a unit or a stats report failed
+  // What the index knows of the engine's cache (the supervisor keeps the last word):
+  history_complete,     // ingress: an engine process' batches are all here, from its seq 0
+  history_skipped,      // ingress: its first batch here came after 0 (the ring was shorter)
+  history_lost,         // ingress: history was lost mid-stream (the pipeline clears)
+  engine_cleared,       // decoder: AllBlocksCleared: the engine's cache is empty, like the index
+  engine_asleep,        // scraper: the engine sleeps (its cache discarded): clear the pipeline
+  engine_awake,         // scraper: the engine woke up
 };
 
 const char* to_string(health_fact f) noexcept;

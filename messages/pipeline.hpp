@@ -31,13 +31,15 @@ struct raw_batch {
 };
 using raw_batch_ptr = std::shared_ptr<const raw_batch>;
 
-/// What ingress tells the pipeline besides batches: both make it clear. (Connection state is a
-/// health_fact for the supervisor.)
+/// What makes the pipeline clear besides an AllBlocksCleared in a batch: the ingress' lost
+/// history and new engine incarnations, and the supervisor's "the engine sleeps" (its KV cache
+/// is discarded; the scraper saw it). Connection state is a health_fact for the supervisor.
 struct ingress_notice {
-  enum class kind : uint8_t { history_lost, incarnation_reset };
+  enum class kind : uint8_t { history_lost, incarnation_reset, engine_asleep };
   kind what = kind::history_lost;
   uint64_t first = 0;  // first missing seq / old last seq
   uint64_t last = 0;   // first available seq / new seq
+  const char* reason = "";  // history_lost: why, a static text (no_replay_endpoint, ...)
 };
 using ingress_notice_ptr = std::shared_ptr<const ingress_notice>;
 

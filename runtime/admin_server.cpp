@@ -89,11 +89,15 @@ bool admin_server::start(const config::admin_settings& s, std::string& error) {
     res.set_content("ok\n", "text/plain");
   });
   a.add("GET", "/readyz",
-        "200 when every pipeline decoded a batch or caught up, and the policy server answered",
+        "200 when every pipeline decoded a batch or caught up, and the policy server answered; "
+        "the body lists why not, and degraded pipelines",
         [&d](const httplib::Request&, httplib::Response& res) {
-          bool ok = d.ready();
+          std::vector<std::string> reasons;
+          bool ok = d.ready(&reasons);
           res.status = ok ? 200 : 503;
-          res.set_content(ok ? "ready\n" : "not ready\n", "text/plain");
+          std::string body = ok ? "ready\n" : "not ready\n";
+          for (const auto& r : reasons) body += r + "\n";
+          res.set_content(body, "text/plain");
         });
   a.add("GET", "/metrics", "Prometheus metrics (text format 0.0.4)",
         [&d](const httplib::Request&, httplib::Response& res) {

@@ -101,6 +101,7 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
     s.profile.model_name = e.metrics.model_label;
     s.profile.cache_size_bytes = e.metrics.cache_size_bytes;
     s.profile.max_concurrency_ceiling = e.metrics.max_concurrency;
+    if (e.dp_size > 1) s.profile.engine_label = std::to_string(ps.dp_rank);  // vLLM `engine`
     p.scraper = s;
   }
   return p;
@@ -292,6 +293,11 @@ std::string daemon::engines_json() const {
     j["events"] = dec ? dec->integer("events", 0) : 0;
     j["ready"] = s.flag("ready");
     j["unhealthy"] = s.flag("unhealthy");
+    if (const auto* v = s.find("not_ready"))
+      if (const auto* l = std::get_if<actor_status::string_list>(v)) j["not_ready"] = *l;
+    if (const auto* v = s.find("index_incomplete"))
+      if (const auto* t = std::get_if<std::string>(v)) j["index_incomplete"] = *t;
+    j["engine_asleep"] = s.flag("engine_asleep");
     auto adapters = nlohmann::ordered_json::object();
     if (const auto* v = s.find("adapters"))
       if (const auto* m = std::get_if<actor_status::string_map>(v))
@@ -302,15 +308,23 @@ std::string daemon::engines_json() const {
   return out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-bool daemon::ready() const {
+bool daemon::ready(std::vector<std::string>* reasons) const {
   const auto& d = *impl_;
   if (!d.sys || d.pipelines.empty()) return false;
   caf::scoped_actor self{*d.sys};
   bool all = true;
   for (const auto& p : d.pipelines)
     self->request(p.hdl, std::chrono::seconds(1), atom::ready_v)
-        .receive([&](bool ok, std::vector<std::string>&) { all = all && ok; },
-                 [&](caf::error&) { all = false; });
+        .receive(
+            [&](bool ok, std::vector<std::string>& why) {
+              all = all && ok;
+              if (reasons)
+                for (auto& w : why) reasons->push_back(p.name + ": " + w);
+            },
+            [&](caf::error& err) {
+              all = false;
+              if (reasons) reasons->push_back(p.name + ": no answer: " + caf::to_string(err));
+            });
   return all;
 }
 

@@ -37,7 +37,9 @@ class daemon {
   /// The /debug/engines document (JSON).
   std::string engines_json() const;
   /// Every pipeline decoded a batch (or finished its catch-up) and the server answered.
-  bool ready() const;
+  /// With `reasons`, also why not (and "degraded" notes that do not make it unready), one
+  /// "<pipeline>: <reason>" per entry.
+  bool ready(std::vector<std::string>* reasons = nullptr) const;
   /// Fault injection: makes `unit` of pipeline `name` throw. False when unknown.
   bool crash(const std::string& pipeline, const std::string& unit);
   /// Adds a LoRA id → name mapping to every pipeline of `replica_id` ("" = all). False when no

@@ -39,6 +39,12 @@ struct pipeline_state {
   bool engine_connected = false;
   bool server_ok = false;
   bool unhealthy = false;  // restarts over the intensity limit; retried slowly
+  // What the index knows of the engine's cache: why it is incomplete (nullptr: it matches), and
+  // whether the engine sleeps. Degraded, not unready: an index that knows part of the cache
+  // still routes better than none, and a sidecar's readiness gates its engine's traffic.
+  const char* index_incomplete = nullptr;
+  bool engine_asleep = false;
+  gauge_series* incomplete_gauge = nullptr;
   std::shared_ptr<credit_line> credits = std::make_shared<credit_line>();
 
   emitter_actor emitter;
@@ -199,7 +205,6 @@ void on_down(pipeline_self self, const caf::down_msg& m) {
     stop(st.ingress);
     stop(st.decoder);
     stop(st.debouncer);
-    st.credits->attach(nullptr);
     schedule_restart(self, "datapath", m.reason);
   }
 }
@@ -252,10 +257,20 @@ std::vector<std::string> not_ready_reasons(const pipeline_state& st) {
     out.emplace_back("no batch decoded and no catch-up finished yet");
   if (!st.server_ok) out.emplace_back("the policy server has not acknowledged yet");
   if (st.unhealthy) out.emplace_back("restarts over the intensity limit; retrying slowly");
+  if (st.index_incomplete) out.emplace_back(st.index_incomplete);  // "degraded (still ready)"
   return out;
 }
 
+constexpr const char* incomplete_since_start =
+    "degraded (still ready): index incomplete since start: the engine's replay ring did not "
+    "reach back to its first batch, so what it cached before is unknown until it clears its "
+    "cache";
+constexpr const char* incomplete_since_loss =
+    "degraded (still ready): index incomplete since engine history was lost: what the engine "
+    "cached before the loss is unknown until it clears its cache";
+
 void on_health(pipeline_state& st, health_fact f) {
+  const char* was = st.index_incomplete;
   switch (f) {
     case health_fact::batch_decoded: st.first_batch = true; break;
     case health_fact::catchup_done: st.catchup_done = true; break;
@@ -263,7 +278,18 @@ void on_health(pipeline_state& st, health_fact f) {
     case health_fact::engine_disconnected: st.engine_connected = false; break;
     case health_fact::server_ok: st.server_ok = true; break;
     case health_fact::server_failed: st.server_ok = false; break;
+    case health_fact::history_complete: st.index_incomplete = nullptr; break;
+    case health_fact::history_skipped: st.index_incomplete = incomplete_since_start; break;
+    case health_fact::history_lost: st.index_incomplete = incomplete_since_loss; break;
+    case health_fact::engine_cleared: st.index_incomplete = nullptr; break;
+    case health_fact::engine_asleep: st.engine_asleep = true; st.index_incomplete = nullptr; break;
+    case health_fact::engine_awake: st.engine_asleep = false; break;
   }
+  if (was == st.index_incomplete) return;
+  if (st.incomplete_gauge) st.incomplete_gauge->set(st.index_incomplete ? 1 : 0);
+  if (!st.index_incomplete)
+    log::info("index complete again: it matches the engine's cache",
+              {{"pipeline", st.ctx.name}, {"because", to_string(f)}});
 }
 
 void drain(pipeline_self self, caf::typed_response_promise<bool> promise) {
@@ -317,6 +343,9 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context c
   st.ctx = std::move(ctx);
   st.ctx.health = caf::actor_cast<health_listener_actor>(self);
   st.opts = std::move(opts);
+  st.incomplete_gauge = &st.ctx.gauge(
+      "kvrelay_index_incomplete",
+      "1 while the index cannot know all the engine holds (history skipped at start or lost)");
   self->set_down_handler([=](caf::down_msg& m) { on_down(self, m); });
   self->set_exit_handler([=](caf::exit_msg& m) { begin_teardown(self, m.reason); });
   // Children die with their supervisor.
@@ -342,6 +371,8 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context c
         j.add("unhealthy", s.unhealthy);
         j.add("engine_connected", s.engine_connected);
         j.add("server_ok", s.server_ok);
+        j.add("index_incomplete", s.index_incomplete ? s.index_incomplete : "");
+        j.add("engine_asleep", s.engine_asleep);
         actor_status::string_map adapters;
         for (const auto& [id, name] : s.opts.decoder.adapters)
           adapters.emplace_back(std::to_string(id), name);
@@ -358,7 +389,14 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context c
         fan_out_status(self, std::move(j), std::move(kids), p);
         return p;
       },
-      [=](health_fact f) { on_health(self->state, f); },
+      [=](health_fact f) {
+        on_health(self->state, f);
+        // A sleeping engine discarded its cache: clear like AllBlocksCleared (decoder's epoch).
+        if (f == health_fact::engine_asleep && self->state.decoder)
+          self->send(self->state.decoder,
+                     std::make_shared<const ingress_notice>(
+                         ingress_notice{ingress_notice::kind::engine_asleep, 0, 0, ""}));
+      },
       [=](atom::ready) {
         auto& s = self->state;
         return caf::make_result(ready(s), not_ready_reasons(s));

@@ -177,6 +177,11 @@ void batch_router::on_incarnation_reset(router_output& out) {
   clear(out, 0, "engine restarted (sequence reset)");
 }
 
+void batch_router::on_engine_asleep(router_output& out) {
+  reset(out);
+  clear(out, 0, "engine asleep (sleep mode discards its KV cache)");
+}
+
 void batch_router::add_adapter(int64_t id, std::string name) {
   opts_.adapters[id] = std::move(name);
   warned_ids_.erase(id);

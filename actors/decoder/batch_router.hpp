@@ -7,8 +7,9 @@
 //      by reason; so is a batch whose DP rank is not the subscribed one.
 //  R2. Events keep batch order in the work they go to. An AllBlocksCleared cuts the batch: the
 //      work before it is sent, then the clear with a new epoch, then the work after it, so that
-//      nothing from before a clear can land after it. Lost history and a new engine incarnation
-//      clear the same way (the latter also forgets the learned KV-cache groups).
+//      nothing from before a clear can land after it. Lost history, a new engine incarnation
+//      and a sleeping engine clear the same way (an incarnation also forgets the learned
+//      KV-cache groups).
 //  R3. Only main-attention groups are indexed (group_filter); other events are counted.
 //  R4. A store's adapter is its lora_name; else the configured id → name; else it is dropped
 //      (fail-closed), warned once per id. Each adapter is a partition with a dense id, created
@@ -101,6 +102,8 @@ class batch_router {
   /// engine restarted (incarnation reset): either clears.
   void on_history_lost(router_output& out);
   void on_incarnation_reset(router_output& out);
+  /// The engine sleeps (the scraper saw it): its KV cache is discarded, clear as R2 says.
+  void on_engine_asleep(router_output& out);
   /// A LoRA id → name mapping added at runtime (admin): that id indexes from now on.
   void add_adapter(int64_t id, std::string name);
 

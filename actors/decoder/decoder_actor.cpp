@@ -141,6 +141,8 @@ void execute(decoder_self self, uint64_t seq) {
   if (out.partition_limit_hit)
     log::warn("too many adapter partitions; stores for new adapters are dropped",
               {{"replica", st.ctx.name}, {"partitions", st.router.partitions()}});
+  // An AllBlocksCleared: the engine's cache is empty like the index (health: known again).
+  const bool engine_cleared = st.router.stats().cleared != st.published.cleared;
   for (auto& step : out.steps) {
     if (step.what == router_step::kind::work) {
       self->send(st.shard, std::move(step.work));
@@ -152,6 +154,7 @@ void execute(decoder_self self, uint64_t seq) {
               {{"replica", st.ctx.name}, {"reason", step.reason}, {"epoch", step.epoch}});
   }
   out.steps.clear();
+  if (engine_cleared && st.ctx.health) self->send(st.ctx.health, health_fact::engine_cleared);
   publish(st);
 }
 
@@ -199,6 +202,8 @@ decoder_actor::behavior_type decoder_fn(decoder_self self, pipeline_context ctx,
         auto& s = self->state;
         if (n->what == ingress_notice::kind::incarnation_reset)
           s.router.on_incarnation_reset(s.out);
+        else if (n->what == ingress_notice::kind::engine_asleep)
+          s.router.on_engine_asleep(s.out);
         else
           s.router.on_history_lost(s.out);
         execute(self, 0);

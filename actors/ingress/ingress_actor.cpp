@@ -5,6 +5,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <vector>
 
@@ -15,35 +16,83 @@ namespace kvrelay {
 
 namespace {
 
-constexpr auto tick_interval = std::chrono::seconds(1);
+// Counters are published when they changed, then at most once per this interval while they keep
+// changing (or batches are in flight); an idle source costs no wake-up at all.
+constexpr auto publish_cooldown = std::chrono::seconds(1);
 // Shutdown: what the engine already sent is read until the socket is quiet this long, at most
 // drain_read_max (an engine that never pauses must not hold the shutdown).
 constexpr auto drain_poll = std::chrono::milliseconds(20);
 constexpr auto drain_read_max = std::chrono::seconds(1);
 
+// Every series the ingress publishes, resolved once at spawn (created at 0: dashboards see them).
+struct ingress_series {
+  explicit ingress_series(const pipeline_context& m) {
+    const auto replays = [&](const char* outcome) {
+      return &m.counter("kvrelay_replays_total", "Replay requests by outcome",
+                        {{"outcome", outcome}});
+    };
+    const auto bad = [&](const char* reason) {
+      return &m.counter("kvrelay_bad_frames_total", "Malformed ZMQ messages dropped, by reason",
+                        {{"reason", reason}});
+    };
+    gaps = &m.counter("kvrelay_seq_gaps_total", "Sequence gaps seen on the live stream");
+    replays_requested = replays("requested");
+    replays_succeeded = replays("succeeded");
+    replays_failed = replays("failed");
+    recovered = &m.counter("kvrelay_batches_recovered_total", "Batches recovered through replay");
+    lost = &m.counter("kvrelay_batches_lost_total",
+                      "Batches that could not be recovered (pipeline cleared)");
+    history_lost = &m.counter("kvrelay_history_lost_total",
+                              "Unrecoverable gaps (each clears the pipeline)");
+    skipped = &m.counter("kvrelay_history_skipped_batches_total",
+                         "Engine batches before the first one delivered that no replay could "
+                         "supply: what the engine cached in them is unknown to the index");
+    resets = &m.counter("kvrelay_incarnation_resets_total",
+                        "Engine restarts seen as sequence resets");
+    duplicates = &m.counter("kvrelay_duplicate_batches_total", "Batches seen twice (dropped)");
+    bad_frame_count = bad("frame_count");
+    bad_seq_size = bad("seq_size");
+    reserved_seq = bad("reserved_seq");
+    replay_malformed = bad("replay_malformed");
+    replay_bad_end = bad("replay_bad_end");
+    bytes = &m.counter("kvrelay_received_bytes_total", "Live payload bytes received");
+    in_flight = &m.gauge("kvrelay_ingress_in_flight",
+                         "Batches handed to the decoder, not yet decoded");
+    connected = &m.gauge("kvrelay_engine_connected", "1 when the SUB socket has an engine peer");
+  }
+  counter_series *gaps, *replays_requested, *replays_succeeded, *replays_failed, *recovered,
+      *lost, *history_lost, *skipped, *resets, *duplicates, *bad_frame_count, *bad_seq_size,
+      *reserved_seq, *replay_malformed, *replay_bad_end, *bytes;
+  gauge_series *in_flight, *connected;
+};
 
 struct ingress_state {
   static inline constexpr const char* name = "ingress";
 
   pipeline_context ctx;
   ingress_options opts;
-  std::shared_ptr<ingress::zmq_source> source;
-  std::shared_ptr<credit_line> credits;
+  std::unique_ptr<ingress::event_source> source;
+  std::unique_ptr<ingress_series> series;
   bool told_connected = false;  // what ctx.health last heard
   bool told_catchup = false;
   ingress::zmq_source_stats last{};  // counters already published
+
+  // Publishing cadence. The source sets `dirty` on the ZMQ thread and wakes us only on the
+  // false → true edge, so at most one wake-up is queued per cooldown.
+  std::shared_ptr<std::atomic<bool>> dirty = std::make_shared<std::atomic<bool>>(false);
+  bool cooling = false;  // a cooldown timer is pending
+  caf::actor_clock::time_point cool_until{};
 
   // Drain: batches published before it are still read (they may sit in the SUB socket); the
   // drain's answer waits until the source stopped, so the supervisor knows every batch went out.
   bool draining = false;
   bool stopped = false;
   uint64_t drain_seen = ~uint64_t{0};
-  std::chrono::steady_clock::time_point drain_until{};
+  caf::actor_clock::time_point drain_until{};
   std::vector<caf::typed_response_promise<bool>> drain_waiting;
 
   ~ingress_state() {
     // Join the ZMQ thread before the handles it sends to go away (STYLE.md C1).
-    if (credits) credits->attach(nullptr);
     if (source) source->stop();
   }
 };
@@ -52,51 +101,34 @@ using ingress_self = ingress_actor::stateful_pointer<ingress_state>;
 
 void publish(ingress_self self) {
   auto& st = self->state;
-  auto now = st.source->stats();
-  const auto& m = st.ctx;
-  const auto bump = [&](const char* name, const char* help, uint64_t cur, uint64_t prev,
-                        label_set extra = {}) {
-    auto& c = m.counter(name, help, std::move(extra));  // created even at 0: dashboards see it
-    if (cur > prev) c.inc(cur - prev);
+  st.dirty->store(false);  // before reading: a change from here on wakes us again
+  const auto now = st.source->stats();
+  auto& m = *st.series;
+  const auto bump = [](counter_series* c, uint64_t cur, uint64_t prev) {
+    if (cur > prev) c->inc(cur - prev);
   };
   const auto& t = now.tracker;
   const auto& p = st.last.tracker;
-  bump("kvrelay_seq_gaps_total", "Sequence gaps seen on the live stream", t.gaps, p.gaps);
-  bump("kvrelay_replays_total", "Replay requests by outcome", t.replays_requested,
-       p.replays_requested, {{"outcome", "requested"}});
-  bump("kvrelay_replays_total", "Replay requests by outcome", t.replays_succeeded,
-       p.replays_succeeded, {{"outcome", "succeeded"}});
-  bump("kvrelay_replays_total", "Replay requests by outcome", t.replays_failed, p.replays_failed,
-       {{"outcome", "failed"}});
-  bump("kvrelay_batches_recovered_total", "Batches recovered through replay",
-       t.batches_recovered, p.batches_recovered);
-  bump("kvrelay_batches_lost_total", "Batches that could not be recovered (pipeline cleared)",
-       t.batches_lost, p.batches_lost);
-  bump("kvrelay_history_lost_total", "Unrecoverable gaps (each clears the pipeline)",
-       t.history_lost, p.history_lost);
-  bump("kvrelay_incarnation_resets_total", "Engine restarts seen as sequence resets", t.resets,
-       p.resets);
-  bump("kvrelay_duplicate_batches_total", "Batches seen twice (dropped)", t.duplicates,
-       p.duplicates);
+  bump(m.gaps, t.gaps, p.gaps);
+  bump(m.replays_requested, t.replays_requested, p.replays_requested);
+  bump(m.replays_succeeded, t.replays_succeeded, p.replays_succeeded);
+  bump(m.replays_failed, t.replays_failed, p.replays_failed);
+  bump(m.recovered, t.batches_recovered, p.batches_recovered);
+  bump(m.lost, t.batches_lost, p.batches_lost);
+  bump(m.history_lost, t.history_lost, p.history_lost);
+  bump(m.skipped, t.cold_skipped, p.cold_skipped);
+  bump(m.resets, t.resets, p.resets);
+  bump(m.duplicates, t.duplicates, p.duplicates);
   const auto& f = now.frames;
   const auto& q = st.last.frames;
-  const char* frames = "Malformed ZMQ messages dropped, by reason";
-  bump("kvrelay_bad_frames_total", frames, f.bad_frame_count, q.bad_frame_count,
-       {{"reason", "frame_count"}});
-  bump("kvrelay_bad_frames_total", frames, f.bad_seq_size, q.bad_seq_size,
-       {{"reason", "seq_size"}});
-  bump("kvrelay_bad_frames_total", frames, f.reserved_seq, q.reserved_seq,
-       {{"reason", "reserved_seq"}});
-  bump("kvrelay_bad_frames_total", frames, f.replay_malformed, q.replay_malformed,
-       {{"reason", "replay_malformed"}});
-  bump("kvrelay_bad_frames_total", frames, f.replay_bad_end, q.replay_bad_end,
-       {{"reason", "replay_bad_end"}});
-  bump("kvrelay_received_bytes_total", "Live payload bytes received", f.bytes, q.bytes);
-  m.gauge("kvrelay_ingress_in_flight", "Batches handed to the decoder, not yet decoded",
-          {})
-      .set(static_cast<double>(now.in_flight));
-  m.gauge("kvrelay_engine_connected", "1 when the SUB socket has an engine peer")
-      .set(now.connected ? 1 : 0);
+  bump(m.bad_frame_count, f.bad_frame_count, q.bad_frame_count);
+  bump(m.bad_seq_size, f.bad_seq_size, q.bad_seq_size);
+  bump(m.reserved_seq, f.reserved_seq, q.reserved_seq);
+  bump(m.replay_malformed, f.replay_malformed, q.replay_malformed);
+  bump(m.replay_bad_end, f.replay_bad_end, q.replay_bad_end);
+  bump(m.bytes, f.bytes, q.bytes);
+  m.in_flight->set(static_cast<double>(now.in_flight));
+  m.connected->set(now.connected ? 1 : 0);
   if (st.ctx.health && now.connected != st.told_connected) {
     st.told_connected = now.connected;
     self->send(st.ctx.health, now.connected ? health_fact::engine_connected
@@ -109,42 +141,57 @@ void publish(ingress_self self) {
   st.last = now;
 }
 
-// Runs on the ZMQ thread: only sends to handles, never touches actor state.
-ingress::zmq_source::sink_fn make_sink(decoder_actor decoder, ingress_actor self_hdl,
-                                       std::string replica_id) {
-  return [decoder, self_hdl, replica_id](ingress::ingress_event ev) {
+// A change was signalled, or the cooldown ended. Publishes at once when idle, else leaves it to
+// the pending cooldown; re-arms only while something moves (batches in flight count: the decoder
+// credits them without telling us).
+void on_publish(ingress_self self) {
+  auto& st = self->state;
+  if (st.stopped) return;  // the drain published the final counters
+  const auto now = self->clock().now();
+  if (st.cooling) {
+    if (now < st.cool_until) return;  // a wake-up during the cooldown: the timer will see it
+    st.cooling = false;
+    const auto in_flight = st.source->stats().in_flight;
+    if (!st.dirty->load() && in_flight == st.last.in_flight && in_flight == 0) return;
+  }
+  publish(self);
+  st.cooling = true;
+  st.cool_until = now + publish_cooldown;
+  self->delayed_send(self, publish_cooldown, atom::publish_v);
+}
+
+// Runs on the ZMQ thread: only sends to handles, never touches actor state. The source has
+// logged losses and resets already; the decoder logs the clear they cause. What the index knows
+// of the engine's history goes to the supervisor before the batch or notice it is about reaches
+// the decoder, so a later fact of the decoder's (engine_cleared) always arrives after it.
+ingress::event_source::sink_fn make_sink(decoder_actor decoder, ingress_actor self_hdl,
+                                         health_listener_actor health, std::string replica) {
+  return [decoder, self_hdl, health, replica](ingress::ingress_event ev) {
+    const auto tell = [&](health_fact f) {
+      if (health) caf::anon_send(health, f);
+    };
     std::visit(
         [&](auto& e) {
           using T = std::decay_t<decltype(e)>;
-          if constexpr (std::is_same_v<T, ingress::batch_event>) {
-            auto rb = std::make_shared<raw_batch>();
-            rb->seq = e.seq;
-            rb->replayed = e.replayed;
-            rb->data = e.payload.data();
-            rb->size = e.payload.size();
-            rb->owner = std::make_shared<ingress::payload_ref>(std::move(e.payload));
-            caf::anon_send(decoder, raw_batch_ptr{std::move(rb)});
-          } else if constexpr (std::is_same_v<T, ingress::history_lost_event>) {
-            log::error("engine event history lost; clearing this replica's index",
-                       {{"replica", replica_id}, {"first_missing", e.first_missing},
-                        {"first_available", e.first_available},
-                        {"reason", ingress::to_string(e.reason)}});
-            caf::anon_send(decoder, ingress_notice_ptr{std::make_shared<ingress_notice>(
-                                        ingress_notice{ingress_notice::kind::history_lost,
-                                                       e.first_missing, e.first_available})});
-          } else if constexpr (std::is_same_v<T, ingress::incarnation_reset_event>) {
-            log::warn("engine sequence went backwards: new engine incarnation",
-                      {{"replica", replica_id}, {"previous_seq", e.previous_seq},
-                       {"new_seq", e.new_seq}});
-            caf::anon_send(decoder, ingress_notice_ptr{std::make_shared<ingress_notice>(
-                                        ingress_notice{ingress_notice::kind::incarnation_reset,
-                                                       e.previous_seq, e.new_seq})});
-          } else if constexpr (std::is_same_v<T, ingress::gap_event>) {
-            log::debug("sequence gap", {{"replica", replica_id}, {"first_missing", e.first_missing},
-                                        {"seen", e.seen}, {"repairing", e.repairing}});
+          if constexpr (std::is_same_v<T, raw_batch_ptr>) {
+            caf::anon_send(decoder, std::move(e));
+          } else if constexpr (std::is_same_v<T, ingress_notice_ptr>) {
+            if (e->what == ingress_notice::kind::history_lost) tell(health_fact::history_lost);
+            caf::anon_send(decoder, std::move(e));
+          } else if constexpr (std::is_same_v<T, ingress::history_event>) {
+            if (e.complete()) {
+              tell(health_fact::history_complete);
+            } else {
+              log::warn("engine history before this seq is gone from its replay ring: blocks it "
+                        "cached then are unknown to the index (index incomplete since start)",
+                        {{"replica", replica}, {"first_seq", e.first_seq}});
+              tell(health_fact::history_skipped);
+            }
           } else if constexpr (std::is_same_v<T, ingress::source_failed_event>) {
             caf::anon_send(self_hdl, atom::src_failed_v, e.what);
           }
+          // gap (logged by the source, repaired or followed by a notice) and connection
+          // changes: nothing to forward (connection state is published).
         },
         ev);
   };
@@ -172,14 +219,18 @@ actor_status status_of(ingress_self self) {
   j.add("replay_endpoint", s.opts.source.replay_endpoint);
   j.add("topic", s.opts.source.topic);
   j.add("connected", stats.connected);
+  j.add("live", stats.live);
+  j.add("catching_up", stats.catching_up);
   j.add("running", s.source->running());
   j.add("messages", stats.frames.messages);
   j.add("batches", stats.tracker.batches);
   j.add("gaps", stats.tracker.gaps);
   j.add("replays_requested", stats.tracker.replays_requested);
   j.add("replays_succeeded", stats.tracker.replays_succeeded);
+  j.add("tail_probes", stats.tracker.tail_probes);
   j.add("batches_recovered", stats.tracker.batches_recovered);
   j.add("history_lost", stats.tracker.history_lost);
+  j.add("history_skipped", stats.tracker.cold_skipped);
   j.add("incarnation_resets", stats.tracker.resets);
   j.add("in_flight", stats.in_flight);
   return j;
@@ -192,13 +243,13 @@ void drain_step(ingress_self self) {
   const auto stats = s.source->stats();
   const bool quiet = stats.frames.messages == s.drain_seen && stats.in_flight == 0;
   s.drain_seen = stats.frames.messages;
-  if (!quiet && std::chrono::steady_clock::now() < s.drain_until && s.source->running()) {
+  if (!quiet && self->clock().now() < s.drain_until && s.source->running()) {
     self->delayed_send(self, drain_poll, atom::drain_step_v);
     return;
   }
   s.source->stop();
-  s.stopped = true;
   publish(self);
+  s.stopped = true;
   for (auto& p : s.drain_waiting) p.deliver(true);
   s.drain_waiting.clear();
 }
@@ -209,29 +260,29 @@ ingress_actor::behavior_type ingress_fn(ingress_self self, pipeline_context ctx,
   auto& st = self->state;
   st.ctx = std::move(ctx);
   st.opts = std::move(opts);
-  st.credits = std::move(credits);
+  st.series = std::make_unique<ingress_series>(st.ctx);
   auto source_opts = st.opts.source;
   source_opts.log = make_log(st.ctx.name);
-  st.source = std::make_shared<ingress::zmq_source>(
-      std::move(source_opts),
-      make_sink(std::move(decoder), caf::actor_cast<ingress_actor>(self), st.ctx.name));
+  source_opts.credits = std::move(credits);
+  const auto me = caf::actor_cast<ingress_actor>(self);
+  source_opts.on_change = [dirty = st.dirty, me] {
+    if (!dirty->exchange(true)) caf::anon_send(me, atom::publish_v);
+  };
+  auto sink = make_sink(std::move(decoder), me, st.ctx.health, st.ctx.name);
+  if (st.opts.make_source)
+    st.source = st.opts.make_source(std::move(source_opts), std::move(sink));
+  else
+    st.source = std::make_unique<ingress::zmq_source>(std::move(source_opts), std::move(sink));
   std::string err;
   if (!st.source->start(&err)) {
     // A supervisor restart with backoff is the retry; the error says why on /debug/tree.
     log::error("engine endpoint unusable", {{"replica", st.ctx.name},
                                             {"endpoint", st.opts.source.endpoint}, {"err", err}});
     self->quit(caf::make_error(caf::sec::runtime_error, err));
-  } else {
-    st.credits->attach(st.source);  // zmq_source logs "subscribed to engine KV events"
   }
-  self->delayed_send(self, tick_interval, atom::publish_v);
+  publish(self);  // every series exists from the start, at 0 (no cooldown: nothing moved yet)
   return {
-      [=](atom::publish) {
-        auto& s = self->state;
-        if (s.stopped) return;  // the drain published the final counters
-        publish(self);
-        self->delayed_send(self, tick_interval, atom::publish_v);
-      },
+      [=](atom::publish) { on_publish(self); },
       [=](atom::drain_step) {
         if (self->state.draining && !self->state.stopped) drain_step(self);
       },
@@ -242,7 +293,7 @@ ingress_actor::behavior_type ingress_fn(ingress_self self, pipeline_context ctx,
         s.drain_waiting.push_back(p);
         if (!s.draining) {
           s.draining = true;
-          s.drain_until = std::chrono::steady_clock::now() + drain_read_max;
+          s.drain_until = self->clock().now() + drain_read_max;
           drain_step(self);
         }
         return p;

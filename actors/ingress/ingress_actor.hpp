@@ -1,11 +1,12 @@
 #pragma once
-// The ingress actor: owns the ZMQ thread (zmq_source) of one engine source and forwards what it
-// delivers straight to the decoder (anon_send from the ZMQ thread: no hop through this actor's
-// mailbox on the hot path). The actor itself publishes the thread's counters, answers status,
-// and dies with an error when the thread fails so the supervisor restarts the data path.
+// The ingress actor: owns the event source (the ZMQ thread, zmq_source) of one engine and lets it
+// forward what it delivers straight to the decoder (anon_send from the ZMQ thread: no hop through
+// this actor's mailbox on the hot path). The actor itself publishes the source's counters when
+// they change (at most once a second, never while idle), tells the supervisor the health facts it
+// observes, answers status, and dies with an error when the source fails so the supervisor
+// restarts the data path.
 
 #include <memory>
-#include <mutex>
 
 #include "actors/ingress/zmq_source.hpp"
 #include "messages/actors.hpp"
@@ -17,27 +18,13 @@ class actor_system;
 
 namespace kvrelay {
 
-
-/// Lets the decoder return credits to whichever zmq_source is current (it is replaced when the
-/// ingress restarts), without either actor touching the other's state.
-class credit_line {
- public:
-  void attach(std::shared_ptr<ingress::zmq_source> s) {
-    std::lock_guard<std::mutex> lk(mu_);
-    src_ = std::move(s);
-  }
-  void credit(uint32_t n) {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (src_) src_->credit(n);
-  }
-
- private:
-  std::mutex mu_;
-  std::shared_ptr<ingress::zmq_source> src_;
-};
+/// The decoder returns credits here; the ingress' source reads the total (lock-free).
+using credit_line = ingress::credit_line;
 
 struct ingress_options {
   ingress::zmq_source_options source;
+  /// Makes the source; empty → a zmq_source. Tests inject one that needs no sockets.
+  ingress::source_factory make_source;
 };
 
 /// Spawns the ingress. An unusable endpoint makes it quit with an error at once (the

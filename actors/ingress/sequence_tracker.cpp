@@ -22,6 +22,8 @@ const char* to_string(action_kind k) noexcept {
     case action_kind::cancel_replay: return "cancel_replay";
     case action_kind::history_lost: return "history_lost";
     case action_kind::incarnation_reset: return "incarnation_reset";
+    case action_kind::schedule_probe: return "schedule_probe";
+    case action_kind::first_batch: return "first_batch";
   }
   return "unknown";
 }

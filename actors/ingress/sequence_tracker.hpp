@@ -17,7 +17,23 @@
 //     BlockRemoved would otherwise leave a hint that can never be evicted.
 //  5. Cold: until the first batch of an incarnation is delivered we hold no state built from its
 //     history, so missing history is not a loss (counted as cold_skipped, no action). With a
-//     replay endpoint the tracker starts by asking for everything from seq 0.
+//     replay endpoint the tracker starts by asking for everything from seq 0; the executor calls
+//     start() only once its live socket has an engine peer, so the request is not answered from
+//     a ring snapshot taken before the subscription could exist.
+//  6. Unconfirmed tail: until the first live batch arrives, nothing proves that the subscription
+//     is in effect. A PUB drops what it sends before it has processed the subscription, and an
+//     engine sends no heartbeat, so batches published after the ring was read and before the
+//     subscription took effect would be missing, silently, for as long as the engine is quiet.
+//     Hence a replay END with no live batch seen yet does not end the catch-up: the tracker asks
+//     again from the next expected seq (`schedule_probe` k = 1..tail_probes; the executor waits
+//     before each, doubling, then calls on_probe_due()), until a live batch arrives or the probes
+//     run out. A live batch ends the probing; a hole below it is the late subscription's, not a
+//     gap: it is repaired by replay like one but not counted as a gap (rule 4 counts the rest).
+//  7. History: right before the first delivery of an incarnation the tracker says which seq it
+//     starts from (`first_batch`): from 0, it holds the engine process' whole history; from
+//     anything later, the history before it is gone (cold_skipped) and whatever the engine cached
+//     in it is unknown to the index. A later history_lost has the same consequence after the
+//     consumer's clear.
 //
 // Delivery is strictly in seq order without duplicates. Replay replies and buffered live batches
 // are merged: whatever is contiguous with the last delivered seq is delivered at once, so memory
@@ -28,8 +44,9 @@
 // Holes above everything the replay could have known about (live batches lost after the ring was
 // read) trigger a follow-up replay after END.
 //
-// Payload: any movable type with `size()` (std::string in tests, a zero-copy ZMQ frame handle in
-// the source). The tracker never inspects the bytes.
+// Payload: any movable type whose size in bytes is `payload_bytes(p)`: `p.size()` by default, or
+// an overload found by argument-dependent lookup (the ZMQ source's shared raw_batch). The tracker
+// never inspects the bytes.
 
 #include <algorithm>
 #include <cstddef>
@@ -41,6 +58,12 @@
 #include <vector>
 
 namespace kvrelay::ingress {
+
+/// Size in bytes of a payload with size(); other payload types overload it in their namespace.
+template <class P>
+auto payload_bytes(const P& p) -> decltype(static_cast<size_t>(p.size())) {
+  return static_cast<size_t>(p.size());
+}
 
 /// Why a range of sequence numbers will never be delivered.
 enum class loss_reason : uint8_t {
@@ -58,6 +81,8 @@ enum class action_kind : uint8_t {
   cancel_replay,      // drop the outstanding replay (close its DEALER; late replies are stray)
   history_lost,       // [seq, seq2) will never be delivered; reason; the consumer must clear
   incarnation_reset,  // seq = new live seq, seq2 = previous last live seq; consumer must clear
+  schedule_probe,     // rule 6: call on_probe_due() after probe number seq2's delay (seq: from)
+  first_batch,        // rule 7: the incarnation's first delivery follows; seq = its seq
 };
 const char* to_string(action_kind k) noexcept;
 
@@ -67,6 +92,7 @@ struct tracker_options {
   size_t max_buffered_batches = 4096;
   size_t max_buffered_bytes = size_t{64} << 20;
   uint32_t max_replay_attempts = 3;  // consecutive timeouts without progress before giving up
+  uint32_t tail_probes = 8;        // rule 6: re-asks after an END while no live batch was seen
 };
 
 /// Monotonic counters (plus two gauges) for /metrics.
@@ -74,7 +100,7 @@ struct tracker_counters {
   uint64_t batches = 0;            // delivered
   uint64_t batches_recovered = 0;  // delivered that came from a replay
   uint64_t gaps = 0;               // live seq beyond the next expected one
-  uint64_t replays_requested = 0;  // request_replay actions, retries and cold start included
+  uint64_t replays_requested = 0;  // request_replay actions, retries, probes and cold start included
   uint64_t replays_succeeded = 0;  // END received for an outstanding replay
   uint64_t replays_failed = 0;     // timeouts
   uint64_t duplicates = 0;
@@ -85,6 +111,8 @@ struct tracker_counters {
   uint64_t buffer_overflows = 0;
   uint64_t stray_replies = 0;      // replies or END with no replay outstanding
   uint64_t discarded_on_reset = 0; // buffered batches of the old incarnation thrown away
+  uint64_t tail_probes = 0;        // rule 6 re-asks sent
+  uint64_t tail_recovered = 0;     // batches only a rule 6 re-ask (or the late-join repair) found
   uint64_t buffered = 0;           // gauge: batches in the reorder buffer now
   uint64_t buffered_bytes = 0;     // gauge
 };
@@ -110,13 +138,17 @@ class sequence_tracker {
     if (opts_.max_buffered_batches == 0) opts_.max_buffered_batches = 1;
   }
 
-  /// Call once before feeding anything: the cold-start replay request, if configured.
+  /// Call once, when the live socket first has an engine peer: the cold-start replay request, if
+  /// configured (rule 5).
   void start(actions& out) {
+    if (started_) return;
+    started_ = true;
     if (opts_.replay_enabled && opts_.cold_start_replay) begin_replay(0, out);
   }
 
   /// A live batch. Precondition: seq != UINT64_MAX (the END marker; the source rejects it).
   void on_live(uint64_t seq, Payload p, actions& out) {
+    if (!started_) start(out);  // a live batch proves the peer, whatever the executor saw first
     if (last_live_ && seq <= *last_live_) return reset_incarnation(seq, std::move(p), out);
     // Caught up from the replay ring alone, so no live watermark yet: a first live seq below
     // what replay delivered is a late duplicate only when it is close behind; seq 0 or one far
@@ -125,19 +157,38 @@ class sequence_tracker {
         (seq == 0 || next_ - seq > late_duplicate_window))
       return reset_incarnation(seq, std::move(p), out);
     last_live_ = seq;
+    const bool late_join = probing_;  // rule 6: this batch confirms the subscription
+    probing_ = false;
     if (replaying_) {
+      if (in_probe_ && buffer_.empty() && have_next_ && seq == next_) {
+        // The probe asks for what this batch now proves is not missing: deliver, do not wait.
+        replaying_ = false;
+        in_probe_ = false;
+        emit(out, action_kind::cancel_replay, seq);
+        deliver(seq, std::move(p), false, out);
+        return;
+      }
       insert(seq, std::move(p), false, out);
       return;
     }
     if (!have_next_) {
+      // The first batch sets the baseline (rule 5): what came before it is history we lack.
       have_next_ = true;
       next_ = seq;
+      if (cold_) c_.cold_skipped += seq;
     }
     if (seq < next_) {
       ++c_.duplicates;
       return;
     }
     if (seq > next_) {
+      if (late_join) {
+        // The subscription took effect after the replay read the ring: the hole is in the ring.
+        late_join_from_ = next_;
+        store(seq, std::move(p), false);
+        begin_replay(next_, out);
+        return;
+      }
       ++c_.gaps;
       emit(out, action_kind::gap_detected, next_, seq);
       if (opts_.replay_enabled) {
@@ -187,8 +238,28 @@ class sequence_tracker {
     uint64_t lost_below = cursor_;
     if (live_high_at_request_) lost_below = std::max(lost_below, *live_high_at_request_ + 1);
     drain(lost_below, loss_reason::history_lost, out);
+    late_join_from_.reset();
     // Live batches lost after the ring was read sit above a hole nobody asked for yet.
-    if (!buffer_.empty()) begin_replay(next_, out);
+    if (!buffer_.empty()) {
+      begin_replay(next_, out);
+      return;
+    }
+    // Rule 6: no live batch yet, so the ring may have more than it had when it was read.
+    if (!last_live_ && probes_sent_ < opts_.tail_probes) {
+      probing_ = true;
+      emit(out, action_kind::schedule_probe, next_, probes_sent_ + 1);
+    } else {
+      probing_ = false;
+    }
+  }
+
+  /// A schedule_probe's delay elapsed: ask again, unless a live batch arrived in the meantime.
+  void on_probe_due(actions& out) {
+    if (!probing_ || replaying_ || last_live_) return;
+    ++probes_sent_;
+    ++c_.tail_probes;
+    in_probe_ = true;
+    begin_replay(next_, out);
   }
 
   /// The outstanding replay saw no reply within the executor's inactivity timeout.
@@ -209,6 +280,10 @@ class sequence_tracker {
   }
 
   bool replay_outstanding() const noexcept { return replaying_; }
+  /// Rule 6 is waiting for a probe's delay (no live batch seen, probes left).
+  bool probing() const noexcept { return probing_ && !replaying_; }
+  /// A live batch has arrived since start: the subscription is known to be in effect.
+  bool live_confirmed() const noexcept { return last_live_.has_value(); }
   /// The next seq the tracker will deliver, once known.
   std::optional<uint64_t> next_expected() const noexcept {
     return have_next_ ? std::optional<uint64_t>(next_) : std::nullopt;
@@ -233,6 +308,7 @@ class sequence_tracker {
   }
 
   void deliver(uint64_t seq, Payload p, bool replayed, actions& out) {
+    if (cold_) emit(out, action_kind::first_batch, seq);
     action a;
     a.kind = action_kind::deliver;
     a.seq = seq;
@@ -241,6 +317,8 @@ class sequence_tracker {
     out.push_back(std::move(a));
     ++c_.batches;
     if (replayed) ++c_.batches_recovered;
+    if (replayed && (in_probe_ || (late_join_from_ && seq >= *late_join_from_)))
+      ++c_.tail_recovered;
     next_ = seq + 1;
     have_next_ = true;
     cold_ = false;
@@ -270,12 +348,15 @@ class sequence_tracker {
 
   void give_up(loss_reason r, actions& out) {
     replaying_ = false;
+    probing_ = false;
+    in_probe_ = false;
+    late_join_from_.reset();
     emit(out, action_kind::cancel_replay, next_);
     drain(no_bound, r, out);
   }
 
   void store(uint64_t seq, Payload p, bool replayed) {
-    c_.buffered_bytes += p.size();
+    c_.buffered_bytes += payload_bytes(p);
     buffer_.emplace(seq, entry{std::move(p), replayed});
     c_.buffered = buffer_.size();
   }
@@ -286,7 +367,7 @@ class sequence_tracker {
       return;
     }
     const bool full = buffer_.size() >= opts_.max_buffered_batches ||
-                      c_.buffered_bytes + p.size() > opts_.max_buffered_bytes;
+                      c_.buffered_bytes + payload_bytes(p) > opts_.max_buffered_bytes;
     store(seq, std::move(p), replayed);
     if (full) {
       ++c_.buffer_overflows;
@@ -313,11 +394,12 @@ class sequence_tracker {
         declare_lost(seq, r, out);
       }
       entry e = std::move(it->second);
-      c_.buffered_bytes -= e.payload.size();
+      c_.buffered_bytes -= payload_bytes(e.payload);
       buffer_.erase(it);
       deliver(seq, std::move(e.payload), e.replayed, out);
     }
     c_.buffered = buffer_.size();
+    if (!replaying_) in_probe_ = false;
   }
 
   void reset_incarnation(uint64_t seq, Payload p, actions& out) {
@@ -333,6 +415,9 @@ class sequence_tracker {
     c_.buffered_bytes = 0;
     have_next_ = false;
     cold_ = true;
+    probing_ = false;
+    in_probe_ = false;
+    late_join_from_.reset();
     last_live_ = seq;
     if (opts_.replay_enabled && seq > 0) {
       // The new engine's history before `seq` is in its ring: catch up as at cold start.
@@ -340,6 +425,7 @@ class sequence_tracker {
       begin_replay(0, out);
       return;
     }
+    if (seq > 0) c_.cold_skipped += seq;
     deliver(seq, std::move(p), false, out);
   }
 
@@ -349,6 +435,7 @@ class sequence_tracker {
 
   tracker_options opts_;
   tracker_counters c_;
+  bool started_ = false;
   bool have_next_ = false;
   uint64_t next_ = 0;
   bool cold_ = true;
@@ -358,6 +445,10 @@ class sequence_tracker {
   uint64_t cursor_ = 0;  // 1 + highest reply seq of the outstanding request (0: none yet)
   uint32_t attempts_ = 0;
   std::optional<uint64_t> live_high_at_request_;
+  bool probing_ = false;         // rule 6: waiting for a probe's delay
+  bool in_probe_ = false;        // the outstanding replay is a rule 6 probe
+  uint32_t probes_sent_ = 0;     // rule 6 probes of this process (never reset: bounded in total)
+  std::optional<uint64_t> late_join_from_;  // rule 6 repair of a late subscription, from here
   std::map<uint64_t, entry> buffer_;
 };
 

@@ -3,6 +3,9 @@
 #include "base/backoff.hpp"
 #include "base/rate_limiter.hpp"
 
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <zmq.hpp>
 
 #include <algorithm>
@@ -12,14 +15,10 @@
 #include <cstring>
 #include <future>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 namespace kvrelay::ingress {
-
-payload_ref payload_ref::copy_of(std::string_view bytes) {
-  auto owner = std::make_shared<const std::string>(bytes);
-  return payload_ref(owner, std::string_view(*owner));
-}
 
 bool sub_binds(std::string_view endpoint, bind_mode mode) noexcept {
   if (mode != bind_mode::auto_detect) return mode == bind_mode::bind;
@@ -55,9 +54,43 @@ std::array<char, 8> be8(uint64_t v) {
   return out;
 }
 
-payload_ref take_payload(zmq::message_t& m) {
-  auto owner = std::make_shared<zmq::message_t>(std::move(m));
-  return payload_ref(owner, std::string_view(owner->data<char>(), owner->size()));
+// One allocation per batch: the frame and the raw_batch that points into it live together, and
+// the batch's shared_ptr keeps both until the decoder is done.
+struct zmq_batch : raw_batch {
+  zmq::message_t frame;
+};
+
+raw_batch_ptr take_batch(zmq::message_t& m, uint64_t seq, bool replayed) {
+  auto b = std::make_shared<zmq_batch>();
+  b->frame = std::move(m);
+  b->seq = seq;
+  b->replayed = replayed;
+  b->data = b->frame.data<char>();
+  b->size = b->frame.size();
+  return b;
+}
+
+// stop() writes the eventfd so a poll without a timeout returns at once.
+struct wake_fd {
+  int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  wake_fd() {
+    if (fd < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
+  }
+  ~wake_fd() { ::close(fd); }
+  wake_fd(const wake_fd&) = delete;
+  wake_fd& operator=(const wake_fd&) = delete;
+  void wake() const noexcept {
+    const uint64_t one = 1;
+    [[maybe_unused]] auto r = ::write(fd, &one, sizeof one);
+  }
+};
+
+bool same(const zmq_source_stats& a, const zmq_source_stats& b) {
+  // Both counter blocks are plain uint64_t fields: no padding to compare.
+  return std::memcmp(&a.tracker, &b.tracker, sizeof a.tracker) == 0 &&
+         std::memcmp(&a.frames, &b.frames, sizeof a.frames) == 0 && a.throttled == b.throttled &&
+         a.connects == b.connects && a.disconnects == b.disconnects &&
+         a.connected == b.connected && a.live == b.live && a.catching_up == b.catching_up;
 }
 
 // One multipart message; frames beyond max_parts are received and dropped so the socket stays
@@ -91,7 +124,17 @@ bool recv_multipart(zmq::socket_t& s, multipart& mp) {
 struct zmq_source::impl {
   impl(zmq_source_options o, sink_fn s)
       : opts(std::move(o)), sink(std::move(s)), tracker(make_tracker_options(opts)),
-        replay_backoff(opts.replay_backoff_initial, opts.replay_backoff_max) {}
+        replay_backoff(opts.replay_backoff_initial, opts.replay_backoff_max) {
+    if (!opts.credits) opts.credits = std::make_shared<credit_line>();
+    credit_base = opts.credits->credited();
+  }
+
+  // Delivered and not yet credited. Signed: a dead consumer's late credits may overshoot.
+  uint64_t in_flight() const noexcept {
+    const auto d = static_cast<int64_t>(delivered.load(std::memory_order_relaxed));
+    const auto c = static_cast<int64_t>(opts.credits->credited() - credit_base);
+    return d > c ? static_cast<uint64_t>(d - c) : 0;
+  }
 
   static tracker_options make_tracker_options(const zmq_source_options& o) {
     tracker_options t = o.tracker;
@@ -104,7 +147,9 @@ struct zmq_source::impl {
   sink_fn sink;
   std::atomic<bool> stop_flag{false};
   std::atomic<bool> alive{false};
-  std::atomic<uint64_t> in_flight{0};
+  std::atomic<uint64_t> delivered{0};  // written by the thread, read by stats()
+  uint64_t credit_base = 0;            // opts.credits->credited() when the source was made
+  wake_fd waker;
   mutable std::mutex mu;  // guards snapshot and sub_endpoint
   zmq_source_stats snapshot;
   std::string sub_endpoint;
@@ -115,8 +160,8 @@ struct zmq_source::impl {
 
   // -- owned by the thread --
   std::shared_ptr<zmq::context_t> ctx;
-  sequence_tracker<payload_ref> tracker;
-  sequence_tracker<payload_ref>::actions actions;
+  sequence_tracker<raw_batch_ptr> tracker;
+  sequence_tracker<raw_batch_ptr>::actions actions;
   frame_counters frames;
   uint64_t throttled = 0, connects = 0, disconnects = 0, peers = 0;
   std::unique_ptr<zmq::socket_t> dealer;
@@ -124,6 +169,8 @@ struct zmq_source::impl {
   uint64_t replay_from = 0;
   clock::time_point replay_not_before{};
   clock::time_point replay_deadline{};
+  bool probe_pending = false;  // tracker rule 6: on_probe_due() at probe_at
+  clock::time_point probe_at{};
   backoff replay_backoff;  // attempts = consecutive replay failures; reset by an END
   // One warning per reason, then at most one per 10 s with the count since: frame, seq,
   // reserved, replay.
@@ -163,6 +210,8 @@ void zmq_source::impl::reject(uint64_t& counter, size_t limit, const char* what,
 }
 
 void zmq_source::impl::run() {
+  // Named for top -H, perf and scripts/idle-wakeups.sh (15 characters at most).
+  pthread_setname_np(pthread_self(), "kvr.ingress");
   try {
     run_loop();
   } catch (const zmq::error_t& e) {
@@ -226,8 +275,7 @@ void zmq_source::impl::run_loop() {
        {"replay_endpoint", opts.replay_endpoint}});
   signal_ready(std::string());
 
-  tracker.start(actions);
-  execute();
+  // The cold-start replay waits for the first engine peer (tracker rule 5): drain_monitor.
   while (!stop_flag.load(std::memory_order_relaxed)) {
     poll_once();
     publish_stats();
@@ -236,25 +284,34 @@ void zmq_source::impl::run_loop() {
 
 void zmq_source::impl::poll_once() {
   auto now = clock::now();
+  if (probe_pending && now >= probe_at) {
+    probe_pending = false;
+    tracker.on_probe_due(actions);
+    execute();
+  }
   if (want_replay && !dealer && now >= replay_not_before) open_replay(now);
 
-  const bool throttle = in_flight.load(std::memory_order_acquire) >= opts.max_in_flight;
-  milliseconds timeout(50);
+  const bool throttle = in_flight() >= opts.max_in_flight;
+  // Nothing due: wait on the sockets alone (stop() wakes the eventfd). -1 = no timeout.
+  milliseconds timeout(-1);
+  auto until = [&](clock::time_point t) {
+    auto d = std::chrono::duration_cast<milliseconds>(t - now) + milliseconds(1);
+    d = std::max(d, milliseconds(0));
+    timeout = timeout.count() < 0 ? d : std::min(d, timeout);
+  };
   if (throttle) {
     ++throttled;
-    timeout = milliseconds(5);  // credits are not pollable; look again soon
+    until(now + milliseconds(4));  // credits are not pollable; look again soon
     // A paused reader must not make the replay look dead.
     if (dealer) replay_deadline = std::max(replay_deadline, now + opts.replay_timeout);
   }
-  auto until = [&](clock::time_point t) {
-    auto d = std::chrono::duration_cast<milliseconds>(t - now) + milliseconds(1);
-    timeout = std::clamp(d, milliseconds(0), timeout);
-  };
   if (want_replay && !dealer) until(replay_not_before);
   if (dealer) until(replay_deadline);
+  if (probe_pending) until(probe_at);
 
-  std::array<zmq_pollitem_t, 3> items{};
+  std::array<zmq_pollitem_t, 4> items{};
   size_t n = 0;
+  items[n++] = {nullptr, waker.fd, ZMQ_POLLIN, 0};
   items[n++] = {mon_sock->handle(), 0, ZMQ_POLLIN, 0};
   const size_t sub_idx = throttle ? max_parts : n;
   if (!throttle) items[n++] = {sub_sock->handle(), 0, ZMQ_POLLIN, 0};
@@ -262,7 +319,7 @@ void zmq_source::impl::poll_once() {
   if (dealer && !throttle) items[n++] = {dealer->handle(), 0, ZMQ_POLLIN, 0};
   zmq::poll(items.data(), n, timeout);
 
-  if (items[0].revents & ZMQ_POLLIN) drain_monitor(*mon_sock);
+  if (items[1].revents & ZMQ_POLLIN) drain_monitor(*mon_sock);
   if (sub_idx < n && (items[sub_idx].revents & ZMQ_POLLIN)) drain_sub(*sub_sock);
   if (dealer_idx < n && dealer && (items[dealer_idx].revents & ZMQ_POLLIN)) drain_dealer();
 
@@ -273,7 +330,7 @@ void zmq_source::impl::poll_once() {
 void zmq_source::impl::drain_sub(zmq::socket_t& sub) {
   multipart mp;
   for (uint32_t i = 0; i < opts.max_drain; ++i) {
-    if (in_flight.load(std::memory_order_acquire) >= opts.max_in_flight) return;
+    if (in_flight() >= opts.max_in_flight) return;
     if (stop_flag.load(std::memory_order_relaxed)) return;
     if (!recv_multipart(sub, mp)) return;
     on_live(mp);
@@ -287,7 +344,7 @@ void zmq_source::impl::on_live(multipart& mp) {
   const uint64_t seq = read_be8(mp.part[1]);
   if (seq == end_marker) return reject(frames.reserved_seq, 2, "END seq on a live batch", seq);
   frames.bytes += mp.part[2].size();
-  tracker.on_live(seq, take_payload(mp.part[2]), actions);
+  tracker.on_live(seq, take_batch(mp.part[2], seq, false), actions);
   execute();
 }
 
@@ -318,7 +375,7 @@ void zmq_source::impl::on_reply(multipart& mp) {
     want_replay = false;
     tracker.on_replay_end(actions);
   } else {
-    tracker.on_replay(seq, take_payload(payload), actions);
+    tracker.on_replay(seq, take_batch(payload, seq, true), actions);
   }
   execute();
 }
@@ -346,14 +403,19 @@ void zmq_source::impl::drain_monitor(zmq::socket_t& mon) {
   // Whoever reacts to the event may read stats(): let them see the new connection state.
   publish_stats();
   for (auto& ev : out) sink(std::move(ev));
+  // With a peer the subscription can take effect: now the cold-start replay may be asked for.
+  if (connects > 0) {
+    tracker.start(actions);
+    execute();
+  }
 }
 
 void zmq_source::impl::execute() {
   for (auto& a : actions) {
     switch (a.kind) {
       case action_kind::deliver:
-        in_flight.fetch_add(1, std::memory_order_relaxed);
-        sink(batch_event{a.seq, std::move(a.payload), a.replayed});
+        delivered.fetch_add(1, std::memory_order_relaxed);
+        sink(std::move(a.payload));
         break;
       case action_kind::gap_detected:
         log(log_severity::warn, "sequence gap",
@@ -373,12 +435,25 @@ void zmq_source::impl::execute() {
         log(log_severity::warn, "engine history lost; index will be cleared",
             {{"first_missing", std::to_string(a.seq)},
              {"first_available", std::to_string(a.seq2)}, {"reason", to_string(a.reason)}});
-        sink(history_lost_event{a.seq, a.seq2, a.reason});
+        sink(std::make_shared<const ingress_notice>(ingress_notice{
+            ingress_notice::kind::history_lost, a.seq, a.seq2, to_string(a.reason)}));
         break;
       case action_kind::incarnation_reset:
         log(log_severity::warn, "engine sequence restarted; new incarnation",
             {{"previous_seq", std::to_string(a.seq2)}, {"new_seq", std::to_string(a.seq)}});
-        sink(incarnation_reset_event{a.seq2, a.seq});
+        sink(std::make_shared<const ingress_notice>(
+            ingress_notice{ingress_notice::kind::incarnation_reset, a.seq2, a.seq, ""}));
+        break;
+      case action_kind::schedule_probe: {
+        // Probe k waits initial·2^(k-1): quick while a subscription is probably still joining,
+        // rare once it surely has.
+        const auto k = std::min<uint64_t>(a.seq2 == 0 ? 1 : a.seq2, 20);
+        probe_pending = true;
+        probe_at = clock::now() + opts.tail_probe_initial * (int64_t{1} << (k - 1));
+        break;
+      }
+      case action_kind::first_batch:
+        sink(history_event{a.seq});
         break;
     }
   }
@@ -428,13 +503,20 @@ void zmq_source::impl::publish_stats() {
   zmq_source_stats s;
   s.tracker = tracker.counters();
   s.frames = frames;
-  s.in_flight = in_flight.load(std::memory_order_relaxed);
+  s.in_flight = in_flight();
   s.throttled = throttled;
   s.connects = connects;
   s.disconnects = disconnects;
   s.connected = peers > 0;
-  std::lock_guard<std::mutex> lk(mu);
-  snapshot = s;
+  s.live = tracker.live_confirmed();
+  s.catching_up = tracker.replay_outstanding() || tracker.probing();
+  bool changed = false;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    changed = !same(s, snapshot);
+    snapshot = s;
+  }
+  if (changed && opts.on_change) opts.on_change();
 }
 
 // -- zmq_source: the owner's handle ------------------------------------------------------------
@@ -471,19 +553,13 @@ bool zmq_source::start(std::string* error) {
 
 void zmq_source::stop() {
   impl_->stop_flag.store(true);
+  impl_->waker.wake();
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
 bool zmq_source::running() const noexcept { return impl_->alive.load(); }
 
-void zmq_source::credit(uint32_t n) noexcept {
-  uint64_t cur = impl_->in_flight.load(std::memory_order_relaxed);
-  uint64_t next;
-  do {
-    next = cur > n ? cur - n : 0;  // a consumer that over-credits must not wrap the counter
-  } while (!impl_->in_flight.compare_exchange_weak(cur, next, std::memory_order_release,
-                                                   std::memory_order_relaxed));
-}
+void zmq_source::credit(uint32_t n) noexcept { impl_->opts.credits->credit(n); }
 
 std::string zmq_source::sub_endpoint() const {
   std::lock_guard<std::mutex> lk(impl_->mu);
@@ -493,7 +569,7 @@ std::string zmq_source::sub_endpoint() const {
 zmq_source_stats zmq_source::stats() const {
   std::lock_guard<std::mutex> lk(impl_->mu);
   zmq_source_stats s = impl_->snapshot;
-  s.in_flight = impl_->in_flight.load(std::memory_order_relaxed);
+  s.in_flight = impl_->in_flight();
   return s;
 }
 

@@ -11,10 +11,15 @@
 // ZMQ's rcvhwm fills and the engine's PUB drops — a loss that shows up as a sequence gap (and is
 // repaired by replay where possible) instead of unbounded memory here.
 //
+// Idle cost: the poll waits on the sockets (and an eventfd that stop() writes) with no timeout
+// unless something is due — a replay's inactivity deadline or retry, a tail probe — or reading is
+// throttled (credits are not pollable: it looks again every 5 ms, under load only).
+//
 // zmq.hpp stays out of this header (pimpl): it is ~5k lines of templates that every includer of
-// the actor shell would otherwise compile. Payloads travel as `payload_ref`, which keeps the ZMQ
-// frame alive without copying it.
+// the actor shell would otherwise compile. A batch travels as the pipeline's raw_batch: one
+// allocation holds the received ZMQ frame and the raw_batch that points into it (no copy).
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -26,58 +31,49 @@
 #include <vector>
 
 #include "actors/ingress/sequence_tracker.hpp"
+#include "messages/pipeline.hpp"
 
 namespace zmq {
 class context_t;
 }
 
+namespace kvrelay {
+
+/// The tracker's payload size for the shared batches the source delivers (found by ADL).
+inline size_t payload_bytes(const raw_batch_ptr& b) noexcept { return b ? b->size : 0; }
+
+}  // namespace kvrelay
+
 namespace kvrelay::ingress {
 
-/// Bytes owned by something else (a received ZMQ frame), shared and immutable. Copying is a
-/// refcount increment, so actor messages can carry it.
-class payload_ref {
+/// How the consumer hands back batches it finished with, without a lock: a monotonic count the
+/// consumer adds to and the source reads. One line per pipeline, shared across data-path
+/// restarts; a new source counts from the total it finds, so at most a dead consumer's late
+/// credits (fewer than its in-flight budget) land on its successor.
+class credit_line {
  public:
-  payload_ref() = default;
-  payload_ref(std::shared_ptr<const void> owner, std::string_view bytes)
-      : owner_(std::move(owner)), bytes_(bytes) {}
-  /// A payload that owns a copy of `bytes` (tests, tools).
-  static payload_ref copy_of(std::string_view bytes);
-
-  std::string_view bytes() const noexcept { return bytes_; }
-  const char* data() const noexcept { return bytes_.data(); }
-  size_t size() const noexcept { return bytes_.size(); }
-  bool empty() const noexcept { return bytes_.empty(); }
+  void credit(uint64_t n) noexcept { credited_.fetch_add(n, std::memory_order_release); }
+  uint64_t credited() const noexcept { return credited_.load(std::memory_order_acquire); }
 
  private:
-  std::shared_ptr<const void> owner_;
-  std::string_view bytes_;
+  std::atomic<uint64_t> credited_{0};
 };
 
 // -- what the source reports -------------------------------------------------------------------
 
-/// One engine batch, in sequence order, never twice.
-struct batch_event {
-  uint64_t seq = 0;
-  payload_ref payload;
-  bool replayed = false;  // came from the replay endpoint rather than the live stream
-};
-/// A live seq skipped ahead. Informational: a history_lost follows if it cannot be repaired.
+/// A live seq skipped ahead. Informational: a history_lost notice follows if it cannot be
+/// repaired.
 struct gap_event {
   uint64_t first_missing = 0;
   uint64_t seen = 0;
   bool repairing = false;  // a replay was requested
 };
-/// [first_missing, first_available) will never arrive. The pipeline must clear: a missed
-/// BlockRemoved would leave a hint nothing can evict.
-struct history_lost_event {
-  uint64_t first_missing = 0;
-  uint64_t first_available = 0;
-  loss_reason reason = loss_reason::history_lost;
-};
-/// The live seq went backwards: a new engine process. The pipeline must clear.
-struct incarnation_reset_event {
-  uint64_t previous_seq = 0;
-  uint64_t new_seq = 0;
+/// The first batch of an engine incarnation is about to be delivered (tracker rule 7): from seq
+/// 0 the index sees the engine process' whole history; from later, what it cached before is
+/// unknown to the index.
+struct history_event {
+  uint64_t first_seq = 0;
+  bool complete() const noexcept { return first_seq == 0; }
 };
 /// The SUB socket gained (TCP connected/accepted) or lost a peer.
 struct connected_event {
@@ -91,9 +87,11 @@ struct source_failed_event {
   std::string what;
 };
 
-using ingress_event =
-    std::variant<batch_event, gap_event, history_lost_event, incarnation_reset_event,
-                 connected_event, disconnected_event, source_failed_event>;
+/// Batches in sequence order, never twice (raw_batch_ptr); lost history and new incarnations as
+/// the notices the pipeline acts on (ingress_notice_ptr: the source already logged them); and
+/// what the owner reports.
+using ingress_event = std::variant<raw_batch_ptr, ingress_notice_ptr, gap_event, history_event,
+                                   connected_event, disconnected_event, source_failed_event>;
 
 // -- configuration -----------------------------------------------------------------------------
 
@@ -123,6 +121,9 @@ struct zmq_source_options {
   /// [d/2, d]) so many pipelines on one engine host do not retry in lockstep. Reset after an END.
   std::chrono::milliseconds replay_backoff_initial{100};
   std::chrono::milliseconds replay_backoff_max{5000};
+  /// Tracker rule 6: delay before the first re-ask after a catch-up that saw no live batch;
+  /// each further probe waits twice as long (8 probes: 25.5 s in all with the default).
+  std::chrono::milliseconds tail_probe_initial{100};
   /// Delivered batches not yet credit()ed above which the thread stops reading.
   uint32_t max_in_flight = 1024;
   /// Messages taken per socket per poll wakeup: bounds the time between stop-flag checks.
@@ -131,8 +132,13 @@ struct zmq_source_options {
   tracker_options tracker;
   /// Shared ZMQ context; null → the source makes its own.
   std::shared_ptr<zmq::context_t> context;
+  /// Where the consumer returns credits; null → the source makes its own (see credit()).
+  std::shared_ptr<credit_line> credits;
   /// Optional log hook (called on the ZMQ thread). Texts follow the reference sidecar.
   log_fn log;
+  /// Optional: called on the ZMQ thread after a poll round that changed stats() (counters or
+  /// connection state), at most once per round. Must be cheap (the shell sets a flag).
+  std::function<void()> on_change;
 };
 
 /// Frame-level rejects and traffic, per reason (engine-wire.md "SHOULD reject" 1 and 5).
@@ -155,25 +161,43 @@ struct zmq_source_stats {
   uint64_t connects = 0;        // SUB peer connects/accepts
   uint64_t disconnects = 0;
   bool connected = false;       // the SUB has at least one peer
+  bool live = false;            // a live batch arrived: the subscription is in effect
+  bool catching_up = false;     // a replay is outstanding or a tail probe is due (rule 6)
 };
 
-class zmq_source {
+/// What the ingress shell needs of a source: the seam that lets it run without ZMQ in tests.
+class event_source {
  public:
   using sink_fn = std::function<void(ingress_event)>;
+  virtual ~event_source() = default;
+  /// Starts delivering; false (with `error` filled) when the endpoint is unusable.
+  virtual bool start(std::string* error) = 0;
+  /// Stops delivering and joins whatever thread delivers (idempotent).
+  virtual void stop() = 0;
+  virtual bool running() const noexcept = 0;
+  /// A consistent snapshot, safe from any thread.
+  virtual zmq_source_stats stats() const = 0;
+};
 
+/// Makes the source of one pipeline; the shell's default is a zmq_source.
+using source_factory =
+    std::function<std::unique_ptr<event_source>(zmq_source_options, event_source::sink_fn)>;
+
+class zmq_source final : public event_source {
+ public:
   zmq_source(zmq_source_options opts, sink_fn sink);
-  ~zmq_source();  // stop()
+  ~zmq_source() override;  // stop()
   zmq_source(const zmq_source&) = delete;
   zmq_source& operator=(const zmq_source&) = delete;
 
   /// Starts the thread and waits until its sockets are bound/connected. False (with `error`
   /// filled) when the endpoint is unusable; the thread is then not running.
-  bool start(std::string* error = nullptr);
-  /// Stops and joins the thread (returns within ~100 ms; idempotent, also from the destructor).
-  void stop();
-  bool running() const noexcept;
+  bool start(std::string* error = nullptr) override;
+  /// Stops and joins the thread (wakes its poll at once; idempotent, also from the destructor).
+  void stop() override;
+  bool running() const noexcept override;
 
-  /// The consumer finished with `n` batches.
+  /// The consumer finished with `n` batches (the same as options.credits->credit(n)).
   void credit(uint32_t n) noexcept;
 
   /// The SUB's actual endpoint (ZMQ_LAST_ENDPOINT) after start(): the real port when bound to
@@ -181,7 +205,7 @@ class zmq_source {
   std::string sub_endpoint() const;
 
   /// A consistent snapshot, safe from any thread (refreshed once per poll round).
-  zmq_source_stats stats() const;
+  zmq_source_stats stats() const override;
 
  private:
   struct impl;

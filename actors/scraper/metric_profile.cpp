@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <utility>
 
 namespace kvrelay {
@@ -47,6 +49,9 @@ constexpr const char* kHitsOld = "vllm:gpu_prefix_cache_hits";
 constexpr const char* kQueriesOld = "vllm:gpu_prefix_cache_queries";
 constexpr const char* kKnown[] = {kUsageKv, kUsageGpu, kUsageCpu,   kRunning, kWaiting, kHits,
                                   kQueries, kExtHits,  kExtQueries, kHitsOld, kQueriesOld};
+constexpr const char* kSleepState = "vllm:engine_sleep_state";
+constexpr const char* kSleepLevel = "vllm:engine_sleep_level";  // #24176's first revision only
+constexpr const char* kCacheConfig = "vllm:cache_config_info";
 }  // namespace vllm
 
 namespace sglang {
@@ -55,6 +60,10 @@ constexpr const char* kQueue = "sglang:num_queue_reqs";
 constexpr const char* kUsage = "sglang:token_usage";
 constexpr const char* kHitRate = "sglang:cache_hit_rate";
 constexpr const char* kKnown[] = {kRunning, kQueue, kUsage, kHitRate};
+constexpr const char* kUsedTokens = "sglang:num_used_tokens";
+constexpr const char* kPageSize = "sglang:page_size";
+constexpr const char* kNumPages = "sglang:num_pages";
+constexpr const char* kCacheConfig = "sglang:cache_config_info";  // before 0.5.11
 }  // namespace sglang
 
 // Sum and max over the series a read selected. `found` is false when no series qualified, which
@@ -136,6 +145,26 @@ std::int64_t saturating_int64(double v) {
   return static_cast<std::int64_t>(v);  // truncates, as the reference does
 }
 
+// A label holding a positive count ("24188"); nothing for "None", "", junk or <= 0.
+std::optional<double> count_label(const prom_sample& s, std::string_view name) {
+  const std::string* v = s.label(name);
+  if (v == nullptr || v->empty()) return std::nullopt;
+  char* end = nullptr;
+  const double d = std::strtod(v->c_str(), &end);
+  if (end != v->c_str() + v->size() || !std::isfinite(d) || d <= 0) return std::nullopt;
+  return d;
+}
+
+// The engine a series belongs to: vLLM's `engine` label ("" when it has none).
+std::string engine_of(const prom_sample& s) {
+  const std::string* e = s.label("engine");
+  return e ? *e : std::string();
+}
+
+bool engine_matches(const prom_sample& s, const std::string& engine_label) {
+  return engine_label.empty() || engine_of(s) == engine_label;
+}
+
 scrape_result rejected(std::string why) {
   scrape_result r;
   r.error = std::move(why);
@@ -165,7 +194,96 @@ scrape_result scraper_logic::scrape_body(std::string_view body) {
 
 scrape_result scraper_logic::scrape_exposition(const prom_exposition& exp) {
   if (!config_error_.empty()) return rejected(config_error_);
-  return selection_.profile == engine_profile::sglang ? scrape_sglang(exp) : scrape_vllm(exp);
+  const bool sglang = selection_.profile == engine_profile::sglang;
+  scrape_result r = sglang ? scrape_sglang(exp) : scrape_vllm(exp);
+  r.engine = sglang ? sglang_cache_state(exp) : vllm_cache_state(exp);
+  return r;
+}
+
+engine_cache_state scraper_logic::vllm_cache_state(const prom_exposition& exp) const {
+  using namespace vllm;
+  const std::string& filter = cfg_.model_name;
+  const std::string& engine = cfg_.engine_label;
+  engine_cache_state st;
+  if (const metric_family* f = exp.find(kSleepState); f && f->type == metric_type::gauge) {
+    aggregate awake, sleeping;
+    for (const auto& s : f->samples) {
+      if (!s.suffix.empty() || !std::isfinite(s.value) || !model_matches(s, filter) ||
+          !engine_matches(s, engine))
+        continue;
+      const std::string* state = s.label("sleep_state");
+      if (state == nullptr) sleeping.add(s.value);        // first revision: 1 = sleeping
+      else if (*state == "awake") awake.add(s.value);
+    }
+    // Awake when any selected engine is (vLLM sleeps every DP engine of a server together).
+    if (awake.found) st.asleep = awake.max < 0.5;
+    else if (sleeping.found) st.asleep = sleeping.max >= 0.5;
+  }
+  if (!st.asleep) {
+    aggregate level = read_gauge(exp, kSleepLevel, filter,
+                                 [&](const prom_sample& s) { return engine_matches(s, engine); });
+    if (level.found) st.asleep = level.max > 0;
+  }
+  // Capacity per engine from the config info (no model_name label there), then usage x blocks
+  // for each engine that has both; the null block is never usable.
+  std::map<std::string, double> blocks;
+  if (const metric_family* f = exp.find(kCacheConfig)) {
+    for (const auto& s : f->samples) {
+      if (!engine_matches(s, engine)) continue;
+      if (auto n = count_label(s, "num_gpu_blocks")) blocks[engine_of(s)] = *n;
+    }
+  }
+  if (blocks.empty()) return st;
+  double capacity = 0;
+  for (const auto& [e, n] : blocks) capacity += n;
+  st.capacity_blocks = capacity;
+  for (const char* name : {kUsageKv, kUsageGpu}) {
+    const metric_family* f = exp.find(name);
+    if (f == nullptr || f->type != metric_type::gauge) continue;
+    double in_use = 0;
+    bool any = false;
+    for (const auto& s : f->samples) {
+      if (!s.suffix.empty() || !std::isfinite(s.value) || !model_matches(s, filter) ||
+          !engine_matches(s, engine))
+        continue;
+      auto it = blocks.find(engine_of(s));
+      if (it == blocks.end() && blocks.size() == 1) it = blocks.begin();  // unlabelled usage
+      if (it == blocks.end()) continue;
+      in_use += std::clamp(s.value, 0.0, 1.0) * std::max(it->second - 1, 0.0);
+      any = true;
+    }
+    if (any) {
+      st.in_use_blocks = in_use;
+      break;  // kv_cache_usage_perc wins over the legacy name
+    }
+  }
+  return st;
+}
+
+engine_cache_state scraper_logic::sglang_cache_state(const prom_exposition& exp) const {
+  using namespace sglang;
+  const std::string& filter = cfg_.model_name;
+  engine_cache_state st;
+  auto totals_only = [](const prom_sample& s) { return !is_priority_breakdown(s); };
+  std::optional<double> page, pages;
+  if (aggregate g = read_gauge(exp, kPageSize, filter); g.found && g.max > 0) page = g.max;
+  if (aggregate g = read_gauge(exp, kNumPages, filter, totals_only); g.found && g.sum > 0)
+    pages = g.sum;
+  if (const metric_family* f = exp.find(kCacheConfig); f && (!page || !pages)) {
+    double n = 0;
+    for (const auto& s : f->samples) {
+      if (!model_matches(s, filter)) continue;
+      if (!page) page = count_label(s, "page_size");
+      if (auto p = count_label(s, "num_pages")) n += *p;
+    }
+    if (!pages && n > 0) pages = n;
+  }
+  st.capacity_blocks = pages;
+  if (page) {
+    aggregate used = read_gauge(exp, kUsedTokens, filter, totals_only);
+    if (used.found) st.in_use_blocks = std::max(used.sum, 0.0) / *page;
+  }
+  return st;
 }
 
 double scraper_logic::pressure(double load) const {

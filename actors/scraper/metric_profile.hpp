@@ -36,6 +36,27 @@ struct scraper_config {
   std::string model_name;                 // --engine-model-name; "" = aggregate every series
   std::int64_t cache_size_bytes = 0;      // --engine-cache-size-bytes; 0 emits 0 bytes
   std::int64_t max_concurrency_ceiling = 256;  // --max-concurrency-ceiling; <= 0 disables
+  // vLLM's `engine` label (its DP rank) whose cache state this pipeline compares itself with;
+  // "" = every engine series of the exposition (one engine, or all ranks merged).
+  std::string engine_label;
+};
+
+// What the engine's /metrics say about its KV cache as a whole (not part of ReplicaStats): its
+// sleep state, and its own block counts for the index-coverage gauges. Each is absent when the
+// exposition does not carry it. "In use" is what the engines call used: blocks referenced by
+// running requests. Both vLLM (BlockPool.get_usage) and SGLang (num_used_tokens) count cached
+// blocks that no request holds as free, so the engine's prefix cache holds between in_use and
+// capacity blocks.
+struct engine_cache_state {
+  // vLLM: vllm:engine_sleep_state{sleep_state="awake"} == 0 (vLLM #24176); also the unlabelled
+  // first-revision form (1 = sleeping) and vllm:engine_sleep_level > 0. SGLang exposes none.
+  std::optional<bool> asleep;
+  // vLLM: num_gpu_blocks, a label of vllm:cache_config_info. SGLang: sglang:num_pages (>= 0.5.11)
+  // or the num_pages label of sglang:cache_config_info.
+  std::optional<double> capacity_blocks;
+  // vLLM: kv_cache_usage_perc (legacy gpu_cache_usage_perc) x (num_gpu_blocks - 1: the null
+  // block); SGLang: sglang:num_used_tokens / page size (sglang:page_size or the label).
+  std::optional<double> in_use_blocks;
 };
 
 // Mirrors proto ReplicaStats' value fields (identity is added by the caller).
@@ -54,6 +75,9 @@ struct scrape_result {
   // vLLM's summed prefix_cache_queries counter when present and the scrape was accepted: feeds
   // silent_stream_detector. Always empty for SGLang (it exposes a ratio, not a counter).
   std::optional<double> prefix_cache_queries_total;
+  // Read from every body that parses, accepted or not (a sleeping engine's scrape may lack the
+  // load gauges and still say it sleeps).
+  engine_cache_state engine;
 };
 
 class scraper_logic {
@@ -84,6 +108,8 @@ class scraper_logic {
   };
   scrape_result scrape_vllm(const prom_exposition& exp);
   scrape_result scrape_sglang(const prom_exposition& exp);
+  engine_cache_state vllm_cache_state(const prom_exposition& exp) const;
+  engine_cache_state sglang_cache_state(const prom_exposition& exp) const;
   double pressure(double load) const;
   std::int64_t bytes(double usage) const;
   double hit_rate_delta(const counters& now);

@@ -4,6 +4,8 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <pthread.h>
+
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -21,13 +23,13 @@ namespace {
 /// is detached, never joined: a GET to a hung engine lasts the whole HTTP timeout, and joining it
 /// in the actor's destructor blocked a CAF scheduler thread, the scraper's restart and daemon
 /// shutdown for that long. Everything the thread touches lives in `shared`, which it co-owns.
-class fetch_worker {
+class fetch_worker final : public fetch_port {
  public:
   fetch_worker(std::string url, http_fetch_options opts, scraper_actor owner)
       : s_(std::make_shared<shared>(std::move(url), opts, std::move(owner))) {
     std::thread([s = s_] { run(*s); }).detach();
   }
-  ~fetch_worker() {
+  ~fetch_worker() override {
     {
       std::lock_guard<std::mutex> lk(s_->mu);
       s_->stop = true;
@@ -39,7 +41,7 @@ class fetch_worker {
   fetch_worker& operator=(const fetch_worker&) = delete;
 
   /// False when a fetch is still running (the tick is then skipped, not queued).
-  bool request() {
+  bool request() override {
     std::lock_guard<std::mutex> lk(s_->mu);
     if (s_->busy) return false;
     s_->busy = s_->pending = true;
@@ -59,6 +61,7 @@ class fetch_worker {
   };
 
   static void run(shared& s) {
+    pthread_setname_np(pthread_self(), "kvr.scrape");  // for top -H and idle-wakeups.sh
     std::unique_lock<std::mutex> lk(s.mu);
     for (;;) {
       s.cv.wait(lk, [&s] { return s.stop || s.pending; });
@@ -98,12 +101,20 @@ struct scraper_state {
   std::unique_ptr<scraper_logic> logic;
   stats_tracker tracker;
   std::unique_ptr<silent_stream_detector> silent;
-  std::unique_ptr<fetch_worker> worker;
+  sleep_watch sleep;
+  std::unique_ptr<fetch_port> worker;
   double batches_seen = 0;  // the decoder's kvrelay_batches_total at the previous tick
   uint64_t scrapes = 0, scrape_errors = 0, delivered = 0;
   std::string last_error;
   gauge_series* silent_gauge = nullptr;
   gauge_series* stale_gauge = nullptr;
+  // The engine-state gauges, made when the engine first reports the value (a gauge at 0 would
+  // read as "asleep: no" or "coverage: none" for an engine that says nothing).
+  gauge_series* asleep_gauge = nullptr;
+  gauge_series* capacity_gauge = nullptr;
+  gauge_series* in_use_gauge = nullptr;
+  gauge_series* coverage_capacity = nullptr;
+  gauge_series* coverage_in_use = nullptr;
 
   ~scraper_state() { log::info("stats reporter stopped", {{"replica", ctx.name}}); }
 };
@@ -117,6 +128,56 @@ void failed(scraper_self self, const std::string& why) {
   st.stale_gauge->set(st.tracker.stale() ? 1 : 0);
 }
 
+// Sets a gauge made on first use.
+void set(gauge_series*& g, const pipeline_context& ctx, const char* name, const char* help,
+         label_set labels, double v) {
+  if (!g) g = &ctx.gauge(name, help, std::move(labels));
+  g->set(v);
+}
+
+// Sleep transitions and the coverage gauges, from every body that parsed.
+void on_engine_state(scraper_self self, const engine_cache_state& e) {
+  auto& st = self->state;
+  const auto& ctx = st.ctx;
+  switch (st.sleep.tick(e.asleep)) {
+    case sleep_watch::transition::fell_asleep:
+      log::warn("engine asleep: sleep mode discards its KV cache; clearing this replica's hints",
+                {{"replica", ctx.name}, {"event", "engine_asleep"}});
+      if (ctx.health) self->send(ctx.health, health_fact::engine_asleep);
+      break;
+    case sleep_watch::transition::woke_up:
+      log::info("engine awake: indexing its KV events again",
+                {{"replica", ctx.name}, {"event", "engine_awake"}});
+      if (ctx.health) self->send(ctx.health, health_fact::engine_awake);
+      break;
+    case sleep_watch::transition::none: break;
+  }
+  if (e.asleep)
+    set(st.asleep_gauge, ctx, "kvrelay_engine_asleep",
+        "1 while the engine's /metrics say it sleeps (its KV cache discarded)", {},
+        *e.asleep ? 1 : 0);
+  const char* blocks_help =
+      "The engine's own KV-cache blocks, from its /metrics: capacity, and in use by running "
+      "requests (cached blocks no request holds count as free)";
+  const char* ratio_help =
+      "kvrelay's resident blocks for this replica over the engine's capacity or in-use block "
+      "count, clamped to 1 (the share of the engine's cache the index knows lies between them)";
+  const double resident = std::max(0.0, ctx.metrics->sum("kvrelay_resident_blocks",
+                                                         {{"replica", ctx.name}}));
+  if (e.capacity_blocks) {
+    set(st.capacity_gauge, ctx, "kvrelay_engine_cache_blocks", blocks_help,
+        {{"kind", "capacity"}}, *e.capacity_blocks);
+    set(st.coverage_capacity, ctx, "kvrelay_index_coverage_ratio", ratio_help,
+        {{"of", "capacity"}}, *coverage_ratio(resident, e.capacity_blocks));
+  }
+  if (e.in_use_blocks) {
+    set(st.in_use_gauge, ctx, "kvrelay_engine_cache_blocks", blocks_help, {{"kind", "in_use"}},
+        *e.in_use_blocks);
+    set(st.coverage_in_use, ctx, "kvrelay_index_coverage_ratio", ratio_help, {{"of", "in_use"}},
+        *coverage_ratio(resident, e.in_use_blocks));
+  }
+}
+
 void on_fetched(scraper_self self, bool ok, int32_t status, const std::string& body,
                 const std::string& error) {
   auto& st = self->state;
@@ -127,6 +188,7 @@ void on_fetched(scraper_self self, bool ok, int32_t status, const std::string& b
     return;
   }
   auto res = st.logic->scrape_response(status, body);
+  on_engine_state(self, res.engine);
   // Silent stream: the engine counts prefix-cache queries, but no KV event reached us.
   // The decoder's own counter says whether batches arrived (read once per scrape).
   const double batches = st.ctx.metrics->value("kvrelay_batches_total", st.ctx.labels());
@@ -178,9 +240,12 @@ scraper_actor::behavior_type scraper_fn(scraper_self self, pipeline_context ctx,
   st.emitter = std::move(emitter);
   st.logic = std::make_unique<scraper_logic>(st.opts.profile);
   st.silent = std::make_unique<silent_stream_detector>(st.opts.silent_intervals);
-  st.worker = std::make_unique<fetch_worker>(
-      st.opts.url, http_fetch_options{st.opts.http_timeout, 16u << 20},
-      caf::actor_cast<scraper_actor>(self));
+  const auto me = caf::actor_cast<scraper_actor>(self);
+  if (st.opts.make_fetcher)
+    st.worker = st.opts.make_fetcher(me);
+  else
+    st.worker = std::make_unique<fetch_worker>(
+        st.opts.url, http_fetch_options{st.opts.http_timeout, 16u << 20}, me);
   st.silent_gauge = &st.ctx.gauge(
       "kvrelay_engine_events_silent",
       "1 when the engine shows prefix-cache activity but no KV events arrive");
@@ -213,6 +278,7 @@ scraper_actor::behavior_type scraper_fn(scraper_self self, pipeline_context ctx,
         j.add("consecutive_failures", s.tracker.consecutive_failures());
         j.add("stale", s.tracker.stale());
         j.add("events_silent", s.silent->alarmed());
+        j.add("engine_asleep", s.sleep.asleep());
         j.add("last_error", s.last_error);
         return j;
       },

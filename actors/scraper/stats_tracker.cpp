@@ -85,4 +85,19 @@ silent_stream_detector::transition silent_stream_detector::tick(std::optional<do
   return transition::none;
 }
 
+sleep_watch::transition sleep_watch::tick(std::optional<bool> asleep) {
+  if (!asleep) return transition::none;
+  const std::optional<bool> before = state_;
+  state_ = asleep;
+  if (*asleep && before != true) return transition::fell_asleep;  // also the first reading
+  if (!*asleep && before == true) return transition::woke_up;
+  return transition::none;
+}
+
+std::optional<double> coverage_ratio(double resident, std::optional<double> engine_blocks) {
+  if (!engine_blocks) return std::nullopt;
+  if (!(*engine_blocks > 0)) return 1.0;
+  return std::clamp(std::max(resident, 0.0) / *engine_blocks, 0.0, 1.0);
+}
+
 }  // namespace kvrelay

@@ -76,4 +76,24 @@ class silent_stream_detector {
   std::optional<double> last_;
 };
 
+// Sleep transitions across scrapes (issue 12 item 4): a sleeping engine has discarded its KV
+// cache, and an idle one may never publish the AllBlocksCleared that would say so, so the
+// pipeline clears on the transition to asleep and indexes again after the wake. Feed it every
+// scrape's reading; a scrape that says nothing (SGLang, a rejected body) changes nothing.
+class sleep_watch {
+ public:
+  enum class transition { none, fell_asleep, woke_up };
+
+  transition tick(std::optional<bool> asleep);
+  bool asleep() const { return state_.value_or(false); }
+
+ private:
+  std::optional<bool> state_;  // unknown until the first reading
+};
+
+// Index coverage against one of the engine's block counts: resident / engine, clamped to
+// [0, 1]; nothing when the engine's count is unknown, 1 when the engine uses no block at all
+// (there is nothing to know).
+std::optional<double> coverage_ratio(double resident, std::optional<double> engine_blocks);
+
 }  // namespace kvrelay

@@ -97,7 +97,9 @@ TEST(DecoderActor, ExecutesStepsInOrderAndTheShardRoutesRemovals) {
   EXPECT_EQ(f.ops()["sql-lora"], (L{{2, "+" + f1}, {2, "-" + f1}}))
       << "the removal reached the partition its batch created";
   EXPECT_EQ(f.credits, 1u);
-  EXPECT_EQ(f.health.all<health_fact>(), std::vector<health_fact>{health_fact::batch_decoded});
+  // The clear also tells the supervisor the engine's cache is empty (the index is complete).
+  EXPECT_EQ(f.health.all<health_fact>(),
+            (std::vector<health_fact>{health_fact::batch_decoded, health_fact::engine_cleared}));
   EXPECT_EQ(f.metric("kvrelay_events_total", {{"type", "BlockStored"}, {"medium", "GPU"}}), 2);
   EXPECT_EQ(f.metric("kvrelay_events_total", {{"type", "BlockRemoved"}, {"medium", "GPU"}}), 1);
   EXPECT_EQ(f.metric("kvrelay_blocks_total", {{"type", "stored"}, {"medium", "GPU"}}), 2);
@@ -147,6 +149,20 @@ TEST(DecoderActor, NoticesClearAndResyncReachesTheShard) {
   ASSERT_EQ(resync.size(), 1u);
   EXPECT_EQ(resync[0]->epoch, 2u);
   EXPECT_EQ(resync[0]->ops.size(), 1u);
+}
+
+TEST(DecoderActor, ASleepingEngineClearsThePipeline) {
+  fixture f;
+  f.send(0, {store_ev(1)});
+  auto notice = std::make_shared<ingress_notice>();
+  notice->what = ingress_notice::kind::engine_asleep;  // from the supervisor (the scraper saw it)
+  caf::anon_send(f.aut, ingress_notice_ptr{notice});
+  f.t.run();
+  const auto clears = f.debouncer.starting_with<atom::clear>();
+  ASSERT_EQ(clears.size(), 1u);
+  EXPECT_EQ(clears[0].get_as<uint64_t>(1), 2u);
+  f.send(1, {store_ev(2)});
+  EXPECT_EQ(f.ops()[""].back().first, 2u) << "what the engine stores after the wake is indexed";
 }
 
 TEST(DecoderActor, DrainAndStatusGoThroughTheShard) {

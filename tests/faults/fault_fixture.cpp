@@ -248,10 +248,14 @@ fault_env::~fault_env() {
   server.stop();
 }
 
-bool fault_env::start_daemon(std::string* error) {
+bool fault_env::start_daemon(std::string* error, bool sync_first) {
   d = std::make_unique<kvrelay::daemon>(cfg);
   std::string err;
-  const bool ok = d->start(err);
+  bool ok = d->start(err);
+  if (ok && sync_first && engine && !sync()) {
+    ok = false;
+    err = "the daemon never became live (no live batch, or its catch-up never ended, in 10 s)";
+  }
   if (error) *error = err;
   return ok;
 }
@@ -300,21 +304,49 @@ std::string fault_env::wait_consistent(std::chrono::milliseconds timeout) {
   return diff;
 }
 
-int64_t fault_env::ingress_field(const std::string& field) {
-  if (!d) return -1;
+namespace {
+
+// The ingress' entry of the daemon's /debug/tree (null when absent).
+nlohmann::json ingress_entry(kvrelay::daemon* d) {
+  if (!d) return nullptr;
   const auto doc = nlohmann::json::parse(d->tree_json(), nullptr, false);
-  if (doc.is_discarded()) return -1;
+  if (doc.is_discarded()) return nullptr;
   for (const auto& p : doc.value("pipelines", nlohmann::json::array()))
     for (const auto& c : p.value("children", nlohmann::json::array()))
-      if (c.value("name", "") == "ingress" && c.contains(field) && c.at(field).is_number())
-        return c.at(field).get<int64_t>();
-  return -1;
+      if (c.value("name", "") == "ingress") return c;
+  return nullptr;
+}
+
+}  // namespace
+
+int64_t fault_env::ingress_field(const std::string& field) {
+  const auto c = ingress_entry(d.get());
+  if (!c.is_object() || !c.contains(field) || !c.at(field).is_number()) return -1;
+  return c.at(field).get<int64_t>();
+}
+
+bool fault_env::ingress_flag(const std::string& field) {
+  const auto c = ingress_entry(d.get());
+  return c.is_object() && c.contains(field) && c.at(field).is_boolean() && c.at(field).get<bool>();
+}
+
+// Live means a live batch arrived (nothing else proves the subscription is in effect) and no
+// replay or tail probe is pending, so a batch published from now on arrives live, in order.
+bool fault_env::sync(std::chrono::milliseconds timeout) {
+  const auto live = [&] { return ingress_flag("live") && !ingress_flag("catching_up"); };
+  return wait_until(
+      [&] {
+        if (live()) return true;
+        publish_events({});
+        return false;
+      },
+      timeout);
 }
 
 bool fault_env::wait_live(std::chrono::milliseconds timeout) {
   return wait_until(
       [&] {
-        if (ingress_field("messages") > 0) return true;
+        if (ingress_flag("live") && !ingress_flag("catching_up")) return true;
         publish_steps(1);
         return false;
       },

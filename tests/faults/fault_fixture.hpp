@@ -111,7 +111,9 @@ class fault_env {
   ~fault_env();
 
   /// Starts the daemon with `cfg`; false (with the reason in `error`) when it cannot start.
-  bool start_daemon(std::string* error = nullptr);
+  /// With an engine and `sync`, returns only once the daemon is live (see sync()), so what a
+  /// test publishes next arrives on a subscription known to be in effect.
+  bool start_daemon(std::string* error = nullptr, bool sync = true);
   /// Binds the engine's sockets (when start_engine was false, or after stop_engine()).
   void start_engine(const std::string& live = "tcp://127.0.0.1:*",
                     const std::string& replay = "tcp://127.0.0.1:*");
@@ -123,11 +125,17 @@ class fault_env {
   /// Waits until the server's view equals the model's; on timeout, returns the diff.
   std::string wait_consistent(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
-  /// Publishes one step at a time until the daemon's SUB has received one live (not replayed)
-  /// message: the slow joiner is past. False after `timeout`.
+  /// Publishes empty batches (they index and evict nothing, so the model is unchanged) until
+  /// the ingress has received a live batch and finished its catch-up: the subscription is in
+  /// effect, the slow joiner is past. False after `timeout`.
+  bool sync(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  /// Publishes one step at a time until the daemon is live as sync() means it. False after
+  /// `timeout`.
   bool wait_live(std::chrono::milliseconds timeout = std::chrono::seconds(10));
   /// A field of the ingress' /debug/tree entry (-1 when absent).
   int64_t ingress_field(const std::string& field);
+  /// A boolean field of the ingress' /debug/tree entry (false when absent).
+  bool ingress_flag(const std::string& field);
 
   /// A counter or gauge of the daemon's registry with the replica label (-1 when absent).
   double metric(const std::string& name, label_set extra = {}) const;

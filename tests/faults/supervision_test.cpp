@@ -277,7 +277,7 @@ TEST(EngineRestart, AfterCatchingUpOnlyFromReplay) {
   fault_env env;
   env.publish_steps(60);  // before the daemon exists: only the replay can deliver these
   std::string err;
-  ASSERT_TRUE(env.start_daemon(&err)) << err;
+  ASSERT_TRUE(env.start_daemon(&err, /*sync=*/false)) << err;
   ASSERT_EQ(env.wait_consistent(), "");
   ASSERT_LE(env.ingress_field("messages"), 0) << "precondition: nothing arrived live";
 

@@ -148,7 +148,7 @@ TEST(AdminPort, MetricsHasTheDocumentedFamilies) {
   ASSERT_TRUE(env.start_daemon(&err)) << err;
   env.publish_steps(40);
   ASSERT_EQ(env.wait_consistent(), "");
-  // The ingress publishes its counters on a 1 s tick.
+  // The ingress publishes its counters on change, at most once a second: wait for them.
   http_reply r;
   EXPECT_TRUE(wait_until(
       [&] {

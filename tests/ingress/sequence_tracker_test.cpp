@@ -8,6 +8,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace kvrelay::ingress {
 namespace {
@@ -21,6 +22,7 @@ std::string payload(uint64_t seq) { return "p" + std::to_string(seq); }
 std::string trace(const tracker::actions& out) {
   std::ostringstream os;
   for (const auto& a : out) {
+    if (a.kind == action_kind::first_batch) continue;  // rule 7 has its own tests (firsts)
     if (os.tellp() > 0) os << ' ';
     switch (a.kind) {
       case action_kind::deliver:
@@ -34,6 +36,8 @@ std::string trace(const tracker::actions& out) {
         os << 'L' << a.seq << '-' << a.seq2 << ':' << to_string(a.reason);
         break;
       case action_kind::incarnation_reset: os << 'I' << a.seq << '/' << a.seq2; break;
+      case action_kind::schedule_probe: os << 'P' << a.seq2; break;
+      case action_kind::first_batch: break;
     }
   }
   return os.str();
@@ -49,10 +53,15 @@ struct harness {
   }
   std::string end() { return run([&](auto& out) { t.on_replay_end(out); }); }
   std::string timeout() { return run([&](auto& out) { t.on_replay_timeout(out); }); }
+  std::string probe() { return run([&](auto& out) { t.on_probe_due(out); }); }
+  // The seqs of every first_batch action (rule 7) since the harness was made.
+  std::vector<uint64_t> firsts;
   template <class F>
   std::string run(F f) {
     tracker::actions out;
     f(out);
+    for (const auto& a : out)
+      if (a.kind == action_kind::first_batch) firsts.push_back(a.seq);
     return trace(out);
   }
   const tracker_counters& c() const { return t.counters(); }
@@ -160,8 +169,9 @@ TEST(SequenceTracker, ColdStartAsksForEverythingAndMissingHistoryIsNoLoss) {
   EXPECT_EQ(h.start(), "R0");
   EXPECT_EQ(h.replay(7), "D7r");
   EXPECT_EQ(h.replay(8), "D8r");
-  EXPECT_EQ(h.end(), "");
+  EXPECT_EQ(h.end(), "P1");  // no live batch yet: rule 6 will ask again
   EXPECT_EQ(h.live(9), "D9");
+  EXPECT_EQ(h.probe(), "") << "the live batch ended the probing";
   EXPECT_EQ(h.c().history_lost, 0u);
   EXPECT_EQ(h.c().cold_skipped, 7u);
   EXPECT_EQ(h.c().batches_recovered, 2u);
@@ -196,14 +206,17 @@ TEST(SequenceTracker, ColdStartLiveDuplicatesOfReplayedBatchesAreDropped) {
 TEST(SequenceTracker, ColdStartWithEmptyRingExpectsSeqZero) {
   harness h(with_replay(true));
   h.start();
-  EXPECT_EQ(h.end(), "");
+  EXPECT_EQ(h.end(), "P1");
   EXPECT_EQ(h.t.next_expected(), std::optional<uint64_t>(0));
-  // The SUB joined late and missed 0..2: they are in the ring now.
-  EXPECT_EQ(h.live(3), "G0-3 R0");
+  // The SUB joined late and missed 0..2: they are in the ring now. Not a gap (rule 6).
+  EXPECT_EQ(h.live(3), "R0");
   EXPECT_EQ(h.replay(0), "D0r");
   EXPECT_EQ(h.replay(1), "D1r");
   EXPECT_EQ(h.replay(2), "D2r D3");
   EXPECT_EQ(h.end(), "");
+  EXPECT_EQ(h.c().gaps, 0u);
+  EXPECT_EQ(h.c().tail_recovered, 3u);
+  EXPECT_EQ(h.firsts, (std::vector<uint64_t>{0}));
 }
 
 TEST(SequenceTracker, ColdStartReplayFailureDeliversLiveWithoutLoss) {
@@ -384,6 +397,124 @@ TEST(SequenceTracker, SequenceNumbersNearTheTopDoNotWrap) {
   EXPECT_EQ(h.live(top), "D" + std::to_string(top));
   EXPECT_EQ(h.live(top + 1), "D" + std::to_string(top + 1));
   EXPECT_EQ(h.t.next_expected(), std::optional<uint64_t>(UINT64_MAX));
+}
+
+// Rule 6, the cold-start tail (issue 16 item 1): the engine published 2 and 3 after the ring was
+// read and before the subscription took effect, then went quiet. The END of the catch-up must not
+// end it: the tracker asks again until the tail is in, and stops once a live batch proves the
+// subscription.
+TEST(SequenceTracker, CatchUpWithoutALiveBatchProbesForTheTail) {
+  harness h(with_replay(true));
+  EXPECT_EQ(h.start(), "R0");
+  EXPECT_EQ(h.replay(0), "D0r");
+  EXPECT_EQ(h.replay(1), "D1r");
+  EXPECT_EQ(h.end(), "P1");
+  EXPECT_TRUE(h.t.probing());
+  EXPECT_FALSE(h.t.replay_outstanding()) << "waiting for a probe must not hold live batches";
+  EXPECT_EQ(h.probe(), "R2");
+  EXPECT_EQ(h.replay(2), "D2r");
+  EXPECT_EQ(h.replay(3), "D3r");
+  EXPECT_EQ(h.end(), "P2");
+  EXPECT_EQ(h.probe(), "R4");
+  EXPECT_EQ(h.end(), "P3");  // nothing new, still no live batch: keep asking, rarer
+  EXPECT_EQ(h.live(4), "D4");
+  EXPECT_FALSE(h.t.probing());
+  EXPECT_EQ(h.probe(), "") << "a live batch confirmed the subscription";
+  EXPECT_EQ(h.c().tail_probes, 2u);
+  EXPECT_EQ(h.c().tail_recovered, 2u);
+  EXPECT_EQ(h.c().gaps, 0u);
+  EXPECT_EQ(h.c().history_lost, 0u);
+  EXPECT_EQ(h.firsts, (std::vector<uint64_t>{0}));
+}
+
+TEST(SequenceTracker, ProbesAreBoundedForAnEngineThatStaysQuiet) {
+  tracker_options o = with_replay(true);
+  o.tail_probes = 3;
+  harness h(o);
+  h.start();
+  EXPECT_EQ(h.end(), "P1");
+  EXPECT_EQ(h.probe(), "R0");
+  EXPECT_EQ(h.end(), "P2");
+  EXPECT_EQ(h.probe(), "R0");
+  EXPECT_EQ(h.end(), "P3");
+  EXPECT_EQ(h.probe(), "R0");
+  EXPECT_EQ(h.end(), "") << "the probes ran out: the subscription has had 3 chances";
+  EXPECT_FALSE(h.t.probing());
+  EXPECT_EQ(h.probe(), "");
+  EXPECT_EQ(h.live(0), "D0");
+}
+
+TEST(SequenceTracker, LiveBatchDuringAProbeContiguousWithTheIndexEndsIt) {
+  harness h(with_replay(true));
+  h.start();
+  h.replay(0);
+  EXPECT_EQ(h.end(), "P1");
+  EXPECT_EQ(h.probe(), "R1");
+  EXPECT_EQ(h.live(1), "C D1") << "no need to wait for a slow ring";
+  EXPECT_FALSE(h.t.replay_outstanding());
+  EXPECT_EQ(h.replay(1), "");  // the cancelled probe's reply is stray
+  EXPECT_EQ(h.c().stray_replies, 1u);
+  EXPECT_EQ(h.live(2), "D2");
+}
+
+TEST(SequenceTracker, LiveBatchDuringAProbeAboveAHoleWaitsForTheProbe) {
+  harness h(with_replay(true));
+  h.start();
+  h.replay(0);
+  h.end();
+  EXPECT_EQ(h.probe(), "R1");
+  EXPECT_EQ(h.live(3), "");  // 1 and 2 are the tail the probe is asking for
+  EXPECT_EQ(h.replay(1), "D1r");
+  EXPECT_EQ(h.replay(2), "D2r D3");
+  EXPECT_EQ(h.end(), "");
+  EXPECT_EQ(h.c().gaps, 0u);
+}
+
+TEST(SequenceTracker, NoProbesWithoutAColdStartReplay) {
+  harness h(with_replay(false));
+  h.start();
+  h.live(0);
+  EXPECT_EQ(h.live(3), "G1-3 R1");
+  h.replay(1);
+  EXPECT_EQ(h.replay(2), "D2r D3");
+  EXPECT_EQ(h.end(), "") << "a live batch was seen: the END ends it";
+  EXPECT_FALSE(h.t.probing());
+}
+
+TEST(SequenceTracker, ALiveBatchBeforeStartStartsTheCatchUp) {
+  // The monitor's connect event and the first live message race in the executor.
+  harness h(with_replay(true));
+  EXPECT_EQ(h.live(5), "R0");
+  EXPECT_EQ(h.start(), "");  // idempotent
+  EXPECT_EQ(h.replay(4), "D4r D5");
+}
+
+// Rule 7: the first delivery of an incarnation says where the index's knowledge starts.
+TEST(SequenceTracker, FirstBatchSaysWhetherTheWholeHistoryIsKnown) {
+  {
+    harness h(with_replay(true));
+    h.start();
+    h.replay(0);
+    h.replay(1);
+    EXPECT_EQ(h.firsts, (std::vector<uint64_t>{0})) << "ring from 0: complete";
+  }
+  {
+    harness h(with_replay(true));
+    h.start();
+    h.replay(7000);  // the ring is shorter than the engine's history
+    EXPECT_EQ(h.firsts, (std::vector<uint64_t>{7000}));
+    EXPECT_EQ(h.c().cold_skipped, 7000u);
+    h.end();
+    h.live(7001);
+    h.live(0);  // a new engine process: its history is whole again
+    EXPECT_EQ(h.firsts, (std::vector<uint64_t>{7000, 0}));
+  }
+  {
+    harness h(no_replay());
+    h.live(40);
+    EXPECT_EQ(h.firsts, (std::vector<uint64_t>{40}));
+    EXPECT_EQ(h.c().cold_skipped, 40u) << "without replay the first batch is the baseline";
+  }
 }
 
 // The ZMQ source hands frames by move: the tracker must never need a copy.

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -83,18 +84,19 @@ bool parse_series(const std::string& line, std::string& name, label_list& labels
   return true;
 }
 
-// Live messages each pipeline's ingress has received, from the daemon's /debug/tree (asked of
-// the actors now, unlike the metrics the ingress publishes once a second).
-std::map<std::string, uint64_t> live_messages(kvrelay::daemon& d) {
-  std::map<std::string, uint64_t> out;
+// The pipelines whose ingress is live, from the daemon's /debug/tree (asked of the actors now,
+// unlike the metrics they publish): a live batch arrived, which alone proves the subscription is
+// in effect, and no replay or tail probe is pending, so what is published next arrives live.
+std::set<std::string> live_pipelines(kvrelay::daemon& d) {
+  std::set<std::string> out;
   const auto tree = nlohmann::json::parse(d.tree_json(std::chrono::seconds(1)), nullptr, false);
   if (!tree.is_object() || !tree.contains("pipelines")) return out;
   for (const auto& p : tree["pipelines"]) {
     if (!p.contains("pipeline") || !p.contains("children")) continue;
     for (const auto& c : p["children"]) {
-      if (c.value("name", "") == "ingress" && c.contains("messages") &&
-          c["messages"].is_number_unsigned())
-        out[p["pipeline"].get<std::string>()] = c["messages"].get<uint64_t>();
+      if (c.value("name", "") == "ingress" && c.value("live", false) &&
+          !c.value("catching_up", true))
+        out.insert(p["pipeline"].get<std::string>());
     }
   }
   return out;
@@ -253,15 +255,13 @@ bool harness::sync(milliseconds timeout) {
   for (const auto& n : names)
     before.push_back(std::max(0.0, metric("kvrelay_batches_total", {{"replica", n}})));
   // A decoded batch is not enough: the cold-start replay may have delivered it while the SUB
-  // socket is still not subscribed. Only a live message proves the subscription took.
+  // socket is still not subscribed. Only a live batch proves the subscription took.
   const auto moved = [&] {
     for (size_t i = 0; i < names.size(); ++i)
       if (metric("kvrelay_batches_total", {{"replica", names[i]}}) <= before[i]) return false;
-    const auto live = live_messages(*d.daemon);
-    return std::all_of(names.begin(), names.end(), [&](const std::string& n) {
-      auto it = live.find(n);
-      return it != live.end() && it->second > 0;
-    });
+    const auto live = live_pipelines(*d.daemon);
+    return std::all_of(names.begin(), names.end(),
+                       [&](const std::string& n) { return live.count(n) != 0; });
   };
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {

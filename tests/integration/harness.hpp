@@ -12,9 +12,11 @@
 //
 // Waiting: never sleep as an assertion. wait_until() polls every 10 ms up to a bound; the daemon's
 // PUB/SUB slow joiner is handled by start_daemon(), which republishes a harmless empty batch until
-// every pipeline has decoded one AND its ingress has received a live message (a batch the
-// cold-start replay delivered proves nothing about the SUB subscription). The ingress publishes
-// its kvrelay_* sequence counters once a second: wait for them, never read them once.
+// every pipeline has decoded one AND its ingress is live: a live batch arrived (a batch the
+// cold-start replay delivered proves nothing about the SUB subscription) and no replay or tail
+// probe is pending, so whatever a test publishes next arrives live, in order. The ingress publishes
+// its kvrelay_* sequence counters when they change, then at most once a second while they keep
+// changing: wait for them, never read them once.
 //
 // Not thread-safe: drive it from the test thread. Heavy headers (gRPC, CAF, ZMQ) stay in the .cpp.
 

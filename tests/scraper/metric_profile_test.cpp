@@ -577,5 +577,105 @@ TEST(SglangProfile, G08TiersAndClamping) {
   EXPECT_DOUBLE_EQ(r.stats.hit_rate, 0.4);
 }
 
+// --- the engine's own cache state (sleep, block counts) ----------------------------------------
+
+TEST(EngineCacheState, VllmSumsTheEnginesCapacityAndUsageTimesUsableBlocks) {
+  scraper_logic s(vllm_cfg());
+  const auto r = scrape_fixture(s, "vllm_metrics_engine_state.txt");
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_TRUE(r.engine.asleep.has_value());
+  EXPECT_FALSE(*r.engine.asleep);
+  ASSERT_TRUE(r.engine.capacity_blocks.has_value());
+  EXPECT_DOUBLE_EQ(*r.engine.capacity_blocks, 2001 + 1001);
+  ASSERT_TRUE(r.engine.in_use_blocks.has_value());
+  EXPECT_DOUBLE_EQ(*r.engine.in_use_blocks, 0.25 * 2000 + 0.5 * 1000)
+      << "the null block is never used";
+}
+
+TEST(EngineCacheState, VllmReadsOnlyItsOwnEngineLabelForADataParallelRank) {
+  scraper_config c = vllm_cfg();
+  c.engine_label = "1";
+  scraper_logic s(c);
+  const auto r = scrape_fixture(s, "vllm_metrics_engine_state.txt");
+  EXPECT_DOUBLE_EQ(r.engine.capacity_blocks.value_or(-1), 1001);
+  EXPECT_DOUBLE_EQ(r.engine.in_use_blocks.value_or(-1), 500);
+}
+
+TEST(EngineCacheState, VllmSleepStateSetSaysAsleepEvenWhenTheScrapeIsRejected) {
+  scraper_logic s(vllm_cfg());
+  auto r = scrape_fixture(s, "vllm_metrics_asleep.txt");
+  ASSERT_TRUE(r.engine.asleep.has_value());
+  EXPECT_TRUE(*r.engine.asleep);
+  EXPECT_FALSE(r.engine.capacity_blocks) << "no cache_config_info in this body";
+  // Without the load gauges the stats are rejected, but the sleep state still counts.
+  r = s.scrape_body(
+      "# TYPE vllm:engine_sleep_state gauge\n"
+      "vllm:engine_sleep_state{engine=\"0\",model_name=\"m\",sleep_state=\"awake\"} 0\n"
+      "vllm:engine_sleep_state{engine=\"0\",model_name=\"m\",sleep_state=\"discard_all\"} 1\n");
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.engine.asleep, std::optional<bool>(true));
+}
+
+TEST(EngineCacheState, VllmFirstRevisionSleepGaugesAreAcceptedToo) {
+  // vLLM #24176's first revision: an unlabelled state (1 = sleeping) and a level gauge.
+  scraper_logic s(vllm_cfg());
+  const std::string load =
+      "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n"
+      "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 0\n";
+  const std::string state = "# TYPE vllm:engine_sleep_state gauge\nvllm:engine_sleep_state ";
+  auto r = s.scrape_body(load + state + "1\n");
+  EXPECT_EQ(r.engine.asleep, std::optional<bool>(true));
+  r = s.scrape_body(load + state + "0\n");
+  EXPECT_EQ(r.engine.asleep, std::optional<bool>(false));
+  r = s.scrape_body(load + "# TYPE vllm:engine_sleep_level gauge\nvllm:engine_sleep_level 2\n");
+  EXPECT_EQ(r.engine.asleep, std::optional<bool>(true));
+  r = s.scrape_body(load);
+  EXPECT_FALSE(r.engine.asleep) << "an engine that says nothing is not asleep: unknown";
+}
+
+TEST(EngineCacheState, VllmCapacityLabelNoneOrJunkIsUnknown) {
+  scraper_logic s(vllm_cfg());
+  const std::string load =
+      "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n"
+      "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 0\n"
+      "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc 0.5\n";
+  for (const char* v : {"None", "", "12x", "-5", "0"}) {
+    auto r = s.scrape_body(load + "# TYPE vllm:cache_config_info gauge\n"
+                                  "vllm:cache_config_info{num_gpu_blocks=\"" +
+                           std::string(v) + "\"} 1\n");
+    EXPECT_FALSE(r.engine.capacity_blocks) << v;
+    EXPECT_FALSE(r.engine.in_use_blocks) << v;
+  }
+  // Legacy usage name, unlabelled, paired with the only engine's capacity.
+  auto r = s.scrape_body(
+      "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n"
+      "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 0\n"
+      "# TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc 0.5\n"
+      "# TYPE vllm:cache_config_info info\nvllm:cache_config_info{num_gpu_blocks=\"101\"} 1\n");
+  EXPECT_DOUBLE_EQ(r.engine.capacity_blocks.value_or(-1), 101);
+  EXPECT_DOUBLE_EQ(r.engine.in_use_blocks.value_or(-1), 50);
+}
+
+TEST(EngineCacheState, SglangPagesAndUsedTokensBecomeBlocks) {
+  scraper_logic s(sglang_cfg());
+  auto r = scrape_fixture(s, "sglang_metrics_pages.txt");
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_FALSE(r.engine.asleep) << "SGLang exposes no sleep state";
+  EXPECT_DOUBLE_EQ(r.engine.capacity_blocks.value_or(-1), 1000);
+  EXPECT_DOUBLE_EQ(r.engine.in_use_blocks.value_or(-1), 200);
+  // Before 0.5.11: the same numbers as labels of sglang:cache_config_info.
+  r = s.scrape_body(
+      "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs 0\n"
+      "# TYPE sglang:num_queue_reqs gauge\nsglang:num_queue_reqs 0\n"
+      "# TYPE sglang:num_used_tokens gauge\nsglang:num_used_tokens 64\n"
+      "# TYPE sglang:cache_config_info gauge\n"
+      "sglang:cache_config_info{page_size=\"16\",num_pages=\"40\"} 1\n");
+  EXPECT_DOUBLE_EQ(r.engine.capacity_blocks.value_or(-1), 40);
+  EXPECT_DOUBLE_EQ(r.engine.in_use_blocks.value_or(-1), 4);
+  // Without a page size, tokens cannot be blocks: in use stays unknown.
+  r = scrape_fixture(s, "sglang_metrics.txt");
+  EXPECT_FALSE(r.engine.in_use_blocks);
+}
+
 }  // namespace
 }  // namespace kvrelay

@@ -175,5 +175,29 @@ TEST(SilentStreamDetector, IntervalsBelowOneMeanOne) {
   EXPECT_EQ(d.tick(2.0, false), tr::raise);
 }
 
+TEST(SleepWatch, TransitionsOnlyOnChangeAndUnknownChangesNothing) {
+  using t = sleep_watch::transition;
+  sleep_watch w;
+  EXPECT_EQ(w.tick(std::nullopt), t::none);
+  EXPECT_EQ(w.tick(false), t::none) << "first reading awake: nothing happened";
+  EXPECT_EQ(w.tick(true), t::fell_asleep);
+  EXPECT_TRUE(w.asleep());
+  EXPECT_EQ(w.tick(true), t::none);
+  EXPECT_EQ(w.tick(std::nullopt), t::none) << "a scrape that says nothing keeps the state";
+  EXPECT_TRUE(w.asleep());
+  EXPECT_EQ(w.tick(false), t::woke_up);
+  EXPECT_FALSE(w.asleep());
+  sleep_watch starts_asleep;
+  EXPECT_EQ(starts_asleep.tick(true), t::fell_asleep) << "a restarted scraper clears again";
+}
+
+TEST(CoverageRatio, ClampedShareAndTheEdges) {
+  EXPECT_DOUBLE_EQ(coverage_ratio(620, 1000.0).value_or(-1), 0.62);
+  EXPECT_DOUBLE_EQ(coverage_ratio(5000, 1000.0).value_or(-1), 1.0);
+  EXPECT_DOUBLE_EQ(coverage_ratio(-1, 1000.0).value_or(-1), 0.0) << "no resident series yet";
+  EXPECT_DOUBLE_EQ(coverage_ratio(0, 0.0).value_or(-1), 1.0) << "nothing in use: nothing to know";
+  EXPECT_FALSE(coverage_ratio(10, std::nullopt));
+}
+
 }  // namespace
 }  // namespace kvrelay

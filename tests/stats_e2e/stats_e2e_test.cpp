@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <iostream>
 #include <mutex>
@@ -625,6 +626,53 @@ TEST_F(StatsE2E, ScraperCrashDuringHungScrapeRestartsPromptly) {
   std::cerr << "daemon stop with a hung scrape: "
             << std::chrono::duration_cast<milliseconds>(stop_took).count() << " ms\n";
   EXPECT_LT(stop_took, 2s);
+}
+
+// Issue 12 item 4: an engine put to sleep discards its KV cache and an idle one may never publish
+// the AllBlocksCleared that would say so. The scraped sleep state clears the replica (the
+// server's index empties), /debug/engines and the log say so, and after the wake new events are
+// indexed again. The same scrapes carry the engine's block counts for the coverage gauges.
+TEST_F(StatsE2E, EngineAsleepClearsItsHintsAndAwakeIndexesAgain) {
+  const std::string awake = metrics_fixture("vllm_metrics_engine_state.txt");
+  const std::string asleep = metrics_fixture("vllm_metrics_asleep.txt");
+  metrics_.serve(200, awake);
+  ASSERT_NO_FATAL_FAILURE(start_daemon());
+  ASSERT_TRUE(sync_engine());
+  publish_block(1);
+  publish_block(2);
+  ASSERT_TRUE(wait_until([&] { return server_->index().entries() == 2; }))
+      << server_->index().dump_json();
+  const auto engine = [&] {
+    const auto doc = nlohmann::json::parse(daemon_->engines_json(), nullptr, false);
+    return doc.is_array() && !doc.empty() ? doc[0] : nlohmann::json::object();
+  };
+  // The engine's own counts: 3002 blocks, 1000 in use; kvrelay holds 2 of them.
+  EXPECT_TRUE(wait_until([&] {
+    return daemon_->metrics().value("kvrelay_engine_cache_blocks",
+                                    {{"replica", id_.replica}, {"kind", "capacity"}}) == 3002;
+  }));
+  EXPECT_TRUE(wait_until([&] {
+    return std::abs(daemon_->metrics().value("kvrelay_index_coverage_ratio",
+                                             {{"replica", id_.replica}, {"of", "in_use"}}) -
+                    2.0 / 1000) < 1e-9;
+  }));
+  EXPECT_FALSE(engine().value("engine_asleep", true));
+
+  const size_t mark = logs_.mark();
+  metrics_.serve(200, asleep);
+  EXPECT_TRUE(wait_until([&] { return server_->index().entries() == 0; }))
+      << "a sleeping engine holds nothing: " << server_->index().dump_json();
+  EXPECT_TRUE(wait_until([&] { return engine().value("engine_asleep", false); }))
+      << daemon_->engines_json();
+  EXPECT_EQ(gauge("kvrelay_engine_asleep"), 1);
+  EXPECT_EQ(logs_.find(log::level::warn, {"engine asleep"}, mark).size(), 1u) << logs_.dump();
+
+  metrics_.serve(200, awake);
+  EXPECT_TRUE(wait_until([&] { return !engine().value("engine_asleep", true); }));
+  EXPECT_EQ(logs_.find(log::level::info, {"engine awake"}, mark).size(), 1u);
+  publish_block(3);
+  EXPECT_TRUE(wait_until([&] { return server_->index().entries() == 1; }))
+      << server_->index().dump_json();
 }
 
 }  // namespace
