@@ -45,7 +45,13 @@ std::string actor_state(const std::string& tree, const std::string& pipeline,
 
 live_daemon::live_daemon(live_options o) : opt_(std::move(o)) {
   engine_metrics_ = std::make_unique<stats_e2e::metrics_endpoint>();
-  engine_metrics_->serve(200, stats_e2e::metrics_fixture("vllm_metrics_gpu.txt"));
+  // The fixture carries load only; a current vLLM also says its cache size and sleep state,
+  // which the coverage and sleep gauges (and so the dashboard's panels of them) need.
+  engine_metrics_->serve(200, stats_e2e::metrics_fixture("vllm_metrics_gpu.txt") +
+                                  "# TYPE vllm:cache_config_info gauge\n"
+                                  "vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"4096\"} 1\n"
+                                  "# TYPE vllm:engine_sleep_state gauge\n"
+                                  "vllm:engine_sleep_state{engine=\"0\",sleep_state=\"awake\"} 1\n");
   e2e::harness_options ho;
   ho.engine.metrics.url = engine_metrics_->url();
   ho.engine.metrics.interval = milliseconds(200);
