@@ -320,8 +320,14 @@ void drain_and_compare(fault_env& env) {
   const auto want = env.model.expected();
   const auto last_seq = env.engine->next_seq() - 1;
   const auto t0 = std::chrono::steady_clock::now();
-  const bool drained = env.d->drain(5s);
+  const auto reports = env.d->drain(5s);
   const auto took = std::chrono::steady_clock::now() - t0;
+  const bool drained = daemon::all_complete(reports);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_FALSE(reports[0].timed_out);
+  EXPECT_EQ(reports[0].pending, 0) << "nothing left undelivered";
+  EXPECT_EQ(reports[0].left_on_server(), static_cast<int64_t>(want.size()))
+      << "on_shutdown = keep: the server keeps what the engine holds";
   std::printf("[ measure  ] drain of %llu batches: %lld ms\n",
               static_cast<unsigned long long>(last_seq + 1),
               static_cast<long long>(
