@@ -23,9 +23,10 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
+
+#include "runtime/http_request.hpp"
 
 struct sockaddr;
 
@@ -40,32 +41,6 @@ struct http_limits {
   size_t max_body_bytes = 64 * 1024;
   size_t worker_threads = 2;
 };
-
-struct http_request {
-  std::string method;
-  std::string path;   // before '?', as sent
-  std::string query;  // after '?'
-  std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
-  std::vector<std::pair<std::string, std::string>> params;   // query, percent-decoded
-  std::string body;
-  std::string peer;  // the client's address
-
-  /// The header's value (name in any case), or nullptr.
-  const std::string* header(std::string_view name) const;
-  bool has_param(std::string_view name) const;
-  /// The first value of the query parameter ("" when absent).
-  std::string param(std::string_view name) const;
-};
-
-struct http_response {
-  int status = 200;
-  std::string content_type = "text/plain";
-  std::string body;
-};
-
-/// Parses "METHOD /path?query HTTP/1.x" and the header lines (without the final empty line) into
-/// `out`. False on anything malformed. Pure; exposed for tests.
-bool parse_http_head(std::string_view head, http_request& out, bool& keep_alive);
 
 class http_server {
  public:

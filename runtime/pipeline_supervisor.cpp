@@ -1,3 +1,6 @@
+// The pipeline supervisor's shell (rules: runtime/supervision.hpp). ~440 lines on purpose: it
+// executes the protocol's actions, owns the pipeline's health, answers status and runs the
+// shutdown drain, all on the one state; each part is short.
 #include "runtime/pipeline_supervisor.hpp"
 
 #include <caf/actor_system.hpp>

@@ -1,6 +1,7 @@
 // The admin port's HTTP server on loopback, with small limits so deadlines pass quickly: framing
 // checks happen before a body is read, deadlines close slow and idle clients, a full house
 // makes room for a newcomer, handlers that never block answer while every worker is busy.
+// (The request parser alone: http_request_test.cpp.)
 
 #include <gtest/gtest.h>
 
@@ -21,37 +22,6 @@ namespace {
 using namespace std::chrono_literals;
 using testing::raw_conn;
 using testing::status_of;
-
-TEST(HttpHead, ParsesTheRequestLineQueryAndHeaders) {
-  http_request r;
-  bool keep = false;
-  ASSERT_TRUE(parse_http_head(
-      "POST /debug/adapters?id=7&name=a%20b+c&flag HTTP/1.1\r\nHost: x\r\nX-Thing:  v  ", r, keep));
-  EXPECT_EQ(r.method, "POST");
-  EXPECT_EQ(r.path, "/debug/adapters");
-  EXPECT_EQ(r.param("id"), "7");
-  EXPECT_EQ(r.param("name"), "a b c");
-  EXPECT_TRUE(r.has_param("flag"));
-  EXPECT_FALSE(r.has_param("nope"));
-  ASSERT_NE(r.header("x-thing"), nullptr);
-  EXPECT_EQ(*r.header("X-THING"), "v");
-  EXPECT_TRUE(keep) << "HTTP/1.1 keeps the connection by default";
-  ASSERT_TRUE(parse_http_head("GET / HTTP/1.0", r, keep));
-  EXPECT_FALSE(keep);
-  ASSERT_TRUE(parse_http_head("GET / HTTP/1.1\r\nConnection: close", r, keep));
-  EXPECT_FALSE(keep);
-}
-
-TEST(HttpHead, RejectsMalformedHeads) {
-  http_request r;
-  bool keep = false;
-  for (const char* bad : {"", "GET", "GET /", "GET / HTTP/2.0", "GET x HTTP/1.1",
-                          "G(T / HTTP/1.1", "GET / HTTP/1.1\r\nno colon",
-                          "GET / HTTP/1.1\r\n folded: x", "GET / HTTP/1.1\r\n: empty name"}) {
-    http_request fresh;
-    EXPECT_FALSE(parse_http_head(bad, fresh, keep)) << bad;
-  }
-}
 
 // A server with short deadlines and one blocking route.
 struct server_fixture {
