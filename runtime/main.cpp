@@ -119,9 +119,11 @@ int main(int argc, char** argv) {
   std::thread drainer([&] {
     const auto reports = d.drain(drain_deadline);
     int64_t left = 0;
-    size_t incomplete = 0;
+    size_t incomplete = 0, unknown = 0;
     for (const auto& r : reports) {
-      left += std::max<int64_t>(0, r.left_on_server());
+      const auto n = r.left_on_server();
+      left += std::max<int64_t>(0, n);
+      unknown += n < 0 ? 1 : 0;
       incomplete += r.complete ? 0 : 1;
     }
     if (incomplete == 0)
@@ -130,7 +132,7 @@ int main(int argc, char** argv) {
       log::warn("shutdown drain timed out or failed",
                 {{"pipelines", reports.size()}, {"incomplete", incomplete},
                  {"deadline_ms", static_cast<int64_t>(drain_deadline.count() * 1000)},
-                 {"left_on_server", left}});
+                 {"left_on_server", left}, {"pipelines_left_unknown", unknown}});
     drained = true;
   });
   timespec poll{0, 100'000'000};

@@ -145,13 +145,16 @@ void spawn_unit(pipeline_self self, pipeline_unit u, uint64_t inc) {
   run(self, st.policy->spawn_failed(u, inc, err, clock::now()));
 }
 
+// The exit goes to the child's urgent queue: a child with a long mailbox (a decoder behind a
+// burst, after a drain that timed out) stops now instead of after its backlog, which nobody
+// will use. CAF treats an exit_msg as one by its content, whatever its priority.
 void stop_child(pipeline_self self, actor_kind k, uint64_t inc, caf::exit_reason why) {
   auto& st = self->state;
   auto hdl = handle_of(st, k);
   if (!hdl) return;
   auto it = st.monitored.find(hdl.address());
   if (it == st.monitored.end() || it->second.incarnation != inc) return;
-  self->send_exit(hdl, why);
+  caf::anon_send<caf::message_priority::high>(hdl, caf::exit_msg{self->address(), why});
 }
 
 void quit(pipeline_self self) {
@@ -258,18 +261,41 @@ void status_of(pipeline_self self, caf::typed_response_promise<actor_status> p) 
   fan_out_status(self, std::move(j), std::move(kids), std::move(p));
 }
 
-// What the drain leaves behind, read from the pipeline's own status tree: the debouncer's
-// pending updates and units in flight, the shards' resident blocks.
-void fill_leftovers(drain_report& r, const actor_status& tree) {
-  if (const auto* deb = tree.child("debouncer"); deb && deb->state == "running") {
-    r.pending = deb->integer("pending", -1);
-    r.in_flight = deb->integer("units_in_flight", -1);
-  }
-  if (const auto* dec = tree.child("decoder"); dec && dec->state == "running") {
-    int64_t resident = 0;
-    for (const auto& shard : dec->children) resident += std::max<int64_t>(0, shard.integer("resident_blocks", 0));
-    r.resident = resident;
-  }
+// What the drain leaves behind, asked of the data path itself: the debouncer's pending updates
+// and units in flight, the shards' resident blocks (the decoder's status children). A child that
+// does not answer in `timeout` leaves its numbers unknown (-1).
+void report_leftovers(pipeline_self self, std::shared_ptr<drain_report> report,
+                      caf::typed_response_promise<drain_report> promise,
+                      std::chrono::milliseconds timeout) {
+  auto remaining = std::make_shared<int>(2);
+  auto one_done = [=]() mutable {
+    if (--*remaining == 0) promise.deliver(*report);
+  };
+  auto& st = self->state;
+  if (st.debouncer)
+    self->request(st.debouncer, timeout, atom::status_v)
+        .then(
+            [=](actor_status& deb) mutable {
+              report->pending = deb.integer("pending", -1);
+              report->in_flight = deb.integer("units_in_flight", -1);
+              one_done();
+            },
+            [=](caf::error&) mutable { one_done(); });
+  else
+    one_done();
+  if (st.decoder)
+    self->request(st.decoder, timeout, atom::status_v)
+        .then(
+            [=](actor_status& dec) mutable {
+              int64_t resident = 0;
+              for (const auto& shard : dec.children)
+                resident += std::max<int64_t>(0, shard.integer("resident_blocks", 0));
+              report->resident = resident;
+              one_done();
+            },
+            [=](caf::error&) mutable { one_done(); });
+  else
+    one_done();
 }
 
 // The shutdown drain (the first half of stopping): stop reading, let the decoder and shards
@@ -289,33 +315,29 @@ void drain(pipeline_self self, caf::timespan budget,
     return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()),
                     std::chrono::milliseconds(1));
   };
-  auto finish = [=](bool complete, const char* failed_step) mutable {
+  auto finish = [=](bool complete, const char* failed_step, bool timed_out = false) mutable {
     report->complete = complete;
     report->failed_step = failed_step;
-    report->timed_out = !complete && clock::now() >= deadline;
-    self->request(caf::actor_cast<pipeline_actor>(self), reserve * 3 / 4, atom::status_v)
-        .then(
-            [=](actor_status& tree) mutable {
-              fill_leftovers(*report, tree);
-              promise.deliver(*report);
-            },
-            [=](caf::error&) mutable { promise.deliver(*report); });
+    report->timed_out = timed_out;
+    report_leftovers(self, report, promise,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(reserve * 3 / 4));
   };
   // The decoder's drain answers after its shards': everything read so far has become ops in the
   // debouncer's mailbox by then. Then the debouncer flushes and waits for acks.
+  const auto late = [](const caf::error& e) { return e == caf::sec::request_timeout; };
   auto flush = [=]() mutable {
     auto debouncer = self->state.debouncer;
     if (!debouncer) return finish(false, "debouncer");
     self->request(debouncer, left(), atom::drain_v)
         .then([=](bool ok) mutable { finish(ok, ok ? "" : "debouncer"); },
-              [=](caf::error&) mutable { finish(false, "debouncer"); });
+              [=](caf::error& e) mutable { finish(false, "debouncer", late(e)); });
   };
   auto decode = [=]() mutable {
     auto decoder = self->state.decoder;
     if (!decoder) return finish(false, "decoder");
     self->request(decoder, left(), atom::drain_v)
         .then([=](bool) mutable { flush(); },
-              [=](caf::error&) mutable { finish(false, "decoder"); });
+              [=](caf::error& e) mutable { finish(false, "decoder", late(e)); });
   };
   if (!st.ingress) return decode();
   // Stop reading first. The ingress still reads what the engine already sent and answers the

@@ -33,6 +33,7 @@ struct world {
   std::map<std::string, caf::actor> live;  // the latest of each kind
   std::map<std::string, std::vector<caf::message>> got;
   std::string stubborn;                    // this kind ignores user_shutdown (not kill)
+  std::string mute;                        // this kind never answers a drain
   int64_t resident = 7;                    // what fake shards report
 };
 
@@ -53,7 +54,9 @@ caf::actor spawn_child(caf::actor_system& sys, std::shared_ptr<world> w, const s
             me->quit(caf::make_error(caf::sec::runtime_error, "boom"));
             return caf::message{};
           }
-          if (msg.match_element<atom::drain>(0)) return caf::make_message(true);
+          if (msg.match_element<atom::drain>(0))
+            return kind == w->mute ? caf::result<caf::message>(caf::skip)
+                                   : caf::result<caf::message>(caf::make_message(true));
           if (msg.match_elements<atom::crash, std::string>())  // the decoder, for a shard
             return caf::make_message(true);
           if (msg.match_element<atom::status>(0)) {
@@ -292,6 +295,30 @@ TEST_F(PipelineSupervisorShell, TheDrainReportsWhatTheServerIsLeftWith) {
   crash("emitter");
   t.advance(1'000ms);
   EXPECT_EQ(count(w->spawned, "emitter"), 1u);
+}
+
+TEST_F(PipelineSupervisorShell, ADrainThatRunsOutOfTimeSaysWhereAndWhatIsLeft) {
+  w->mute = "debouncer";  // its final flush never gets acknowledged
+  start();
+  drain_report r;
+  bool answered = false;
+  caf::scoped_actor self{t.sys()};
+  const caf::timespan budget = 2s;
+  auto rh = self->request(aut, caf::infinite, atom::drain_v, budget);
+  t.run();
+  t.advance(2'000ms);  // the debouncer's share of the budget runs out
+  rh.receive(
+      [&](drain_report& x) {
+        r = x;
+        answered = true;
+      },
+      [](caf::error& e) { FAIL() << caf::to_string(e); });
+  ASSERT_TRUE(answered);
+  EXPECT_FALSE(r.complete);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(r.failed_step, "debouncer");
+  EXPECT_EQ(r.resident, 7) << "the decoder still answered for its shards";
+  EXPECT_EQ(r.left_on_server(), 7);
 }
 
 TEST_F(PipelineSupervisorShell, AFinalClearLeavesNothingOnTheServer) {
