@@ -9,6 +9,8 @@
 #include <functional>
 #include <memory>
 
+#include "base/tsan.hpp"
+
 
 namespace kvrelay {
 
@@ -55,6 +57,7 @@ void status_of(daemon_self self, caf::typed_response_promise<std::vector<pipelin
   g->remaining = ps.size();
   g->done = [views, rp](std::vector<actor_status>& items) mutable {
     for (size_t i = 0; i < items.size(); ++i) (*views)[i].status = std::move(items[i]);
+    tsan::handoff_publish();
     rp.deliver(std::move(*views));
   };
   if (ps.empty()) {
@@ -65,6 +68,7 @@ void status_of(daemon_self self, caf::typed_response_promise<std::vector<pipelin
     self->request(ps[i].hdl, pipeline_status_timeout, atom::status_v)
         .then(
             [g, i](actor_status& s) {
+              tsan::handoff_consume();
               g->items[i] = std::move(s);
               g->one();
             },
@@ -107,6 +111,7 @@ daemon_actor::behavior_type daemon_fn(daemon_self self, std::vector<daemon_pipel
             all = all && a.ok;
             for (auto& r : a.reasons) reasons.push_back(std::move(r));
           }
+          tsan::handoff_publish();
           rp.deliver(all, std::move(reasons));
         };
         for (size_t i = 0; i < ps.size(); ++i) {
@@ -114,6 +119,7 @@ daemon_actor::behavior_type daemon_fn(daemon_self self, std::vector<daemon_pipel
           self->request(ps[i].hdl, pipeline_ready_timeout, atom::ready_v)
               .then(
                   [g, i, name](bool ok, std::vector<std::string>& why) {
+                    tsan::handoff_consume();
                     g->items[i].ok = ok;
                     for (auto& r : why) g->items[i].reasons.push_back(name + ": " + r);
                     g->one();
@@ -150,13 +156,17 @@ daemon_actor::behavior_type daemon_fn(daemon_self self, std::vector<daemon_pipel
         auto g = std::make_shared<gather<drain_report>>();
         g->items.resize(ps.size());
         g->remaining = ps.size();
-        g->done = [rp](std::vector<drain_report>& items) mutable { rp.deliver(std::move(items)); };
+        g->done = [rp](std::vector<drain_report>& items) mutable {
+          tsan::handoff_publish();
+          rp.deliver(std::move(items));
+        };
         // Every pipeline at once, so they drain in parallel within one budget.
         for (size_t i = 0; i < ps.size(); ++i) {
           const auto name = ps[i].facts.name;
           self->request(ps[i].hdl, budget + drain_report_slack, atom::drain_v, budget)
               .then(
                   [g, i](drain_report& r) {
+                    tsan::handoff_consume();
                     g->items[i] = std::move(r);
                     g->one();
                   },
@@ -185,7 +195,12 @@ std::optional<std::vector<pipeline_view>> daemon_client::status(ms timeout) cons
   caf::scoped_actor self{sys_};
   std::optional<std::vector<pipeline_view>> out;
   self->request(root_, timeout, atom::status_v)
-      .receive([&](std::vector<pipeline_view>& v) { out = std::move(v); }, [](caf::error&) {});
+      .receive(
+          [&](std::vector<pipeline_view>& v) {
+            tsan::handoff_consume();
+            out = std::move(v);
+          },
+          [](caf::error&) {});
   return out;
 }
 
@@ -193,7 +208,11 @@ std::pair<bool, std::vector<std::string>> daemon_client::ready(ms timeout) const
   caf::scoped_actor self{sys_};
   std::pair<bool, std::vector<std::string>> out{false, {}};
   self->request(root_, timeout, atom::ready_v)
-      .receive([&](bool ok, std::vector<std::string>& why) { out = {ok, std::move(why)}; },
+      .receive(
+          [&](bool ok, std::vector<std::string>& why) {
+            tsan::handoff_consume();
+            out = {ok, std::move(why)};
+          },
                [&](caf::error& err) { out.second.push_back("no answer: " + caf::to_string(err)); });
   return out;
 }
@@ -220,7 +239,12 @@ std::vector<drain_report> daemon_client::drain(ms budget) const {
   std::vector<drain_report> out;
   const caf::timespan b = budget;
   self->request(root_, budget + 2 * drain_report_slack, atom::drain_v, b)
-      .receive([&](std::vector<drain_report>& r) { out = std::move(r); }, [](caf::error&) {});
+      .receive(
+          [&](std::vector<drain_report>& r) {
+            tsan::handoff_consume();
+            out = std::move(r);
+          },
+          [](caf::error&) {});
   return out;
 }
 

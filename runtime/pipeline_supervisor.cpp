@@ -13,6 +13,7 @@
 
 #include "actors/emitter/policy_client.hpp"
 #include "base/log.hpp"
+#include "base/tsan.hpp"
 #include "base/metrics_registry.hpp"
 #include "messages/status_fanout.hpp"
 #include "runtime/supervision.hpp"
@@ -269,13 +270,16 @@ void report_leftovers(pipeline_self self, std::shared_ptr<drain_report> report,
                       std::chrono::milliseconds timeout) {
   auto remaining = std::make_shared<int>(2);
   auto one_done = [=]() mutable {
-    if (--*remaining == 0) promise.deliver(*report);
+    if (--*remaining != 0) return;
+    tsan::handoff_publish();
+    promise.deliver(*report);
   };
   auto& st = self->state;
   if (st.debouncer)
     self->request(st.debouncer, timeout, atom::status_v)
         .then(
             [=](actor_status& deb) mutable {
+              tsan::handoff_consume();
               report->pending = deb.integer("pending", -1);
               report->in_flight = deb.integer("units_in_flight", -1);
               one_done();
@@ -287,6 +291,7 @@ void report_leftovers(pipeline_self self, std::shared_ptr<drain_report> report,
     self->request(st.decoder, timeout, atom::status_v)
         .then(
             [=](actor_status& dec) mutable {
+              tsan::handoff_consume();
               int64_t resident = 0;
               for (const auto& shard : dec.children)
                 resident += std::max<int64_t>(0, shard.integer("resident_blocks", 0));
