@@ -5,6 +5,7 @@
 // tree and `crash` (fault injection, only reachable when the admin switch enables it).
 
 #include <caf/replies_to.hpp>
+#include <caf/timespan.hpp>
 #include <caf/typed_actor.hpp>
 
 #include <string>
@@ -12,6 +13,7 @@
 #include "base/status.hpp"
 #include "messages/fwd.hpp"
 #include "messages/health.hpp"
+#include "messages/supervision.hpp"
 
 namespace kvrelay {
 
@@ -67,8 +69,8 @@ using decoder_actor = caf::typed_actor<
   caf::reacts_to<ingress_notice_ptr>,
   // Asks the shard to re-report its resident blocks.
   caf::reacts_to<atom::resync>,
-  // Adds a LoRA id → name mapping at runtime (admin).
-  caf::reacts_to<atom::adapter, int64_t, std::string>,
+  // Adds a LoRA id → name mapping at runtime (admin); answers once batches after it use it.
+  caf::replies_to<atom::adapter, int64_t, std::string>::with<bool>,
   // Makes the shard throw (fault injection); true once it was told.
   caf::replies_to<atom::crash, std::string>::with<bool>,
   // Barrier: answers once every batch sent before it has become ops at the debouncer.
@@ -150,22 +152,43 @@ using scraper_actor = caf::typed_actor<
   ::extend_with<supervised_actor>;
 
 /// Supervises one pipeline: restarts children with backoff and an intensity limit, isolates the
-/// side actors (emitter, scraper) from the data path, and drains it on shutdown.
+/// side actors (emitter, scraper) from the data path, and drains it on shutdown
+/// (runtime/supervision.hpp holds the rules).
 using pipeline_actor = caf::typed_actor<
   // Returns the pipeline's subtree (every child's status, restarts, last error) and readiness.
   caf::replies_to<atom::status>::with<actor_status>,
   // Whether the pipeline is ready, and why not (the reasons; empty when ready).
   caf::replies_to<atom::ready>::with<bool, std::vector<std::string>>,
-  // Internal: restart the named child ("emitter", "scraper" or "datapath") after its backoff.
-  caf::reacts_to<atom::restart, std::string>,
-  // Fault injection: makes the named child ("emitter", "scraper", "decoder", "ingress",
-  // "debouncer", "shard") throw.
-  caf::replies_to<atom::crash, std::string>::with<bool>,
-  // Shutdown: stop ingress, drain the data path, final flush; true when everything was sent.
-  caf::replies_to<atom::drain>::with<bool>,
-  // Adds a LoRA id → name mapping at runtime.
-  caf::reacts_to<atom::adapter, int64_t, std::string>>
+  // Internal timer: the unit's restart backoff elapsed (unit, generation: stale ones are ignored).
+  caf::reacts_to<atom::restart, pipeline_unit, uint64_t>,
+  // Internal timer: a unit restarted while unhealthy stayed up for a window (unit, incarnation).
+  caf::reacts_to<atom::stable, pipeline_unit, uint64_t>,
+  // Internal timer: the teardown deadline passed; children still alive are killed.
+  caf::reacts_to<atom::teardown>,
+  // Fault injection: makes the child of that kind throw; false when it is not running.
+  caf::replies_to<atom::crash, actor_kind>::with<bool>,
+  // Shutdown: stop ingress, drain the data path, final flush, all within the time budget; the
+  // report says whether everything was sent and what the server is left with.
+  caf::replies_to<atom::drain, caf::timespan>::with<drain_report>,
+  // Adds a LoRA id → name mapping at runtime (kept across data-path restarts); answers once
+  // the running decoder applied it, so a caller told "added" never races the next batch.
+  caf::replies_to<atom::adapter, int64_t, std::string>::with<bool>>
   ::extend_with<health_listener_actor>;
+
+/// The daemon's root: holds every pipeline's handle and serialises what the admin port and
+/// signals ask (one owner: HTTP threads talk to it, never to the daemon object's fields).
+using daemon_actor = caf::typed_actor<
+  // Every pipeline: the facts fixed at start and its status subtree, in configuration order.
+  caf::replies_to<atom::status>::with<std::vector<pipeline_view>>,
+  // Every pipeline is ready; the reasons of those that are not ("<pipeline>: <reason>").
+  caf::replies_to<atom::ready>::with<bool, std::vector<std::string>>,
+  // Fault injection in pipeline P (by name); false when there is no such pipeline or actor.
+  caf::replies_to<atom::crash, std::string, actor_kind>::with<bool>,
+  // Adds a LoRA id → name mapping to every pipeline of replica R ("" = all); false when none
+  // matched.
+  caf::replies_to<atom::adapter, std::string, int64_t, std::string>::with<bool>,
+  // Shutdown: drains every pipeline at once within the budget; one report per pipeline.
+  caf::replies_to<atom::drain, caf::timespan>::with<std::vector<drain_report>>>;
 
 // clang-format on
 

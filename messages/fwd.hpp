@@ -12,6 +12,7 @@
 #include "base/status.hpp"
 #include "messages/health.hpp"
 #include "messages/pipeline.hpp"
+#include "messages/supervision.hpp"
 
 // Atom texts are ≤ 10 characters of [a-z0-9_] (CAF 0.17 stores them in 60 bits). One atom, one
 // meaning: a handler's atom names what the message is, never which timer happened to fire.
@@ -26,7 +27,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvrelay, caf::first_custom_type_id)
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, drain, "drain")          // shutdown: flush and answer
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, adapter, "adapter")      // LoRA id → name mapping
   // -- supervisor --------------------------------------------------------------------------------
-  CAF_ADD_ATOM(kvrelay, kvrelay::atom, restart, "restart")      // a unit's backoff elapsed
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, restart, "restart")      // timer: a unit's backoff elapsed
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, stable, "stable")        // timer: a unit stayed up a window
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, teardown, "teardown")    // timer: teardown deadline; kill
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, ready, "ready")          // readiness and its reasons
   // -- ingress -----------------------------------------------------------------------------------
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, publish, "publish")      // timer: ZMQ counters → /metrics
@@ -53,6 +56,11 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::emit_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::stats_sample_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::actor_status)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::health_fact)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::pipeline_unit)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::actor_kind)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::drain_report)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrelay::drain_report>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrelay::pipeline_view>)
 
 // kvrelay::ec travels as a caf::error (exit reasons, failed requests); category "kvrelay".
 CAF_ERROR_CODE_ENUM(kvrelay::ec, "kvrelay")

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/status.hpp"
+#include "base/tsan.hpp"
 #include "messages/actors.hpp"
 
 namespace kvrelay {
@@ -33,7 +34,9 @@ void fan_out_status(Self* self, actor_status head, std::vector<status_child> chi
     size_t remaining;
     caf::typed_response_promise<actor_status> promise;
     void done_one() {
-      if (--remaining == 0) promise.deliver(std::move(head));
+      if (--remaining != 0) return;
+      tsan::handoff_publish();
+      promise.deliver(std::move(head));
     }
   };
   auto a = std::make_shared<agg>(agg{std::move(head), children.size(), std::move(promise)});
@@ -54,6 +57,7 @@ void fan_out_status(Self* self, actor_status head, std::vector<status_child> chi
     self->request(children[i].hdl, timeout, atom::status_v)
         .then(
             [a, i](actor_status& body) {
+              tsan::handoff_consume();
               auto& s = a->head.children[i];
               body.name = std::move(s.name);
               body.supervision = std::move(s.supervision);

@@ -1,65 +1,239 @@
 #include "runtime/admin_server.hpp"
 
-#include <httplib.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
+#include <algorithm>
+#include <cstring>
+#include <map>
 #include <sstream>
-#include <thread>
 
-#include "config/loader.hpp"
-#include "runtime/admin_page.hpp"
-#include "runtime/daemon.hpp"
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
+#include "config/loader.hpp"
+#include "runtime/admin_page.hpp"
+#include "runtime/status_render.hpp"
 
 namespace kvrelay {
 
+namespace {
+
+struct addrinfo_list {
+  addrinfo* head = nullptr;
+  ~addrinfo_list() {
+    if (head) freeaddrinfo(head);
+  }
+};
+
+// Resolves `host` ("" = every interface) for a TCP listener; "" on success. AI_ADDRCONFIG first
+// (no IPv6 answers on an IPv4-only host), then without it: it hides loopback addresses on a host
+// whose only configured interface is loopback.
+std::string resolve(const std::string& host, const std::string& port, addrinfo_list& out) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  int rc = 0;
+  for (int flags : {AI_PASSIVE | AI_ADDRCONFIG, AI_PASSIVE}) {
+    hints.ai_flags = flags;
+    rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &out.head);
+    if (rc == 0 && out.head) return {};
+  }
+  return gai_strerror(rc);
+}
+
+// Compares without an early exit, so response times do not reveal how much of a guess matched
+// (the length is not the secret).
+bool same_secret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+// A LoRA id exactly as TOML keys and --lora-adapter-names read it (config's parser: base-10,
+// optional sign, the whole int64 range and nothing beyond it). An out-of-range id is refused,
+// never clamped.
+bool parse_adapter_id(const std::string& text, int64_t& id) {
+  if (text.empty() || text.find_first_not_of("+-0123456789") != std::string::npos) return false;
+  std::map<int64_t, std::string> one;
+  if (!config::parse_adapter_names(text + "=x", one) || one.size() != 1) return false;
+  id = one.begin()->first;
+  return true;
+}
+
+http_response reply(int status, std::string body, std::string type = "text/plain") {
+  http_response r;
+  r.status = status;
+  r.body = std::move(body);
+  r.content_type = std::move(type);
+  return r;
+}
+
+}  // namespace
+
+bool is_loopback_address(const sockaddr* a) {
+  if (!a) return false;
+  if (a->sa_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(a);
+    return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (a->sa_family == AF_INET6) {
+    const auto& b = reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr.s6_addr;
+    static constexpr unsigned char loop6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    static constexpr unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (std::memcmp(b, loop6, 16) == 0) return true;
+    return std::memcmp(b, mapped, 12) == 0 && b[12] == 127;
+  }
+  return false;
+}
+
 bool is_loopback_host(const std::string& host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+  if (host.empty()) return false;  // every interface
+  addrinfo_list list;
+  if (!resolve(host, "0", list).empty() || !list.head) return false;
+  for (auto* ai = list.head; ai; ai = ai->ai_next)
+    if (!is_loopback_address(ai->ai_addr)) return false;
+  return true;
+}
+
+http_limits admin_limits_from(const config::admin_settings& s) {
+  http_limits l;
+  l.max_connections = static_cast<size_t>(std::max<int64_t>(s.max_connections, 1));
+  l.read_timeout = s.read_timeout;
+  l.idle_timeout = s.idle_timeout;
+  l.max_body_bytes = static_cast<size_t>(std::max<int64_t>(s.max_body_bytes, 0));
+  return l;
 }
 
 struct admin_server::impl {
-  daemon& d;
-  httplib::Server server;
-  std::thread thread;
-  int port = 0;
+  backend b;
+  std::unique_ptr<http_server> server;
   std::string token;
   struct route {
     std::string method, path, help;
   };
   std::vector<route> routes;
 
-  explicit impl(daemon& dd) : d(dd) {}
+  explicit impl(backend bb) : b(std::move(bb)) {}
 
-  bool authorized(const httplib::Request& req) const {
-    if (token.empty()) return true;
-    return req.get_header_value("Authorization") == "Bearer " + token;
+  // The token guards what changes the daemon and the /debug pages that show its insides;
+  // probes, /metrics and /help stay open so kubelet and Prometheus need no secret.
+  static bool guarded(const http_request& r) {
+    return r.method != "GET" || r.path.rfind("/debug/", 0) == 0;
   }
 
-  template <class F>
-  void add(const std::string& method, const std::string& path, const std::string& help, F f) {
+  bool authorized(const http_request& req) const {
+    if (token.empty()) return true;
+    const auto* h = req.header("authorization");
+    return h && h->size() > 7 && h->compare(0, 7, "Bearer ") == 0 &&
+           same_secret(std::string_view(*h).substr(7), token);
+  }
+
+  void add(const std::string& method, const std::string& path, const std::string& help,
+           http_server::handler f, http_server::runs_on where = http_server::runs_on::worker) {
     routes.push_back({method, path, help});
-    // The token guards what changes the daemon and the /debug pages that show its insides;
-    // probes, /metrics and /help stay open so kubelet and Prometheus need no secret.
-    const bool guarded = method != "GET" || path.rfind("/debug/", 0) == 0;
-    auto wrapped = [this, f, guarded](const httplib::Request& req, httplib::Response& res) {
-      if (guarded && !authorized(req)) {
-        res.status = 401;
-        res.set_content("unauthorized: send 'Authorization: Bearer <token>'\n", "text/plain");
-        return;
-      }
-      f(req, res);
+    server->route(method, path, std::move(f), where);
+  }
+
+  std::string metrics_text() const {
+    std::string body = b.metrics->render();
+    const bool ready = b.client.ready().first;
+    body += "# HELP kvrelay_ready 1 when /readyz is 200\n# TYPE kvrelay_ready gauge\n";
+    body += std::string("kvrelay_ready ") + (ready ? "1" : "0") + "\n";
+    const auto st = server->stats();
+    body += "# HELP kvrelay_admin_connections_total Admin port connections by outcome\n"
+            "# TYPE kvrelay_admin_connections_total counter\n";
+    const std::pair<const char*, uint64_t> rows[] = {
+        {"accepted", st.accepted}, {"evicted", st.evicted},   {"refused", st.refused},
+        {"timed_out", st.timed_out}, {"rejected", st.rejected}};
+    for (const auto& [k, v] : rows)
+      body += std::string("kvrelay_admin_connections_total{outcome=\"") + k + "\"} " +
+              std::to_string(v) + "\n";
+    body += "# HELP kvrelay_admin_open_connections Admin port connections open now\n"
+            "# TYPE kvrelay_admin_open_connections gauge\n"
+            "kvrelay_admin_open_connections " + std::to_string(st.open) + "\n";
+    return body;
+  }
+
+  void add_routes(bool crash_endpoint) {
+    add("GET", "/healthz", "process alive",
+        [](const http_request&, http_response& res) { res = reply(200, "ok\n"); },
+        http_server::runs_on::io_thread);
+    add("GET", "/readyz",
+        "200 when every pipeline decoded a batch or caught up, and the policy server answered; "
+        "the body lists why not, and degraded pipelines",
+        [this](const http_request&, http_response& res) {
+          auto [ok, why] = b.client.ready();
+          std::string body = ok ? "ready\n" : "not ready\n";
+          for (const auto& w : why) body += "- " + w + "\n";
+          res = reply(ok ? 200 : 503, std::move(body));
+        });
+    add("GET", "/metrics", "Prometheus metrics (text format 0.0.4)",
+        [this](const http_request&, http_response& res) {
+          res = reply(200, metrics_text(), "text/plain; version=0.0.4");
+        });
+    const auto uptime = [this] {
+      return std::chrono::duration_cast<std::chrono::seconds>(
+                 std::chrono::steady_clock::now() - b.started)
+          .count();
     };
-    if (method == "GET") server.Get(path, wrapped);
-    else server.Post(path, wrapped);
+    add("GET", "/debug/tree", "every actor: kind, state, mailbox, restarts, last error, uptime",
+        [this, uptime](const http_request&, http_response& res) {
+          auto views = b.client.status();
+          if (!views) return void(res = reply(503, "the daemon did not answer in time\n"));
+          res = reply(200, render_tree(*views, uptime()) + "\n", "application/json");
+        });
+    add("GET", "/debug/engines", "per pipeline: endpoints, last seq, adapters, readiness",
+        [this](const http_request&, http_response& res) {
+          auto views = b.client.status();
+          if (!views) return void(res = reply(503, "the daemon did not answer in time\n"));
+          res = reply(200, render_engines(*views) + "\n", "application/json");
+        });
+    add("POST", "/debug/adapters",
+        "add a LoRA id→name mapping: ?id=N&name=S[&replica=R] (all replicas when R is absent)",
+        [this](const http_request& req, http_response& res) {
+          if (!req.has_param("id") || req.param("name").empty())
+            return void(res = reply(400, "need id and name parameters\n"));
+          int64_t id = 0;
+          if (!parse_adapter_id(req.param("id"), id))
+            return void(res = reply(400, "id must be a base-10 integer in the int64 range, as in "
+                                         "[engine.adapters] and --lora-adapter-names\n"));
+          const bool ok = b.client.add_adapter(req.param("replica"), id, req.param("name"));
+          res = reply(ok ? 200 : 404, ok ? "added\n" : "no such replica\n");
+        });
+    if (crash_endpoint) {
+      add("POST", "/debug/crash",
+          "fault injection: ?pipeline=P&actor=emitter|scraper|decoder|ingress|debouncer|shard",
+          [this](const http_request& req, http_response& res) {
+            const auto who = parse_actor_kind(req.param("actor"));
+            const bool ok = who && b.client.crash(req.param("pipeline"), *who);
+            res = reply(ok ? 200 : 404, ok ? "crashed\n" : "no such pipeline or actor\n");
+          });
+    }
+    add("GET", "/", "the admin page (HTML)",
+        [](const http_request&, http_response& res) {
+          res = reply(200, std::string(admin_page_html()), admin_page_content_type);
+        },
+        http_server::runs_on::io_thread);
+    add("GET", "/help", "this list",
+        [this](const http_request&, http_response& res) {
+          std::ostringstream out;
+          for (const auto& r : routes) out << r.method << ' ' << r.path << "\t" << r.help << '\n';
+          res = reply(200, out.str());
+        },
+        http_server::runs_on::io_thread);
   }
 };
 
-admin_server::admin_server(daemon& d) : impl_(std::make_unique<impl>(d)) {}
+admin_server::admin_server(backend b) : impl_(std::make_unique<impl>(std::move(b))) {}
 admin_server::~admin_server() { stop(); }
 
-bool admin_server::start(const config::admin_settings& s, std::string& error) {
+bool admin_server::start(const config::admin_settings& s, const http_limits& limits,
+                         std::string& error) {
   auto& a = *impl_;
-  auto colon = s.listen.rfind(':');
+  const auto colon = s.listen.rfind(':');
   if (colon == std::string::npos) {
     error = "admin.listen: expected host:port, got \"" + s.listen + "\"";
     return false;
@@ -67,7 +241,7 @@ bool admin_server::start(const config::admin_settings& s, std::string& error) {
   std::string host = s.listen.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
-  int port = std::atoi(s.listen.c_str() + colon + 1);
+  const std::string port = s.listen.substr(colon + 1);
   // config::resolve() read and checked the token before anything started; a configuration
   // built in code may name only the file, which is then read with the same bounded reader.
   a.token = s.token;
@@ -79,97 +253,44 @@ bool admin_server::start(const config::admin_settings& s, std::string& error) {
     }
     a.token = std::move(token).value();
   }
-  if (!is_loopback_host(host) && a.token.empty()) {
+  addrinfo_list addrs;
+  if (auto err = resolve(host, port, addrs); !err.empty() || !addrs.head) {
+    error = "admin.listen: cannot resolve " + s.listen + ": " + (err.empty() ? "no address" : err);
+    return false;
+  }
+  // The check and the bind use the same resolved address: a name cannot pass as loopback and
+  // then bind something else.
+  const addrinfo* ai = addrs.head;
+  if (!is_loopback_address(ai->ai_addr) && a.token.empty()) {
     error = "admin.listen: " + s.listen +
             " is not loopback; set admin.token_file so the port is not open to anyone";
     return false;
   }
-  daemon& d = a.d;
-  a.add("GET", "/healthz", "process alive", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain");
+  a.server = std::make_unique<http_server>(limits);
+  a.server->set_gate([&a](const http_request& req) -> std::optional<http_response> {
+    if (impl::guarded(req) && !a.authorized(req))
+      return reply(401, "unauthorized: send 'Authorization: Bearer <token>'\n");
+    return std::nullopt;
   });
-  a.add("GET", "/readyz",
-        "200 when every pipeline decoded a batch or caught up, and the policy server answered; "
-        "the body lists why not, and degraded pipelines",
-        [&d](const httplib::Request&, httplib::Response& res) {
-          std::vector<std::string> reasons;
-          bool ok = d.ready(&reasons);
-          res.status = ok ? 200 : 503;
-          std::string body = ok ? "ready\n" : "not ready\n";
-          for (const auto& r : reasons) body += r + "\n";
-          res.set_content(body, "text/plain");
-        });
-  a.add("GET", "/metrics", "Prometheus metrics (text format 0.0.4)",
-        [&d](const httplib::Request&, httplib::Response& res) {
-          std::string body = d.metrics().render();
-          body += "# HELP kvrelay_ready 1 when /readyz is 200\n# TYPE kvrelay_ready gauge\n";
-          body += std::string("kvrelay_ready ") + (d.ready() ? "1" : "0") + "\n";
-          res.set_content(body, "text/plain; version=0.0.4");
-        });
-  a.add("GET", "/debug/tree", "every actor: kind, state, mailbox, restarts, last error, uptime",
-        [&d](const httplib::Request&, httplib::Response& res) {
-          res.set_content(d.tree_json() + "\n", "application/json");
-        });
-  a.add("GET", "/debug/engines", "per pipeline: endpoints, last seq, adapters, readiness",
-        [&d](const httplib::Request&, httplib::Response& res) {
-          res.set_content(d.engines_json() + "\n", "application/json");
-        });
-  a.add("POST", "/debug/adapters",
-        "add a LoRA id→name mapping: ?id=N&name=S[&replica=R] (all replicas when R is absent)",
-        [&d](const httplib::Request& req, httplib::Response& res) {
-          if (!req.has_param("id") || !req.has_param("name") || req.get_param_value("name").empty()) {
-            res.status = 400;
-            res.set_content("need id and name parameters\n", "text/plain");
-            return;
-          }
-          char* end = nullptr;
-          const auto id_text = req.get_param_value("id");
-          long long id = std::strtoll(id_text.c_str(), &end, 10);
-          if (id_text.empty() || *end != '\0') {
-            res.status = 400;
-            res.set_content("id must be an integer\n", "text/plain");
-            return;
-          }
-          bool ok = d.add_adapter(req.get_param_value("replica"), id, req.get_param_value("name"));
-          res.status = ok ? 200 : 404;
-          res.set_content(ok ? "added\n" : "no such replica\n", "text/plain");
-        });
-  if (s.enable_crash_endpoint) {
-    a.add("POST", "/debug/crash",
-          "fault injection: ?pipeline=P&actor=emitter|scraper|decoder|ingress|debouncer|shard",
-          [&d](const httplib::Request& req, httplib::Response& res) {
-            bool ok = d.crash(req.get_param_value("pipeline"), req.get_param_value("actor"));
-            res.status = ok ? 200 : 404;
-            res.set_content(ok ? "crashed\n" : "no such pipeline or actor\n", "text/plain");
-          });
-  }
-  a.add("GET", "/", "the admin page (HTML)", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(admin_page_html().data(), admin_page_html().size(), admin_page_content_type);
-  });
-  a.add("GET", "/help", "this list", [&a](const httplib::Request&, httplib::Response& res) {
-    std::ostringstream out;
-    for (const auto& r : a.routes) out << r.method << ' ' << r.path << "\t" << r.help << '\n';
-    res.set_content(out.str(), "text/plain");
-  });
-  a.server.set_keep_alive_max_count(100);
-  a.port = port == 0 ? a.server.bind_to_any_port(host) : (a.server.bind_to_port(host, port) ? port : -1);
-  if (a.port <= 0) {
-    error = "admin.listen: cannot bind " + s.listen;
+  a.add_routes(s.enable_crash_endpoint);
+  if (!a.server->listen(ai->ai_addr, static_cast<unsigned>(ai->ai_addrlen), error)) {
+    error = "admin.listen: cannot bind " + s.listen + ": " + error;
+    a.server.reset();
     return false;
   }
-  a.thread = std::thread([&a] { a.server.listen_after_bind(); });
-  log::info("admin port listening", {{"listen", host + ":" + std::to_string(a.port)}});
+  log::info("admin port listening",
+            {{"listen", host + ":" + std::to_string(a.server->port())},
+             {"max_connections", limits.max_connections},
+             {"read_timeout_ms", static_cast<int64_t>(limits.read_timeout.count())},
+             {"idle_timeout_ms", static_cast<int64_t>(limits.idle_timeout.count())},
+             {"max_body_bytes", limits.max_body_bytes}});
   return true;
 }
 
 void admin_server::stop() {
-  auto& a = *impl_;
-  if (a.thread.joinable()) {
-    a.server.stop();
-    a.thread.join();
-  }
+  if (impl_->server) impl_->server->stop();
 }
 
-uint16_t admin_server::port() const { return static_cast<uint16_t>(impl_->port); }
+uint16_t admin_server::port() const { return impl_->server ? impl_->server->port() : 0; }
 
 }  // namespace kvrelay

@@ -1,6 +1,7 @@
 #pragma once
-// The admin HTTP port (cpp-httplib): a registry of handlers with help texts, Envoy-style.
-//   GET  /healthz          process alive
+// The admin HTTP port: a registry of handlers with help texts, Envoy-style, on kvrelay's own
+// small server (runtime/http_server.hpp: bounded header time, idle time, connections and bodies).
+//   GET  /healthz          process alive (answered on the I/O thread: never waits for actors)
 //   GET  /readyz           every pipeline decoded a batch (or caught up) and the server answered
 //   GET  /metrics          Prometheus text
 //   GET  /debug/tree       every actor: kind, state, mailbox, restarts, last error, uptime
@@ -8,26 +9,46 @@
 //   POST /debug/adapters   ?replica=R&id=N&name=S  adds a LoRA id → name mapping
 //   POST /debug/crash      ?pipeline=P&actor=A     fault injection (config switch, off by default)
 //   GET  /help             this list
-// Loopback by default. Binding anything else requires a bearer token (from a file); requests
-// without it get 401.
+// Every handler asks the daemon's root actor (daemon_client); none reads the daemon object.
+// Loopback by default. Binding anything else requires a bearer token (from a file): POSTs and
+// /debug/* without it get 401 before their body is read.
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "config/settings.hpp"
+#include "runtime/daemon_actor.hpp"
+#include "runtime/http_server.hpp"
+
+struct sockaddr;
 
 namespace kvrelay {
 
-class daemon;
+class metrics_registry;
+
+/// The admin port's limits from the configuration.
+/// TODO(lead): the `config` engineer adds `[admin] max_connections`, `read_timeout`,
+/// `idle_timeout` and `max_body_bytes`; map them here. Until then these are http_limits'
+/// defaults (64, 5 s, 30 s, 64 KiB), the same as the keys' documented defaults.
+http_limits admin_limits_from(const config::admin_settings& s);
 
 class admin_server {
  public:
-  explicit admin_server(daemon& d);
+  /// What the handlers use: the root actor, the metrics registry (thread-safe), the start time.
+  struct backend {
+    daemon_client client;
+    std::shared_ptr<metrics_registry> metrics;
+    std::chrono::steady_clock::time_point started;
+  };
+
+  explicit admin_server(backend b);
   ~admin_server();
-  /// Binds and starts serving on its own thread. False (with `error`) when it cannot bind or a
-  /// non-loopback address has no token.
-  bool start(const config::admin_settings& s, std::string& error);
+  /// Resolves and binds `s.listen`, then serves on its own threads. False (with `error`) when
+  /// it cannot resolve or bind, the token file is unusable, or a non-loopback address has no
+  /// token.
+  bool start(const config::admin_settings& s, const http_limits& limits, std::string& error);
   void stop();
   uint16_t port() const;
 
@@ -36,7 +57,14 @@ class admin_server {
   std::unique_ptr<impl> impl_;
 };
 
-/// True for 127.0.0.0/8, ::1 and "localhost".
+/// 127.0.0.0/8, ::1 and IPv4-mapped 127.0.0.0/8 (::ffff:127.x.y.z).
+bool is_loopback_address(const sockaddr* a);
+
+/// Resolves `host` (an address literal or a name) and says whether every address it resolves to
+/// is loopback; a name that does not resolve is not. "127.attacker.example" is a name like any
+/// other: only what it resolves to counts.
+/// TODO(lead): the `config` engineer adds a pure loopback-resolution function in config/; use it
+/// here (and in the loader's check) once it lands.
 bool is_loopback_host(const std::string& host);
 
 }  // namespace kvrelay

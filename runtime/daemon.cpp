@@ -6,15 +6,17 @@
 
 #include <algorithm>
 
-#include <nlohmann/json.hpp>
-#include <mutex>
+#include <caf/send.hpp>
+
+#include <map>
 #include <thread>
 
 #include "config/loader.hpp"
 #include "messages/system_setup.hpp"
-#include "runtime/admin_server.hpp"
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
+#include "runtime/admin_server.hpp"
+#include "runtime/daemon_actor.hpp"
 #include "runtime/pipeline_supervisor.hpp"
 #include "runtime/status_render.hpp"
 #include "runtime/version.hpp"
@@ -64,9 +66,8 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
   p.debouncer.window = e.window;
   p.debouncer.l2_mode = e.l2_tier;
   p.debouncer.refresh_interval = cfg.server.refresh_interval;
-  // server.on_shutdown (default clear) is for the lead to wire here; until then keep, as before
-  // (tests that assert the server after stop_daemon then need the harness to pin keep).
-  p.debouncer.shutdown_clear = false;
+  p.debouncer.shutdown_clear = cfg.server.on_shutdown == config::shutdown_action::clear;
+  p.final_clear = p.debouncer.shutdown_clear;  // what the drain report says the server is left with
   if (replica) {
     // One replica, several ranks: the replica debouncer clears it once at its start and owns
     // the holder set; this rank's data path reaches it through a port.
@@ -117,6 +118,14 @@ log::level to_log_level(config::log_level l) {
   return log::level::info;
 }
 
+// CAF's scheduler on the small machines kvrelay shares with engines (issue 13: its polling was
+// ~95 % of an idle daemon's CPU).
+void tune_scheduler(caf::actor_system_config& cfg) {
+  // CAF defaults to at least 4 workers; more workers than cores only adds idle wake-ups.
+  cfg.set("scheduler.max-threads",
+          static_cast<size_t>(std::max(2u, std::thread::hardware_concurrency())));
+}
+
 }  // namespace
 
 struct daemon::impl {
@@ -124,18 +133,18 @@ struct daemon::impl {
   std::shared_ptr<metrics_registry> metrics = std::make_shared<metrics_registry>();
   std::unique_ptr<caf::actor_system_config> sys_cfg;
   std::unique_ptr<caf::actor_system> sys;
-  // Fixed at start: what the daemon knows of a pipeline without asking it. Everything that
-  // changes (health, adapters, counters) lives in the pipeline's actors and is asked for.
-  struct pipeline {
-    std::string name;
-    std::string replica_id;
-    pipeline_actor hdl;
-    std::string endpoint, replay_endpoint, topic;
-  };
-  std::vector<pipeline> pipelines;
+  daemon_actor root;  // owns the pipeline handles; everything after start() asks it
+  std::vector<std::string> names;  // fixed at start
   std::vector<caf::actor> replica_debouncers;  // merged DP engines: stopped after the pipelines
   std::unique_ptr<admin_server> admin;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+
+  daemon_client client() const { return daemon_client(*sys, root); }
+  int64_t uptime_s() const {
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() -
+                                                            started)
+        .count();
+  }
 };
 
 daemon::daemon(config::daemon_config cfg) : impl_(std::make_unique<impl>()) {
@@ -151,12 +160,15 @@ bool daemon::start(std::string& error) {
   log::set_level(to_log_level(d.cfg.log.level));
   d.sys_cfg = std::make_unique<caf::actor_system_config>();
   setup_actor_system(*d.sys_cfg);
-  // CAF defaults to at least 4 workers; more workers than cores only adds idle wake-ups
-  // (each idle worker polls every few ms) on the small machines kvrelay shares with engines.
-  d.sys_cfg->set("scheduler.max-threads",
-                 static_cast<size_t>(std::max(2u, std::thread::hardware_concurrency())));
+  tune_scheduler(*d.sys_cfg);
   d.sys = std::make_unique<caf::actor_system>(*d.sys_cfg);
   std::map<size_t, replica_debouncer_actor> replicas;  // per merged engine
+  std::vector<daemon_pipeline> pipelines;
+  const auto stop_spawned = [&] {
+    for (auto& p : pipelines) caf::anon_send_exit(p.hdl, caf::exit_reason::user_shutdown);
+    for (auto& r : d.replica_debouncers) caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
+    d.replica_debouncers.clear();
+  };
   for (const auto& ps : config::pipelines(d.cfg)) {
     const auto& e = d.cfg.engines.at(ps.engine_index);
     replica_debouncer_actor replica;
@@ -170,50 +182,83 @@ bool daemon::start(std::string& error) {
       }
       replica = slot;
     }
-    impl::pipeline p;
     const auto opts = to_pipeline_options(d.cfg, ps, std::move(replica));
     const auto ctx = to_context(d.cfg, ps, d.metrics);
-    p.name = ctx.name;
-    p.replica_id = ps.replica_id;
-    p.endpoint = opts.ingress.source.endpoint;
-    p.replay_endpoint = opts.ingress.source.replay_endpoint;
-    p.topic = opts.ingress.source.topic;
+    daemon_pipeline p;
+    p.facts.name = ctx.name;
+    p.facts.replica_id = ps.replica_id;
+    p.facts.endpoint = opts.ingress.source.endpoint;
+    p.facts.replay_endpoint = opts.ingress.source.replay_endpoint;
+    p.facts.topic = opts.ingress.source.topic;
     p.hdl = spawn_pipeline(*d.sys, ctx, opts, error);
     if (!p.hdl) {
-      error = p.name + ": " + error;
+      error = p.facts.name + ": " + error;
+      stop_spawned();
       return false;
     }
-    d.pipelines.push_back(std::move(p));
+    d.names.push_back(p.facts.name);
+    pipelines.push_back(std::move(p));
   }
+  const size_t count = pipelines.size();
+  d.root = spawn_daemon_actor(*d.sys, std::move(pipelines));
   if (!d.cfg.admin.listen.empty()) {
-    d.admin = std::make_unique<admin_server>(*this);
-    if (!d.admin->start(d.cfg.admin, error)) return false;
+    d.admin = std::make_unique<admin_server>(
+        admin_server::backend{d.client(), d.metrics, d.started});
+    if (!d.admin->start(d.cfg.admin, admin_limits_from(d.cfg.admin), error)) return false;
   }
   log::info("kvrelay starting",
-            {{"version", KVRELAY_VERSION}, {"pipelines", d.pipelines.size()},
+            {{"version", KVRELAY_VERSION}, {"pipelines", count},
              {"server", d.cfg.server.address}, {"admin", d.cfg.admin.listen}});
   return true;
 }
 
-bool daemon::drain(std::chrono::milliseconds deadline) {
-  auto& d = *impl_;
-  if (!d.sys || d.pipelines.empty()) return true;
-  caf::scoped_actor self{*d.sys};
-  bool all = true;
-  // Ask every pipeline at once so they drain in parallel within one deadline.
-  using handle_t = decltype(self->request(d.pipelines.front().hdl, deadline, atom::drain_v));
-  std::vector<std::pair<std::string, handle_t>> pending;
-  for (auto& p : d.pipelines)
-    pending.emplace_back(p.name, self->request(p.hdl, deadline, atom::drain_v));
-  for (auto& [name, h] : pending) {
-    h.receive([&](bool ok) { all = all && ok; },
-              [&, n = name](caf::error& err) {
-                all = false;
-                log::warn("reporter drain timed out",
-                          {{"pipeline", n}, {"err", caf::to_string(err)}});
-              });
+namespace {
+
+void log_outcome(const drain_report& r) {
+  std::vector<log::field> f{{"pipeline", r.pipeline},
+                            {"final_clear", r.final_clear},
+                            {"left_on_server", r.left_on_server()}};
+  if (r.complete) {
+    log::write(log::level::info,
+               r.final_clear ? "drain finished; the server was cleared"
+                             : "drain finished; the server keeps this replica's entries until its "
+                               "TTL expires them",
+               f);
+    return;
   }
-  return all;
+  f.emplace_back("step", r.failed_step);
+  f.emplace_back("undelivered_updates", r.pending);
+  f.emplace_back("units_unacknowledged", r.in_flight);
+  log::write(log::level::warn,
+             r.timed_out ? "drain timed out; the server may hold stale entries and miss the "
+                           "undelivered updates until the next start clears and catches up"
+                         : "drain incomplete; the server may hold stale entries and miss the "
+                           "undelivered updates until the next start clears and catches up",
+             f);
+}
+
+}  // namespace
+
+std::vector<drain_report> daemon::drain(std::chrono::milliseconds deadline) {
+  auto& d = *impl_;
+  if (!d.sys || d.names.empty()) return {};
+  auto reports = d.client().drain(deadline);
+  if (reports.empty()) {  // the root did not answer at all
+    for (const auto& n : d.names) {
+      drain_report r;
+      r.pipeline = n;
+      r.timed_out = true;
+      r.failed_step = "daemon";
+      reports.push_back(std::move(r));
+    }
+  }
+  for (const auto& r : reports) log_outcome(r);
+  return reports;
+}
+
+bool daemon::all_complete(const std::vector<drain_report>& reports) {
+  return std::all_of(reports.begin(), reports.end(),
+                     [](const drain_report& r) { return r.complete; });
 }
 
 void daemon::stop() {
@@ -223,8 +268,8 @@ void daemon::stop() {
     d.admin.reset();
   }
   if (!d.sys) return;
-  for (auto& p : d.pipelines) caf::anon_send_exit(p.hdl, caf::exit_reason::user_shutdown);
-  d.pipelines.clear();
+  if (d.root) caf::anon_send_exit(d.root, caf::exit_reason::user_shutdown);
+  d.root = nullptr;
   for (auto& r : d.replica_debouncers) caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
   d.replica_debouncers.clear();
   d.sys->await_all_actors_done();
@@ -232,125 +277,50 @@ void daemon::stop() {
   d.sys_cfg.reset();
 }
 
-namespace {
-
-// Every pipeline's status, asked of all at once; one that does not answer is reported as such.
-template <class Pipelines>
-std::vector<actor_status> pipeline_statuses(caf::actor_system& sys, const Pipelines& ps,
-                                            std::chrono::milliseconds timeout) {
-  caf::scoped_actor self{sys};
-  std::vector<actor_status> out(ps.size());
-  using handle_t = decltype(self->request(ps.front().hdl, timeout, atom::status_v));
-  std::vector<handle_t> pending;
-  pending.reserve(ps.size());
-  for (const auto& p : ps) pending.push_back(self->request(p.hdl, timeout, atom::status_v));
-  for (size_t i = 0; i < ps.size(); ++i) {
-    pending[i].receive([&](actor_status& s) { out[i] = std::move(s); },
-                       [&](caf::error& err) {
-                         out[i].kind = "pipeline";
-                         out[i].state = "no answer: " + caf::to_string(err);
-                         out[i].add("pipeline", ps[i].name);
-                       });
-  }
-  return out;
-}
-
-}  // namespace
-
 std::string daemon::tree_json(std::chrono::milliseconds timeout) {
   auto& d = *impl_;
   if (!d.sys) return {};
-  nlohmann::ordered_json doc;
-  doc["kvrelay"] = KVRELAY_VERSION;
-  doc["uptime_s"] = std::chrono::duration_cast<std::chrono::seconds>(
-                        std::chrono::steady_clock::now() - d.started)
-                        .count();
-  auto& arr = doc["pipelines"] = nlohmann::ordered_json::array();
-  if (!d.pipelines.empty())
-    for (const auto& s : pipeline_statuses(*d.sys, d.pipelines, timeout))
-      arr.push_back(nlohmann::ordered_json::parse(render_json(s)));
-  return doc.dump();
+  auto views = d.client().status(timeout + std::chrono::seconds(1));
+  return render_tree(views ? *views : std::vector<pipeline_view>{}, d.uptime_s());
 }
 
 std::string daemon::engines_json() const {
   const auto& d = *impl_;
-  auto out = nlohmann::ordered_json::array();
-  if (!d.sys || d.pipelines.empty()) return out.dump();
-  const auto statuses = pipeline_statuses(*d.sys, d.pipelines, std::chrono::seconds(2));
-  for (size_t i = 0; i < d.pipelines.size(); ++i) {
-    const auto& p = d.pipelines[i];
-    const auto& s = statuses[i];
-    const actor_status* dec = s.child("decoder");
-    nlohmann::ordered_json j;
-    j["pipeline"] = p.name;
-    j["replica_id"] = p.replica_id;
-    j["endpoint"] = p.endpoint;
-    j["replay_endpoint"] = p.replay_endpoint;
-    j["topic"] = p.topic;
-    j["connected"] = s.flag("engine_connected");
-    j["last_seq"] = dec ? dec->integer("last_seq", 0) : 0;
-    j["batches"] = dec ? dec->integer("batches", 0) : 0;
-    j["events"] = dec ? dec->integer("events", 0) : 0;
-    j["ready"] = s.flag("ready");
-    j["unhealthy"] = s.flag("unhealthy");
-    if (const auto* v = s.find("not_ready"))
-      if (const auto* l = std::get_if<actor_status::string_list>(v)) j["not_ready"] = *l;
-    if (const auto* v = s.find("index_incomplete"))
-      if (const auto* t = std::get_if<std::string>(v)) j["index_incomplete"] = *t;
-    j["engine_asleep"] = s.flag("engine_asleep");
-    auto adapters = nlohmann::ordered_json::object();
-    if (const auto* v = s.find("adapters"))
-      if (const auto* m = std::get_if<actor_status::string_map>(v))
-        for (const auto& [id, name] : *m) adapters[id] = name;
-    j["adapters"] = std::move(adapters);
-    out.push_back(std::move(j));
-  }
-  return out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  if (!d.sys) return "[]";
+  auto views = d.client().status();
+  return render_engines(views ? *views : std::vector<pipeline_view>{});
 }
 
 bool daemon::ready(std::vector<std::string>* reasons) const {
   const auto& d = *impl_;
-  if (!d.sys || d.pipelines.empty()) return false;
-  caf::scoped_actor self{*d.sys};
-  bool all = true;
-  for (const auto& p : d.pipelines)
-    self->request(p.hdl, std::chrono::seconds(1), atom::ready_v)
-        .receive(
-            [&](bool ok, std::vector<std::string>& why) {
-              all = all && ok;
-              if (reasons)
-                for (auto& w : why) reasons->push_back(p.name + ": " + w);
-            },
-            [&](caf::error& err) {
-              all = false;
-              if (reasons) reasons->push_back(p.name + ": no answer: " + caf::to_string(err));
-            });
-  return all;
+  if (!d.sys || d.names.empty()) {
+    if (reasons) reasons->push_back(d.sys ? "no pipeline configured" : "not started");
+    return false;
+  }
+  auto [ok, why] = d.client().ready();
+  if (reasons) *reasons = std::move(why);
+  return ok;
 }
 
-bool daemon::crash(const std::string& pipeline, const std::string& unit) {
+std::vector<std::string> daemon::not_ready_reasons() const {
+  const auto& d = *impl_;
+  if (!d.sys) return {"not started"};
+  return d.client().ready().second;
+}
+
+bool daemon::crash(const std::string& pipeline, actor_kind who) {
   auto& d = *impl_;
-  if (!d.sys) return false;
-  for (auto& p : d.pipelines) {
-    if (p.name != pipeline) continue;
-    caf::scoped_actor self{*d.sys};
-    bool ok = false;
-    self->request(p.hdl, std::chrono::seconds(2), atom::crash_v, unit)
-        .receive([&](bool r) { ok = r; }, [&](caf::error&) { ok = false; });
-    return ok;
-  }
-  return false;
+  return d.sys && d.client().crash(pipeline, who);
+}
+
+bool daemon::crash(const std::string& pipeline, const std::string& actor) {
+  const auto who = parse_actor_kind(actor);
+  return who && crash(pipeline, *who);
 }
 
 bool daemon::add_adapter(const std::string& replica_id, int64_t id, const std::string& name) {
   auto& d = *impl_;
-  bool any = false;
-  for (auto& p : d.pipelines) {
-    if (!replica_id.empty() && p.replica_id != replica_id) continue;
-    caf::anon_send(p.hdl, atom::adapter_v, id, name);  // the pipeline keeps it for restarts
-    any = true;
-  }
-  return any;
+  return d.sys && d.client().add_adapter(replica_id, id, name);
 }
 
 std::vector<std::string> daemon::reload(const config::daemon_config& next) {
@@ -374,11 +344,6 @@ std::vector<std::string> daemon::reload(const config::daemon_config& next) {
 metrics_registry& daemon::metrics() { return *impl_->metrics; }
 const config::daemon_config& daemon::config() const { return impl_->cfg; }
 uint16_t daemon::admin_port() const { return impl_->admin ? impl_->admin->port() : 0; }
-
-std::vector<std::string> daemon::pipeline_names() const {
-  std::vector<std::string> out;
-  for (const auto& p : impl_->pipelines) out.push_back(p.name);
-  return out;
-}
+std::vector<std::string> daemon::pipeline_names() const { return impl_->names; }
 
 }  // namespace kvrelay

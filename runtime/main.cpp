@@ -5,6 +5,7 @@
 //   SIGTERM / SIGINT: stop ingress, drain, final flush within 5 s, exit 0; a second one exits now.
 //   SIGHUP: reload adapter maps and the log level from the config file.
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
@@ -117,8 +118,25 @@ int main(int argc, char** argv) {
 
   // Drain on a helper thread so a second signal can still cut it short.
   std::atomic<bool> drained{false};
+  // Each pipeline's outcome is logged by the daemon; this line sums up what the server is left
+  // with (docs/operations.md, "What shutdown leaves behind").
   std::thread drainer([&] {
-    if (!d.drain(drain_deadline)) log::warn("reporter drain timed out");
+    const auto reports = d.drain(drain_deadline);
+    int64_t left = 0;
+    size_t incomplete = 0, unknown = 0;
+    for (const auto& r : reports) {
+      const auto n = r.left_on_server();
+      left += std::max<int64_t>(0, n);
+      unknown += n < 0 ? 1 : 0;
+      incomplete += r.complete ? 0 : 1;
+    }
+    if (incomplete == 0)
+      log::info("shutdown drain finished", {{"pipelines", reports.size()}, {"left_on_server", left}});
+    else
+      log::warn("shutdown drain timed out or failed",
+                {{"pipelines", reports.size()}, {"incomplete", incomplete},
+                 {"deadline_ms", static_cast<int64_t>(drain_deadline.count() * 1000)},
+                 {"left_on_server", left}, {"pipelines_left_unknown", unknown}});
     drained = true;
   });
   timespec poll{0, 100'000'000};

@@ -1,31 +1,33 @@
+// The pipeline supervisor's shell (rules: runtime/supervision.hpp). ~440 lines on purpose: it
+// executes the protocol's actions, owns the pipeline's health, answers status and runs the
+// shutdown drain, all on the one state; each part is short.
 #include "runtime/pipeline_supervisor.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include <deque>
+#include <algorithm>
+#include <map>
 #include <utility>
-#include <random>
 
 #include "actors/emitter/policy_client.hpp"
 #include "base/log.hpp"
+#include "base/tsan.hpp"
 #include "base/metrics_registry.hpp"
 #include "messages/status_fanout.hpp"
+#include "runtime/supervision.hpp"
 
 namespace kvrelay {
 
 namespace {
 
 using clock = std::chrono::steady_clock;
+using action = supervision_protocol::action;
 
-// Restart bookkeeping of one supervised unit ("emitter", "scraper" or "datapath").
-struct restart_record {
-  int restarts = 0;
-  std::deque<clock::time_point> recent;
-  std::string last_error;
-  clock::time_point started = clock::now();
-  bool pending = false;  // a restart is scheduled
+struct child_ref {
+  actor_kind kind;
+  uint64_t incarnation;
 };
 
 struct pipeline_state {
@@ -33,35 +35,41 @@ struct pipeline_state {
 
   pipeline_context ctx;
   pipeline_options opts;
+  pipeline_children make;
+  std::optional<supervision_protocol> policy;
   // Health: facts told by the children (health_fact), owned here and nowhere else.
   bool first_batch = false;
   bool catchup_done = false;
   bool engine_connected = false;
   bool server_ok = false;
-  bool unhealthy = false;  // restarts over the intensity limit; retried slowly
   // What the index knows of the engine's cache: why it is incomplete (nullptr: it matches), and
   // whether the engine sleeps. Degraded, not unready: an index that knows part of the cache
   // still routes better than none, and a sidecar's readiness gates its engine's traffic.
   const char* index_incomplete = nullptr;
   bool engine_asleep = false;
-  gauge_series* incomplete_gauge = nullptr;
-  std::shared_ptr<credit_line> credits = std::make_shared<credit_line>();
 
   emitter_actor emitter;
   scraper_actor scraper;
   debouncer_actor debouncer;
   decoder_actor decoder;
   ingress_actor ingress;
-
-  std::map<std::string, restart_record> records;
-  bool shutting_down = false;
-  // Orderly teardown: children stopped one by one, upstream first, each after the previous one's
-  // DOWN, so no actor is ever destroyed by a sibling dropping the last handle to it while its
-  // own exit message is still queued.
-  std::vector<caf::actor> teardown;
-  bool tearing_down = false;
+  // Every monitored child not yet DOWN: which kind and incarnation it is (rule 2 needs both).
+  std::map<caf::actor_addr, child_ref> monitored;
   caf::error exit_reason;
-  std::mt19937_64 rng{std::random_device{}()};
+
+  // Resolved once at spawn.
+  counter_series* restarts[3] = {nullptr, nullptr, nullptr};
+  gauge_series* unhealthy_gauge = nullptr;
+  gauge_series* incomplete_gauge = nullptr;
+
+  // Children die with their supervisor, whatever ended it (an orderly teardown has stopped them
+  // already). In the destructor, not an attach_functor: attachables run after the state is gone.
+  ~pipeline_state() {
+    for (const auto& h : {caf::actor_cast<caf::actor>(ingress), caf::actor_cast<caf::actor>(decoder),
+                          caf::actor_cast<caf::actor>(debouncer), caf::actor_cast<caf::actor>(scraper),
+                          caf::actor_cast<caf::actor>(emitter)})
+      if (h) caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
+  }
 };
 
 using pipeline_self = pipeline_actor::stateful_pointer<pipeline_state>;
@@ -70,184 +78,150 @@ std::string reason_text(const caf::error& e) {
   return e ? caf::to_string(e) : std::string("normal");
 }
 
-void spawn_emitter_child(pipeline_self self) {
+caf::actor handle_of(const pipeline_state& st, actor_kind k) {
+  switch (k) {
+    case actor_kind::ingress: return caf::actor_cast<caf::actor>(st.ingress);
+    case actor_kind::decoder: return caf::actor_cast<caf::actor>(st.decoder);
+    case actor_kind::debouncer: return caf::actor_cast<caf::actor>(st.debouncer);
+    case actor_kind::emitter: return caf::actor_cast<caf::actor>(st.emitter);
+    case actor_kind::scraper: return caf::actor_cast<caf::actor>(st.scraper);
+    case actor_kind::shard: break;
+  }
+  return {};
+}
+
+void forget(pipeline_state& st, actor_kind k) {
+  switch (k) {
+    case actor_kind::ingress: st.ingress = nullptr; break;
+    case actor_kind::decoder: st.decoder = nullptr; break;
+    case actor_kind::debouncer: st.debouncer = nullptr; break;
+    case actor_kind::emitter: st.emitter = nullptr; break;
+    case actor_kind::scraper: st.scraper = nullptr; break;
+    case actor_kind::shard: break;
+  }
+}
+
+template <class Handle>
+void watch(pipeline_self self, const Handle& hdl, actor_kind k, uint64_t incarnation) {
+  self->monitor(hdl);
+  self->state.monitored[hdl.address()] = child_ref{k, incarnation};
+}
+
+void run(pipeline_self self, supervision_protocol::actions acts);
+
+// Spawns a unit (rule 1); a factory that returns no actor is a failed spawn (rule 10).
+void spawn_unit(pipeline_self self, pipeline_unit u, uint64_t inc) {
   auto& st = self->state;
+  auto& sys = self->system();
   std::string err;
-  st.emitter = spawn_emitter(self->system(), st.ctx, st.opts.emitter, err);
-  if (!st.emitter) {
-    st.records["emitter"].last_error = err;
-    return;
-  }
-  self->monitor(st.emitter);
-  st.records["emitter"].started = clock::now();
-}
-
-void spawn_scraper_child(pipeline_self self) {
-  auto& st = self->state;
-  if (!st.opts.scraper) return;
-  st.scraper = spawn_scraper(self->system(), st.ctx, *st.opts.scraper, st.emitter);
-  self->monitor(st.scraper);
-  st.records["scraper"].started = clock::now();
-}
-
-void spawn_datapath(pipeline_self self) {
-  auto& st = self->state;
-  st.debouncer = spawn_debouncer(self->system(), st.ctx, st.opts.debouncer, st.emitter);
-  auto credits = st.credits;
-  st.decoder = spawn_decoder(self->system(), st.ctx, st.opts.decoder, st.debouncer,
-                             [credits](size_t n) { credits->credit(static_cast<uint32_t>(n)); });
-  st.ingress = spawn_ingress(self->system(), st.ctx, st.opts.ingress, st.decoder, st.credits);
-  self->monitor(st.debouncer);
-  self->monitor(st.decoder);
-  self->monitor(st.ingress);
-  st.records["datapath"].started = clock::now();
-}
-
-std::chrono::milliseconds backoff_for(pipeline_state& st, restart_record& r) {
-  const auto now = clock::now();
-  while (!r.recent.empty() && now - r.recent.front() > st.opts.restart_window)
-    r.recent.pop_front();
-  r.recent.push_back(now);
-  ++r.restarts;
-  if (static_cast<int>(r.recent.size()) > st.opts.max_restarts) {
-    if (!std::exchange(st.unhealthy, true))
-      log::error("pipeline keeps failing; marked unhealthy, retrying slowly",
-                 {{"pipeline", st.ctx.name}, {"restarts", r.restarts},
-                  {"last_error", r.last_error}});
-    return st.opts.unhealthy_backoff;
-  }
-  std::chrono::milliseconds base =
-      st.opts.backoff_min * (int64_t{1} << std::min<size_t>(r.recent.size() - 1, 16));
-  base = std::min(base, st.opts.backoff_max);
-  // Jitter in [base/2, base]: pipelines failing together do not retry in lockstep.
-  std::uniform_int_distribution<int64_t> d(base.count() / 2, base.count());
-  return std::chrono::milliseconds(d(st.rng));
-}
-
-void schedule_restart(pipeline_self self, const std::string& unit, const caf::error& reason) {
-  auto& st = self->state;
-  auto& r = st.records[unit];
-  r.last_error = reason_text(reason);
-  if (r.pending) return;
-  r.pending = true;
-  auto delay = backoff_for(st, r);
-  st.ctx.metrics
-      ->counter("kvrelay_actor_restarts_total", "Supervised restarts by pipeline and unit",
-                {{"pipeline", st.ctx.name}, {"unit", unit}})
-      .inc();
-  log::warn("actor failed; restarting", {{"pipeline", st.ctx.name}, {"unit", unit},
-                                          {"err", r.last_error},
-                                          {"backoff_ms", static_cast<int64_t>(delay.count())}});
-  self->delayed_send(self, delay, atom::restart_v, unit);
-}
-
-void stop_next(pipeline_self self) {
-  auto& st = self->state;
-  while (!st.teardown.empty()) {
-    auto next = st.teardown.front();
-    if (next) {
-      self->send_exit(next, caf::exit_reason::user_shutdown);
-      return;  // continue on its DOWN
+  switch (u) {
+    case pipeline_unit::emitter:
+      st.emitter = st.make.emitter(sys, st.ctx, st.opts, err);
+      if (!st.emitter) break;
+      watch(self, st.emitter, actor_kind::emitter, inc);
+      // Units in flight to the old emitter are treated as lost by the debouncer (it resyncs).
+      if (st.debouncer) self->send(st.debouncer, atom::update_v, st.emitter);
+      if (st.scraper) self->send(st.scraper, atom::update_v, st.emitter);
+      return;
+    case pipeline_unit::datapath: {
+      auto h = st.make.datapath(sys, st.ctx, st.opts, st.emitter);
+      if (!h.ingress || !h.decoder || !h.debouncer) {
+        for (auto a : {caf::actor_cast<caf::actor>(h.ingress), caf::actor_cast<caf::actor>(h.decoder),
+                       caf::actor_cast<caf::actor>(h.debouncer)})
+          if (a) self->send_exit(a, caf::exit_reason::user_shutdown);
+        err = "the data path could not be spawned";
+        break;
+      }
+      st.ingress = h.ingress;
+      st.decoder = h.decoder;
+      st.debouncer = h.debouncer;
+      watch(self, st.ingress, actor_kind::ingress, inc);
+      watch(self, st.decoder, actor_kind::decoder, inc);
+      watch(self, st.debouncer, actor_kind::debouncer, inc);
+      return;
     }
-    st.teardown.erase(st.teardown.begin());
+    case pipeline_unit::scraper:
+      st.scraper = st.make.scraper(sys, st.ctx, st.opts, st.emitter);
+      if (!st.scraper) {
+        err = "the scraper could not be spawned";
+        break;
+      }
+      watch(self, st.scraper, actor_kind::scraper, inc);
+      return;
   }
-  st.ingress = nullptr;
-  st.decoder = nullptr;
-  st.debouncer = nullptr;
-  st.scraper = nullptr;
-  st.emitter = nullptr;
+  run(self, st.policy->spawn_failed(u, inc, err, clock::now()));
+}
+
+// The exit goes to the child's urgent queue: a child with a long mailbox (a decoder behind a
+// burst, after a drain that timed out) stops now instead of after its backlog, which nobody
+// will use. CAF treats an exit_msg as one by its content, whatever its priority.
+void stop_child(pipeline_self self, actor_kind k, uint64_t inc, caf::exit_reason why) {
+  auto& st = self->state;
+  auto hdl = handle_of(st, k);
+  if (!hdl) return;
+  auto it = st.monitored.find(hdl.address());
+  if (it == st.monitored.end() || it->second.incarnation != inc) return;
+  caf::anon_send<caf::message_priority::high>(hdl, caf::exit_msg{self->address(), why});
+}
+
+void quit(pipeline_self self) {
+  auto& st = self->state;
+  for (auto k : {actor_kind::ingress, actor_kind::decoder, actor_kind::debouncer,
+                 actor_kind::scraper, actor_kind::emitter})
+    forget(st, k);
   self->quit(st.exit_reason);
 }
 
-void begin_teardown(pipeline_self self, const caf::error& reason) {
+// Executes the protocol's actions, in order.
+void run(pipeline_self self, supervision_protocol::actions acts) {
   auto& st = self->state;
-  if (st.tearing_down) return;
-  st.tearing_down = true;
-  st.shutting_down = true;
-  st.exit_reason = reason;
-  const auto add = [&](const auto& hdl) {
-    if (hdl) st.teardown.push_back(caf::actor_cast<caf::actor>(hdl));
-  };
-  add(st.ingress);
-  add(st.decoder);
-  add(st.debouncer);
-  add(st.scraper);
-  add(st.emitter);
-  // A child that does not go down in time is killed; the supervisor never hangs shutdown.
-  self->delayed_send(self, std::chrono::seconds(3), atom::restart_v, std::string("teardown"));
-  stop_next(self);
+  for (auto& a : acts) {
+    switch (a.what) {
+      case action::type::spawn: spawn_unit(self, a.unit, a.number); break;
+      case action::type::stop:
+        stop_child(self, a.child, a.number, caf::exit_reason::user_shutdown);
+        break;
+      case action::type::kill: stop_child(self, a.child, a.number, caf::exit_reason::kill); break;
+      case action::type::schedule_restart:
+        if (auto* c = st.restarts[static_cast<size_t>(a.unit)]) c->inc();
+        self->delayed_send(self, a.delay, atom::restart_v, a.unit, a.number);
+        break;
+      case action::type::schedule_stable:
+        self->delayed_send(self, a.delay, atom::stable_v, a.unit, a.number);
+        break;
+      case action::type::schedule_deadline:
+        self->delayed_send(self, a.delay, atom::teardown_v);
+        break;
+      case action::type::mark_unhealthy: st.unhealthy_gauge->set(1); break;
+      case action::type::mark_healthy: st.unhealthy_gauge->set(0); break;
+      case action::type::log: log::write(a.level, a.message, a.fields); break;
+      case action::type::quit: quit(self); return;
+    }
+  }
 }
 
 void on_down(pipeline_self self, const caf::down_msg& m) {
   auto& st = self->state;
-  if (!m.source) return;
-  if (st.tearing_down) {
-    if (!st.teardown.empty() && m.source == st.teardown.front().address()) {
-      st.teardown.erase(st.teardown.begin());
-      stop_next(self);
-    }
-    return;
-  }
-  if (st.shutting_down) return;  // draining: no restarts
-  const auto is = [&](const auto& hdl) { return hdl && m.source == hdl.address(); };
-  if (is(st.emitter)) {
-    st.emitter = nullptr;
-    schedule_restart(self, "emitter", m.reason);
-  } else if (is(st.scraper)) {
-    st.scraper = nullptr;
-    schedule_restart(self, "scraper", m.reason);
-  } else if (is(st.debouncer) || is(st.decoder) || is(st.ingress)) {
-    // The data path goes down as a whole; the others are stopped (their DOWNs no longer match).
-    const auto stop = [&](auto& hdl) {
-      if (hdl && m.source != hdl.address()) self->send_exit(hdl, caf::exit_reason::user_shutdown);
-      hdl = nullptr;
-    };
-    stop(st.ingress);
-    stop(st.decoder);
-    stop(st.debouncer);
-    schedule_restart(self, "datapath", m.reason);
-  }
+  auto it = st.monitored.find(m.source);
+  if (it == st.monitored.end()) return;
+  const auto ref = it->second;
+  st.monitored.erase(it);
+  const auto current = handle_of(st, ref.kind);
+  if (current && current.address() == m.source) forget(st, ref.kind);
+  run(self, st.policy->child_down(ref.kind, ref.incarnation, reason_text(m.reason), clock::now()));
 }
 
-void restart(pipeline_self self, const std::string& unit) {
-  auto& st = self->state;
-  if (unit == "teardown") {  // teardown deadline: kill whatever is left, then go
-    if (st.teardown.empty()) return;
-    for (auto& h : st.teardown)
-      if (h) self->send_exit(h, caf::exit_reason::kill);
-    st.teardown.clear();
-    stop_next(self);
-    return;
-  }
-  auto& r = st.records[unit];
-  r.pending = false;
-  if (st.shutting_down) return;
-  if (unit == "emitter") {
-    spawn_emitter_child(self);
-    if (!st.emitter) {
-      schedule_restart(self, "emitter", caf::make_error(caf::sec::runtime_error, r.last_error));
-      return;
-    }
-    // Units in flight to the old emitter are treated as lost by the debouncer (it resyncs).
-    if (st.debouncer) self->send(st.debouncer, atom::update_v, st.emitter);
-    if (st.scraper) self->send(st.scraper, atom::update_v, st.emitter);
-  } else if (unit == "scraper") {
-    spawn_scraper_child(self);
-  } else if (unit == "datapath") {
-    spawn_datapath(self);
-  }
-  log::info("actor restarted", {{"pipeline", st.ctx.name}, {"unit", unit},
-                                {"restarts", r.restarts}});
-}
-
-std::vector<std::pair<std::string, actor_status::value>> supervision_of(const restart_record& r) {
+std::vector<std::pair<std::string, actor_status::value>> supervision_of(
+    const supervision_protocol::unit_record& r) {
   const int64_t uptime =
       std::chrono::duration_cast<std::chrono::seconds>(clock::now() - r.started).count();
-  return {{"restarts", int64_t{r.restarts}}, {"last_error", r.last_error}, {"uptime_s", uptime}};
+  // `exit_reason`, not `last_error`: the child's own status has a last_error (its last RPC or
+  // decode error) and would overwrite this one in /debug/tree.
+  return {{"restarts", int64_t{r.restarts}}, {"exit_reason", r.last_error}, {"uptime_s", uptime}};
 }
 
 bool ready(const pipeline_state& st) {
-  return (st.first_batch || st.catchup_done) && st.server_ok && !st.unhealthy;
+  return (st.first_batch || st.catchup_done) && st.server_ok && !st.policy->unhealthy();
 }
 
 // Why the pipeline is not ready, in words an operator can act on (empty when ready).
@@ -256,7 +230,7 @@ std::vector<std::string> not_ready_reasons(const pipeline_state& st) {
   if (!st.first_batch && !st.catchup_done)
     out.emplace_back("no batch decoded and no catch-up finished yet");
   if (!st.server_ok) out.emplace_back("the policy server has not acknowledged yet");
-  if (st.unhealthy) out.emplace_back("restarts over the intensity limit; retrying slowly");
+  if (st.policy->unhealthy()) out.emplace_back("restarts over the intensity limit; retrying slowly");
   if (st.index_incomplete) out.emplace_back(st.index_incomplete);  // "degraded (still ready)"
   return out;
 }
@@ -292,101 +266,162 @@ void on_health(pipeline_state& st, health_fact f) {
               {{"pipeline", st.ctx.name}, {"because", to_string(f)}});
 }
 
-void drain(pipeline_self self, caf::typed_response_promise<bool> promise) {
+void status_of(pipeline_self self, caf::typed_response_promise<actor_status> p) {
+  auto& s = self->state;
+  actor_status j("pipeline", self->mailbox().size());
+  j.add("pipeline", s.ctx.name);
+  j.add("replica_id", s.ctx.identity.replica_id);
+  j.add("ready", ready(s));
+  j.add("not_ready", not_ready_reasons(s));
+  j.add("unhealthy", s.policy->unhealthy());
+  j.add("engine_connected", s.engine_connected);
+  j.add("server_ok", s.server_ok);
+  j.add("index_incomplete", s.index_incomplete ? s.index_incomplete : "");
+  j.add("engine_asleep", s.engine_asleep);
+  actor_status::string_map adapters;
+  for (const auto& [id, name] : s.opts.decoder.adapters)
+    adapters.emplace_back(std::to_string(id), name);
+  j.add("adapters", std::move(adapters));
+  const auto extra = [&](pipeline_unit u) { return supervision_of(s.policy->record(u)); };
+  std::vector<status_child> kids{
+      {"ingress", s.ingress, extra(pipeline_unit::datapath)},
+      {"decoder", s.decoder, extra(pipeline_unit::datapath)},
+      {"debouncer", s.debouncer, extra(pipeline_unit::datapath)},
+      {"emitter", s.emitter, extra(pipeline_unit::emitter)},
+  };
+  if (s.opts.scraper) kids.push_back({"scraper", s.scraper, extra(pipeline_unit::scraper)});
+  fan_out_status(self, std::move(j), std::move(kids), std::move(p));
+}
+
+// What the drain leaves behind, asked of the data path itself: the debouncer's pending updates
+// and units in flight, the shards' resident blocks (the decoder's status children). A child that
+// does not answer in `timeout` leaves its numbers unknown (-1).
+void report_leftovers(pipeline_self self, std::shared_ptr<drain_report> report,
+                      caf::typed_response_promise<drain_report> promise,
+                      std::chrono::milliseconds timeout) {
+  auto remaining = std::make_shared<int>(2);
+  auto one_done = [=]() mutable {
+    if (--*remaining != 0) return;
+    tsan::handoff_publish();
+    promise.deliver(*report);
+  };
   auto& st = self->state;
-  st.shutting_down = true;
-  if (!st.decoder || !st.debouncer) {
-    if (st.ingress)
-      self->request(st.ingress, st.opts.drain_timeout, atom::drain_v)
-          .then([](bool) {}, [](caf::error&) {});
-    promise.deliver(false);
-    return;
-  }
-  auto deadline = st.opts.drain_timeout;
+  if (st.debouncer)
+    self->request(st.debouncer, timeout, atom::status_v)
+        .then(
+            [=](actor_status& deb) mutable {
+              tsan::handoff_consume();
+              report->pending = deb.integer("pending", -1);
+              report->in_flight = deb.integer("units_in_flight", -1);
+              one_done();
+            },
+            [=](caf::error&) mutable { one_done(); });
+  else
+    one_done();
+  if (st.decoder)
+    self->request(st.decoder, timeout, atom::status_v)
+        .then(
+            [=](actor_status& dec) mutable {
+              tsan::handoff_consume();
+              int64_t resident = 0;
+              for (const auto& shard : dec.children)
+                resident += std::max<int64_t>(0, shard.integer("resident_blocks", 0));
+              report->resident = resident;
+              one_done();
+            },
+            [=](caf::error&) mutable { one_done(); });
+  else
+    one_done();
+}
+
+// The shutdown drain (the first half of stopping): stop reading, let the decoder and shards
+// finish what was read, then the debouncer's final flush, all within `budget`; the report then
+// says what was not delivered.
+void drain(pipeline_self self, caf::timespan budget,
+           caf::typed_response_promise<drain_report> promise) {
+  auto& st = self->state;
+  run(self, st.policy->drain_begun());
+  // The steps end early enough for the report to fit in the budget as well.
+  const auto reserve = std::min<caf::timespan>(budget / 2, std::chrono::milliseconds(300));
+  const auto deadline = clock::now() + (budget - reserve);
+  auto report = std::make_shared<drain_report>();
+  report->pipeline = st.ctx.name;
+  report->final_clear = st.opts.final_clear;
+  const auto left = [deadline] {
+    return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()),
+                    std::chrono::milliseconds(1));
+  };
+  auto finish = [=](bool complete, const char* failed_step, bool timed_out = false) mutable {
+    report->complete = complete;
+    report->failed_step = failed_step;
+    report->timed_out = timed_out;
+    report_leftovers(self, report, promise,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(reserve * 3 / 4));
+  };
   // The decoder's drain answers after its shards': everything read so far has become ops in the
   // debouncer's mailbox by then. Then the debouncer flushes and waits for acks.
-  auto decode_then_flush = [=]() mutable {
-    auto& s = self->state;
-    if (!s.decoder || !s.debouncer) {
-      promise.deliver(false);
-      return;
-    }
-    self->request(s.decoder, deadline, atom::drain_v)
-        .then(
-            [=](bool) mutable {
-              auto& s2 = self->state;
-              if (!s2.debouncer) {
-                promise.deliver(false);
-                return;
-              }
-              self->request(s2.debouncer, deadline, atom::drain_v)
-                  .then([=](bool ok) mutable { promise.deliver(ok); },
-                        [=](caf::error&) mutable { promise.deliver(false); });
-            },
-            [=](caf::error&) mutable { promise.deliver(false); });
+  const auto late = [](const caf::error& e) { return e == caf::sec::request_timeout; };
+  auto flush = [=]() mutable {
+    auto debouncer = self->state.debouncer;
+    if (!debouncer) return finish(false, "debouncer");
+    self->request(debouncer, left(), atom::drain_v)
+        .then([=](bool ok) mutable { finish(ok, ok ? "" : "debouncer"); },
+              [=](caf::error& e) mutable { finish(false, "debouncer", late(e)); });
   };
-  if (!st.ingress) {
-    decode_then_flush();
-    return;
-  }
+  auto decode = [=]() mutable {
+    auto decoder = self->state.decoder;
+    if (!decoder) return finish(false, "decoder");
+    self->request(decoder, left(), atom::drain_v)
+        .then([=](bool) mutable { flush(); },
+              [=](caf::error& e) mutable { finish(false, "decoder", late(e)); });
+  };
+  if (!st.ingress) return decode();
   // Stop reading first. The ingress still reads what the engine already sent and answers the
   // drain only once its source stopped: every batch it read is then in the decoder's mailbox,
   // ahead of our drain request to the decoder.
-  self->request(st.ingress, deadline, atom::drain_v)
-      .then([=](bool) mutable { decode_then_flush(); },
-            [=](caf::error&) mutable { decode_then_flush(); });
+  self->request(st.ingress, left(), atom::drain_v)
+      .then([=](bool) mutable { decode(); }, [=](caf::error&) mutable { decode(); });
 }
 
 pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context ctx,
-                                          pipeline_options opts) {
+                                          pipeline_options opts, pipeline_children make) {
   auto& st = self->state;
   st.ctx = std::move(ctx);
   st.ctx.health = caf::actor_cast<health_listener_actor>(self);
   st.opts = std::move(opts);
+  st.make = std::move(make);
+  supervision_protocol::options po;
+  po.backoff_min = st.opts.backoff_min;
+  po.backoff_max = st.opts.backoff_max;
+  po.unhealthy_backoff = st.opts.unhealthy_backoff;
+  po.max_restarts = st.opts.max_restarts;
+  po.restart_window = st.opts.restart_window;
+  po.teardown_deadline = st.opts.teardown_deadline;
+  po.has_scraper = st.opts.scraper.has_value() && st.make.scraper;
+  po.pipeline = st.ctx.name;
+  st.policy.emplace(std::move(po));
+  for (auto u : {pipeline_unit::datapath, pipeline_unit::emitter, pipeline_unit::scraper}) {
+    if (u == pipeline_unit::scraper && !st.opts.scraper) continue;
+    st.restarts[static_cast<size_t>(u)] = &st.ctx.metrics->counter(
+        "kvrelay_actor_restarts_total", "Supervised restarts by pipeline and unit",
+        {{"pipeline", st.ctx.name}, {"unit", std::string(to_string(u))}});
+  }
+  st.unhealthy_gauge =
+      &st.ctx.gauge("kvrelay_pipeline_unhealthy",
+                    "1 while a unit of the pipeline is over its restart intensity limit");
   st.incomplete_gauge = &st.ctx.gauge(
       "kvrelay_index_incomplete",
       "1 while the index cannot know all the engine holds (history skipped at start or lost)");
   self->set_down_handler([=](caf::down_msg& m) { on_down(self, m); });
-  self->set_exit_handler([=](caf::exit_msg& m) { begin_teardown(self, m.reason); });
-  // Children die with their supervisor.
-  self->attach_functor([=](const caf::error&) {
-    auto& s = self->state;
-    if (s.ingress) caf::anon_send_exit(s.ingress, caf::exit_reason::user_shutdown);
-    if (s.decoder) caf::anon_send_exit(s.decoder, caf::exit_reason::user_shutdown);
-    if (s.debouncer) caf::anon_send_exit(s.debouncer, caf::exit_reason::user_shutdown);
-    if (s.scraper) caf::anon_send_exit(s.scraper, caf::exit_reason::user_shutdown);
-    if (s.emitter) caf::anon_send_exit(s.emitter, caf::exit_reason::user_shutdown);
+  self->set_exit_handler([=](caf::exit_msg& m) {
+    if (!self->state.policy->tearing_down()) self->state.exit_reason = m.reason;
+    run(self, self->state.policy->teardown_requested());
   });
-  spawn_emitter_child(self);
-  spawn_datapath(self);
-  spawn_scraper_child(self);
+  run(self, st.policy->start(clock::now()));
   return {
       [=](atom::status) -> caf::result<actor_status> {
-        auto& s = self->state;
-        actor_status j("pipeline", self->mailbox().size());
-        j.add("pipeline", s.ctx.name);
-        j.add("replica_id", s.ctx.identity.replica_id);
-        j.add("ready", ready(s));
-        j.add("not_ready", not_ready_reasons(s));
-        j.add("unhealthy", s.unhealthy);
-        j.add("engine_connected", s.engine_connected);
-        j.add("server_ok", s.server_ok);
-        j.add("index_incomplete", s.index_incomplete ? s.index_incomplete : "");
-        j.add("engine_asleep", s.engine_asleep);
-        actor_status::string_map adapters;
-        for (const auto& [id, name] : s.opts.decoder.adapters)
-          adapters.emplace_back(std::to_string(id), name);
-        j.add("adapters", std::move(adapters));
-        const auto extra = [&](const char* unit) { return supervision_of(s.records[unit]); };
-        std::vector<status_child> kids{
-            {"ingress", s.ingress, extra("datapath")},
-            {"decoder", s.decoder, extra("datapath")},
-            {"debouncer", s.debouncer, extra("datapath")},
-            {"emitter", s.emitter, extra("emitter")},
-        };
-        if (s.opts.scraper) kids.push_back({"scraper", s.scraper, extra("scraper")});
         auto p = self->make_response_promise<actor_status>();
-        fan_out_status(self, std::move(j), std::move(kids), p);
+        status_of(self, p);
         return p;
       },
       [=](health_fact f) {
@@ -401,38 +436,76 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context c
         auto& s = self->state;
         return caf::make_result(ready(s), not_ready_reasons(s));
       },
-      [=](atom::restart, const std::string& unit) { restart(self, unit); },
-      [=](atom::crash, const std::string& who) -> caf::result<bool> {
+      [=](atom::restart, pipeline_unit u, uint64_t generation) {
+        run(self, self->state.policy->restart_timer(u, generation, clock::now()));
+      },
+      [=](atom::stable, pipeline_unit u, uint64_t incarnation) {
+        run(self, self->state.policy->stable_timer(u, incarnation));
+      },
+      [=](atom::teardown) { run(self, self->state.policy->teardown_deadline()); },
+      [=](atom::crash, actor_kind who) -> caf::result<bool> {
         auto& s = self->state;
-        if (who == "emitter" && s.emitter) self->send(s.emitter, atom::crash_v);
-        else if (who == "scraper" && s.scraper) self->send(s.scraper, atom::crash_v);
-        else if (who == "decoder" && s.decoder) self->send(s.decoder, atom::crash_v);
-        else if (who == "ingress" && s.ingress) self->send(s.ingress, atom::crash_v);
-        else if (who == "debouncer" && s.debouncer) self->send(s.debouncer, atom::crash_v);
-        else if (who == "shard" && s.decoder) return self->delegate(s.decoder, atom::crash_v, who);
-        else return false;
+        if (who == actor_kind::shard) {
+          if (!s.decoder) return false;
+          return self->delegate(s.decoder, atom::crash_v, std::string(to_string(who)));
+        }
+        auto hdl = caf::actor_cast<supervised_actor>(handle_of(s, who));
+        if (!hdl) return false;
+        self->send(hdl, atom::crash_v);
         return true;
       },
-      [=](atom::drain) -> caf::result<bool> {
-        auto p = self->make_response_promise<bool>();
-        drain(self, p);
+      [=](atom::drain, caf::timespan budget) -> caf::result<drain_report> {
+        auto p = self->make_response_promise<drain_report>();
+        drain(self, budget, p);
         return p;
       },
-      [=](atom::adapter, int64_t id, std::string& name) {
+      [=](atom::adapter, int64_t id, std::string& name) -> caf::result<bool> {
         auto& s = self->state;
         s.opts.decoder.adapters[id] = name;  // survives data-path restarts
-        if (s.decoder) self->send(s.decoder, atom::adapter_v, id, name);
+        // A decoder spawned later reads it from the options; the running one answers.
+        if (s.decoder) return self->delegate(s.decoder, atom::adapter_v, id, std::move(name));
+        return true;
       },
   };
 }
 
 }  // namespace
 
+pipeline_children real_children() {
+  pipeline_children c;
+  c.emitter = [](caf::actor_system& sys, const pipeline_context& ctx,
+                 const pipeline_options& o, std::string& error) {
+    return spawn_emitter(sys, ctx, o.emitter, error);
+  };
+  c.datapath = [](caf::actor_system& sys, const pipeline_context& ctx,
+                  const pipeline_options& o, const emitter_actor& emitter) {
+    // A credit line per incarnation: an old ingress detaching on its way out must never cut
+    // the new one's credits.
+    auto credits = std::make_shared<credit_line>();
+    datapath_handles h;
+    h.debouncer = spawn_debouncer(sys, ctx, o.debouncer, emitter);
+    h.decoder = spawn_decoder(sys, ctx, o.decoder, h.debouncer,
+                              [credits](size_t n) { credits->credit(static_cast<uint32_t>(n)); });
+    h.ingress = spawn_ingress(sys, ctx, o.ingress, h.decoder, credits);
+    return h;
+  };
+  c.scraper = [](caf::actor_system& sys, const pipeline_context& ctx,
+                 const pipeline_options& o, const emitter_actor& emitter) {
+    return spawn_scraper(sys, ctx, *o.scraper, emitter);
+  };
+  return c;
+}
+
 pipeline_actor spawn_pipeline(caf::actor_system& sys, const pipeline_context& ctx,
                               const pipeline_options& opts, std::string& error) {
   error = policy_client::validate(opts.emitter.client);
   if (!error.empty()) return {};
-  return sys.spawn(pipeline_fn, ctx, opts);
+  return spawn_pipeline(sys, ctx, opts, real_children());
+}
+
+pipeline_actor spawn_pipeline(caf::actor_system& sys, const pipeline_context& ctx,
+                              const pipeline_options& opts, pipeline_children children) {
+  return sys.spawn(pipeline_fn, ctx, opts, std::move(children));
 }
 
 }  // namespace kvrelay

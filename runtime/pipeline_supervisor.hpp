@@ -1,14 +1,17 @@
 #pragma once
-// One pipeline's supervisor. Children: emitter and scraper (side actors: each restarts alone),
-// and the data path (ingress → decoder → shards → debouncer), which restarts as a unit: its
-// state is one reverse map, and a partial restart would leave hints nothing can evict. A data-path
-// restart starts with ALL_CLEARED and a cold-start replay, so the index is rebuilt, not guessed.
-// Restarts use jittered exponential backoff; more than `max_restarts` in `restart_window` marks
-// the pipeline unhealthy and slows retries down, but never stops the daemon or other pipelines.
+// One pipeline's supervisor: the actor shell around supervision_protocol (runtime/supervision.hpp,
+// whose numbered rules say when what restarts). Children: the emitter and the scraper (side
+// actors: each restarts alone) and the data path (ingress → decoder → shards → debouncer), which
+// restarts as a unit: its state is one reverse map, and a partial restart would leave hints
+// nothing can evict. A data-path restart starts with ALL_CLEARED and a cold-start replay, so the
+// index is rebuilt, not guessed. The supervisor also owns the pipeline's health (children send
+// `health_fact`s) and runs its shutdown drain.
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "actors/debouncer/debouncer_actor.hpp"
 #include "actors/decoder/decoder_actor.hpp"
@@ -23,7 +26,6 @@ class actor_system;
 
 namespace kvrelay {
 
-
 struct pipeline_options {
   ingress_options ingress;
   decoder_options decoder;
@@ -35,13 +37,47 @@ struct pipeline_options {
   std::chrono::milliseconds unhealthy_backoff{30'000};
   int max_restarts = 5;
   std::chrono::milliseconds restart_window{60'000};
-  std::chrono::milliseconds drain_timeout{5'000};
+  std::chrono::milliseconds teardown_deadline{3'000};
+  /// server.on_shutdown = clear: the data path's drain ends with ALL_CLEARED (the debouncer's
+  /// option; this copy only lets the drain report say what the server is left with).
+  bool final_clear = false;
 };
+
+/// The data path's three actors, spawned together.
+struct datapath_handles {
+  ingress_actor ingress;
+  decoder_actor decoder;
+  debouncer_actor debouncer;
+};
+
+/// How the supervisor makes its children: the seam where shell tests hand in recorders. Each
+/// gets the pipeline's context (whose `health` is the supervisor) and current options (the
+/// adapter map grows at runtime). An invalid handle means the spawn failed (rule 10).
+struct pipeline_children {
+  std::function<emitter_actor(caf::actor_system&, const pipeline_context&,
+                              const pipeline_options&, std::string& error)>
+      emitter;
+  std::function<datapath_handles(caf::actor_system&, const pipeline_context&,
+                                 const pipeline_options&, const emitter_actor&)>
+      datapath;
+  /// Used only when `pipeline_options::scraper` is set.
+  std::function<scraper_actor(caf::actor_system&, const pipeline_context&,
+                              const pipeline_options&, const emitter_actor&)>
+      scraper;
+};
+
+/// The real actors (actors/*): spawn_emitter, spawn_debouncer + spawn_decoder + spawn_ingress
+/// (a fresh credit line per data-path incarnation), spawn_scraper.
+pipeline_children real_children();
 
 /// Spawns the supervisor, which spawns its children and owns the pipeline's health: its
 /// `status` says whether the pipeline is ready and why not. Returns an invalid handle and sets
 /// `error` when the options cannot work at all (unreadable TLS files).
 pipeline_actor spawn_pipeline(caf::actor_system& sys, const pipeline_context& ctx,
                               const pipeline_options& opts, std::string& error);
+
+/// The same with other children (tests).
+pipeline_actor spawn_pipeline(caf::actor_system& sys, const pipeline_context& ctx,
+                              const pipeline_options& opts, pipeline_children children);
 
 }  // namespace kvrelay

@@ -38,11 +38,54 @@ nlohmann::ordered_json to_json(const actor_status& s) {
   return j;
 }
 
+// Replace invalid UTF-8 (an adapter name from the wire) instead of throwing.
+std::string dump(const nlohmann::ordered_json& j) {
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
 }  // namespace
 
-std::string render_json(const actor_status& s) {
-  // Replace invalid UTF-8 (an adapter name from the wire) instead of throwing.
-  return to_json(s).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+std::string render_json(const actor_status& s) { return dump(to_json(s)); }
+
+std::string render_tree(const std::vector<pipeline_view>& pipelines, int64_t uptime_s) {
+  nlohmann::ordered_json doc;
+  doc["kvrelay"] = KVRELAY_VERSION;
+  doc["uptime_s"] = uptime_s;
+  auto& arr = doc["pipelines"] = nlohmann::ordered_json::array();
+  for (const auto& p : pipelines) arr.push_back(to_json(p.status));
+  return dump(doc);
+}
+
+std::string render_engines(const std::vector<pipeline_view>& pipelines) {
+  auto out = nlohmann::ordered_json::array();
+  for (const auto& p : pipelines) {
+    const auto& s = p.status;
+    const actor_status* dec = s.child("decoder");
+    nlohmann::ordered_json j;
+    j["pipeline"] = p.name;
+    j["replica_id"] = p.replica_id;
+    j["endpoint"] = p.endpoint;
+    j["replay_endpoint"] = p.replay_endpoint;
+    j["topic"] = p.topic;
+    j["connected"] = s.flag("engine_connected");
+    j["last_seq"] = dec ? dec->integer("last_seq", 0) : 0;
+    j["batches"] = dec ? dec->integer("batches", 0) : 0;
+    j["events"] = dec ? dec->integer("events", 0) : 0;
+    j["ready"] = s.flag("ready");
+    j["unhealthy"] = s.flag("unhealthy");
+    if (const auto* v = s.find("not_ready"))
+      if (const auto* l = std::get_if<actor_status::string_list>(v)) j["not_ready"] = *l;
+    if (const auto* v = s.find("index_incomplete"))
+      if (const auto* t = std::get_if<std::string>(v)) j["index_incomplete"] = *t;
+    j["engine_asleep"] = s.flag("engine_asleep");
+    auto adapters = nlohmann::ordered_json::object();
+    if (const auto* v = s.find("adapters"))
+      if (const auto* m = std::get_if<actor_status::string_map>(v))
+        for (const auto& [id, name] : *m) adapters[id] = name;
+    j["adapters"] = std::move(adapters);
+    out.push_back(std::move(j));
+  }
+  return dump(out);
 }
 
 }  // namespace kvrelay

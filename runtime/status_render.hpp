@@ -1,14 +1,26 @@
 #pragma once
-// The edge where typed status becomes JSON (the admin port and the tests' view of it).
+// The edge where typed status becomes JSON (the admin port and the tests' view of it). Every
+// document is built with the JSON library, so names from the wire or the config (adapters,
+// pipelines) are escaped, and invalid UTF-8 is replaced instead of breaking the document.
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/status.hpp"
+#include "messages/supervision.hpp"
 
 namespace kvrelay {
 
 /// One actor's status as a JSON object: name, supervision fields, state, kind, mailbox, its own
 /// fields, then "children" (only when it has any).
 std::string render_json(const actor_status& s);
+
+/// /debug/tree: the version, the uptime and every pipeline's status tree.
+std::string render_tree(const std::vector<pipeline_view>& pipelines, int64_t uptime_s);
+
+/// /debug/engines: per pipeline its endpoints, connection, last seq, counters, readiness and
+/// adapter map.
+std::string render_engines(const std::vector<pipeline_view>& pipelines);
 
 }  // namespace kvrelay

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds kvrelay (RelWithDebInfo) and runs every test with ctest.
-# With CI=true it also runs the benchmark harness's smoke mode, the fuzzers (60 s each) and the
-# pure-logic unit tests under ASan+UBSan.
+# With CI=true it also runs the benchmark harness's smoke mode and scripts/sanitize.sh: the fuzzers
+# (60 s each), the integration and fault suites under ThreadSanitizer, and the pure-logic unit
+# tests under ASan+UBSan.
 #   ./scripts/test.sh                 # everything in the default preset
 #   ./scripts/test.sh -R Decoder      # extra arguments go to ctest
 set -euo pipefail

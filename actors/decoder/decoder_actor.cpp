@@ -217,6 +217,7 @@ decoder_actor::behavior_type decoder_fn(decoder_self self, pipeline_context ctx,
         log::info("adapter mapping added",
                   {{"replica", s.ctx.name}, {"lora_id", id}, {"adapter", name}});
         s.router.add_adapter(id, std::move(name));
+        return true;
       },
       [=](atom::crash, const std::string&) -> bool {
         self->send(self->state.shard, atom::crash_v);

@@ -208,6 +208,8 @@ config::daemon_config make_config(const std::string& server_target, const std::s
   c.server.address = server_target;
   c.server.rpc_timeout = std::chrono::milliseconds(400);
   c.server.refresh_interval = std::chrono::milliseconds(0);
+  // These tests look at the server after the drain; the default (clear) has its own tests.
+  c.server.on_shutdown = config::shutdown_action::keep;
   c.admin.listen = "127.0.0.1:0";
   c.log.format = config::log_format::text;
   c.log.level = config::log_level::warn;

@@ -320,8 +320,14 @@ void drain_and_compare(fault_env& env) {
   const auto want = env.model.expected();
   const auto last_seq = env.engine->next_seq() - 1;
   const auto t0 = std::chrono::steady_clock::now();
-  const bool drained = env.d->drain(5s);
+  const auto reports = env.d->drain(5s);
   const auto took = std::chrono::steady_clock::now() - t0;
+  const bool drained = daemon::all_complete(reports);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_FALSE(reports[0].timed_out);
+  EXPECT_EQ(reports[0].pending, 0) << "nothing left undelivered";
+  EXPECT_EQ(reports[0].left_on_server(), static_cast<int64_t>(want.size()))
+      << "on_shutdown = keep: the server keeps what the engine holds";
   std::printf("[ measure  ] drain of %llu batches: %lld ms\n",
               static_cast<unsigned long long>(last_seq + 1),
               static_cast<long long>(
@@ -356,6 +362,25 @@ TEST(Drain, UnderSteadyLoadEverythingPublishedBeforeItArrives) {
   stop = true;
   load.join();
   drain_and_compare(env);
+}
+
+// The default, server.on_shutdown = clear: the drain ends with ALL_CLEARED, so the server holds
+// nothing of the replica afterwards and the report says so.
+TEST(Drain, DefaultClearLeavesTheServerNothingOfTheReplica) {
+  fault_env env;
+  env.cfg.server.on_shutdown = config::shutdown_action::clear;
+  std::string err;
+  ASSERT_TRUE(env.start_daemon(&err)) << err;
+  env.publish_steps(30);
+  ASSERT_TRUE(env.wait_live());
+  ASSERT_EQ(env.wait_consistent(), "");
+  ASSERT_FALSE(server_view(env.server).empty()) << "the server held the engine's blocks";
+  const auto reports = env.d->drain(5s);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_TRUE(reports[0].complete) << reports[0].failed_step;
+  EXPECT_TRUE(reports[0].final_clear);
+  EXPECT_EQ(reports[0].left_on_server(), 0);
+  EXPECT_TRUE(server_view(env.server).empty()) << "ALL_CLEARED was the last unit";
 }
 
 // A burst the daemon has not read yet when the drain begins: batches already queued in the SUB

@@ -189,6 +189,8 @@ struct harness::impl {
     config::daemon_config c;
     c.server.address = server->target();
     c.server.rpc_timeout = milliseconds(2000);
+    // These tests look at the server after the drain; the default (clear) has its own tests.
+    c.server.on_shutdown = config::shutdown_action::keep;
     c.admin.listen.clear();
     c.log.format = config::log_format::text;
     c.log.level = config::log_level::warn;
