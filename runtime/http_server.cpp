@@ -369,7 +369,9 @@ struct http_server::impl {
       ids.clear();
       fds.push_back({wake_fd, POLLIN, 0});
       fds.push_back({listen_fd, POLLIN, 0});
-      auto next = clock::now() + std::chrono::seconds(1);
+      // Without connections the loop sleeps until a client or a completion wakes it: an idle
+      // daemon's admin port costs no wake-ups.
+      std::optional<clock::time_point> next;
       for (auto& [id, c] : conns) {
         short ev = 0;
         if (c.st == phase::idle || c.st == phase::head || c.st == phase::body ||
@@ -378,10 +380,14 @@ struct http_server::impl {
         if (c.st == phase::writing) ev = POLLOUT;
         fds.push_back({c.fd, ev, 0});
         ids.push_back(id);
-        if (c.st != phase::handling) next = std::min(next, c.deadline);
+        if (c.st != phase::handling) next = next ? std::min(*next, c.deadline) : c.deadline;
       }
-      const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - clock::now());
-      const int timeout = static_cast<int>(std::clamp<int64_t>(wait.count() + 1, 0, 1000));
+      int timeout = -1;
+      if (next) {
+        const auto wait =
+            std::chrono::duration_cast<std::chrono::milliseconds>(*next - clock::now());
+        timeout = static_cast<int>(std::clamp<int64_t>(wait.count() + 1, 0, 60'000));
+      }
       if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
       if (fds[0].revents & POLLIN) take_done();
       for (size_t i = 0; i < ids.size(); ++i) {

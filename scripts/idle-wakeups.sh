@@ -2,7 +2,8 @@
 # How often an idle kvrelay wakes up: starts a demo policy server, N fake engines that publish one
 # batch and then stay quiet (PUB + replay ROUTER), and a daemon with N pipelines on loopback; lets
 # them settle, then counts every thread's context switches (voluntary + involuntary, from
-# /proc/<pid>/task/*/status) over a window and prints them per thread name and in total.
+# /proc/<pid>/task/*/status) over a window and prints them per thread name and in total, and the
+# CPU time it used meanwhile (utime + stime of /proc/<pid>/stat, coarse: 10 ms ticks).
 # Issue 13's goal: an idle daemon with 4 pipelines wakes a handful of times per second.
 #
 #   scripts/idle-wakeups.sh                        # 4 pipelines, 10 s window, build/default
@@ -84,8 +85,11 @@ snapshot() {
     echo "$(basename "$t") $name $((v + n))"
   done
 }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$daemon/stat"; }  # utime + stime
 snapshot >"$work/before"
+c0=$(cpu_ticks)
 sleep "$window"
+c1=$(cpu_ticks)
 snapshot >"$work/after"
 
 echo "kvrelay idle wake-ups over ${window} s, ${pipelines} pipelines ($bin), load: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -94,3 +98,5 @@ join <(sort "$work/before") <(sort "$work/after") |
        END { for (k in by) printf "  %-18s threads %2d  switches %6d  (%.1f/s)\n", k, n[k], by[k], by[k] / w;
              printf "  %-18s            switches %6d  (%.1f/s)\n", "total", total, total / w }' |
   sort -k1,1
+awk -v a="$c0" -v b="$c1" -v hz="$(getconf CLK_TCK)" -v w="$window" -v n="$pipelines" \
+  'BEGIN { p = (b - a) / hz / w * 100; printf "  cpu: %.2f %% of one core (%.3f %% per pipeline; %d ticks of 1/%d s)\n", p, p / n, b - a, hz }'
