@@ -108,30 +108,35 @@ metrics_registry::family& metrics_registry::get_family(const std::string& name, 
   return it->second;
 }
 
+namespace {
+
+// The series of `labels` in one family's map, made on first use; its labels are kept for render.
+template <class Series>
+Series& series_of(std::map<std::string, std::unique_ptr<Series>>& slots,
+                  std::map<std::string, label_set>& labels_of, std::string key,
+                  const label_set& labels) {
+  auto& slot = slots[key];
+  if (!slot) {
+    slot = std::make_unique<Series>();
+    labels_of[std::move(key)] = labels;
+  }
+  return *slot;
+}
+
+}  // namespace
+
 counter_series& metrics_registry::counter(const std::string& name, const std::string& help,
                                           const label_set& labels) {
   std::lock_guard<std::mutex> lk(mu_);
   auto& f = get_family(name, kind::counter, help);
-  auto key = render_labels(labels);
-  auto& slot = f.counters[key];
-  if (!slot) {
-    slot = std::make_unique<counter_series>();
-    f.labels[key] = labels;
-  }
-  return *slot;
+  return series_of(f.counters, f.labels, render_labels(labels), labels);
 }
 
 gauge_series& metrics_registry::gauge(const std::string& name, const std::string& help,
                                       const label_set& labels) {
   std::lock_guard<std::mutex> lk(mu_);
   auto& f = get_family(name, kind::gauge, help);
-  auto key = render_labels(labels);
-  auto& slot = f.gauges[key];
-  if (!slot) {
-    slot = std::make_unique<gauge_series>();
-    f.labels[key] = labels;
-  }
-  return *slot;
+  return series_of(f.gauges, f.labels, render_labels(labels), labels);
 }
 
 histogram_series& metrics_registry::histogram(const std::string& name, const std::string& help,
