@@ -1,4 +1,4 @@
-// The pipeline supervisor's shell (rules: runtime/supervision.hpp). ~440 lines on purpose: it
+// The pipeline supervisor's shell (rules: runtime/supervision.hpp). ~510 lines on purpose: it
 // executes the protocol's actions, owns the pipeline's health, answers status and runs the
 // shutdown drain, all on the one state; each part is short.
 #include "runtime/pipeline_supervisor.hpp"

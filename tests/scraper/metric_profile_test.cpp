@@ -1,3 +1,6 @@
+// The scraper's /metrics profiles, rule by rule (reference-behaviour.md §1.8 M01-M19, the vLLM
+// and SGLang families, cache size and sleep state): ~680 lines because each engine version's
+// families get their own small tests against the shared fixtures.
 #include "actors/scraper/metric_profile.hpp"
 
 #include <gtest/gtest.h>
