@@ -254,6 +254,8 @@ void zmq_source::impl::run_loop() {
   sub.set(sockopt::reconnect_ivl, static_cast<int>(ivl.count()));
   sub.set(sockopt::reconnect_ivl_max, 0);  // constant interval, as the reference
   sub.set(sockopt::subscribe, opts.topic);
+  // Without ZMQ_IPV6 a connect to tcp://[::1]:port succeeds and never receives anything.
+  if (opts.endpoint.rfind("tcp://[", 0) == 0) sub.set(sockopt::ipv6, 1);
 
   // Peer connect/disconnect events through a monitor PAIR in the same context.
   static std::atomic<uint64_t> monitor_id{0};
@@ -470,6 +472,7 @@ void zmq_source::impl::open_replay(clock::time_point now) {
   // The ROUTER drops replies to a peer whose pipe is full; never let ours be the full one (the
   // engine's ring bounds what one replay can send).
   dealer->set(zmq::sockopt::rcvhwm, 0);
+  if (opts.replay_endpoint.rfind("tcp://[", 0) == 0) dealer->set(zmq::sockopt::ipv6, 1);
   try {
     dealer->connect(opts.replay_endpoint);
   } catch (const zmq::error_t& e) {
