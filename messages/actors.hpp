@@ -151,6 +151,22 @@ using scraper_actor = caf::typed_actor<
   caf::reacts_to<atom::update, emitter_actor>>
   ::extend_with<supervised_actor>;
 
+/// Hears what engine discovery learnt (the daemon's root): per engine, a target or why none.
+using discovery_listener_actor = caf::typed_actor<
+  // An engine's pipelines changed (its first answer included), or why it has none yet.
+  caf::reacts_to<discovery_update_ptr>>;
+
+/// Watches the engines that have a URL: asks each where its publishers are, again when one of
+/// its streams stops, and tells the listener (actors/discovery/discovery_protocol.hpp).
+using discovery_actor = caf::typed_actor<
+  // Engine (config index), DP rank: its stream stopped (false, why) or flows again (true, "").
+  caf::reacts_to<atom::stream, uint64_t, int64_t, bool, std::string>,
+  // Internal: a fetch thread's result for the engine (config index).
+  caf::reacts_to<atom::fetched, uint64_t, discovery_fetch_ptr>,
+  // Internal: an engine's retry or poll timer (config index, generation).
+  caf::reacts_to<atom::discover, uint64_t, uint64_t>>
+  ::extend_with<supervised_actor>;
+
 /// Supervises one pipeline: restarts children with backoff and an intensity limit, isolates the
 /// side actors (emitter, scraper) from the data path, and drains it on shutdown
 /// (runtime/supervision.hpp holds the rules).

@@ -61,6 +61,11 @@ struct discovery_update {
 };
 using discovery_update_ptr = std::shared_ptr<const discovery_update>;
 
+/// A fetch thread's result for the discovery actor (defined with it: it carries the parser's
+/// types, which messages/ does not see).
+struct discovery_fetch;
+using discovery_fetch_ptr = std::shared_ptr<const discovery_fetch>;
+
 inline bool discovered_target::same_pipelines(const discovered_target& o) const {
   if (model_id.value != o.model_id.value || hash_scheme.value != o.hash_scheme.value ||
       metrics_url.value != o.metrics_url.value || ranks.size() != o.ranks.size())

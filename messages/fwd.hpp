@@ -10,6 +10,7 @@
 
 #include "base/error.hpp"
 #include "base/status.hpp"
+#include "messages/discovery.hpp"
 #include "messages/health.hpp"
 #include "messages/pipeline.hpp"
 #include "messages/supervision.hpp"
@@ -45,6 +46,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvrelay, caf::first_custom_type_id)
   // -- scraper -----------------------------------------------------------------------------------
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, scrape, "scrape")        // timer: one scrape interval
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, fetched, "fetched")      // the fetch thread's result
+  // -- discovery ---------------------------------------------------------------------------------
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, stream, "stream")        // an engine stream stopped / flows
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, discover, "discover")    // timer: read an engine's sources again
 CAF_END_TYPE_ID_BLOCK(kvrelay)
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::raw_batch_ptr)
@@ -61,6 +65,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::actor_kind)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::drain_report)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrelay::drain_report>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrelay::pipeline_view>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::discovery_update_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::discovery_fetch_ptr)
 
 // kvrelay::ec travels as a caf::error (exit reasons, failed requests); category "kvrelay".
 CAF_ERROR_CODE_ENUM(kvrelay::ec, "kvrelay")

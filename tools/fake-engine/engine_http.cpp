@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <thread>
@@ -169,6 +170,7 @@ std::string metrics_body(const engine_description& d, const metrics_sample& s) {
 }
 
 struct engine_http::impl {
+  mutable std::mutex mu;  // guards d: handlers run on httplib's threads
   engine_description d;
   std::function<metrics_sample()> sample;
   httplib::Server srv;
@@ -176,6 +178,11 @@ struct engine_http::impl {
   int port = 0;
   std::string url;
   bool stopped = false;
+
+  engine_description description() const {
+    std::lock_guard<std::mutex> lk(mu);
+    return d;
+  }
 };
 
 engine_http::engine_http(engine_description d, const std::string& host, int port,
@@ -187,23 +194,29 @@ engine_http::engine_http(engine_description d, const std::string& host, int port
   const auto json_reply = [](httplib::Response& res, const std::string& body) {
     res.set_content(body, "application/json");
   };
-  if (m.d.dialect == http_dialect::vllm) {
-    m.srv.Get("/kv_event_sources",
-              [&m, json_reply](const httplib::Request&, httplib::Response& res) {
-                json_reply(res, kv_event_sources_body(m.d));
-              });
-  } else {
-    const auto info = [&m, json_reply](const httplib::Request&, httplib::Response& res) {
-      json_reply(res, server_info_body(m.d));
+  // Every handler answers from a copy taken under the lock: update() may run meanwhile.
+  const auto discovery_route = [&m, json_reply](std::string (*body)(const engine_description&)) {
+    return [&m, json_reply, body](const httplib::Request&, httplib::Response& res) {
+      const auto d = m.description();
+      if (d.discovery_answer.status != 0) {
+        res.status = d.discovery_answer.status;
+        json_reply(res, d.discovery_answer.body);
+        return;
+      }
+      json_reply(res, body(d));
     };
-    m.srv.Get("/server_info", info);
-    m.srv.Get("/get_server_info", info);
+  };
+  if (m.d.dialect == http_dialect::vllm) {
+    m.srv.Get("/kv_event_sources", discovery_route(&kv_event_sources_body));
+  } else {
+    m.srv.Get("/server_info", discovery_route(&server_info_body));
+    m.srv.Get("/get_server_info", discovery_route(&server_info_body));
   }
   m.srv.Get("/v1/models", [&m, json_reply](const httplib::Request&, httplib::Response& res) {
-    json_reply(res, models_body(m.d));
+    json_reply(res, models_body(m.description()));
   });
   m.srv.Get("/metrics", [&m](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_body(m.d, m.sample ? m.sample() : metrics_sample{}),
+    res.set_content(metrics_body(m.description(), m.sample ? m.sample() : metrics_sample{}),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
   m.srv.Get("/health", [](const httplib::Request&, httplib::Response& res) {
@@ -230,6 +243,15 @@ engine_http::engine_http(engine_description d, const std::string& host, int port
 }
 
 engine_http::~engine_http() { stop(); }
+
+void engine_http::update(const std::function<void(engine_description&)>& change) {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  const auto dialect = impl_->d.dialect;
+  change(impl_->d);
+  impl_->d.dialect = dialect;  // the routes were chosen at start
+}
+
+engine_description engine_http::description() const { return impl_->description(); }
 
 int engine_http::port() const noexcept { return impl_->port; }
 const std::string& engine_http::url() const noexcept { return impl_->url; }

@@ -34,6 +34,12 @@ struct engine_description {
   std::string bind;                   // the configured live bind (SGLang reports its host)
   std::vector<rank_endpoints> ranks;  // one per DP rank, rank order
   std::string metrics_text;           // served verbatim when set; otherwise synthetic
+  /// Test hook: when `status` is set, the discovery route (/kv_event_sources, or /server_info)
+  /// answers it with `body` instead (a malformed answer, a 503 while the engine starts).
+  struct canned_answer {
+    int status = 0;  // 0 = answer normally
+    std::string body;
+  } discovery_answer;
 };
 
 /// What the synthetic /metrics derives its numbers from.
@@ -57,6 +63,11 @@ class engine_http {
   ~engine_http();
   engine_http(const engine_http&) = delete;
   engine_http& operator=(const engine_http&) = delete;
+
+  /// Changes what the server says from now on (an engine restarted on new ports, publishers
+  /// that came up after the HTTP server, a canned answer); thread-safe. The dialect stays.
+  void update(const std::function<void(engine_description&)>& change);
+  engine_description description() const;
 
   int port() const noexcept;
   /// http://host:port (IPv6 bracketed).
