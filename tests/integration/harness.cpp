@@ -149,9 +149,27 @@ struct harness::impl {
     return p;
   }
 
+  // One rank on the given ports (0 = ephemeral).
+  rank_engine bind_rank(int r, int live_port, int replay_port) const {
+    rank_engine e;
+    auto lo = publisher_opts(r);
+    lo.bind = loopback(live_port);
+    e.live = std::make_unique<fake::publisher>(lo);
+    if (opt.replay) {
+      auto ro = publisher_opts(r);
+      ro.bind = loopback(0);  // nobody subscribes to the twin's PUB
+      ro.replay_bind = loopback(replay_port);
+      ro.buffer_steps = opt.ring_size;
+      ro.replay_topic_frames = opt.replay_topic_frames;
+      e.ring = std::make_unique<fake::publisher>(ro);
+    }
+    return e;
+  }
+
   // Binds every rank. A rank r > 0 must sit at base port + r (spec §1), which another socket may
   // hold: then everything is rebound on fresh ephemeral ports. Failed attempts stay bound until
-  // the end, or the kernel would hand out the same base port again.
+  // the end, or the kernel would hand out the same base port again. With any_ports, every rank
+  // takes ports of its own.
   void bind_engines() {
     const int n = static_cast<int>(std::max<int64_t>(opt.engine.dp_size, 1));
     std::string last_error;
@@ -162,19 +180,8 @@ struct harness::impl {
       try {
         int live_port = 0, replay_port = 0;
         for (int r = 0; r < n; ++r) {
-          rank_engine e;
-          auto lo = publisher_opts(r);
-          lo.bind = loopback(live_port);
-          e.live = std::make_unique<fake::publisher>(lo);
-          if (opt.replay) {
-            auto ro = publisher_opts(r);
-            ro.bind = loopback(0);  // nobody subscribes to the twin's PUB
-            ro.replay_bind = loopback(replay_port);
-            ro.buffer_steps = opt.ring_size;
-            ro.replay_topic_frames = opt.replay_topic_frames;
-            e.ring = std::make_unique<fake::publisher>(ro);
-          }
-          if (r == 0) {
+          rank_engine e = opt.any_ports ? bind_rank(r, 0, 0) : bind_rank(r, live_port, replay_port);
+          if (r == 0 && !opt.any_ports) {
             live_port = port_of(e.live->live_endpoint());
             if (e.ring) replay_port = port_of(e.ring->replay_endpoint());
           }
@@ -348,6 +355,13 @@ void harness::restart_engine(int rank) {
   auto& e = impl_->engine(rank);
   if (e.ring) e.ring->restart_incarnation();
   e.live->restart_incarnation();
+}
+
+void harness::rebind_engine(int rank) {
+  auto& e = impl_->engine(rank);
+  e.live->stop();
+  if (e.ring) e.ring->stop();
+  e = impl_->bind_rank(rank, 0, 0);
 }
 
 std::optional<policy::replica_entry> harness::entry_of(const std::string& replica,

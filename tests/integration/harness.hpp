@@ -61,6 +61,9 @@ struct harness_options {
   bool replay = true;                   // give the daemon a replay endpoint
   size_t ring_size = 10000;             // replay ring, in batches
   bool replay_topic_frames = false;     // 3-frame replay replies (vLLM >= v0.26)
+  /// Every rank binds its own ephemeral ports (a vLLM at port 0) instead of base port + rank;
+  /// only a daemon that discovers the endpoints (engine.url) can then find ranks > 0.
+  bool any_ports = false;
   std::string tenant_id = "tenant-e2e";
   /// Last word on the configuration before the daemon is built (server/admin/engine keys).
   std::function<void(config::daemon_config&)> tweak;
@@ -123,6 +126,9 @@ class harness {
   void lose(uint64_t n = 1, int rank = 0);
   /// A new engine incarnation: seqs restart at 0 and the ring forgets everything.
   void restart_engine(int rank = 0);
+  /// The engine restarted on new ports (a vLLM at port 0): the rank's sockets close, new ones
+  /// bind on fresh ephemeral ports, seqs restart at 0 with an empty ring.
+  void rebind_engine(int rank = 0);
 
   // ---- the server side -------------------------------------------------------------------------
   /// What the server holds for (adapter, BE8(prefix)) and this replica; nullopt when absent.
