@@ -192,7 +192,8 @@ using pipeline_actor = caf::typed_actor<
   ::extend_with<health_listener_actor>;
 
 /// The daemon's root: holds every pipeline's handle and serialises what the admin port and
-/// signals ask (one owner: HTTP threads talk to it, never to the daemon object's fields).
+/// signals ask (one owner: HTTP threads talk to it, never to the daemon object's fields). With
+/// engines that have a URL it owns the discovery actor and spawns their pipelines when it answers.
 using daemon_actor = caf::typed_actor<
   // Every pipeline: the facts fixed at start and its status subtree, in configuration order.
   caf::replies_to<atom::status>::with<std::vector<pipeline_view>>,
@@ -204,7 +205,13 @@ using daemon_actor = caf::typed_actor<
   // matched.
   caf::replies_to<atom::adapter, std::string, int64_t, std::string>::with<bool>,
   // Shutdown: drains every pipeline at once within the budget; one report per pipeline.
-  caf::replies_to<atom::drain, caf::timespan>::with<std::vector<drain_report>>>;
+  caf::replies_to<atom::drain, caf::timespan>::with<std::vector<drain_report>>,
+  // The names of the running pipelines, in configuration order (no child is asked).
+  caf::replies_to<atom::pipelines>::with<std::vector<std::string>>,
+  // Internal: the discovery actor's restart backoff elapsed.
+  caf::reacts_to<atom::restart>>
+  // Discovery's word on engines with a URL: their pipelines are (re)spawned from it.
+  ::extend_with<discovery_listener_actor>;
 
 // clang-format on
 

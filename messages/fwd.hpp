@@ -32,6 +32,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvrelay, caf::first_custom_type_id)
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, stable, "stable")        // timer: a unit stayed up a window
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, teardown, "teardown")    // timer: teardown deadline; kill
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, ready, "ready")          // readiness and its reasons
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, pipelines, "pipelines")  // the running pipelines' names
   // -- ingress -----------------------------------------------------------------------------------
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, publish, "publish")      // timer: ZMQ counters → /metrics
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, drain_step, "drain_step") // timer: one shutdown read step

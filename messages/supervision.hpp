@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/status.hpp"
@@ -84,6 +85,12 @@ struct pipeline_view {
   std::string endpoint;
   std::string replay_endpoint;
   std::string topic;
+  /// Engines with a URL: where each effective value came from ("endpoint" → "discovered: GET
+  /// /kv_event_sources [\"0\"]", "model_id" → "flag/config (--model-id)", ...).
+  std::vector<std::pair<std::string, std::string>> origins;
+  /// An engine discovery has no answer for yet: why ("waiting for engine <url>: ..."); such a
+  /// view has no pipeline behind it.
+  std::string waiting;
   actor_status status;
 };
 

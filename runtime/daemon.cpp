@@ -11,12 +11,15 @@
 #include <map>
 #include <thread>
 
+#include "actors/emitter/policy_client.hpp"
 #include "config/loader.hpp"
 #include "messages/system_setup.hpp"
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
 #include "runtime/admin_server.hpp"
 #include "runtime/daemon_actor.hpp"
+#include "runtime/discovered_engines.hpp"
+#include "runtime/pipeline_setup.hpp"
 #include "runtime/pipeline_supervisor.hpp"
 #include "runtime/status_render.hpp"
 #include "runtime/version.hpp"
@@ -24,89 +27,6 @@
 namespace kvrelay {
 
 namespace {
-
-index_options to_index_options(const config::engine_settings& e) {
-  index_options o;
-  o.unknown_parent = e.unknown_parent == config::unknown_parent::root
-                         ? unknown_parent_policy::root
-                         : unknown_parent_policy::drop;
-  o.index_salted = e.index_salted;
-  o.ignore_block_removed = false;  // L2 downgrades are the debouncer's job (own CSU, L03)
-  o.max_resident = static_cast<size_t>(std::max<int64_t>(e.max_blocks_per_adapter, 0));
-  return o;
-}
-
-pipeline_context to_context(const config::daemon_config& cfg,
-                            const config::pipeline_settings& ps,
-                            std::shared_ptr<metrics_registry> metrics) {
-  const auto& e = cfg.engines.at(ps.engine_index);
-  pipeline_context ctx;
-  ctx.name = e.dp_size > 1 && e.dp_mode == config::dp_mode::merged
-                 ? e.replica_id + "-dp" + std::to_string(ps.dp_rank)
-                 : ps.replica_id;
-  ctx.identity = replica_identity{ps.replica_id, e.model_id, e.tenant_id, e.hash_scheme};
-  ctx.metrics = std::move(metrics);
-  return ctx;
-}
-
-pipeline_options to_pipeline_options(const config::daemon_config& cfg,
-                                     const config::pipeline_settings& ps,
-                                     replica_debouncer_actor replica) {
-  const auto& e = cfg.engines.at(ps.engine_index);
-  pipeline_options p;
-  p.ingress.source.endpoint = ps.endpoint;
-  p.ingress.source.replay_endpoint = ps.replay_endpoint;
-  p.ingress.source.topic = e.topic;
-  p.ingress.source.reconnect_interval = e.reconnect_backoff;
-
-  p.decoder.adapters = e.adapters;
-  p.decoder.index = to_index_options(e);
-  if (e.dp_size > 1) p.decoder.expected_dp_rank = ps.dp_rank;
-
-  p.debouncer.window = e.window;
-  p.debouncer.l2_mode = e.l2_tier;
-  p.debouncer.refresh_interval = cfg.server.refresh_interval;
-  p.debouncer.shutdown_clear = cfg.server.on_shutdown == config::shutdown_action::clear;
-  p.final_clear = p.debouncer.shutdown_clear;  // what the drain report says the server is left with
-  if (replica) {
-    // One replica, several ranks: the replica debouncer clears it once at its start and owns
-    // the holder set; this rank's data path reaches it through a port.
-    p.debouncer.merged_rank = static_cast<unsigned>(ps.dp_rank);
-    p.debouncer.replica = std::move(replica);
-  }
-
-  p.emitter.client.target = cfg.server.address;
-  p.emitter.client.rpc_timeout = cfg.server.rpc_timeout;
-  p.emitter.client.keepalive_time = cfg.server.keepalive_time;
-  p.emitter.client.keepalive_timeout = cfg.server.keepalive_timeout;
-  p.emitter.eviction_mode = config::effective(cfg.server.eviction_mode) == config::eviction_mode::rpc
-                                ? emitter::eviction_mode::rpc
-                                : emitter::eviction_mode::expire;
-  if (cfg.server.tls) {
-    p.emitter.client.tls = true;
-    p.emitter.client.ca_file = cfg.server.ca_file;
-    p.emitter.client.cert_file = cfg.server.cert_file;
-    p.emitter.client.key_file = cfg.server.key_file;
-    p.emitter.client.server_name = cfg.server.server_name;
-  }
-
-  const bool scrape = !e.metrics.url.empty() &&
-                      (e.dp_mode == config::dp_mode::separate || ps.dp_rank == 0);
-  if (scrape) {
-    scraper_options s;
-    s.url = e.metrics.url;
-    s.interval = e.metrics.interval;
-    s.rpc_timeout = cfg.server.rpc_timeout;
-    s.profile.hash_scheme = e.hash_scheme;
-    s.profile.cache_tier = config::to_string(e.metrics.tier);
-    s.profile.model_name = e.metrics.model_label;
-    s.profile.cache_size_bytes = e.metrics.cache_size_bytes;
-    s.profile.max_concurrency_ceiling = e.metrics.max_concurrency;
-    if (e.dp_size > 1) s.profile.engine_label = std::to_string(ps.dp_rank);  // vLLM `engine`
-    p.scraper = s;
-  }
-  return p;
-}
 
 log::level to_log_level(config::log_level l) {
   switch (l) {
@@ -142,7 +62,6 @@ struct daemon::impl {
   std::unique_ptr<caf::actor_system_config> sys_cfg;
   std::unique_ptr<caf::actor_system> sys;
   daemon_actor root;  // owns the pipeline handles; everything after start() asks it
-  std::vector<std::string> names;  // fixed at start
   std::vector<caf::actor> replica_debouncers;  // merged DP engines: stopped after the pipelines
   std::unique_ptr<admin_server> admin;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
@@ -170,45 +89,50 @@ bool daemon::start(std::string& error) {
   setup_actor_system(*d.sys_cfg);
   tune_scheduler(*d.sys_cfg);
   d.sys = std::make_unique<caf::actor_system>(*d.sys_cfg);
-  std::map<size_t, replica_debouncer_actor> replicas;  // per merged engine
   std::vector<daemon_pipeline> pipelines;
   const auto stop_spawned = [&] {
     for (auto& p : pipelines) caf::anon_send_exit(p.hdl, caf::exit_reason::user_shutdown);
     for (auto& r : d.replica_debouncers) caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
     d.replica_debouncers.clear();
   };
-  for (const auto& ps : config::pipelines(d.cfg)) {
-    const auto& e = d.cfg.engines.at(ps.engine_index);
-    replica_debouncer_actor replica;
-    if (e.dp_size > 1 && e.dp_mode == config::dp_mode::merged) {
-      auto& slot = replicas[ps.engine_index];
-      if (!slot) {
-        auto rctx = to_context(d.cfg, ps, d.metrics);
-        rctx.name = ps.replica_id;
-        slot = spawn_replica_debouncer(*d.sys, rctx, to_pipeline_options(d.cfg, ps, {}).debouncer);
-        d.replica_debouncers.push_back(caf::actor_cast<caf::actor>(slot));
-      }
-      replica = slot;
-    }
-    const auto opts = to_pipeline_options(d.cfg, ps, std::move(replica));
-    const auto ctx = to_context(d.cfg, ps, d.metrics);
-    daemon_pipeline p;
-    p.facts.name = ctx.name;
-    p.facts.replica_id = ps.replica_id;
-    p.facts.endpoint = opts.ingress.source.endpoint;
-    p.facts.replay_endpoint = opts.ingress.source.replay_endpoint;
-    p.facts.topic = opts.ingress.source.topic;
-    p.hdl = spawn_pipeline(*d.sys, ctx, opts, error);
-    if (!p.hdl) {
-      error = p.facts.name + ": " + error;
+  // The configured engines now; those with a URL when discovery answers (the root spawns them).
+  std::map<size_t, std::vector<config::pipeline_settings>> by_engine;
+  for (const auto& ps : config::pipelines(d.cfg))
+    if (d.cfg.engines.at(ps.engine_index).url.empty()) by_engine[ps.engine_index].push_back(ps);
+  for (const auto& [engine, ranks] : by_engine) {
+    auto spawned = spawn_engine(*d.sys, d.cfg, ranks, d.metrics, {});
+    if (!spawned) {
+      error = spawned.error().context;
       stop_spawned();
       return false;
     }
-    d.names.push_back(p.facts.name);
-    pipelines.push_back(std::move(p));
+    if (spawned.value().replica) d.replica_debouncers.push_back(spawned.value().replica);
+    for (auto& p : spawned.value().pipelines) pipelines.push_back(std::move(p));
+  }
+  daemon_discovery discovery;
+  discovery.options = discovery_options_for(d.cfg);
+  if (!discovery.options.engines.empty()) {
+    // The server settings are the same for every pipeline: a bad TLS file is refused now, not
+    // when the engine first answers.
+    config::pipeline_settings any;
+    any.engine_index = discovery.options.engines.front().index;
+    if (auto err = policy_client::validate(to_pipeline_options(d.cfg, any, {}).emitter.client);
+        !err.empty()) {
+      error = err;
+      stop_spawned();
+      return false;
+    }
+    for (const auto& e : discovery.options.engines)
+      discovery.replica_ids[e.index] = d.cfg.engines[e.index].replica_id;
+    discovery.spawn = [sys = d.sys.get(), cfg = d.cfg, metrics = d.metrics](
+                          size_t engine, const discovered_target& t, const discovery_actor& disc) {
+      const auto [target_cfg, ranks] = apply_target(cfg, engine, t);
+      return spawn_engine(*sys, target_cfg, ranks, metrics, disc);
+    };
   }
   const size_t count = pipelines.size();
-  d.root = spawn_daemon_actor(*d.sys, std::move(pipelines));
+  const size_t discovery_count = discovery.options.engines.size();
+  d.root = spawn_daemon_actor(*d.sys, std::move(pipelines), std::move(discovery));
   if (!d.cfg.admin.listen.empty()) {
     d.admin = std::make_unique<admin_server>(
         admin_server::backend{d.client(), d.metrics, d.started});
@@ -216,6 +140,7 @@ bool daemon::start(std::string& error) {
   }
   log::info("kvrelay starting",
             {{"version", KVRELAY_VERSION}, {"pipelines", count},
+             {"discovered_engines", discovery_count},
              {"server", d.cfg.server.address}, {"admin", d.cfg.admin.listen}});
   return true;
 }
@@ -249,16 +174,14 @@ void log_outcome(const drain_report& r) {
 
 std::vector<drain_report> daemon::drain(std::chrono::milliseconds deadline) {
   auto& d = *impl_;
-  if (!d.sys || d.names.empty()) return {};
+  if (!d.sys || !d.root) return {};
   auto reports = d.client().drain(deadline);
-  if (reports.empty()) {  // the root did not answer at all
-    for (const auto& n : d.names) {
-      drain_report r;
-      r.pipeline = n;
-      r.timed_out = true;
-      r.failed_step = "daemon";
-      reports.push_back(std::move(r));
-    }
+  if (reports.empty() && !d.client().pipeline_names().empty()) {  // the root did not answer
+    drain_report r;
+    r.pipeline = "daemon";
+    r.timed_out = true;
+    r.failed_step = "daemon";
+    reports.push_back(std::move(r));
   }
   for (const auto& r : reports) log_outcome(r);
   return reports;
@@ -301,8 +224,8 @@ std::string daemon::engines_json() const {
 
 bool daemon::ready(std::vector<std::string>* reasons) const {
   const auto& d = *impl_;
-  if (!d.sys || d.names.empty()) {
-    if (reasons) reasons->push_back(d.sys ? "no pipeline configured" : "not started");
+  if (!d.sys) {
+    if (reasons) reasons->push_back("not started");
     return false;
   }
   auto [ok, why] = d.client().ready();
@@ -352,6 +275,9 @@ std::vector<std::string> daemon::reload(const config::daemon_config& next) {
 metrics_registry& daemon::metrics() { return *impl_->metrics; }
 const config::daemon_config& daemon::config() const { return impl_->cfg; }
 uint16_t daemon::admin_port() const { return impl_->admin ? impl_->admin->port() : 0; }
-std::vector<std::string> daemon::pipeline_names() const { return impl_->names; }
+std::vector<std::string> daemon::pipeline_names() const {
+  const auto& d = *impl_;
+  return d.sys && d.root ? d.client().pipeline_names() : std::vector<std::string>{};
+}
 
 }  // namespace kvrelay

@@ -6,9 +6,12 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <algorithm>
 #include <functional>
+#include <iterator>
 #include <memory>
 
+#include "base/log.hpp"
 #include "base/tsan.hpp"
 
 
@@ -26,16 +29,110 @@ constexpr milliseconds drain_report_slack{1000};
 
 struct daemon_state {
   static inline constexpr const char* name = "daemon";
-  std::vector<daemon_pipeline> pipelines;
+  std::vector<daemon_pipeline> pipelines;  // by engine index: configured and discovered ones
+
+  // -- engines with a URL ------------------------------------------------------------------------
+  daemon_discovery setup;
+  discovery_actor discovery;
+  std::map<size_t, std::shared_ptr<const discovered_target>> targets;  // what each runs on
+  std::map<size_t, caf::actor> replicas;   // merged DP: each discovered engine's debouncer
+  std::map<size_t, std::string> waiting;   // engine → "<replica>: waiting for engine <url>: ..."
+  struct added_adapter {
+    std::string replica;
+    int64_t id;
+    std::string name;
+  };
+  std::vector<added_adapter> adapters;  // POST /debug/adapters: re-applied to respawned pipelines
 
   // Stopping the root stops the daemon: every pipeline tears down its children in order.
   ~daemon_state() {
     for (auto& p : pipelines)
       if (p.hdl) caf::anon_send_exit(p.hdl, caf::exit_reason::user_shutdown);
+    for (auto& [e, r] : replicas) caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
+    if (discovery) caf::anon_send_exit(discovery, caf::exit_reason::user_shutdown);
   }
 };
 
 using daemon_self = daemon_actor::stateful_pointer<daemon_state>;
+
+// The origins shown by /debug/engines, from the target a discovered rank runs on.
+std::vector<std::pair<std::string, std::string>> origins_of(const discovered_target& t,
+                                                            const discovered_rank& r) {
+  return {{"endpoint", r.endpoint.origin},   {"replay_endpoint", r.replay_endpoint.origin},
+          {"topic", r.topic.origin},         {"model_id", t.model_id.origin},
+          {"hash_scheme", t.hash_scheme.origin}, {"metrics_url", t.metrics_url.origin},
+          {"dp_size", t.dp_size.origin}};
+}
+
+void set_origins(daemon_state& st, size_t engine, const discovered_target& t) {
+  for (auto& p : st.pipelines) {
+    if (p.engine != engine) continue;
+    for (const auto& r : t.ranks)
+      if (r.replica_id == p.facts.replica_id && r.endpoint.value == p.facts.endpoint)
+        p.facts.origins = origins_of(t, r);
+  }
+}
+
+void spawn_discovery_actor(daemon_self self) {
+  auto& st = self->state;
+  pipeline_context ctx;
+  ctx.name = "discovery";
+  st.discovery = spawn_discovery(self->system(), ctx, st.setup.options,
+                                 caf::actor_cast<discovery_listener_actor>(self));
+  self->monitor(st.discovery);
+}
+
+// Discovery's word on one engine: wait, keep the pipelines (same subscriptions), or replace them.
+void on_discovery(daemon_self self, const discovery_update& u) {
+  auto& st = self->state;
+  const auto rid = st.setup.replica_ids.count(u.engine) ? st.setup.replica_ids[u.engine] : u.url;
+  if (!u.target) {
+    st.waiting[u.engine] = rid + ": " + u.waiting;
+    return;
+  }
+  auto& current = st.targets[u.engine];
+  const bool running = std::any_of(st.pipelines.begin(), st.pipelines.end(),
+                                   [&](const daemon_pipeline& p) { return p.engine == u.engine; });
+  if (running && current && current->same_pipelines(*u.target)) {
+    current = u.target;
+    set_origins(st, u.engine, *u.target);
+    return;
+  }
+  // Replaced, not patched: the old streams are gone, and a fresh data path starts with
+  // ALL_CLEARED and a catch-up from the new replay endpoint (stale hints go with the old one).
+  engine_pipelines old;
+  auto keep = std::stable_partition(st.pipelines.begin(), st.pipelines.end(),
+                                    [&](const daemon_pipeline& p) { return p.engine != u.engine; });
+  std::move(keep, st.pipelines.end(), std::back_inserter(old.pipelines));
+  st.pipelines.erase(keep, st.pipelines.end());
+  if (auto r = st.replicas.find(u.engine); r != st.replicas.end()) {
+    old.replica = r->second;
+    st.replicas.erase(r);
+  }
+  for (auto& p : old.pipelines) caf::anon_send_exit(p.hdl, caf::exit_reason::user_shutdown);
+  if (old.replica) caf::anon_send_exit(old.replica, caf::exit_reason::user_shutdown);
+  auto spawned = st.setup.spawn(u.engine, *u.target, st.discovery);
+  if (!spawned) {
+    log::error("cannot start the discovered engine's pipelines",
+               {{"replica", rid}, {"engine_url", u.url}, {"err", spawned.error().context}});
+    st.waiting[u.engine] = rid + ": " + spawned.error().context;
+    current = nullptr;
+    return;
+  }
+  st.waiting.erase(u.engine);
+  current = u.target;
+  auto& fresh = spawned.value();
+  if (fresh.replica) st.replicas[u.engine] = fresh.replica;
+  const auto at = std::find_if(st.pipelines.begin(), st.pipelines.end(),
+                               [&](const daemon_pipeline& p) { return p.engine > u.engine; });
+  const auto first = st.pipelines.insert(at, fresh.pipelines.begin(), fresh.pipelines.end());
+  set_origins(st, u.engine, *u.target);
+  for (auto it = first; it != first + static_cast<std::ptrdiff_t>(fresh.pipelines.size()); ++it)
+    for (const auto& a : st.adapters)
+      if (a.replica.empty() || a.replica == it->facts.replica_id)
+        self->request(it->hdl, pipeline_ready_timeout, atom::adapter_v, a.id, a.name)
+            .then([](bool) {}, [](caf::error&) {});
+}
 
 // Collects one answer per pipeline, in order, and delivers them all at once.
 template <class T>
@@ -55,15 +152,27 @@ void status_of(daemon_self self, caf::typed_response_promise<std::vector<pipelin
   auto g = std::make_shared<gather<actor_status>>();
   g->items.resize(ps.size());
   g->remaining = ps.size();
-  g->done = [views, rp](std::vector<actor_status>& items) mutable {
+  // Engines discovery has no answer for yet: a view without a pipeline behind it.
+  std::vector<pipeline_view> waiting;
+  for (const auto& [engine, why] : self->state.waiting) {
+    pipeline_view v;
+    v.replica_id = self->state.setup.replica_ids[engine];
+    v.name = v.replica_id;
+    v.waiting = why;
+    v.status.kind = "engine";
+    v.status.state = "waiting";
+    waiting.push_back(std::move(v));
+  }
+  if (ps.empty()) {
+    rp.deliver(std::move(waiting));
+    return;
+  }
+  g->done = [views, rp, waiting](std::vector<actor_status>& items) mutable {
     for (size_t i = 0; i < items.size(); ++i) (*views)[i].status = std::move(items[i]);
+    for (auto& w : waiting) views->push_back(std::move(w));
     tsan::handoff_publish();
     rp.deliver(std::move(*views));
   };
-  if (ps.empty()) {
-    rp.deliver(std::vector<pipeline_view>{});
-    return;
-  }
   for (size_t i = 0; i < ps.size(); ++i) {
     self->request(ps[i].hdl, pipeline_status_timeout, atom::status_v)
         .then(
@@ -82,9 +191,38 @@ void status_of(daemon_self self, caf::typed_response_promise<std::vector<pipelin
   }
 }
 
-daemon_actor::behavior_type daemon_fn(daemon_self self, std::vector<daemon_pipeline> ps) {
-  self->state.pipelines = std::move(ps);
+daemon_actor::behavior_type daemon_fn(daemon_self self, std::vector<daemon_pipeline> ps,
+                                      daemon_discovery setup) {
+  auto& st = self->state;
+  st.pipelines = std::move(ps);
+  st.setup = std::move(setup);
+  if (!st.setup.options.engines.empty()) {
+    for (const auto& e : st.setup.options.engines)
+      st.waiting[e.index] = st.setup.replica_ids[e.index] + ": waiting for engine " +
+                            e.request.url + ": not answered yet";
+    spawn_discovery_actor(self);
+  }
+  self->set_down_handler([=](caf::down_msg& m) {
+    auto& s = self->state;
+    if (m.source != s.discovery.address()) return;
+    // Discovery restarts alone; its first answers match what runs, so nothing is respawned.
+    log::error("engine discovery stopped; restarting it",
+               {{"err", caf::to_string(m.reason)}});
+    s.discovery = nullptr;
+    self->delayed_send(self, std::chrono::seconds(1), atom::restart_v);
+  });
   return {
+      [=](const discovery_update_ptr& u) {
+        if (u) on_discovery(self, *u);
+      },
+      [=](atom::restart) {
+        if (!self->state.discovery) spawn_discovery_actor(self);
+      },
+      [=](atom::pipelines) {
+        std::vector<std::string> names;
+        for (const auto& p : self->state.pipelines) names.push_back(p.facts.name);
+        return names;
+      },
       [=](atom::status) -> caf::result<std::vector<pipeline_view>> {
         auto rp = self->make_response_promise<std::vector<pipeline_view>>();
         status_of(self, rp);
@@ -93,8 +231,11 @@ daemon_actor::behavior_type daemon_fn(daemon_self self, std::vector<daemon_pipel
       [=](atom::ready) -> caf::result<bool, std::vector<std::string>> {
         const auto& ps = self->state.pipelines;
         auto rp = self->make_response_promise<bool, std::vector<std::string>>();
+        std::vector<std::string> waiting;
+        for (const auto& [e, why] : self->state.waiting) waiting.push_back(why);
         if (ps.empty()) {
-          rp.deliver(false, std::vector<std::string>{"no pipeline configured"});
+          if (waiting.empty()) waiting.push_back("no pipeline configured");
+          rp.deliver(false, std::move(waiting));
           return rp;
         }
         struct answer {
@@ -104,9 +245,9 @@ daemon_actor::behavior_type daemon_fn(daemon_self self, std::vector<daemon_pipel
         auto g = std::make_shared<gather<answer>>();
         g->items.resize(ps.size());
         g->remaining = ps.size();
-        g->done = [rp](std::vector<answer>& items) mutable {
-          bool all = true;
-          std::vector<std::string> reasons;
+        g->done = [rp, waiting](std::vector<answer>& items) mutable {
+          bool all = waiting.empty();
+          std::vector<std::string> reasons = std::move(waiting);
           for (auto& a : items) {
             all = all && a.ok;
             for (auto& r : a.reasons) reasons.push_back(std::move(r));
@@ -140,6 +281,8 @@ daemon_actor::behavior_type daemon_fn(daemon_self self, std::vector<daemon_pipel
       [=](atom::adapter, const std::string& replica, int64_t id,
           const std::string& name) -> caf::result<bool> {
         std::vector<pipeline_actor> targets;
+        if (!self->state.setup.options.engines.empty())
+          self->state.adapters.push_back({replica, id, name});
         for (auto& p : self->state.pipelines)
           if (replica.empty() || p.facts.replica_id == replica) targets.push_back(p.hdl);
         if (targets.empty()) return false;
@@ -194,8 +337,9 @@ daemon_actor::behavior_type daemon_fn(daemon_self self, std::vector<daemon_pipel
 
 }  // namespace
 
-daemon_actor spawn_daemon_actor(caf::actor_system& sys, std::vector<daemon_pipeline> pipelines) {
-  return sys.spawn(daemon_fn, std::move(pipelines));
+daemon_actor spawn_daemon_actor(caf::actor_system& sys, std::vector<daemon_pipeline> pipelines,
+                                daemon_discovery discovery) {
+  return sys.spawn(daemon_fn, std::move(pipelines), std::move(discovery));
 }
 
 // -- daemon_client: blocking calls from threads outside CAF -----------------------------------
@@ -241,6 +385,14 @@ bool daemon_client::add_adapter(const std::string& replica_id, int64_t id,
   self->request(root_, ms(2000), atom::adapter_v, replica_id, id, name)
       .receive([&](bool r) { ok = r; }, [](caf::error&) {});
   return ok;
+}
+
+std::vector<std::string> daemon_client::pipeline_names(ms timeout) const {
+  caf::scoped_actor self{sys_};
+  std::vector<std::string> out;
+  self->request(root_, timeout, atom::pipelines_v)
+      .receive([&](std::vector<std::string>& v) { out = std::move(v); }, [](caf::error&) {});
+  return out;
 }
 
 std::vector<drain_report> daemon_client::drain(ms budget) const {

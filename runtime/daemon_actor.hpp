@@ -7,11 +7,15 @@
 // daemon object's fields.
 
 #include <chrono>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "actors/discovery/discovery_actor.hpp"
+#include "base/error.hpp"
 #include "messages/actors.hpp"
 
 namespace caf {
@@ -20,14 +24,32 @@ class actor_system;
 
 namespace kvrelay {
 
-/// A pipeline as the daemon spawned it: facts fixed at start, and its supervisor.
+/// A pipeline as the daemon spawned it: facts fixed at its spawn, and its supervisor.
 struct daemon_pipeline {
+  size_t engine = 0;    // its engine's index in the configuration
   pipeline_view facts;  // status empty here: it is asked for
   pipeline_actor hdl;
 };
 
-/// Spawns the root. Its exit stops every pipeline.
-daemon_actor spawn_daemon_actor(caf::actor_system& sys, std::vector<daemon_pipeline> pipelines);
+/// One engine's pipelines as spawned.
+struct engine_pipelines {
+  std::vector<daemon_pipeline> pipelines;  // rank order
+  caf::actor replica;  // merged DP: the replica debouncer, stopped after the pipelines
+};
+
+/// Engines with a URL (issue 14): the root spawns the discovery actor with `options` and, for
+/// each target it answers with, the engine's pipelines through `spawn` (replacing those it ran).
+struct daemon_discovery {
+  discovery_options options;  // no engines = no discovery actor
+  std::function<outcome<engine_pipelines>(size_t engine, const discovered_target& target,
+                                          const discovery_actor& discovery)>
+      spawn;
+  std::map<size_t, std::string> replica_ids;  // engine index → replica id (readiness reasons)
+};
+
+/// Spawns the root. Its exit stops every pipeline (and the discovery actor).
+daemon_actor spawn_daemon_actor(caf::actor_system& sys, std::vector<daemon_pipeline> pipelines,
+                                daemon_discovery discovery = {});
 
 class daemon_client {
  public:
@@ -46,6 +68,8 @@ class daemon_client {
   /// Drains every pipeline at once within `budget`; one report per pipeline (a pipeline that
   /// does not answer is reported as timed out).
   std::vector<drain_report> drain(ms budget) const;
+  /// The running pipelines' names; empty when the root does not answer.
+  std::vector<std::string> pipeline_names(ms timeout = ms(2000)) const;
 
  private:
   caf::actor_system& sys_;

@@ -18,6 +18,7 @@
 #include "config/flags.hpp"
 #include "config/loader.hpp"
 #include "runtime/daemon.hpp"
+#include "runtime/discovered_engines.hpp"
 #include "base/log.hpp"
 #include "runtime/version.hpp"
 
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
     std::cout << version_report();
     return 0;
   }
-  if (flags.check) return config::run_check(flags, std::cout, std::cerr);
+  if (flags.check) return check_with_discovery(flags, std::cout, std::cerr);
 
   std::vector<std::string> notes;
   auto cfg = config::resolve(flags, &notes);

@@ -266,6 +266,17 @@ void on_health(pipeline_state& st, health_fact f) {
               {{"pipeline", st.ctx.name}, {"because", to_string(f)}});
 }
 
+// An engine with a URL may have moved when its stream stops: discovery reads its sources again.
+void tell_discovery(pipeline_self self, health_fact f) {
+  const auto& o = self->state.opts;
+  if (!o.discovery) return;
+  if (f == health_fact::engine_disconnected)
+    self->send(o.discovery, atom::stream_v, o.engine_index, o.dp_rank, false,
+               std::string("disconnected"));
+  else if (f == health_fact::engine_connected)
+    self->send(o.discovery, atom::stream_v, o.engine_index, o.dp_rank, true, std::string());
+}
+
 void status_of(pipeline_self self, caf::typed_response_promise<actor_status> p) {
   auto& s = self->state;
   actor_status j("pipeline", self->mailbox().size());
@@ -426,6 +437,7 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context c
       },
       [=](health_fact f) {
         on_health(self->state, f);
+        tell_discovery(self, f);
         // A sleeping engine discarded its cache: clear like AllBlocksCleared (decoder's epoch).
         if (f == health_fact::engine_asleep && self->state.decoder)
           self->send(self->state.decoder,

@@ -41,6 +41,11 @@ struct pipeline_options {
   /// server.on_shutdown = clear: the data path's drain ends with ALL_CLEARED (the debouncer's
   /// option; this copy only lets the drain report say what the server is left with).
   bool final_clear = false;
+  /// An engine with a URL: discovery hears (engine index, DP rank) when this pipeline's stream
+  /// stops or flows again, to read the engine's sources again. Invalid = nobody listens.
+  discovery_actor discovery;
+  uint64_t engine_index = 0;
+  int64_t dp_rank = 0;
 };
 
 /// The data path's three actors, spawned together.

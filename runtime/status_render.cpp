@@ -67,6 +67,11 @@ std::string render_engines(const std::vector<pipeline_view>& pipelines) {
     j["endpoint"] = p.endpoint;
     j["replay_endpoint"] = p.replay_endpoint;
     j["topic"] = p.topic;
+    if (!p.waiting.empty()) j["waiting"] = p.waiting;
+    if (!p.origins.empty()) {
+      auto& o = j["origins"] = nlohmann::ordered_json::object();
+      for (const auto& [key, origin] : p.origins) o[key] = origin;
+    }
     j["connected"] = s.flag("engine_connected");
     j["last_seq"] = dec ? dec->integer("last_seq", 0) : 0;
     j["batches"] = dec ? dec->integer("batches", 0) : 0;

@@ -2,6 +2,9 @@
 # The embedded demo: two fake engines -> kvrelay -> the demo policy server, all on loopback.
 #   engine "vllm-0": the reference's scripted scenario (2 blocks of 128 tokens from token 5000)
 #   engine "vllm-1": a random realistic workload with two LoRA adapters, evictions and replay
+# Zero-config: each engine binds its publishers at port 0 and serves its HTTP API (vLLM's
+# GET /kv_event_sources, /v1/models, /metrics); kvrelay is given only each engine's URL
+# (--engine-url, or `url` in the file) and learns endpoints, replay, topic, model and metrics URL.
 # Then it asks the policy server what a router would get back for a few prompts, shows what
 # kvrelay reports about itself, and stops kvrelay with SIGTERM (graceful drain, exit 0).
 set -euo pipefail
@@ -17,7 +20,7 @@ WORK=$(mktemp -d /tmp/kvrelay-demo.XXXXXX)
 # Ports: a base picked per run so two demos (or a leftover) do not collide.
 BASE=$(( 20000 + (RANDOM % 20000) ))
 SERVER=127.0.0.1:$BASE ADMIN=127.0.0.1:$((BASE + 1))
-E0=$((BASE + 2)) E0R=$((BASE + 3)) E1=$((BASE + 4)) E1R=$((BASE + 5))
+E0=http://127.0.0.1:$((BASE + 2)) E1=http://127.0.0.1:$((BASE + 3))  # the engines' HTTP servers
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
@@ -28,12 +31,14 @@ say "starting the demo policy server on $SERVER"
 $B/tools/policy-server/kvrelay-policy-server --listen "$SERVER" --min-matched-tokens 64 \
   >"$WORK/policy-server.log" 2>&1 & pids+=($!)
 
-say "starting fake engine vllm-0 (scripted: 2 blocks x 128 tokens from token 5000) on :$E0"
-$B/tools/fake-engine/kvrelay-fake-engine -bind "tcp://127.0.0.1:$E0" --replay-bind "tcp://127.0.0.1:$E0R" \
+say "starting fake engine vllm-0 (scripted: 2 blocks x 128 tokens from token 5000), HTTP $E0"
+$B/tools/fake-engine/kvrelay-fake-engine -bind "tcp://127.0.0.1:0" --replay-bind "tcp://127.0.0.1:0" \
+  --http-port "${E0##*:}" --model demo-model \
   -block-size 128 -num-blocks 2 -events 2 -start-token 5000 -interval 200ms \
   >"$WORK/engine-0.log" 2>&1 & pids+=($!)
-say "starting fake engine vllm-1 (random workload, LoRA adapters, evictions) on :$E1"
-$B/tools/fake-engine/kvrelay-fake-engine -bind "tcp://127.0.0.1:$E1" --replay-bind "tcp://127.0.0.1:$E1R" \
+say "starting fake engine vllm-1 (random workload, LoRA adapters, evictions), HTTP $E1"
+$B/tools/fake-engine/kvrelay-fake-engine -bind "tcp://127.0.0.1:0" --replay-bind "tcp://127.0.0.1:0" \
+  --http-port "${E1##*:}" --model demo-model \
   --workload random --era D --rate 50 --lora-adapters 2 --capacity 2000 --seed 7 \
   >"$WORK/engine-1.log" 2>&1 & pids+=($!)
 
@@ -47,25 +52,21 @@ listen = "$ADMIN"
 [log]
 format = "text"
 
+# Zero-config engines: the URL is all kvrelay needs (one [[engine]] each, as --engine-url would).
 [[engine]]
 replica_id = "vllm-0"
-model_id = "demo-model"
-endpoint = "tcp://127.0.0.1:$E0"
-replay_endpoint = "tcp://127.0.0.1:$E0R"
+url = "$E0"
 window = "20ms"
-[engine.metrics]
-url = ""
 
 [[engine]]
 replica_id = "vllm-1"
-model_id = "demo-model"
-endpoint = "tcp://127.0.0.1:$E1"
-replay_endpoint = "tcp://127.0.0.1:$E1R"
+url = "$E1"
 window = "20ms"
-[engine.metrics]
-url = ""
 TOML
 
+say "kvrelay --engine-url $E0 --server $SERVER --replica-id vllm-0 --check   # one engine, by flags"
+for _ in $(seq 1 100); do curl -sf "$E0/kv_event_sources" >/dev/null 2>&1 && break; sleep 0.1; done
+$B/kvrelay --engine-url "$E0" --server "$SERVER" --replica-id vllm-0 --check | sed -n '/^\[\[engine\]\]/,$p'
 say "kvrelay --config $WORK/kvrelay.toml --check"
 $B/kvrelay --config "$WORK/kvrelay.toml" --check >/dev/null && echo "configuration valid"
 say "starting kvrelay (2 pipelines, admin on $ADMIN)"

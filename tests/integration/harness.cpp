@@ -37,8 +37,9 @@ int port_of(const std::string& endpoint) {
   }
 }
 
-std::string loopback(int port) {
-  return "tcp://127.0.0.1:" + (port > 0 ? std::to_string(port) : std::string("*"));
+std::string loopback(int port, bool ipv6 = false) {
+  return std::string(ipv6 ? "tcp://[::1]:" : "tcp://127.0.0.1:") +
+         (port > 0 ? std::to_string(port) : std::string("*"));
 }
 
 // One engine rank: the PUB the daemon subscribes to and, with replay, a twin whose ring answers
@@ -153,12 +154,12 @@ struct harness::impl {
   rank_engine bind_rank(int r, int live_port, int replay_port) const {
     rank_engine e;
     auto lo = publisher_opts(r);
-    lo.bind = loopback(live_port);
+    lo.bind = loopback(live_port, opt.ipv6);
     e.live = std::make_unique<fake::publisher>(lo);
     if (opt.replay) {
       auto ro = publisher_opts(r);
-      ro.bind = loopback(0);  // nobody subscribes to the twin's PUB
-      ro.replay_bind = loopback(replay_port);
+      ro.bind = loopback(0, opt.ipv6);  // nobody subscribes to the twin's PUB
+      ro.replay_bind = loopback(replay_port, opt.ipv6);
       ro.buffer_steps = opt.ring_size;
       ro.replay_topic_frames = opt.replay_topic_frames;
       e.ring = std::make_unique<fake::publisher>(ro);

@@ -64,6 +64,8 @@ struct harness_options {
   /// Every rank binds its own ephemeral ports (a vLLM at port 0) instead of base port + rank;
   /// only a daemon that discovers the endpoints (engine.url) can then find ranks > 0.
   bool any_ports = false;
+  /// The engines bind on [::1] instead of 127.0.0.1 (IPv6 endpoints).
+  bool ipv6 = false;
   std::string tenant_id = "tenant-e2e";
   /// Last word on the configuration before the daemon is built (server/admin/engine keys).
   std::function<void(config::daemon_config&)> tweak;

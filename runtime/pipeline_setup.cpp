@@ -1,0 +1,147 @@
+#include "runtime/pipeline_setup.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/send.hpp>
+
+#include <algorithm>
+
+#include "base/metrics_registry.hpp"
+
+namespace kvrelay {
+
+namespace {
+
+index_options to_index_options(const config::engine_settings& e) {
+  index_options o;
+  o.unknown_parent = e.unknown_parent == config::unknown_parent::root
+                         ? unknown_parent_policy::root
+                         : unknown_parent_policy::drop;
+  o.index_salted = e.index_salted;
+  o.ignore_block_removed = false;  // L2 downgrades are the debouncer's job (own CSU, L03)
+  o.max_resident = static_cast<size_t>(std::max<int64_t>(e.max_blocks_per_adapter, 0));
+  return o;
+}
+
+}  // namespace
+
+pipeline_context to_context(const config::daemon_config& cfg,
+                            const config::pipeline_settings& ps,
+                            std::shared_ptr<metrics_registry> metrics) {
+  const auto& e = cfg.engines.at(ps.engine_index);
+  pipeline_context ctx;
+  ctx.name = e.dp_size > 1 && e.dp_mode == config::dp_mode::merged
+                 ? e.replica_id + "-dp" + std::to_string(ps.dp_rank)
+                 : ps.replica_id;
+  ctx.identity = replica_identity{ps.replica_id, e.model_id, e.tenant_id, e.hash_scheme};
+  ctx.metrics = std::move(metrics);
+  return ctx;
+}
+
+pipeline_options to_pipeline_options(const config::daemon_config& cfg,
+                                     const config::pipeline_settings& ps,
+                                     replica_debouncer_actor replica) {
+  const auto& e = cfg.engines.at(ps.engine_index);
+  pipeline_options p;
+  p.ingress.source.endpoint = ps.endpoint;
+  p.ingress.source.replay_endpoint = ps.replay_endpoint;
+  p.ingress.source.topic = e.topic;
+  p.ingress.source.reconnect_interval = e.reconnect_backoff;
+
+  p.decoder.adapters = e.adapters;
+  p.decoder.index = to_index_options(e);
+  if (e.dp_size > 1) p.decoder.expected_dp_rank = ps.dp_rank;
+
+  p.debouncer.window = e.window;
+  p.debouncer.l2_mode = e.l2_tier;
+  p.debouncer.refresh_interval = cfg.server.refresh_interval;
+  p.debouncer.shutdown_clear = cfg.server.on_shutdown == config::shutdown_action::clear;
+  p.final_clear = p.debouncer.shutdown_clear;  // what the drain report says the server is left with
+  if (replica) {
+    // One replica, several ranks: the replica debouncer clears it once at its start and owns
+    // the holder set; this rank's data path reaches it through a port.
+    p.debouncer.merged_rank = static_cast<unsigned>(ps.dp_rank);
+    p.debouncer.replica = std::move(replica);
+  }
+
+  p.emitter.client.target = cfg.server.address;
+  p.emitter.client.rpc_timeout = cfg.server.rpc_timeout;
+  p.emitter.client.keepalive_time = cfg.server.keepalive_time;
+  p.emitter.client.keepalive_timeout = cfg.server.keepalive_timeout;
+  p.emitter.eviction_mode = config::effective(cfg.server.eviction_mode) == config::eviction_mode::rpc
+                                ? emitter::eviction_mode::rpc
+                                : emitter::eviction_mode::expire;
+  if (cfg.server.tls) {
+    p.emitter.client.tls = true;
+    p.emitter.client.ca_file = cfg.server.ca_file;
+    p.emitter.client.cert_file = cfg.server.cert_file;
+    p.emitter.client.key_file = cfg.server.key_file;
+    p.emitter.client.server_name = cfg.server.server_name;
+  }
+
+  const bool scrape = !e.metrics.url.empty() &&
+                      (e.dp_mode == config::dp_mode::separate || ps.dp_rank == 0);
+  if (scrape) {
+    scraper_options s;
+    s.url = e.metrics.url;
+    s.interval = e.metrics.interval;
+    s.rpc_timeout = cfg.server.rpc_timeout;
+    s.profile.hash_scheme = e.hash_scheme;
+    s.profile.cache_tier = config::to_string(e.metrics.tier);
+    s.profile.model_name = e.metrics.model_label;
+    s.profile.cache_size_bytes = e.metrics.cache_size_bytes;
+    s.profile.max_concurrency_ceiling = e.metrics.max_concurrency;
+    if (e.dp_size > 1) s.profile.engine_label = std::to_string(ps.dp_rank);  // vLLM `engine`
+    p.scraper = s;
+  }
+  return p;
+}
+
+outcome<engine_pipelines> spawn_engine(caf::actor_system& sys, const config::daemon_config& cfg,
+                                       const std::vector<config::pipeline_settings>& ranks,
+                                       const std::shared_ptr<metrics_registry>& metrics,
+                                       const discovery_actor& discovery) {
+  engine_pipelines out;
+  if (ranks.empty()) return out;
+  const auto& e = cfg.engines.at(ranks.front().engine_index);
+  replica_debouncer_actor replica;
+  if (e.dp_size > 1 && e.dp_mode == config::dp_mode::merged) {
+    auto rctx = to_context(cfg, ranks.front(), metrics);
+    rctx.name = e.replica_id;
+    replica = spawn_replica_debouncer(sys, rctx, to_pipeline_options(cfg, ranks.front(), {}).debouncer);
+    out.replica = caf::actor_cast<caf::actor>(replica);
+  }
+  for (const auto& ps : ranks) {
+    auto opts = to_pipeline_options(cfg, ps, replica);
+    if (!e.url.empty()) {
+      opts.discovery = discovery;
+      opts.engine_index = ps.engine_index;
+      opts.dp_rank = ps.dp_rank;
+    }
+    const auto ctx = to_context(cfg, ps, metrics);
+    daemon_pipeline p;
+    p.engine = ps.engine_index;
+    p.facts.name = ctx.name;
+    p.facts.replica_id = ps.replica_id;
+    p.facts.endpoint = opts.ingress.source.endpoint;
+    p.facts.replay_endpoint = opts.ingress.source.replay_endpoint;
+    p.facts.topic = opts.ingress.source.topic;
+    std::string error;
+    p.hdl = spawn_pipeline(sys, ctx, opts, error);
+    if (!p.hdl) {
+      stop_engine(out);
+      return failure{ec::invalid_config, p.facts.name + ": " + error, {}};
+    }
+    out.pipelines.push_back(std::move(p));
+  }
+  return out;
+}
+
+void stop_engine(engine_pipelines& e) {
+  for (auto& p : e.pipelines)
+    if (p.hdl) caf::anon_send_exit(p.hdl, caf::exit_reason::user_shutdown);
+  e.pipelines.clear();
+  if (e.replica) caf::anon_send_exit(e.replica, caf::exit_reason::user_shutdown);
+  e.replica = nullptr;
+}
+
+}  // namespace kvrelay
