@@ -74,8 +74,9 @@ inline bool discovered_target::same_pipelines(const discovered_target& o) const 
     const auto& a = ranks[i];
     const auto& b = o.ranks[i];
     if (a.dp_rank != b.dp_rank || a.replica_id != b.replica_id ||
-        a.endpoint.value != b.endpoint.value || a.replay_endpoint.value != b.replay_endpoint.value ||
-        a.topic.value != b.topic.value || a.block_size != b.block_size)
+        a.endpoint.value != b.endpoint.value ||
+        a.replay_endpoint.value != b.replay_endpoint.value || a.topic.value != b.topic.value ||
+        a.block_size != b.block_size)
       return false;
   }
   return true;

@@ -16,6 +16,8 @@ const char* to_string(health_fact f) noexcept {
     case health_fact::engine_cleared: return "engine_cleared";
     case health_fact::engine_asleep: return "engine_asleep";
     case health_fact::engine_awake: return "engine_awake";
+    case health_fact::events_silent: return "events_silent";
+    case health_fact::events_flowing: return "events_flowing";
   }
   return "unknown";
 }

@@ -21,6 +21,8 @@ enum class health_fact : uint8_t {
   engine_cleared,       // decoder: AllBlocksCleared: the engine's cache is empty, like the index
   engine_asleep,        // scraper: the engine sleeps (its cache discarded): clear the pipeline
   engine_awake,         // scraper: the engine woke up
+  events_silent,        // scraper: the engine's /metrics show prefix-cache activity, no KV events
+  events_flowing,       // scraper: KV events arrive again after events_silent
 };
 
 const char* to_string(health_fact f) noexcept;

@@ -107,7 +107,8 @@ outcome<engine_pipelines> spawn_engine(caf::actor_system& sys, const config::dae
   if (e.dp_size > 1 && e.dp_mode == config::dp_mode::merged) {
     auto rctx = to_context(cfg, ranks.front(), metrics);
     rctx.name = e.replica_id;
-    replica = spawn_replica_debouncer(sys, rctx, to_pipeline_options(cfg, ranks.front(), {}).debouncer);
+    replica =
+        spawn_replica_debouncer(sys, rctx, to_pipeline_options(cfg, ranks.front(), {}).debouncer);
     out.replica = caf::actor_cast<caf::actor>(replica);
   }
   for (const auto& ps : ranks) {

@@ -258,6 +258,8 @@ void on_health(pipeline_state& st, health_fact f) {
     case health_fact::engine_cleared: st.index_incomplete = nullptr; break;
     case health_fact::engine_asleep: st.engine_asleep = true; st.index_incomplete = nullptr; break;
     case health_fact::engine_awake: st.engine_asleep = false; break;
+    case health_fact::events_silent:   // the scraper's gauge and log say it; discovery hears it
+    case health_fact::events_flowing: break;
   }
   if (was == st.index_incomplete) return;
   if (st.incomplete_gauge) st.incomplete_gauge->set(st.index_incomplete ? 1 : 0);
@@ -266,14 +268,18 @@ void on_health(pipeline_state& st, health_fact f) {
               {{"pipeline", st.ctx.name}, {"because", to_string(f)}});
 }
 
-// An engine with a URL may have moved when its stream stops: discovery reads its sources again.
+// An engine with a URL may have moved when its stream stops (its SUB lost the engine, or the
+// engine shows activity while no event arrives): discovery reads its sources again.
 void tell_discovery(pipeline_self self, health_fact f) {
   const auto& o = self->state.opts;
   if (!o.discovery) return;
   if (f == health_fact::engine_disconnected)
     self->send(o.discovery, atom::stream_v, o.engine_index, o.dp_rank, false,
                std::string("disconnected"));
-  else if (f == health_fact::engine_connected)
+  else if (f == health_fact::events_silent)
+    self->send(o.discovery, atom::stream_v, o.engine_index, o.dp_rank, false,
+               std::string("no KV events while the engine's /metrics show activity"));
+  else if (f == health_fact::engine_connected || f == health_fact::events_flowing)
     self->send(o.discovery, atom::stream_v, o.engine_index, o.dp_rank, true, std::string());
 }
 

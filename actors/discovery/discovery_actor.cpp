@@ -131,7 +131,8 @@ actor_status engine_status(const watched& w) {
   s.add("stopped_ranks", std::move(stopped));
   if (const auto& t = e.target()) {
     actor_status::string_list eps;
-    for (const auto& r : t->ranks) eps.push_back(std::to_string(r.dp_rank) + " " + r.endpoint.value);
+    for (const auto& r : t->ranks)
+      eps.push_back(std::to_string(r.dp_rank) + " " + r.endpoint.value);
     s.add("endpoints", std::move(eps));
   }
   return s;

@@ -132,7 +132,7 @@ struct merger {
     }
     if (out.ranks.empty())
       return fail("engine " + req.url + ": no rank can be subscribed" +
-                         (out.conflicts.empty() ? std::string() : " (" + out.conflicts.back() + ")"));
+                  (out.conflicts.empty() ? std::string() : " (" + out.conflicts.back() + ")"));
     out.dp_size = pick("dp_size", req.dp_size, advertised_count);
     if (!req.dp_size) out.dp_size.value = std::to_string(out.ranks.size());
     // M4.
@@ -157,9 +157,11 @@ struct merger {
                                      : "GET /server_info answered (SGLang)";
     out.hash_scheme = pick("hash_scheme", req.hash_scheme,
                            discovery_setting{found.hash_scheme, discovered_origin(answered)});
-    const std::string metrics = found.metrics_url.empty() ? req.url + "/metrics" : found.metrics_url;
-    out.metrics_url = pick("metrics_url", req.metrics_url,
-                           discovery_setting{metrics, discovered_origin("the engine's own /metrics")});
+    const std::string metrics =
+        found.metrics_url.empty() ? req.url + "/metrics" : found.metrics_url;
+    out.metrics_url =
+        pick("metrics_url", req.metrics_url,
+             discovery_setting{metrics, discovered_origin("the engine's own /metrics")});
     return std::move(out);
   }
 };

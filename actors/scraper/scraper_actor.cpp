@@ -199,9 +199,11 @@ void on_fetched(scraper_self self, bool ok, int32_t status, const std::string& b
               "started with KV events enabled, and is the endpoint right?",
               {{"replica", st.ctx.name}, {"event", "kv_events_silent"}});
     st.silent_gauge->set(1);
+    if (st.ctx.health) self->send(st.ctx.health, health_fact::events_silent);
   } else if (t == silent_stream_detector::transition::clear) {
     log::info("KV events arriving again", {{"replica", st.ctx.name}});
     st.silent_gauge->set(0);
+    if (st.ctx.health) self->send(st.ctx.health, health_fact::events_flowing);
   }
   if (!res.ok) {
     ++st.scrape_errors;

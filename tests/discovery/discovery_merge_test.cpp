@@ -93,7 +93,8 @@ TEST(DiscoveryMerge, ExplicitValuesWinAndEachDisagreementIsAConflict) {
   EXPECT_EQ(t.hash_scheme.value, "sglang");
   EXPECT_EQ(t.metrics_url.value, "http://10.0.0.5:9000/metrics");
   EXPECT_TRUE(any_conflict(t, "rank 0 topic \"other\" (flag/config (--topic)) differs from the "
-                              "engine's \"kv-events\" (discovered: GET /kv_event_sources [\"0\"])"));
+                              "engine's \"kv-events\" (discovered: GET /kv_event_sources "
+                              "[\"0\"])"));
   EXPECT_TRUE(any_conflict(t, "rank 1 topic"));
   EXPECT_TRUE(any_conflict(t, "model_id \"my-model\""));
   EXPECT_TRUE(any_conflict(t, "hash_scheme \"sglang\""));

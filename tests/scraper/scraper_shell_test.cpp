@@ -94,6 +94,31 @@ TEST(ScraperShell, AnEngineThatFallsAsleepIsClearedAndIndexedAgainWhenItWakes) {
   EXPECT_EQ(s.metric("kvrelay_engine_asleep"), 0);
 }
 
+TEST(ScraperShell, ASilentStreamIsToldToTheSupervisorAndSoIsItsEnd) {
+  shell s;
+  const std::string fixture = kvrelay::testing::read_metrics_fixture("vllm_metrics_cpu.txt");
+  const std::string line =
+      "vllm:prefix_cache_queries_total{model_name=\"Qwen/Qwen2.5-0.5B-Instruct\"} ";
+  const auto body = [&](int queries) {
+    std::string b = fixture;
+    const auto at = b.find(line) + line.size();
+    return b.replace(at, b.find('\n', at) - at, std::to_string(queries));
+  };
+  const auto count = [&](health_fact f) {
+    const auto all = s.facts();
+    return std::count(all.begin(), all.end(), f);
+  };
+  // The engine's prefix-cache queries keep rising while no batch is decoded: the alarm (3 ticks,
+  // the first sets the baseline), told once; discovery reads the sources again on it.
+  for (int i = 1; i <= 5; ++i) s.scrape(body(100 * i));
+  EXPECT_EQ(count(health_fact::events_silent), 1);
+  EXPECT_EQ(count(health_fact::events_flowing), 0);
+  // Batches arrive again (the decoder's counter moves).
+  s.ctx.counter("kvrelay_batches_total", "").inc();
+  s.scrape(body(700));
+  EXPECT_EQ(count(health_fact::events_flowing), 1);
+}
+
 TEST(ScraperShell, CoverageComparesTheResidentBlocksWithTheEnginesOwnCounts) {
   shell s;
   // Resident blocks as the shards publish them, over two adapter partitions.
