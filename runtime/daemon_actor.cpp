@@ -213,6 +213,7 @@ daemon_actor::behavior_type daemon_fn(daemon_self self, std::vector<daemon_pipel
   });
   return {
       [=](const discovery_update_ptr& u) {
+        tsan::handoff_consume();
         if (u) on_discovery(self, *u);
       },
       [=](atom::restart) {
@@ -221,6 +222,7 @@ daemon_actor::behavior_type daemon_fn(daemon_self self, std::vector<daemon_pipel
       [=](atom::pipelines) {
         std::vector<std::string> names;
         for (const auto& p : self->state.pipelines) names.push_back(p.facts.name);
+        tsan::handoff_publish();
         return names;
       },
       [=](atom::status) -> caf::result<std::vector<pipeline_view>> {
@@ -391,7 +393,12 @@ std::vector<std::string> daemon_client::pipeline_names(ms timeout) const {
   caf::scoped_actor self{sys_};
   std::vector<std::string> out;
   self->request(root_, timeout, atom::pipelines_v)
-      .receive([&](std::vector<std::string>& v) { out = std::move(v); }, [](caf::error&) {});
+      .receive(
+          [&](std::vector<std::string>& v) {
+            tsan::handoff_consume();
+            out = std::move(v);
+          },
+          [](caf::error&) {});
   return out;
 }
 

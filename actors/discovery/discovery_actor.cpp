@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/log.hpp"
+#include "base/tsan.hpp"
 
 namespace kvrelay {
 
@@ -39,7 +40,9 @@ class fetch_threads final : public discovery_fetch_port {
       auto r = std::make_shared<const discovery_fetch>(
           discovery_fetch{discovery::fetch_and_discover(url, opts)});
       std::lock_guard<std::mutex> lk(s->mu);
-      if (s->owner) caf::anon_send(s->owner, atom::fetched_v, engine, discovery_fetch_ptr{r});
+      if (!s->owner) return;
+      tsan::handoff_publish();  // the result was built on this thread (base/tsan.hpp)
+      caf::anon_send(s->owner, atom::fetched_v, engine, discovery_fetch_ptr{r});
     }).detach();
   }
 
@@ -78,6 +81,7 @@ void send_update(discovery_self self, const watched& w, std::shared_ptr<const di
   u->target = std::move(t);
   u->waiting = std::move(waiting);
   ++st.updates_sent;
+  tsan::handoff_publish();
   if (st.listener) self->send(st.listener, discovery_update_ptr{std::move(u)});
 }
 
@@ -178,6 +182,7 @@ discovery_actor::behavior_type discovery_fn(discovery_self self, pipeline_contex
         });
       },
       [=](atom::fetched, uint64_t engine, const discovery_fetch_ptr& r) {
+        tsan::handoff_consume();
         const int64_t now_ms = self->state.ctx.wall_us() / 1000;
         with(engine, [&](discovery::engine_watch& w, discovery::watch_actions& out) {
           w.on_fetched(r->result, now_ms, out);

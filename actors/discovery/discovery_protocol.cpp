@@ -14,6 +14,15 @@ watch_action action(watch_action::kind k) {
   return a;
 }
 
+// The parser's and the merge's errors start "engine <url>: ", which the reason says already.
+std::string without_engine(std::string why) {
+  const auto colon = why.find(": ");
+  if (why.rfind("engine ", 0) == 0 && colon != std::string::npos &&
+      why.substr(7, colon - 7).find("://") != std::string::npos)
+    why.erase(0, colon + 2);
+  return why;
+}
+
 }  // namespace
 
 const char* to_string(watch_state s) noexcept {
@@ -83,7 +92,7 @@ void engine_watch::failed(const failure& f, int64_t now_ms, watch_actions& out) 
     state_ = watch_state::retrying;
   } else {
     state_ = watch_state::waiting;
-    set_waiting("waiting for engine " + req_.url + ": " + last_error_, out);
+    set_waiting("waiting for engine " + req_.url + ": " + without_engine(last_error_), out);
   }
   uint64_t held = 0;
   if (last_error_ != last_logged_error_ && error_lines_.allow(now_ms, held)) {

@@ -106,8 +106,7 @@ TEST_F(watch_test, FailuresRetryWithCappedBackoffAndLogOncePerDistinctError) {
   EXPECT_EQ(w.state(), watch_state::waiting);
   ASSERT_EQ(count(kind::readiness), 1u);
   EXPECT_EQ(take(kind::readiness)[0].text,
-            "waiting for engine http://10.0.0.5:8000: engine http://10.0.0.5:8000: GET "
-            "/kv_event_sources: connection refused");
+            "waiting for engine http://10.0.0.5:8000: GET /kv_event_sources: connection refused");
   ASSERT_EQ(count(kind::log), 1u);
   EXPECT_EQ(take(kind::log)[0].level, log::level::warn);
   int64_t longest = 0;

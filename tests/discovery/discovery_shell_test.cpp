@@ -115,8 +115,7 @@ TEST_F(shell, FailuresRetryOnTheTimerAndTheReasonCarriesTheError) {
   auto u = updates();
   ASSERT_EQ(u.size(), 1u);
   EXPECT_EQ(u[0]->waiting,
-            "waiting for engine http://10.0.0.5:8000: engine http://10.0.0.5:8000: connection "
-            "refused");
+            "waiting for engine http://10.0.0.5:8000: connection refused");
   EXPECT_EQ(log->asked.size(), 2u) << "the retry waits for its backoff";
   ASSERT_TRUE(t.has_timer());
   t.advance(100ms);
