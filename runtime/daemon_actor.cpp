@@ -10,6 +10,7 @@
 #include <functional>
 #include <iterator>
 #include <memory>
+#include <set>
 
 #include "base/log.hpp"
 #include "base/tsan.hpp"
@@ -43,6 +44,15 @@ struct daemon_state {
     std::string name;
   };
   std::vector<added_adapter> adapters;  // POST /debug/adapters: re-applied to respawned pipelines
+  // Engines whose old pipelines are stopping: the actors not yet DOWN, and the target to start
+  // once they are. The new pipelines wait for the old ones: an old emitter still sending its
+  // queued units after the new pipeline's ALL_CLEARED would leave hints of the old process.
+  struct retiring {
+    std::set<caf::actor_addr> left;
+    std::shared_ptr<const discovered_target> next;
+    std::string url;
+  };
+  std::map<size_t, retiring> retiring_engines;
 
   // Stopping the root stops the daemon: every pipeline tears down its children in order.
   ~daemon_state() {
@@ -82,6 +92,8 @@ void spawn_discovery_actor(daemon_self self) {
   self->monitor(st.discovery);
 }
 
+void start_engine(daemon_self self, size_t engine);
+
 // Discovery's word on one engine: wait, keep the pipelines (same subscriptions), or replace them.
 void on_discovery(daemon_self self, const discovery_update& u) {
   auto& st = self->state;
@@ -109,24 +121,48 @@ void on_discovery(daemon_self self, const discovery_update& u) {
     old.replica = r->second;
     st.replicas.erase(r);
   }
-  for (auto& p : old.pipelines) caf::anon_send_exit(p.hdl, caf::exit_reason::user_shutdown);
-  if (old.replica) caf::anon_send_exit(old.replica, caf::exit_reason::user_shutdown);
-  auto spawned = st.setup.spawn(u.engine, *u.target, st.discovery);
+  auto& r = st.retiring_engines[u.engine];
+  r.next = u.target;
+  r.url = u.url;
+  current = nullptr;  // nothing runs for the engine until the new pipelines start
+  const auto retire = [&](const caf::actor& a) {
+    if (!a) return;
+    r.left.insert(a.address());
+    self->monitor(a);
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  };
+  for (auto& p : old.pipelines) retire(caf::actor_cast<caf::actor>(p.hdl));
+  retire(old.replica);
+  if (r.left.empty()) return start_engine(self, u.engine);
+  st.waiting[u.engine] = rid + ": the engine moved to new endpoints; its old pipelines are stopping";
+}
+
+// Starts an engine's pipelines on the target it is retiring towards, once nothing old is left.
+void start_engine(daemon_self self, size_t engine) {
+  auto& st = self->state;
+  auto it = st.retiring_engines.find(engine);
+  if (it == st.retiring_engines.end() || !it->second.left.empty()) return;
+  const auto target = it->second.next;
+  const auto url = it->second.url;
+  st.retiring_engines.erase(it);
+  const auto rid = st.setup.replica_ids.count(engine) ? st.setup.replica_ids[engine] : url;
+  auto& current = st.targets[engine];
+  auto spawned = st.setup.spawn(engine, *target, st.discovery);
   if (!spawned) {
     log::error("cannot start the discovered engine's pipelines",
-               {{"replica", rid}, {"engine_url", u.url}, {"err", spawned.error().context}});
-    st.waiting[u.engine] = rid + ": " + spawned.error().context;
+               {{"replica", rid}, {"engine_url", url}, {"err", spawned.error().context}});
+    st.waiting[engine] = rid + ": " + spawned.error().context;
     current = nullptr;
     return;
   }
-  st.waiting.erase(u.engine);
-  current = u.target;
+  st.waiting.erase(engine);
+  current = target;
   auto& fresh = spawned.value();
-  if (fresh.replica) st.replicas[u.engine] = fresh.replica;
+  if (fresh.replica) st.replicas[engine] = fresh.replica;
   const auto at = std::find_if(st.pipelines.begin(), st.pipelines.end(),
-                               [&](const daemon_pipeline& p) { return p.engine > u.engine; });
+                               [&](const daemon_pipeline& p) { return p.engine > engine; });
   const auto first = st.pipelines.insert(at, fresh.pipelines.begin(), fresh.pipelines.end());
-  set_origins(st, u.engine, *u.target);
+  set_origins(st, engine, *target);
   for (auto it = first; it != first + static_cast<std::ptrdiff_t>(fresh.pipelines.size()); ++it)
     for (const auto& a : st.adapters)
       if (a.replica.empty() || a.replica == it->facts.replica_id)
@@ -204,6 +240,11 @@ daemon_actor::behavior_type daemon_fn(daemon_self self, std::vector<daemon_pipel
   }
   self->set_down_handler([=](caf::down_msg& m) {
     auto& s = self->state;
+    for (auto& [engine, r] : s.retiring_engines)
+      if (r.left.erase(m.source) != 0) {
+        if (r.left.empty()) start_engine(self, engine);
+        return;
+      }
     if (m.source != s.discovery.address()) return;
     // Discovery restarts alone; its first answers match what runs, so nothing is respawned.
     log::error("engine discovery stopped; restarting it",

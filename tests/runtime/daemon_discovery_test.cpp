@@ -29,6 +29,7 @@ struct spawned_log {
   std::vector<std::string> endpoints;  // rank 0's endpoint of every spawn
   std::vector<caf::actor> pipelines;   // every pipeline spawned, in order
   std::vector<bool> exited;
+  bool linger = false;  // pipelines record their exit but keep running (a slow teardown)
 };
 
 struct root_test : ::testing::Test {
@@ -56,7 +57,7 @@ struct root_test : ::testing::Test {
         auto hdl = sys->spawn([l, i](caf::event_based_actor* self) -> caf::behavior {
           self->set_exit_handler([=](caf::exit_msg& m) {
             l->exited[i] = true;
-            self->quit(m.reason);
+            if (!l->linger) self->quit(m.reason);
           });
           return {
               [](atom::ready) { return caf::make_message(true, std::vector<std::string>{}); },
@@ -145,6 +146,27 @@ TEST_F(root_test, TheSamePipelinesKeepRunningAndChangedOnesAreReplaced) {
   EXPECT_TRUE(log->exited[0]) << "the old pipeline was stopped";
   EXPECT_FALSE(log->exited[1]);
   EXPECT_EQ(ask<std::vector<std::string>>(atom::pipelines_v), std::vector<std::string>{"vllm-0"});
+}
+
+// A moved engine's new pipelines start only once the old ones are down: an old emitter still
+// sending what it had queued after the new pipeline's ALL_CLEARED would leave stale hints.
+TEST_F(root_test, ANewTargetWaitsUntilTheOldPipelinesAreDown) {
+  tell("tcp://10.0.0.5:1");
+  log->linger = true;
+  tell("tcp://10.0.0.5:2");
+  EXPECT_TRUE(log->exited[0]) << "the old pipeline was told to stop";
+  EXPECT_EQ(log->endpoints.size(), 1u) << "nothing new while the old one is still up";
+  const auto why = reasons();
+  ASSERT_EQ(why.size(), 1u);
+  EXPECT_NE(why[0].find("old pipelines are stopping"), std::string::npos) << why[0];
+  tell("tcp://10.0.0.5:3");  // moved again meanwhile: the newest target is the one started
+  EXPECT_EQ(log->endpoints.size(), 1u);
+  log->linger = false;  // the pipelines spawned next stop when told
+  caf::anon_send_exit(log->pipelines[0], caf::exit_reason::kill);
+  t.run();
+  ASSERT_EQ(log->endpoints.size(), 2u);
+  EXPECT_EQ(log->endpoints[1], "tcp://10.0.0.5:3");
+  EXPECT_TRUE(reasons().empty());
 }
 
 }  // namespace
