@@ -147,7 +147,10 @@ emitter::channel_state to_state(grpc_connectivity_state s) {
 
 // How long the connectivity thread waits for a change before it looks at its stop flag: the
 // bound on how long the destructor waits for it. gRPC's state watch cannot be cancelled.
-constexpr auto watch_slice = std::chrono::milliseconds(250);
+// The watcher's wait on the channel state ends at least this often to see its stop flag: every
+// slice is a gRPC timer wake-up, and 250 ms slices were half of an idle daemon's wake-ups; a
+// client's destructor waits up to one slice for the thread.
+constexpr auto watch_slice = std::chrono::milliseconds(1000);
 
 // The client whose callback this thread is running, if any: destroying that client from inside
 // its own callback would wait for itself forever, so the destructor turns that into a loud abort.

@@ -129,7 +129,7 @@ class policy_client {
   /// Starts a thread of the client's own that follows the channel's connectivity: `on_change`
   /// runs on it with the current state, then with every change. The thread also asks an IDLE
   /// channel to connect, so a transport that was lost comes back even while no call is made.
-  /// Once per client; stopped (and joined, within ~250 ms) by the destructor.
+  /// Once per client; stopped (and joined, within ~1 s) by the destructor.
   void watch_connectivity(std::function<void(emitter::channel_state)> on_change);
 
   /// The options this client was built with.
