@@ -218,7 +218,10 @@ double metrics_registry::sum(const std::string& name, const label_set& match) co
   const auto& fam = it->second;
   double total = 0;
   bool any = false;
-  for (const auto& [key, labels] : fam.labels) {
+  for (const auto& kv : fam.labels) {
+    // Not a structured binding: clang 14 (the fuzz and sanitizer presets) cannot capture one.
+    const auto& key = kv.first;
+    const auto& labels = kv.second;
     const bool all = std::all_of(match.begin(), match.end(), [&](const auto& want) {
       return std::find(labels.begin(), labels.end(), want) != labels.end();
     });

@@ -8,7 +8,8 @@
 # Options: --build-dir DIR (default build/bench), --no-build, --out DIR (default
 # $BUILD_DIR/bench-results), --repeats N (repeats of each case, default 2), --cases LIST
 # (comma-separated from: micro,throughput,memory,evicting,latency,dp4,node4,lora,server_model,
-# replay, and profile (perf + callgrind, not in the default list); default all but profile).
+# replay, and profile (perf + callgrind) and outage (a 60 s policy-server outage at 50 k blocks/s,
+# OUTAGE_SECONDS to change it), which are not in the default list).
 #
 # Exit status: 0 when every case ran and kvrelay received every published block without a
 # sequence gap; 1 otherwise. Figures are reported, never asserted (the machine is shared).
@@ -53,6 +54,7 @@ if [[ $BUILD == 1 ]]; then
   has_case micro && targets+=(bench_decoder bench_shard bench_flush)
   has_case server_model && targets+=(bench_server_model)
   has_case replay && targets+=(kvrelay-fake-engine kvrelay-capture kvrelay-replay)
+  has_case outage && targets+=(kvrelay-policy-server)
   cmake --build "$BUILD_DIR" --target "${targets[@]}" -j2
 fi
 KVRELAY="$BUILD_DIR/kvrelay"
@@ -664,6 +666,69 @@ if has_case replay; then
   else
     for i in $(seq "$REPEATS"); do run_replay_case 20000 "$i"; done
   fi
+fi
+
+# ---- outage: the policy server is away while the engine evicts (issue 16 item 2) ----------------
+# The demo policy server (it keeps the index, with the reference's freshness rule) is killed 5 s
+# into a 50 k blocks/s full-cache run (16 Ki blocks: one eviction per store) and started again,
+# empty, on the same port when the engine stops publishing OUTAGE_SECONDS (60) later. The figure:
+# from its return until its fresh entries for the replica equal kvrelay's resident blocks with
+# nothing pending (the resync's ALL_CLEARED, then the re-report). Not in the default list.
+run_outage_case() {
+  local name="outage-$1" secs="${OUTAGE_SECONDS:-60}" rate=50000 warm=5
+  [[ $SMOKE == 1 ]] && secs=3
+  local srv="$BUILD_DIR/tools/policy-server/kvrelay-policy-server"
+  local base port dump="$WORK/$name-dump.json"
+  base="$(free_base_port)"; port=$((base + 5))
+  "$srv" --listen "127.0.0.1:$port" --dump-file "$dump" 2>>"$OUT/policy-server.log" &
+  local srv_pid=$!; PIDS+=("$srv_pid")
+  local lg_out="$WORK/loadgen-$name.out"; rm -f "$WORK/go"
+  "$LOADGEN" --bind "tcp://127.0.0.1:$base" --blocks $((rate * (warm + secs))) --rate "$rate" \
+    --go-file "$WORK/go" --capacity 16384 --clear-prob 0 --block-size 16 --floor-repeats 0 \
+    >"$lg_out" 2>>"$OUT/loadgen.log" &
+  local lg_pid=$!; PIDS+=("$lg_pid")
+  SINK_PORT=$port
+  start_kvrelay "$name" --engine-endpoint "tcp://127.0.0.1:$base" --replica-id bench \
+    --model-id bench --engine-metrics-url "" --lora-adapter-names "$ADAPTERS"
+  for _ in $(seq 3000); do
+    grep -q '"kind":"generated"' "$lg_out" 2>/dev/null && break
+    sleep 0.1
+  done
+  wait_connected 1 || { FAILED=1; stop_all; return; }
+  log "case $name: ${rate} blocks/s, server away for ${secs} s from t=${warm} s"
+  touch "$WORK/go"
+  sleep "$warm"
+  kill -KILL "$srv_pid"; wait "$srv_pid" 2>/dev/null || true
+  wait "$lg_pid" 2>/dev/null || true
+  local t_back t_exact="" fresh=0 resident=0 pending=0
+  "$srv" --listen "127.0.0.1:$port" --dump-file "$dump" 2>>"$OUT/policy-server.log" &
+  srv_pid=$!; PIDS+=("$srv_pid")
+  t_back="$(now)"
+  for _ in $(seq 1200); do
+    sleep 0.1
+    rm -f "$dump"; kill -USR1 "$srv_pid" 2>/dev/null || break
+    for _ in $(seq 100); do [[ -s "$dump" ]] && break; sleep 0.01; done
+    fresh="$(python3 -c 'import json,sys
+try: d=json.load(open(sys.argv[1]))
+except Exception: print(-1); sys.exit()
+print(sum(1 for m in d["models"] for p in m["prefixes"] for r,e in p["replicas"].items() if r=="bench" and e["fresh"]))' "$dump")"
+    resident="$(metric_sum kvrelay_resident_blocks)"; pending="$(metric_sum kvrelay_pending_entries)"
+    if [[ "$fresh" == "$resident" && "$pending" == 0 && "$resident" -gt 0 ]]; then t_exact="$(now)"; break; fi
+  done
+  [[ -n "$t_exact" ]] || { log "case $name: not exact after 120 s: server $fresh, kvrelay $resident, pending $pending"; FAILED=1; t_exact="$(now)"; }
+  python3 - "$name" "$secs" "$rate" "$t_back" "$t_exact" "$fresh" "$resident" >>"$OUT/outage.jsonl" <<'PY'
+import json, sys
+name, secs, rate, t_back, t_exact, fresh, resident = sys.argv[1:]
+print(json.dumps({"case": name, "outage_s": int(secs), "rate": int(rate),
+                  "back_to_exact_s": round(float(t_exact) - float(t_back), 3),
+                  "server_fresh": int(fresh), "kvrelay_resident": int(resident)}))
+PY
+  tail -1 "$OUT/outage.jsonl" >&2
+  stop_all
+}
+if has_case outage; then
+  : >"$OUT/outage.jsonl"
+  for i in $(seq "$REPEATS"); do run_outage_case "$i"; done
 fi
 
 # Summary table (medians are the reader's job: every run is listed).

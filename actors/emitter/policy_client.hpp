@@ -41,8 +41,11 @@ struct client_options {
   /// Overrides the name checked against the server certificate (default: the target's host).
   std::string server_name;
   /// Cap on gRPC's reconnect backoff. gRPC's own default grows to 120 s, which would leave the
-  /// emitter failing fast for up to two minutes after the server comes back.
-  std::chrono::milliseconds max_reconnect_backoff{5000};
+  /// emitter failing fast for up to two minutes after the server comes back; with 5 s a 60 s
+  /// outage took 2.6 s from the server's return to an exact index (BENCHMARKS.md, outage), most
+  /// of it waiting for the next attempt. One connection attempt a second costs a dead server
+  /// nothing.
+  std::chrono::milliseconds max_reconnect_backoff{1000};
   /// HTTP/2 keepalive pings, also while no call is in flight, so a peer that vanished without
   /// closing the connection is noticed (the channel then leaves READY); 0 turns them off. gRPC
   /// sends at most two pings in a row without other traffic, and servers refuse pings more often
