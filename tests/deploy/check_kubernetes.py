@@ -188,7 +188,11 @@ def check_probes_live(where, kvrelay, args):
                 fail(where, "kvrelay did not exit within 15 s of SIGTERM")
                 return
         if proc.returncode not in (0, None):
-            fail(where, f"kvrelay exited {proc.returncode} after SIGTERM (expected 0)")
+            err = proc.stderr.read() if proc.stderr else ""
+            # A sanitizer's report (exit 66 under TSan) or the last log lines say why.
+            at = err.find("WARNING: ")
+            why = err[at:at + 1500] if at >= 0 else "\n".join(err.strip().splitlines()[-3:])
+            fail(where, f"kvrelay exited {proc.returncode} after SIGTERM (expected 0): {why}")
 
 
 def generated_configmaps(kdir):
