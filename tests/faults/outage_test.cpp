@@ -13,6 +13,27 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// Issue 12 item 3: a server restarted empty while the engine is quiet. No engine event and no
+// failed call tells kvrelay; only the transport coming back does, and the resync alone must
+// rebuild the server's index.
+TEST(PolicyServerOutage, RestartedDuringSilenceIsRebuiltWithoutAnEngineEvent) {
+  fault_env env;
+  std::string err;
+  ASSERT_TRUE(env.start_daemon(&err)) << err;
+  env.publish_steps(40);
+  ASSERT_EQ(env.wait_consistent(), "");
+  const auto batches = env.metric("kvrelay_batches_total");
+  const auto resyncs = env.metric("kvrelay_resyncs_total");
+
+  env.server.stop();
+  ASSERT_TRUE(env.server.restart(/*empty_index=*/true));
+  ASSERT_EQ(env.server.index().entries(), 0u);
+  EXPECT_EQ(env.wait_consistent(), "") << "the reconnect resync re-reported every resident block";
+  EXPECT_EQ(env.metric("kvrelay_batches_total"), batches) << "the engine stayed quiet";
+  EXPECT_GE(env.metric("kvrelay_resyncs_total"), resyncs + 1);
+  EXPECT_GE(env.metric("kvrelay_reconnects_total"), 1);
+}
+
 TEST(PolicyServerOutage, OnlyTheProbeWhileAwayThenTheClearAndTheTruth) {
   fault_env env;
   env.cfg.server.rpc_timeout = 300ms;
