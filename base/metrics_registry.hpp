@@ -22,6 +22,12 @@ class counter_series {
  public:
   void inc(uint64_t n = 1) noexcept { v_.fetch_add(n, std::memory_order_relaxed); }
   uint64_t value() const noexcept { return v_.load(std::memory_order_relaxed); }
+  /// Publishes a total counted elsewhere (a protocol's plain counters): adds its growth since
+  /// `published`, then remembers it.
+  void advance(uint64_t total, uint64_t& published) noexcept {
+    if (total > published) inc(total - published);
+    published = total;
+  }
 
  private:
   std::atomic<uint64_t> v_{0};

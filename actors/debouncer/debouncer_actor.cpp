@@ -97,23 +97,19 @@ struct debouncer_state {
   // Publishes what the protocol counted since the last call.
   void sync() {
     const auto& c = proto->stats();
-    const auto bump = [](counter_series* s, uint64_t now, uint64_t& last) {
-      if (now > last) s->inc(now - last);
-      last = now;
-    };
-    bump(units_sent, c.units_sent, published.units_sent);
-    bump(entries_sent, c.entries_sent, published.entries_sent);
-    bump(units_failed, c.units_failed, published.units_failed);
-    bump(stale_ops, c.stale_ops, published.stale_ops);
-    bump(overflows, c.overflows, published.overflows);
-    bump(resyncs, c.resyncs, published.resyncs);
-    bump(probes_failed, c.probes_failed, published.probes_failed);
-    bump(reconnects, c.reconnects, published.reconnects);
-    bump(dropped_superseded, c.superseded, published.superseded);
-    bump(dropped_after_clear, c.after_final_clear, published.after_final_clear);
+    units_sent->advance(c.units_sent, published.units_sent);
+    entries_sent->advance(c.entries_sent, published.entries_sent);
+    units_failed->advance(c.units_failed, published.units_failed);
+    stale_ops->advance(c.stale_ops, published.stale_ops);
+    overflows->advance(c.overflows, published.overflows);
+    resyncs->advance(c.resyncs, published.resyncs);
+    probes_failed->advance(c.probes_failed, published.probes_failed);
+    reconnects->advance(c.reconnects, published.reconnects);
+    dropped_superseded->advance(c.superseded, published.superseded);
+    dropped_after_clear->advance(c.after_final_clear, published.after_final_clear);
     const auto& d = proto->pending().drops();
-    bump(dropped_pairs, d.unsent_pairs, published_set.unsent_pairs);
-    bump(dropped_unreported, d.unreported, published_set.unreported);
+    dropped_pairs->advance(d.unsent_pairs, published_set.unsent_pairs);
+    dropped_unreported->advance(d.unreported, published_set.unreported);
     pending_gauge->set(static_cast<double>(proto->pending().size()));
   }
 };

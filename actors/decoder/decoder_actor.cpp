@@ -64,23 +64,18 @@ counter_series& drop_series(decoder_state& st, size_t slot, const char* reason) 
   return *s;
 }
 
-void bump(counter_series* s, uint64_t now, uint64_t& before) {
-  if (now != before) s->inc(now - before);
-  before = now;
-}
-
 // Adds what the protocol counted since last time (a few dozen compares per batch).
 void publish(decoder_state& st) {
   const router_stats& now = st.router.stats();
   router_stats& was = st.published;
   auto& se = st.series;
-  bump(se.batches_ok, now.decoded, was.decoded);
-  bump(se.cleared, now.cleared, was.cleared);
-  bump(se.unknown_tags, now.unknown_tags, was.unknown_tags);
-  bump(se.unmapped, now.unmapped, was.unmapped);
-  bump(se.partition_limited, now.partition_limited, was.partition_limited);
-  bump(se.group_filtered, now.group_filtered, was.group_filtered);
-  bump(se.wrong_rank, now.wrong_rank, was.wrong_rank);
+  se.batches_ok->advance(now.decoded, was.decoded);
+  se.cleared->advance(now.cleared, was.cleared);
+  se.unknown_tags->advance(now.unknown_tags, was.unknown_tags);
+  se.unmapped->advance(now.unmapped, was.unmapped);
+  se.partition_limited->advance(now.partition_limited, was.partition_limited);
+  se.group_filtered->advance(now.group_filtered, was.group_filtered);
+  se.wrong_rank->advance(now.wrong_rank, was.wrong_rank);
   static const char* const event_type_label[2] = {"BlockStored", "BlockRemoved"};
   static const char* const block_type_label[2] = {"stored", "removed"};
   const auto by_medium = [&](counter_series*& s, const char* metric, const char* help,
@@ -89,7 +84,7 @@ void publish(decoder_state& st) {
     if (s == nullptr)
       s = &st.ctx.counter(metric, help,
                           {{"type", type}, {"medium", medium_label(static_cast<medium_id>(m))}});
-    bump(s, now_v, was_v);
+    s->advance(now_v, was_v);
   };
   for (size_t t = 0; t < 2; ++t) {
     for (size_t m = 0; m < medium_count; ++m) {
@@ -108,7 +103,7 @@ void publish(decoder_state& st) {
         s = &st.ctx.counter("kvrelay_unknown_medium_events_total",
                             "Events at a medium kvrelay does not know: never indexed",
                             {{"medium", value}});
-      bump(s, n, before);
+      s->advance(n, before);
     }
     was.unknown_medium = now.unknown_medium;
   }

@@ -104,29 +104,26 @@ void publish(ingress_self self) {
   st.dirty->store(false);  // before reading: a change from here on wakes us again
   const auto now = st.source->stats();
   auto& m = *st.series;
-  const auto bump = [](counter_series* c, uint64_t cur, uint64_t prev) {
-    if (cur > prev) c->inc(cur - prev);
-  };
   const auto& t = now.tracker;
-  const auto& p = st.last.tracker;
-  bump(m.gaps, t.gaps, p.gaps);
-  bump(m.replays_requested, t.replays_requested, p.replays_requested);
-  bump(m.replays_succeeded, t.replays_succeeded, p.replays_succeeded);
-  bump(m.replays_failed, t.replays_failed, p.replays_failed);
-  bump(m.recovered, t.batches_recovered, p.batches_recovered);
-  bump(m.lost, t.batches_lost, p.batches_lost);
-  bump(m.history_lost, t.history_lost, p.history_lost);
-  bump(m.skipped, t.cold_skipped, p.cold_skipped);
-  bump(m.resets, t.resets, p.resets);
-  bump(m.duplicates, t.duplicates, p.duplicates);
+  auto& p = st.last.tracker;
+  m.gaps->advance(t.gaps, p.gaps);
+  m.replays_requested->advance(t.replays_requested, p.replays_requested);
+  m.replays_succeeded->advance(t.replays_succeeded, p.replays_succeeded);
+  m.replays_failed->advance(t.replays_failed, p.replays_failed);
+  m.recovered->advance(t.batches_recovered, p.batches_recovered);
+  m.lost->advance(t.batches_lost, p.batches_lost);
+  m.history_lost->advance(t.history_lost, p.history_lost);
+  m.skipped->advance(t.cold_skipped, p.cold_skipped);
+  m.resets->advance(t.resets, p.resets);
+  m.duplicates->advance(t.duplicates, p.duplicates);
   const auto& f = now.frames;
-  const auto& q = st.last.frames;
-  bump(m.bad_frame_count, f.bad_frame_count, q.bad_frame_count);
-  bump(m.bad_seq_size, f.bad_seq_size, q.bad_seq_size);
-  bump(m.reserved_seq, f.reserved_seq, q.reserved_seq);
-  bump(m.replay_malformed, f.replay_malformed, q.replay_malformed);
-  bump(m.replay_bad_end, f.replay_bad_end, q.replay_bad_end);
-  bump(m.bytes, f.bytes, q.bytes);
+  auto& q = st.last.frames;
+  m.bad_frame_count->advance(f.bad_frame_count, q.bad_frame_count);
+  m.bad_seq_size->advance(f.bad_seq_size, q.bad_seq_size);
+  m.reserved_seq->advance(f.reserved_seq, q.reserved_seq);
+  m.replay_malformed->advance(f.replay_malformed, q.replay_malformed);
+  m.replay_bad_end->advance(f.replay_bad_end, q.replay_bad_end);
+  m.bytes->advance(f.bytes, q.bytes);
   m.in_flight->set(static_cast<double>(now.in_flight));
   m.connected->set(now.connected ? 1 : 0);
   if (st.ctx.health && now.connected != st.told_connected) {

@@ -74,11 +74,6 @@ struct shard_state {
 
 using shard_self = shard_actor::stateful_pointer<shard_state>;
 
-void bump(counter_series* s, uint64_t now, uint64_t& before) {
-  if (now != before) s->inc(now - before);
-  before = now;
-}
-
 // New partitions get their series once; every touched one publishes its counters' growth.
 void publish(shard_state& st, uint32_t partition) {
   while (st.series.size() < st.parts.size()) {
@@ -102,7 +97,7 @@ void publish(shard_state& st, uint32_t partition) {
       s = &st.ctx.counter("kvrelay_index_blocks_total",
                           "Index outcomes per block or event, by adapter partition",
                           {{"adapter", st.parts.name(partition)}, {"outcome", outcomes[i].label}});
-    bump(s, cur, prev);
+    s->advance(cur, prev);
   }
   ps.resident->set(static_cast<double>(idx.size()));
   const uint64_t no_entries = now.mismatches + now.empty_events - no_entries_before;
@@ -118,10 +113,10 @@ void publish(shard_state& st, uint32_t partition) {
 void publish_routing(shard_state& st) {
   const auto& now = st.parts.stats();
   auto& was = st.routing_published;
-  bump(st.routing[0], now.unrouted_hashes, was.unrouted_hashes);
-  bump(st.routing[1], now.shared_hashes, was.shared_hashes);
-  bump(st.routing[2], now.copy_counts_ignored, was.copy_counts_ignored);
-  bump(st.routing[3], now.bad_partition_events, was.bad_partition_events);
+  st.routing[0]->advance(now.unrouted_hashes, was.unrouted_hashes);
+  st.routing[1]->advance(now.shared_hashes, was.shared_hashes);
+  st.routing[2]->advance(now.copy_counts_ignored, was.copy_counts_ignored);
+  st.routing[3]->advance(now.bad_partition_events, was.bad_partition_events);
 }
 
 void send_ops(shard_self self, uint32_t partition, int64_t ts_us, bool had_store, bool resync,
