@@ -50,13 +50,18 @@ bool pending_set::apply(const shard_ops& ops) {
   for (const auto& op : ops.ops) {
     const key k{a, op.fingerprint};
     if (op.op == prefix_op::kind::upsert) {
-      auto it = entries_.find(k);
+      // One probe: the slot is found or made, then filled.
+      auto [it, inserted] = entries_.try_emplace(k);
       bool fresh;
-      if (it == entries_.end())
+      if (inserted) {
         fresh = op.introduces || clear_ || (tracking_ && !reported_.contains(k));
-      else
+        peak_ = std::max(peak_, entries_.size());
+      } else {
         fresh = it->second.s == state::add && it->second.fresh;  // over an eviction: never
-      set(k, entry{state::add, fresh, op.t, op.token_count, 0});
+        if (it->second.s == state::add) --adds_;
+      }
+      it->second = entry{state::add, fresh, op.t, op.token_count, 0};
+      ++adds_;
     } else if (opts_.l2_mode) {
       // The block leaves the GPU but an L2 tier below the engine keeps it: report T2 with the
       // eviction's time (L03). Its token count is the one we reported it with.

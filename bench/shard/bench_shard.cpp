@@ -7,9 +7,11 @@
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/fingerprint.hpp"
@@ -31,17 +33,17 @@ constexpr size_t blocks_per_event = 4;
 
 // Chains of events of 4 random 16-token blocks; each event after a chain's first names the
 // previous event's last block as its parent, so most blocks take the chained path (P01).
-std::vector<block_stored> make_events(size_t count, size_t events_per_chain, uint64_t seed) {
+std::vector<block_stored> make_events(size_t count, size_t events_per_chain, uint64_t seed,
+                                     size_t blocks = blocks_per_event) {
   std::mt19937_64 rng(seed);
   std::vector<block_stored> events(count);
   for (size_t e = 0; e < count; ++e) {
     block_stored& ev = events[e];
-    for (size_t b = 0; b < blocks_per_event; ++b)
-      ev.block_hashes.push_back(engine_hash::from_int(rng()));
-    ev.token_ids.resize(blocks_per_event * block_size);
+    for (size_t b = 0; b < blocks; ++b) ev.block_hashes.push_back(engine_hash::from_int(rng()));
+    ev.token_ids.resize(blocks * block_size);
     for (auto& t : ev.token_ids) t = static_cast<uint32_t>(rng() % 151936);
     ev.block_size = block_size;
-    ev.first_tainted_block = blocks_per_event;
+    ev.first_tainted_block = static_cast<uint32_t>(blocks);
     if (e % events_per_chain != 0) ev.parent = events[e - 1].block_hashes.back();
   }
   return events;
@@ -80,6 +82,51 @@ void IndexStoreFresh(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(blocks));
 }
 BENCHMARK(IndexStoreFresh)->Arg(4096)->Arg(65536)->Unit(benchmark::kMillisecond);
+
+// 1 M fresh blocks through the shard's protocol, as the decoder hands them over: works of ~512
+// blocks, events of Arg(0) blocks (4: decode steps of many requests; 128: long prefills, the
+// e2e bench's shape), over Arg(1) adapter partitions (2+: the removal directory is kept too).
+// At this size every table probe misses the cache: what partition_set's prefetching is for.
+void PartitionStoreFresh1M(benchmark::State& state) {
+  const auto per_event = static_cast<size_t>(state.range(0));
+  const auto partitions = static_cast<uint32_t>(state.range(1));
+  constexpr size_t total = size_t{1} << 20;
+  const size_t per_work = std::max<size_t>(1, 512 / per_event);
+  const auto events = make_events(total / per_event, 16, 5, per_event);
+  std::vector<kvrelay::shard_work> works;
+  for (size_t e = 0; e < events.size(); e += per_work) {
+    kvrelay::shard_work w;
+    w.epoch = 1;
+    for (size_t k = e; k < std::min(events.size(), e + per_work); ++k) {
+      kvrelay::kv_event ev;
+      ev.type = kvrelay::event_type::stored;
+      ev.stored = events[k];
+      w.events.push_back(std::move(ev));
+      w.partitions.push_back(static_cast<uint32_t>((k / 16) % partitions));  // a chain: one
+    }
+    works.push_back(std::move(w));
+  }
+  kvrelay::shard_work declare;
+  for (uint32_t p = 0; p < partitions; ++p) declare.new_partitions.push_back("lora-" + std::to_string(p));
+  size_t blocks = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto ps = std::make_unique<partition_set>();
+    ps->declare(declare);
+    state.ResumeTiming();
+    for (const auto& w : works) benchmark::DoNotOptimize(ps->apply(w).data());
+    blocks += total;
+    state.PauseTiming();
+    ps.reset();  // destroy outside the timed region
+    state.ResumeTiming();
+  }
+  state.counters["time_per_block"] = benchmark::Counter(
+      static_cast<double>(blocks), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.SetItemsProcessed(static_cast<int64_t>(blocks));
+}
+BENCHMARK(PartitionStoreFresh1M)
+    ->Args({4, 1})->Args({128, 1})->Args({4, 8})->Args({128, 8})
+    ->Unit(benchmark::kMillisecond);
 
 uint64_t mix(uint64_t x) {  // splitmix64: engine-like random hashes, recomputable by index
   x += 0x9e3779b97f4a7c15ull;
