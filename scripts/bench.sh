@@ -8,14 +8,15 @@
 # Options: --build-dir DIR (default build/bench), --no-build, --out DIR (default
 # $BUILD_DIR/bench-results), --repeats N (repeats of each case, default 2), --cases LIST
 # (comma-separated from: micro,throughput,memory,evicting,latency,dp4,node4,lora,server_model,
-# replay, and profile (perf + callgrind) and outage (a 60 s policy-server outage at 50 k blocks/s,
-# OUTAGE_SECONDS to change it), which are not in the default list).
+# replay,evictdrain, and profile (perf + callgrind) and outage (a 60 s policy-server outage at
+# 50 k blocks/s, OUTAGE_SECONDS to change it), which are not in the default list).
 #
-# Exit status: 0 when every case ran and kvrelay received every published block without a
-# sequence gap; 1 otherwise. Figures are reported, never asserted (the machine is shared).
+# Exit status: 0 when every case ran, kvrelay received every published block without a sequence
+# gap and, in evictdrain, the sink got one eviction per add; 1 otherwise. Figures are reported,
+# never asserted (the machine is shared).
 # The fullcache case (issue 13's full-cache engine, both eviction modes) runs unless --cases names
 # others; KVRELAY_BASELINE=/path/to/kvrelay adds that binary's run of it (its own default eviction
-# mode) to the same run, for "rpc mode at least 2x today's rate".
+# mode) to the same run, for "rpc mode at least 2x today's rate"; it adds one to evictdrain too.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,7 +25,8 @@ OUT=""
 REPEATS=2
 SMOKE=0
 BUILD=1
-CASES="micro,throughput,memory,evicting,latency,dp4,node4,lora,server_model,replay"
+DEFAULT_CASES="micro,throughput,memory,evicting,latency,dp4,node4,lora,server_model,replay,evictdrain"
+CASES="$DEFAULT_CASES"
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -34,7 +36,7 @@ while [[ $# -gt 0 ]]; do
     --out) OUT="$(realpath -m "$2")"; shift ;;
     --repeats) REPEATS="$2"; shift ;;
     --cases) CASES="$2"; CASES_GIVEN=1; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -42,8 +44,8 @@ done
 [[ -n "$OUT" ]] || OUT="$BUILD_DIR/bench-results"
 if [[ $SMOKE == 1 ]]; then
   REPEATS=1
-  [[ "$CASES" == "micro,throughput,memory,evicting,latency,dp4,node4,lora,server_model,replay" ]] &&
-    CASES="throughput,evicting,latency,dp4,node4,lora,server_model,replay"
+  [[ "$CASES" == "$DEFAULT_CASES" ]] &&
+    CASES="throughput,evicting,latency,dp4,node4,lora,server_model,replay,evictdrain"
 fi
 [[ ${CASES_GIVEN:-0} == 1 ]] || CASES="$CASES,fullcache"
 has_case() { [[ ",$CASES," == *",$1,"* ]]; }
@@ -145,6 +147,8 @@ KV_EXTRA=()    # extra kvrelay flags of the next run_case (the full-cache case's
 BACKLOG_FILE=""  # when set: "unix_s pending_entries" lines sampled while the next run_case runs
 KV_WRAP=""     # e.g. "valgrind --tool=callgrind ..." (same pid: valgrind runs the program in-process)
 PERF_DATA=""   # when set: perf record -e cpu-clock on kvrelay from go until drained
+EVICT_PHASE="" # when set: once the stored phase has drained, the loadgen removes every resident
+               # block and evict_phase times it (the evictdrain case)
 start_kvrelay() {  # $1 = case name, rest = kvrelay flags
   local name="$1"; shift
   ADMIN="127.0.0.1:$(free_port)"
@@ -153,6 +157,22 @@ start_kvrelay() {  # $1 = case name, rest = kvrelay flags
     >>"$OUT/kvrelay-$name.log" 2>&1 &
   KV_PID=$!
   PIDS+=("$KV_PID")
+}
+# Drained: nothing pending in kvrelay and the sink quiet for 3 windows. Leaves the sink's last
+# stats JSON in DRAINED_STATS.
+DRAINED_STATS=""
+wait_drained() {
+  local pend s quiet=0 prev_any="" any
+  for _ in $(seq 3000); do
+    pend="$(metric_sum kvrelay_pending_entries)"
+    [[ -z "$BACKLOG_FILE" ]] || echo "$(now) $pend" >>"$BACKLOG_FILE"
+    s="$(sink_stats)"; any="$(json_field "$s" last_any_us)"
+    if [[ "$pend" == 0 && "$any" == "$prev_any" ]]; then quiet=$((quiet + 1)); else quiet=0; fi
+    prev_any="$any"
+    [[ $quiet -ge 3 ]] && break
+    sleep 0.1
+  done
+  DRAINED_STATS="$s"
 }
 wait_connected() {  # $1 = engine sources expected
   for _ in $(seq 1200); do
@@ -167,6 +187,55 @@ stop_all() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   PIDS=()
+}
+
+# The eviction phase of the evictdrain case, called by run_case once the stored phase has drained
+# ($1 case, $2 kvrelay's resident blocks): the loadgen removes every resident block; done when the
+# sink has one eviction per add it received (the server saw each, so kvrelay must send each), or
+# 20 s pass without progress. Writes $WORK/evict-$1.json for run_case's result row.
+evict_phase() {
+  local name="$1" resident="$2" s0 s base expected have=0 last=-1 stall=0 c0 c1 done=""
+  s0="$(sink_stats)"
+  read -r expected base < <(python3 -c 'import json,sys; d=json.loads(sys.argv[1])
+print(d["prefixes"], d["evictions"])' "$s0")
+  log "case $name: stored phase drained (server holds $expected, kvrelay $resident); evicting all"
+  c0="$(cpu_seconds "$KV_PID")"
+  touch "$WORK/evict-go"
+  for _ in $(seq 36000); do
+    sleep 0.1
+    s="$(sink_stats)"; have=$(( $(json_field "$s" evictions) - base ))
+    [[ $have -ge $expected ]] && { done=1; break; }
+    if [[ $have == "$last" ]]; then stall=$((stall + 1)); else stall=0; last=$have; fi
+    [[ $stall -ge 200 ]] && break
+  done
+  wait_drained; s="$DRAINED_STATS"
+  c1="$(cpu_seconds "$KV_PID")"
+  [[ -n "$done" ]] || { log "case $name: the sink got $have of $expected evictions"; FAILED=1; }
+  python3 - "$s" "$expected" "$base" "$resident" "$c0" "$c1" "$(status_kb "$KV_PID" VmRSS)" \
+    "$(status_kb "$KV_PID" VmHWM)" "$(metric_sum kvrelay_resident_blocks)" \
+    >"$WORK/evict-$name.json" <<'EOF'
+import json, sys
+s, expected, base, resident, c0, c1, rss, hwm, after = sys.argv[1:]
+print(json.dumps({"sink": json.loads(s), "expected": int(expected), "base_evictions": int(base),
+                  "resident": int(resident), "c0": float(c0), "c1": float(c1),
+                  "rss_kb": int(rss), "hwm_kb": int(hwm), "resident_after": int(after)}))
+EOF
+}
+
+# A single-engine run_case with kvrelay flags: $1 case, $2 blocks, $3 rate, $4 loadgen flags,
+# rest: kvrelay flags (the full-cache and evictdrain cases' eviction modes).
+run_case_with() {
+  local name="$1" blocks="$2" rate="$3" lg="$4"; shift 4
+  KV_EXTRA=("$@")
+  run_case "$name" single "$blocks" "$rate" "$lg"
+  KV_EXTRA=()
+}
+# Runs a command with KVRELAY_BASELINE as the kvrelay binary (the same-run baseline).
+with_baseline() {
+  local saved="$KVRELAY"
+  KVRELAY="$KVRELAY_BASELINE"
+  "$@"
+  KVRELAY="$saved"
 }
 
 ADAPTERS="1=lora-0,2=lora-1,3=lora-2,4=lora-3,5=lora-4,6=lora-5,7=lora-6,8=lora-7"
@@ -190,7 +259,8 @@ run_case() {
   kv_flags+=("${KV_EXTRA[@]}")
   log "case $name: mode=$mode blocks/source=$blocks rate=$rate $extra ${KV_EXTRA[*]}"
   local lg_out="$WORK/loadgen-$name.out"
-  rm -f "$WORK/go"
+  rm -f "$WORK/go" "$WORK/evict-go" "$WORK/evict-$name.json"
+  [[ -z "$EVICT_PHASE" ]] || lg_flags+=(--evict-go-file "$WORK/evict-go")
   # shellcheck disable=SC2086
   "$LOADGEN" --bind "tcp://127.0.0.1:$base" --blocks "$blocks" --rate "$rate" \
     --go-file "$WORK/go" --block-times "$WORK/times-$name.bin" \
@@ -239,17 +309,8 @@ for l in open(sys.argv[1]):
     if [[ "$rate" == 0 ]]; then sleep 0.05; else sleep 0.25; fi
   done
   [[ -n "$t1" ]] || { t1="$(now)"; c1="$(cpu_seconds "$KV_PID")"; FAILED=1; }
-  # Drain: nothing pending in kvrelay and the sink quiet for 3 windows.
-  local pend s quiet=0 prev_any="" any
-  for _ in $(seq 3000); do
-    pend="$(metric_sum kvrelay_pending_entries)"
-    [[ -z "$BACKLOG_FILE" ]] || echo "$(now) $pend" >>"$BACKLOG_FILE"
-    s="$(sink_stats)"; any="$(json_field "$s" last_any_us)"
-    if [[ "$pend" == 0 && "$any" == "$prev_any" ]]; then quiet=$((quiet + 1)); else quiet=0; fi
-    prev_any="$any"
-    [[ $quiet -ge 3 ]] && break
-    sleep 0.1
-  done
+  local s
+  wait_drained; s="$DRAINED_STATS"
   if [[ -n "$perf_pid" ]]; then kill -INT "$perf_pid"; wait "$perf_pid" 2>/dev/null || true; fi
   local c2 rss hwm resident gaps lost events_total
   c2="$(cpu_seconds "$KV_PID")"
@@ -258,6 +319,7 @@ for l in open(sys.argv[1]):
   gaps="$(metric_sum kvrelay_seq_gaps_total)"
   lost="$(metric_sum kvrelay_batches_lost_total)"
   events_total="$(metric_sum kvrelay_events_total)"
+  [[ -z "$EVICT_PHASE" ]] || evict_phase "$name" "$resident"
   # Idle again, now holding state (resync timers, scrapes off).
   local c_post0 c_post1
   c_post0="$(cpu_seconds "$KV_PID")"; sleep "$idle_s"; c_post1="$(cpu_seconds "$KV_PID")"
@@ -267,11 +329,12 @@ for l in open(sys.argv[1]):
     "$stored" "$gaps" "$lost" "$events_total" "$resident" "$rss_base" "$rss" "$hwm" \
     "$c_idle0" "$c_idle1" "$c_post0" "$c_post1" "$idle_s" \
     "$WORK/times-$name.bin" "$WORK/receipts-$name.bin" \
-    "$WORK/etimes-$name.bin" "$WORK/ereceipts-$name.bin" >>"$RESULTS" <<'EOF'
+    "$WORK/etimes-$name.bin" "$WORK/ereceipts-$name.bin" "$WORK/evict-$name.json" \
+    >>"$RESULTS" <<'EOF'
 import array, bisect, json, os, sys
 (name, mode, rate, lg_out, sink, t0, t1, c0, c1, c2, expected, stored, gaps, lost, events,
  resident, rss_base, rss, hwm, ci0, ci1, cp0, cp1, idle_s, times_bin, receipts_bin,
- etimes_bin, ereceipts_bin) = sys.argv[1:]
+ etimes_bin, ereceipts_bin, evict_json) = sys.argv[1:]
 
 def pairs(path):
     a = array.array("q")
@@ -364,6 +427,26 @@ r = {
     "floor": floor, "generated": lg.get("generated", {}),
 }
 r["server_evictions_per_s"] = round(sink["evictions"] / r["drain_s"]) if r["drain_s"] > 0 else 0
+if os.path.exists(evict_json):
+    # The eviction phase (evictdrain): the figures above are the stored phase's, measured before
+    # it; the eviction latency join above sees only this phase's removals (its cache never
+    # evicts). Rate: first BlockRemoved published → the sink's last eviction receipt.
+    ev = json.load(open(evict_json))
+    es, pe = ev["sink"], lg.get("evicted", {})
+    got = es["evictions"] - ev["base_evictions"]
+    span = es["last_eviction_us"] / 1e6 - pe["start_unix"] if pe and es["last_eviction_us"] else 0
+    cpu = ev["c1"] - ev["c0"]
+    r.update({
+        "evict_expected": ev["expected"], "evict_kvrelay_resident": ev["resident"],
+        "evict_published": pe.get("blocks"), "evict_publish_s": pe.get("seconds"),
+        "evict_received": got, "evict_rpc": es["evictions_rpc"], "evict_expired": es["evictions_expired"],
+        "evict_s": round(span, 3), "evictions_per_s": round(got / span) if span > 0 else 0,
+        "evict_cpu_s": round(cpu, 3),
+        "evict_cpu_s_per_m": round(cpu / got * 1e6, 3) if got else None,
+        "evict_rss_kb_after": ev["rss_kb"], "evict_hwm_kb": ev["hwm_kb"],
+        "evict_resident_after": ev["resident_after"],
+    })
+    r["server_evictions_per_s"] = r["evictions_per_s"]  # the main table's column: this phase
 if floor.get("floor_ns") and r["cpu_ns_per_block"]:
     r["cpu_vs_floor"] = round(r["cpu_ns_per_block"] / floor["floor_ns"], 2)
     r["ingest_cpu_vs_floor"] = round(r["ingest_cpu_ns_per_block"] / floor["floor_ns"], 2)
@@ -527,9 +610,9 @@ if has_case fullcache; then
   FC_MAX="${FULLCACHE_BLOCKS:-$FC_MAX}"
   fullcache_run() {  # $1 case name, $2 blocks, $3 rate, rest: kvrelay flags
     local name="$1" blocks="$2" rate="$3"; shift 3
-    KV_EXTRA=("$@"); BACKLOG_FILE="$OUT/backlog-$name.txt"; : >"$BACKLOG_FILE"
-    run_case "$name" single "$blocks" "$rate" "$FULL"
-    KV_EXTRA=(); BACKLOG_FILE=""
+    BACKLOG_FILE="$OUT/backlog-$name.txt"; : >"$BACKLOG_FILE"
+    run_case_with "$name" "$blocks" "$rate" "$FULL" "$@"
+    BACKLOG_FILE=""
   }
   for em in ${FULLCACHE_MODES:-expire rpc}; do
     for fr in ${FULLCACHE_RATES:-100000 0}; do
@@ -541,9 +624,7 @@ if has_case fullcache; then
     done
   done
   if [[ -n "${KVRELAY_BASELINE:-}" ]]; then
-    KV_SAVED="$KVRELAY"; KVRELAY="$KVRELAY_BASELINE"
-    fullcache_run "fullcache-baseline-max" "$FC_MAX" 0
-    KVRELAY="$KV_SAVED"
+    with_baseline fullcache_run "fullcache-baseline-max" "$FC_MAX" 0
   fi
   python3 - "$RESULTS" "$OUT" <<'EOF'
 import json, os, sys
@@ -571,6 +652,66 @@ for r in rows:
         e50=r.get("evict_lat_p50_ms", "-"), e99=r.get("evict_lat_p99_ms", "-"),
         cpu=r.get("cpu_s_per_m_blocks"), rss=round(r.get("hwm_kb", 0) / 1024, 1),
         peak=peak, clear=clear))
+EOF
+fi
+
+if has_case evictdrain; then
+  # Eviction throughput (issue 13's ">= 500 k evictions/s at the sink in expire mode", "rpc at
+  # least 2x today's rate"): the fullcache case cannot show it, since kvrelay never sends the
+  # eviction of a block whose add it has not flushed, and there most blocks are stored and evicted
+  # inside one window. Here the stored phase fills a cache that never evicts; once kvrelay has
+  # drained it (the server holds every block), the loadgen removes every resident block as fast as
+  # it can (--evict-go-file), and evict_phase times it until the sink has one eviction per add.
+  # rpc sends one PublishEvent per eviction (~15 k/s): fewer blocks. EVICTDRAIN_BLOCKS="E R" and
+  # EVICTDRAIN_MODES narrow it; --smoke runs expire alone (fullcache's smoke runs rpc already).
+  if [[ $SMOKE == 1 ]]; then ED_BLOCKS="20000 3000"; ED_MODES=expire
+  else ED_BLOCKS="1000000 100000"; ED_MODES="expire rpc"; fi
+  read -r ED_EXPIRE ED_RPC <<<"${EVICTDRAIN_BLOCKS:-$ED_BLOCKS}"
+  ED_FLAGS="$BIG --floor-repeats 1"
+  evictdrain_run() {  # $1 case name, $2 blocks, rest: kvrelay flags
+    local name="$1" blocks="$2"; shift 2
+    EVICT_PHASE=1
+    run_case_with "$name" "$blocks" 0 "$ED_FLAGS" "$@"
+    EVICT_PHASE=""
+  }
+  # The baseline as "today's rate": one PublishEvent per eviction. The first wave's emitter sends
+  # that whatever it is told (its daemon accepts --eviction-mode, unwired); a baseline that knows
+  # the flag is told rpc, so that a later one, whose default is expire, compares like with like.
+  ED_BASE_FLAGS=()
+  if [[ -n "${KVRELAY_BASELINE:-}" ]] && "$KVRELAY_BASELINE" --help 2>&1 | grep -q -- --eviction-mode; then
+    ED_BASE_FLAGS=(--eviction-mode rpc)
+  fi
+  for i in $(seq "$REPEATS"); do
+    for em in ${EVICTDRAIN_MODES:-$ED_MODES}; do
+      n="$ED_RPC"; [[ $em == expire ]] && n="$ED_EXPIRE"
+      evictdrain_run "evictdrain-$em-$i" "$n" --eviction-mode "$em"
+    done
+    [[ -z "${KVRELAY_BASELINE:-}" ]] ||
+      with_baseline evictdrain_run "evictdrain-baseline-$i" "$ED_RPC" "${ED_BASE_FLAGS[@]}"
+  done
+  python3 - "$RESULTS" <<'EOF'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rows = [r for r in rows if r["case"].startswith("evictdrain-") and "evict_received" in r]
+print("| evictdrain case | evictions at sink / server held | evictions/s | eviction p50/p99 ms "
+      "| CPU s/M evictions | peak RSS MiB | RSS after MiB |")
+print("|" + "---|" * 7)
+for r in rows:
+    print("| {case} | {got}/{exp} | {eps} | {e50}/{e99} | {cpu} | {hwm} | {rss} |".format(
+        case=r["case"], got=r["evict_received"], exp=r["evict_expected"], eps=r["evictions_per_s"],
+        e50=r.get("evict_lat_p50_ms"), e99=r.get("evict_lat_p99_ms"), cpu=r["evict_cpu_s_per_m"],
+        hwm=round(r["evict_hwm_kb"] / 1024, 1), rss=round(r["evict_rss_kb_after"] / 1024, 1)))
+def med(kind):
+    v = [r["evictions_per_s"] for r in rows if r["case"].startswith("evictdrain-%s-" % kind)]
+    return statistics.median(v) if v else None
+ex, rpc, base = med("expire"), med("rpc"), med("baseline")
+parts = ["%s %.0f evictions/s" % (k, v) for k, v in
+         (("expire", ex), ("rpc", rpc), ("baseline", base)) if v is not None]
+if ex is not None:
+    parts[0] += " (target >= 500000)"
+if rpc and base:
+    parts.append("rpc / baseline = %.2fx (target >= 2x)" % (rpc / base))
+print("[bench] evictdrain (medians): " + ", ".join(parts), file=sys.stderr)
 EOF
 fi
 

@@ -5,7 +5,12 @@
 // then publishes it over ZMQ PUB at a target block rate or as fast as it can. The engine batch
 // time (envelope ts) is patched in at publish time, so latency is measured from the real send.
 //
-// Output: one JSON object per line on stdout ({"kind":"generated"|"floor"|"published", ...}).
+// With --evict-go-file, a second phase: once that file exists, the engine frees its whole cache
+// (BlockRemoved for every block still resident, in LRU order, in batches shaped like the stored
+// phase's), so a benchmark can time evictions of blocks the server has seen.
+//
+// Output: one JSON object per line on stdout ({"kind":"generated"|"floor"|"published"|"evicted",
+// ...}).
 // tools/fake-engine paces by batches and encodes on the fly; a benchmark needs blocks/s pacing,
 // longer prompts and an encoder that is not in the measured path, hence this separate tool.
 #include <algorithm>
@@ -60,7 +65,11 @@ const char* k_usage =
     "  --block-times PATH   write (fingerprint u64, publish time us i64) per stored block (two native\n"
     "                       int64), for exact per-block latency against the sink's receipts\n"
     "  --eviction-times PATH  the same records per removed block (its fingerprint, the publish\n"
-    "                       time of its BlockRemoved), to join with the sink's eviction receipts\n";
+    "                       time of its BlockRemoved), to join with the sink's eviction receipts\n"
+    "  --evict-go-file PATH after publishing, wait (up to 300 s) until PATH exists, then remove\n"
+    "                       every block still resident (LRU order; each batch has the shape of a\n"
+    "                       stored batch: one BlockRemoved per BlockStored, as many hashes)\n"
+    "  --evict-rate B       removed blocks/s of that phase; 0 = as fast as possible (default 0)\n";
 
 [[noreturn]] void usage_error(const std::string& msg) {
   std::fprintf(stderr, "%s\n%s", msg.c_str(), k_usage);
@@ -78,9 +87,10 @@ struct options {
   double lora_fraction = 0.2;
   long capacity = 65536;
   double clear_prob = 0.0005;
+  double evict_rate = 0;
   std::string era = "G";
   long seed = 1, floor_repeats = 3, linger_ms = 30000;
-  std::string go_file, block_times, eviction_times;
+  std::string go_file, block_times, eviction_times, evict_go_file;
   bool floor_only = false;
 };
 
@@ -133,6 +143,8 @@ options parse(int argc, char** argv) {
     else if (name == "linger-ms") o.linger_ms = num();
     else if (name == "block-times") o.block_times = value;
     else if (name == "eviction-times") o.eviction_times = value;
+    else if (name == "evict-go-file") o.evict_go_file = value;
+    else if (name == "evict-rate") o.evict_rate = to_double(name, value);
     else usage_error("unknown flag --" + name);
   }
   if (o.dp_size < 1 || o.dp_size > 64) usage_error("--dp-size must be in [1, 64]");
@@ -142,6 +154,7 @@ options parse(int argc, char** argv) {
     usage_error("need 1 <= block-size <= prompt-min <= prompt-max");
   }
   if (o.blocks < 1 || o.rate < 0) usage_error("--blocks must be >= 1 and --rate >= 0");
+  if (o.evict_rate < 0) usage_error("--evict-rate must be >= 0");
   return o;
 }
 
@@ -169,7 +182,7 @@ workload_options workload_for(const options& o, long rank) {
 
 struct batch {
   std::string payload;
-  uint32_t blocks = 0;  // stored block hashes
+  uint32_t blocks = 0;  // what its phase paces by: stored hashes, or removed ones (eviction phase)
   uint32_t events = 0;
   std::vector<uint64_t> fingerprints;  // of its stored blocks, with --block-times
   std::vector<uint64_t> removed;       // of its removed blocks, with --eviction-times
@@ -178,6 +191,7 @@ struct batch {
 
 struct rank_load {
   std::vector<batch> batches;
+  std::vector<batch> evictions;  // the eviction phase (--evict-go-file)
   uint64_t blocks = 0, removed_blocks = 0, events = 0, clears = 0;
   size_t resident = 0;
 };
@@ -217,6 +231,51 @@ class fingerprint_tracker {
   std::unordered_map<uint64_t, uint64_t> by_engine_hash_;
 };
 
+// Encodes a batch's events into b.payload; exits if the era does not allow patching its ts.
+void encode_into(batch& b, const std::vector<fake_event>& events, const encode_options& eo) {
+  b.payload = encode_batch(events, eo);
+  if (b.payload.size() < k_ts_offset + 9 ||
+      static_cast<unsigned char>(b.payload[k_ts_offset]) != 0xcb) {
+    std::fprintf(stderr, "loadgen: era %s has no float64 ts at offset 1\n", era_name(eo.era));
+    std::exit(1);
+  }
+}
+
+// The eviction phase: `all` (every resident block, in the order the engine frees them) cut into
+// batches shaped like the stored ones, cycling through `shapes` (stored hashes per BlockStored of
+// each stored batch), so the engine frees at the pace and granularity at which it filled.
+std::vector<batch> eviction_batches(fake_event all, const std::vector<std::vector<uint32_t>>& shapes,
+                                    const encode_options& eo, const fingerprint_tracker* fps) {
+  std::vector<batch> out;
+  const std::vector<fake_hash> order = std::move(all.block_hashes);
+  all.block_hashes.clear();
+  size_t next = 0, empty_run = 0;
+  for (size_t i = 0; next < order.size() && empty_run < shapes.size(); ++i) {
+    batch b;
+    std::vector<fake_event> events;
+    for (const uint32_t n : shapes[i % shapes.size()]) {
+      if (next >= order.size()) break;
+      const size_t end = std::min(order.size(), next + n);
+      fake_event ev = all;
+      ev.block_hashes.assign(order.begin() + static_cast<std::ptrdiff_t>(next),
+                             order.begin() + static_cast<std::ptrdiff_t>(end));
+      next = end;
+      b.blocks += static_cast<uint32_t>(ev.block_hashes.size());
+      ++b.events;
+      if (fps) fps->removed(ev, b.removed);
+      events.push_back(std::move(ev));
+    }
+    if (events.empty()) {  // a stored batch without stores (a clear alone): no shape to copy
+      ++empty_run;
+      continue;
+    }
+    empty_run = 0;
+    encode_into(b, events, eo);
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
 rank_load generate(const options& o, long rank, long wire_rank, wire_era era,
                    kvrelay::bench::floor_input* floor_in) {
   workload wl(workload_for(o, rank));
@@ -226,13 +285,17 @@ rank_load generate(const options& o, long rank, long wire_rank, wire_era era,
   eo.era = era;
   eo.ts = 0.5;  // non-integral: always written as float64 (0xcb), so it can be patched in place
   eo.dp_rank = wire_rank;
+  const bool evict_phase = !o.evict_go_file.empty();
+  std::vector<std::vector<uint32_t>> shapes;  // with evict_phase
   while (out.blocks < static_cast<uint64_t>(o.blocks)) {
     const auto events = wl.next_batch();
     batch b;
+    if (evict_phase) shapes.emplace_back();
     for (const auto& ev : events) {
       ++b.events;
       if (ev.t == fake_event::type::stored) {
         b.blocks += static_cast<uint32_t>(ev.block_hashes.size());
+        if (evict_phase) shapes.back().push_back(static_cast<uint32_t>(ev.block_hashes.size()));
         if (!o.block_times.empty() || !o.eviction_times.empty()) fps.stored(ev, b.fingerprints);
         if (floor_in) {
           floor_in->tokens.insert(floor_in->tokens.end(), ev.token_ids.begin(),
@@ -245,18 +308,17 @@ rank_load generate(const options& o, long rank, long wire_rank, wire_era era,
         ++out.clears;
       }
     }
-    b.payload = encode_batch(events, eo);
-    if (b.payload.size() < k_ts_offset + 9 ||
-        static_cast<unsigned char>(b.payload[k_ts_offset]) != 0xcb) {
-      std::fprintf(stderr, "loadgen: era %s has no float64 ts at offset 1\n", era_name(era));
-      std::exit(1);
-    }
+    encode_into(b, events, eo);
     if (floor_in) floor_in->payloads.push_back(b.payload);
     out.blocks += b.blocks;
     out.events += b.events;
     out.batches.push_back(std::move(b));
   }
   out.resident = wl.stats().gpu_resident;
+  if (evict_phase) {
+    out.evictions = eviction_batches(wl.evict_all(), shapes, eo,
+                                     o.eviction_times.empty() ? nullptr : &fps);
+  }
   return out;
 }
 
@@ -282,32 +344,75 @@ std::string engine_endpoint(const std::string& base, long i) {
   return base.substr(0, colon + 1) + std::to_string(port + 10 * i);
 }
 
-// (fingerprint, publish µs) of every block in `which` (stored or removed) of each sent batch.
+// (fingerprint, publish µs) of every block in `which` (stored or removed) of each sent batch, of
+// both phases.
 bool write_block_times(const std::string& path, const std::vector<rank_load>& loads,
                        std::vector<uint64_t> batch::*which) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return false;
   bool ok = true;
   for (const auto& l : loads) {
-    for (const auto& b : l.batches) {
-      if (b.published_us == 0) continue;  // never sent (stopped early)
-      for (uint64_t fp : b.*which) {
-        const int64_t rec[2] = {static_cast<int64_t>(fp), b.published_us};
-        ok = std::fwrite(rec, sizeof rec, 1, f) == 1 && ok;
+    for (const auto* phase : {&l.batches, &l.evictions}) {
+      for (const auto& b : *phase) {
+        if (b.published_us == 0) continue;  // never sent (stopped early)
+        for (uint64_t fp : b.*which) {
+          const int64_t rec[2] = {static_cast<int64_t>(fp), b.published_us};
+          ok = std::fwrite(rec, sizeof rec, 1, f) == 1 && ok;
+        }
       }
     }
   }
   return std::fclose(f) == 0 && ok;
 }
 
-bool wait_for_file(const std::string& path) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+bool wait_for_file(const std::string& path, int seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   struct stat st {};
   while (!g_stop.load() && std::chrono::steady_clock::now() < deadline) {
     if (::stat(path.c_str(), &st) == 0) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return false;
+}
+
+// Publishes one phase's batches, round-robin over ranks (one batch each), paced by the batches'
+// blocks when a rate is given; the envelope ts is patched at send. Prints the phase's JSON line.
+void publish_phase(const char* kind, std::vector<rank_load>& loads,
+                   std::vector<batch> rank_load::*phase, double rate,
+                   std::vector<std::unique_ptr<publisher>>& pubs) {
+  const double t0 = wall_seconds();
+  const auto s0 = std::chrono::steady_clock::now();
+  std::vector<size_t> next(loads.size(), 0);
+  uint64_t sent_blocks = 0, sent_batches = 0;
+  bool more = true;
+  while (more && !g_stop.load()) {
+    more = false;
+    for (size_t r = 0; r < loads.size(); ++r) {
+      auto& batches = loads[r].*phase;
+      if (next[r] >= batches.size()) continue;
+      more = true;
+      batch& b = batches[next[r]++];
+      if (rate > 0) {
+        const auto due = s0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                  std::chrono::duration<double>(
+                                      static_cast<double>(sent_blocks) / rate));
+        std::this_thread::sleep_until(due);
+      }
+      const double ts = wall_seconds();
+      patch_ts(b.payload, ts);
+      b.published_us = static_cast<int64_t>(ts * 1e6);
+      pubs[r]->publish(b.payload, false);
+      sent_blocks += b.blocks;
+      ++sent_batches;
+    }
+  }
+  const double t1 = wall_seconds();
+  std::printf("{\"kind\":\"%s\",\"batches\":%llu,\"blocks\":%llu,\"start_unix\":%.6f,"
+              "\"end_unix\":%.6f,\"seconds\":%.4f,\"blocks_per_s\":%.0f}\n",
+              kind, static_cast<unsigned long long>(sent_batches),
+              static_cast<unsigned long long>(sent_blocks), t0, t1, t1 - t0,
+              t1 > t0 ? static_cast<double>(sent_blocks) / (t1 - t0) : 0.0);
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -376,44 +481,19 @@ int main(int argc, char** argv) {
   floor_in = {};  // release the copies before publishing
   if (o.floor_only) return 0;
 
-  if (!o.go_file.empty() && !wait_for_file(o.go_file)) {
+  if (!o.go_file.empty() && !wait_for_file(o.go_file, 120)) {
     std::fprintf(stderr, "loadgen: no go file %s\n", o.go_file.c_str());
     return 1;
   }
-
-  // Round-robin over ranks, one batch each, paced by stored blocks when a rate is given.
-  const double t0 = wall_seconds();
-  const auto s0 = std::chrono::steady_clock::now();
-  std::vector<size_t> next(loads.size(), 0);
-  uint64_t sent_blocks = 0, sent_batches = 0;
-  bool more = true;
-  while (more && !g_stop.load()) {
-    more = false;
-    for (size_t r = 0; r < loads.size(); ++r) {
-      if (next[r] >= loads[r].batches.size()) continue;
-      more = true;
-      batch& b = loads[r].batches[next[r]++];
-      if (o.rate > 0) {
-        const auto due = s0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                  std::chrono::duration<double>(
-                                      static_cast<double>(sent_blocks) / o.rate));
-        std::this_thread::sleep_until(due);
-      }
-      const double ts = wall_seconds();
-      patch_ts(b.payload, ts);
-      b.published_us = static_cast<int64_t>(ts * 1e6);
-      pubs[r]->publish(b.payload, false);
-      sent_blocks += b.blocks;
-      ++sent_batches;
+  publish_phase("published", loads, &rank_load::batches, o.rate, pubs);
+  if (!o.evict_go_file.empty()) {
+    // Generous: the harness first waits until kvrelay has drained the stored phase.
+    if (!wait_for_file(o.evict_go_file, 300)) {
+      std::fprintf(stderr, "loadgen: no evict go file %s\n", o.evict_go_file.c_str());
+      return 1;
     }
+    publish_phase("evicted", loads, &rank_load::evictions, o.evict_rate, pubs);
   }
-  const double t1 = wall_seconds();
-  std::printf("{\"kind\":\"published\",\"batches\":%llu,\"blocks\":%llu,\"start_unix\":%.6f,"
-              "\"end_unix\":%.6f,\"seconds\":%.4f,\"blocks_per_s\":%.0f}\n",
-              static_cast<unsigned long long>(sent_batches),
-              static_cast<unsigned long long>(sent_blocks), t0, t1, t1 - t0,
-              t1 > t0 ? static_cast<double>(sent_blocks) / (t1 - t0) : 0.0);
-  std::fflush(stdout);
   if (!o.block_times.empty() && !write_block_times(o.block_times, loads, &batch::fingerprints)) {
     std::fprintf(stderr, "loadgen: cannot write %s\n", o.block_times.c_str());
     return 1;

@@ -219,6 +219,47 @@ TEST(RandomWorkload, EvictsAtCapacityAndStaysConsistent) {
   EXPECT_EQ(model.resident[gpu0].size(), st.gpu_resident);
 }
 
+TEST(RandomWorkload, EvictAllFreesEveryResidentBlockTailBeforeHead) {
+  workload_options o;
+  o.capacity_blocks = 256;
+  workload w(o);
+  cache_model model;
+  std::map<uint64_t, uint64_t> parent_of;  // block → the block before it in its sequence
+  for (int i = 0; i < 200; ++i) {
+    const auto batch = w.next_batch();
+    model.apply(batch);
+    for (const auto& ev : batch) {
+      if (ev.t != fake_event::type::stored) continue;
+      for (size_t b = 0; b < ev.block_hashes.size(); ++b) {
+        if (b > 0) parent_of[ev.block_hashes[b].value] = ev.block_hashes[b - 1].value;
+        else if (ev.parent) parent_of[ev.block_hashes[b].value] = ev.parent->value;
+      }
+    }
+  }
+  const size_t resident = w.stats().gpu_resident;
+  ASSERT_GT(resident, 0u);
+  const auto all = w.evict_all();
+  EXPECT_EQ(all.t, fake_event::type::removed);
+  EXPECT_EQ(all.block_hashes.size(), resident);
+  model.apply({all});
+  EXPECT_EQ(model.bad_remove, 0u);
+  EXPECT_TRUE(model.resident[gpu0].empty());
+  EXPECT_EQ(w.stats().gpu_resident, 0u);
+  // A block is never freed before the block that extends it: every use of a child walked its
+  // parent in the same request, so the parent is at least as recent, and ties free deeper first.
+  std::map<uint64_t, size_t> pos;
+  for (size_t i = 0; i < all.block_hashes.size(); ++i) pos[all.block_hashes[i].value] = i;
+  size_t checked = 0;
+  for (const auto& [child, parent] : parent_of) {
+    const auto c = pos.find(child), p = pos.find(parent);
+    if (c == pos.end() || p == pos.end()) continue;
+    EXPECT_LT(c->second, p->second);
+    ++checked;
+  }
+  EXPECT_GT(checked, 0u);
+  EXPECT_TRUE(w.evict_all().block_hashes.empty());
+}
+
 TEST(RandomWorkload, LoraClearsOffloadAndHybridGroups) {
   workload_options o;
   o.lora_adapters = 3;

@@ -257,6 +257,15 @@ struct workload::impl {
     }
   }
 
+  fake_event evict_all() {
+    std::vector<uint64_t> order;
+    order.reserve(gpu.lru.size());
+    for (const auto& [t, neg_depth, h] : gpu.lru) order.push_back(h);
+    stats.blocks_evicted += order.size();
+    gpu.clear();
+    return removed_event(order, "GPU", 0);
+  }
+
   std::vector<fake_event> next_batch() {
     std::vector<fake_event> out;
     if (opt.clear_probability > 0 && unit() < opt.clear_probability) {
@@ -286,6 +295,7 @@ workload::workload(workload_options opt) : impl_(std::make_unique<impl>(std::mov
 workload::~workload() = default;
 
 std::vector<fake_event> workload::next_batch() { return impl_->next_batch(); }
+fake_event workload::evict_all() { return impl_->evict_all(); }
 
 workload::counters workload::stats() const {
   auto s = impl_->stats;

@@ -52,6 +52,13 @@ class workload {
   /// The events of the next engine step; never empty (engines never send empty batches).
   std::vector<fake_event> next_batch();
 
+  /// The engine frees its whole GPU cache: one BlockRemoved (medium GPU, group 0) naming every
+  /// resident block in the order its LRU would free them (least recently used first; within one
+  /// use, the deeper block first, so a sequence's tail goes before its head). Empty hashes when
+  /// nothing is resident. The CPU tier is untouched. For a benchmark's eviction phase: the
+  /// caller splits it into engine-sized batches.
+  fake_event evict_all();
+
   struct counters {
     uint64_t requests = 0;
     uint64_t blocks_stored = 0;
