@@ -136,6 +136,19 @@ void execute(emitter_self self) {
       case emit_action::kind::log:
         write_log(st, a.log);
         break;
+      case emit_action::kind::set_deadline: {
+        st.port->set_deadline(a.deadline_ms);
+        const auto configured = static_cast<int64_t>(st.opts.client.rpc_timeout.count());
+        const log::fields f{{"replica", st.ctx.name},
+                            {"deadline_ms", a.deadline_ms},
+                            {"configured_ms", configured}};
+        if (a.deadline_ms > configured)
+          log::warn("policy server slower than the RPC deadline; later calls wait longer", f);
+        else
+          log::info("policy server answers in time again; RPC deadline back to the configured one",
+                    f);
+        break;
+      }
     }
   }
   st.actions.clear();
@@ -150,8 +163,8 @@ void on_events(emitter_self self) {
       st.seq.on_channel(e.state, st.actions);
       continue;
     }
-    const auto info =
-        st.seq.on_completed(e.call, e.code, e.message, e.accepted, now_ms, st.actions);
+    const auto info = st.seq.on_completed(e.call, e.code, e.message, e.accepted, now_ms,
+                                          st.actions, e.latency_us);
     if (!info.known) continue;
     observe_rpc(st, info.kind, e.code, e.latency_us);
     if (e.code == 0 && info.adds_ts_us > 0) {
@@ -174,6 +187,7 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
   emitter::sequencer_options so;
   so.mode = st.opts.eviction_mode;
   so.max_evictions_in_flight = st.opts.max_evictions_in_flight;
+  so.deadline_ms = static_cast<int64_t>(st.opts.client.rpc_timeout.count());
   st.seq = emitter::unit_sequencer(so);
   const auto& m = st.ctx;
   st.event_age = &m.histogram("kvrelay_event_age_seconds",
@@ -229,6 +243,8 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
         j.add("units_failed", c.units_failed);
         j.add("units_unsent", c.units_unsent);
         j.add("reconnects", c.reconnects);
+        j.add("deadline_ms", s.seq.deadline_ms());
+        j.add("deadline_raised", c.deadline_raised);
         j.add("last_error", s.seq.last_error());
         return j;
       },

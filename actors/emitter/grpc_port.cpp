@@ -8,6 +8,7 @@
 #include "actors/emitter/policy_port.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -177,6 +178,10 @@ class grpc_port final : public policy_port {
     out->set_t2_hit_tokens(s.t2_hit_tokens);
     out->set_t2_query_tokens(s.t2_query_tokens);
     client_->report(std::move(u), done(call));
+  }
+
+  void set_deadline(int64_t ms) override {
+    client_->set_rpc_timeout(std::chrono::milliseconds(ms));
   }
 
   void start() override {

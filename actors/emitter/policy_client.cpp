@@ -170,6 +170,8 @@ struct call_base {
 
 struct policy_client::impl {
   client_options opts;
+  // The deadline of calls begun from now on: opts.rpc_timeout until set_rpc_timeout.
+  std::atomic<int64_t> timeout_ms{0};
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<ic::InferenceCache::Stub> stub;
 
@@ -191,7 +193,7 @@ struct policy_client::impl {
     // A monotonic deadline: a wall-clock step must not expire or stretch calls in flight.
     c->ctx.set_deadline(gpr_time_add(
         gpr_now(GPR_CLOCK_MONOTONIC),
-        gpr_time_from_millis(static_cast<int64_t>(opts.rpc_timeout.count()), GPR_TIMESPAN)));
+        gpr_time_from_millis(timeout_ms.load(std::memory_order_relaxed), GPR_TIMESPAN)));
     std::lock_guard<std::mutex> lk(mu);
     calls.emplace(c.get(), c);
     ++pending;
@@ -306,6 +308,7 @@ std::unique_ptr<policy_client> policy_client::make(const client_options& opts,
     if (!error.empty()) return nullptr;
     auto p = std::make_unique<impl>();
     p->opts = opts;
+    p->timeout_ms = static_cast<int64_t>(opts.rpc_timeout.count());
     p->channel = make_channel(opts, tls);
     p->stub = ic::InferenceCache::NewStub(p->channel);
     return std::unique_ptr<policy_client>(new policy_client(std::move(p)));
@@ -416,5 +419,14 @@ void policy_client::watch_connectivity(std::function<void(emitter::channel_state
 }
 
 const client_options& policy_client::options() const { return impl_->opts; }
+
+void policy_client::set_rpc_timeout(std::chrono::milliseconds t) {
+  const auto ms = std::clamp<int64_t>(t.count(), 1, max_rpc_timeout.count());
+  impl_->timeout_ms.store(ms, std::memory_order_relaxed);
+}
+
+std::chrono::milliseconds policy_client::rpc_timeout() const {
+  return std::chrono::milliseconds(impl_->timeout_ms.load(std::memory_order_relaxed));
+}
 
 }  // namespace kvrelay

@@ -78,6 +78,8 @@ class policy_port {
   virtual void evict(uint64_t call, const prefix_evict& ev) = 0;
   /// A stats-only CacheStateUpdate stamped `ts_us`.
   virtual void stats(uint64_t call, const stats_sample& s, int64_t ts_us) = 0;
+  /// The deadline of the calls started after this one (unit_sequencer.hpp, S11).
+  virtual void set_deadline(int64_t ms) = 0;
 
   /// Starts connecting and following the channel's state (port_event::kind::channel). Never
   /// blocks.

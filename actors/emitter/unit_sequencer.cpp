@@ -1,5 +1,6 @@
 #include "actors/emitter/unit_sequencer.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace kvrelay::emitter {
@@ -50,6 +51,8 @@ const char* status_code_name(int code) noexcept { return code_name(code); }
 
 unit_sequencer::unit_sequencer(sequencer_options opts) : opts_(opts) {
   if (opts_.max_evictions_in_flight == 0) opts_.max_evictions_in_flight = 1;
+  if (opts_.deadline_ms <= 0) opts_.deadline_ms = 1;
+  if (opts_.max_deadline_scale == 0) opts_.max_deadline_scale = 1;
   for (auto& l : log_limits_) l = rate_limiter(1, opts_.log_period_ms);
 }
 
@@ -70,7 +73,7 @@ void unit_sequencer::on_unit(uint64_t ticket, emit_unit_ptr unit, emit_actions& 
 
 void unit_sequencer::on_stats(uint64_t ticket, emit_actions& out) {
   const uint64_t call = next_call_++;
-  calls_.emplace(call, call_rec{call_kind::stats, ticket});
+  calls_.emplace(call, call_rec{call_kind::stats, ticket, scale_});
   emit_action a;
   a.what = emit_action::kind::start_stats;
   a.call = call;
@@ -80,7 +83,7 @@ void unit_sequencer::on_stats(uint64_t ticket, emit_actions& out) {
 
 void unit_sequencer::start_call(call_kind k, size_t index, emit_actions& out) {
   const uint64_t call = next_call_++;
-  calls_.emplace(call, call_rec{k, 0});
+  calls_.emplace(call, call_rec{k, 0, scale_});
   ++unit_calls_;
   if (k == call_kind::evict) ++evicts_in_flight_;
   out.emplace_back();
@@ -201,8 +204,27 @@ void unit_sequencer::log_failure(call_kind k, int code, const std::string& messa
   out.push_back(std::move(a));
 }
 
+void unit_sequencer::adjust_deadline(const call_rec& rec, int code, int64_t latency_us,
+                                     emit_actions& out) {
+  if (rec.scale != scale_) return;  // issued at another deadline: says nothing about this one
+  constexpr int deadline_exceeded = 4;
+  const uint32_t before = scale_;
+  if (code == deadline_exceeded && scale_ < opts_.max_deadline_scale) {
+    scale_ = std::min(scale_ * 2, opts_.max_deadline_scale);
+    ++c_.deadline_raised;
+  } else if (code == 0 && scale_ > 1 && latency_us * 4 < deadline_ms() * 1000) {
+    scale_ /= 2;
+  }
+  if (scale_ == before) return;
+  emit_action a;
+  a.what = emit_action::kind::set_deadline;
+  a.deadline_ms = deadline_ms();
+  out.push_back(std::move(a));
+}
+
 completion_info unit_sequencer::on_completed(uint64_t call, int code, const std::string& message,
-                                             bool accepted, int64_t now_ms, emit_actions& out) {
+                                             bool accepted, int64_t now_ms, emit_actions& out,
+                                             int64_t latency_us) {
   completion_info info;
   auto it = calls_.find(call);
   if (it == calls_.end()) return info;  // S10
@@ -215,6 +237,7 @@ completion_info unit_sequencer::on_completed(uint64_t call, int code, const std:
     last_error_ = std::string(code_name(code)) + ": " + message;
     log_failure(rec.kind, code, message, now_ms, out);
   }
+  adjust_deadline(rec, code, latency_us, out);  // before pump(): S11 covers what it starts
   if (rec.kind == call_kind::stats) {
     emit_action a;
     a.what = emit_action::kind::answer_stats;

@@ -38,6 +38,16 @@
 //  S10. Failed calls are logged rate limited per kind (one line per `log_period_ms`, carrying
 //      how many were held back); completions of calls the sequencer does not know (from before
 //      a reset) are ignored.
+//  S11. Deadline back-off. A call issued at the current deadline that ends in
+//      DEADLINE_EXCEEDED doubles the deadline of every call issued after it, up to
+//      `max_deadline_scale` times the configured `deadline_ms`; a call issued at the current
+//      deadline that succeeds in under a quarter of it halves it, never below the configured
+//      one. Calls already in flight keep theirs, and a burst of timeouts of calls issued at one
+//      deadline doubles it once. Each change is a set_deadline action, emitted before any call
+//      it applies to. Why: a server slower than the deadline for a unit (the reference walks
+//      every key after every message: ~0.1 s at 1 M keys) would fail every unit, and every
+//      resync's re-report, forever; with the back-off the calls wait long enough and the resync
+//      converges.
 
 #include <cstddef>
 #include <cstdint>
@@ -76,6 +86,8 @@ struct sequencer_options {
   eviction_mode mode = eviction_mode::expire;
   size_t max_evictions_in_flight = 64;
   int64_t log_period_ms = 10'000;  // S10: one failure line per kind per period
+  int64_t deadline_ms = 5'000;      // S11: the configured per-call deadline (rpc_timeout)
+  uint32_t max_deadline_scale = 16; // S11: the longest deadline is this many times deadline_ms
 };
 
 /// A log line the shell should write (S10). The texts are the reference's.
@@ -97,6 +109,7 @@ struct emit_action {
     answer_stats,  // ticket, ok
     reconnected,   // tell the reconnect listener (S9)
     log,           // log
+    set_deadline,  // deadline_ms: the deadline of the calls started after this action (S11)
   };
   kind what = kind::answer_unit;
   uint64_t call = 0;
@@ -108,6 +121,7 @@ struct emit_action {
   bool ok = false;
   emit_result result;
   failure_log log;
+  int64_t deadline_ms = 0;
 };
 using emit_actions = std::vector<emit_action>;
 
@@ -125,6 +139,7 @@ struct sequencer_counters {
   uint64_t units_unsent = 0;      // failed without anything on the wire (S6)
   uint64_t calls_failed = 0;
   uint64_t reconnects = 0;
+  uint64_t deadline_raised = 0;   // S11: times the deadline was doubled
 };
 
 class unit_sequencer {
@@ -135,9 +150,11 @@ class unit_sequencer {
   void on_unit(uint64_t ticket, emit_unit_ptr unit, emit_actions& out);
   /// A stats request arrived; `ticket` comes back with its answer.
   void on_stats(uint64_t ticket, emit_actions& out);
-  /// A call finished (code = grpc::StatusCode, 0 = OK). `now_ms` is a steady clock for S10.
+  /// A call finished (code = grpc::StatusCode, 0 = OK) after `latency_us` (issue to
+  /// completion, for S11). `now_ms` is a steady clock for S10.
   completion_info on_completed(uint64_t call, int code, const std::string& message,
-                               bool accepted, int64_t now_ms, emit_actions& out);
+                               bool accepted, int64_t now_ms, emit_actions& out,
+                               int64_t latency_us = 0);
   /// The channel's connectivity changed (S9).
   void on_channel(channel_state s, emit_actions& out);
 
@@ -146,6 +163,8 @@ class unit_sequencer {
   /// S6 is in force: units without a clear are failed unsent.
   bool holding_back() const { return poisoned_; }
   channel_state channel() const { return channel_; }
+  /// The deadline of calls started now (S11).
+  int64_t deadline_ms() const { return opts_.deadline_ms * scale_; }
   const std::string& last_error() const { return last_error_; }
   const sequencer_counters& counters() const { return c_; }
   const sequencer_options& options() const { return opts_; }
@@ -159,6 +178,7 @@ class unit_sequencer {
   struct call_rec {
     call_kind kind;
     uint64_t ticket;  // stats only
+    uint32_t scale;   // S11: the deadline scale it was issued at
   };
 
   void pump(emit_actions& out);
@@ -168,6 +188,7 @@ class unit_sequencer {
   void fail_unsent(emit_actions& out);
   void log_failure(call_kind k, int code, const std::string& message, int64_t now_ms,
                    emit_actions& out);
+  void adjust_deadline(const call_rec& rec, int code, int64_t latency_us, emit_actions& out);
 
   sequencer_options opts_;
   std::deque<queued> queue_;
@@ -183,6 +204,7 @@ class unit_sequencer {
   uint32_t failed_ = 0;
   std::string unit_error_;
 
+  uint32_t scale_ = 1;      // S11: calls start with deadline_ms * scale_
   bool poisoned_ = false;   // S6
   channel_state channel_ = channel_state::idle;
   bool was_ready_ = false;  // S9

@@ -47,6 +47,7 @@ class fake_port final : public emitter::policy_port {
   void stats(uint64_t id, const stats_sample&, int64_t ts_us) override {
     calls.push_back({call::kind::stats, id, nullptr, false, {}, ts_us});
   }
+  void set_deadline(int64_t ms) override { deadlines.push_back(ms); }
   void start() override { started = true; }
   channel_state state() const override { return channel_state::ready; }
   size_t in_flight() const override { return calls.size(); }
@@ -69,6 +70,7 @@ class fake_port final : public emitter::policy_port {
   }
 
   std::vector<call> calls;
+  std::vector<int64_t> deadlines;  // set_deadline, in order
   bool started = false;
 
  private:
@@ -163,6 +165,20 @@ TEST(EmitterShell, AUnitGoesOutAsTheSequencerSaysAndIsAnsweredToItsSender) {
   EXPECT_NE(text.find("kvrelay_event_age_seconds_sum{replica=\"shell-0\"} 1"), std::string::npos)
       << "wall 2 s - adds at 1 s\n"
       << text;
+}
+
+TEST(EmitterShell, ATimedOutCallLengthensThePortsDeadlineAndAFastOneRestoresIt) {
+  fixture f;  // rpc_timeout: the client default, 5 s
+  f.send_unit(unit(1, false, 1, 0));
+  ASSERT_EQ(f.port->calls.size(), 1u);
+  f.port->complete(f.port->calls[0].id, 4);  // DEADLINE_EXCEEDED
+  f.t.run();
+  EXPECT_EQ(f.port->deadlines, (std::vector<int64_t>{10'000})) << "S11: doubled";
+  f.send_unit(unit(2, true, 1, 0));
+  ASSERT_EQ(f.port->calls.size(), 2u);
+  f.port->complete(f.port->calls[1].id);  // 1.5 ms: well under a quarter of 10 s
+  f.t.run();
+  EXPECT_EQ(f.port->deadlines, (std::vector<int64_t>{10'000, 5'000})) << "back to the configured";
 }
 
 TEST(EmitterShell, RpcModeSendsEvictionsBehindTheStreamWithinTheCap) {

@@ -1,5 +1,5 @@
 // The emitter's protocol driven directly: ordering (S1-S4), failures (S5, S6 = U3), answers
-// (S7), stats (S8), reconnects (S9) and rate-limited logs (S10).
+// (S7), stats (S8), reconnects (S9), rate-limited logs (S10) and the deadline back-off (S11).
 #include "actors/emitter/unit_sequencer.hpp"
 
 #include <gtest/gtest.h>
@@ -39,9 +39,11 @@ struct driver {
     seq.on_unit(ticket, std::move(u), out);
     return out;
   }
-  emit_actions complete(uint64_t call, int code = 0, int64_t now_ms = 0) {
+  emit_actions complete(uint64_t call, int code = 0, int64_t now_ms = 0,
+                        int64_t latency_us = 0) {
     emit_actions out;
-    last_info = seq.on_completed(call, code, code == 0 ? "" : "boom", true, now_ms, out);
+    last_info =
+        seq.on_completed(call, code, code == 0 ? "" : "boom", true, now_ms, out, latency_us);
     return out;
   }
   emit_actions stats(uint64_t ticket) {
@@ -167,7 +169,7 @@ TEST(UnitSequencer, AfterAFailureQueuedUnitsFailUnsentUntilAClearLedUnit) {
   // Queued behind the head: nothing starts for them yet (S1).
   EXPECT_TRUE(d.unit(2, make_unit(2, false, 2, 0)).empty());
   EXPECT_TRUE(d.unit(3, make_unit(3, false, 0, 4)).empty());
-  auto a = d.complete(first[0].call, 4);  // DEADLINE_EXCEEDED
+  auto a = d.complete(first[0].call, 14);  // UNAVAILABLE (a timeout would also move S11)
   EXPECT_TRUE(a.empty() || only(a, kind::start_evict).empty()) << "nothing more of it (S5)";
   EXPECT_TRUE(only(a, kind::answer_unit).empty()) << "its evictions in flight are awaited";
   d.complete(first[1].call);
@@ -389,6 +391,102 @@ TEST(UnitSequencer, ReconnectIsReadyAfterALoss) {
   // READY reported twice without a loss between: nothing.
   EXPECT_TRUE(d.channel(channel_state::ready).empty());
   EXPECT_EQ(d.seq.counters().reconnects, 3u);
+}
+
+constexpr int deadline_exceeded = 4;  // grpc::StatusCode
+
+size_t position(const emit_actions& a, kind k) {
+  return static_cast<size_t>(
+      std::find_if(a.begin(), a.end(), [k](const emit_action& x) { return x.what == k; }) -
+      a.begin());
+}
+
+sequencer_options deadline_400ms(uint32_t max_scale = 4) {
+  sequencer_options o;
+  o.deadline_ms = 400;
+  o.max_deadline_scale = max_scale;
+  return o;
+}
+
+TEST(UnitSequencer, ATimedOutCallDoublesTheDeadlineOfTheCallsAfterItUpToTheCap) {
+  driver d(deadline_400ms(4));
+  EXPECT_EQ(d.seq.deadline_ms(), 400);
+  auto a = d.unit(1, make_unit(1, false, 2, 0));
+  const uint64_t stream = a[0].call;
+  d.unit(2, make_unit(2, true, 2, 0));  // the resync the failure will call for, already queued
+  a = d.complete(stream, deadline_exceeded, 0, 400'000);
+  const auto set = only(a, kind::set_deadline);
+  ASSERT_EQ(set.size(), 1u);
+  EXPECT_EQ(set[0].deadline_ms, 800);
+  EXPECT_EQ(d.seq.deadline_ms(), 800);
+  ASSERT_LT(position(a, kind::set_deadline), a.size());
+  ASSERT_LT(position(a, kind::start_clear), a.size()) << "unit 2 starts in the same step";
+  EXPECT_LT(position(a, kind::set_deadline), position(a, kind::start_clear))
+      << "the new deadline is set before the call it applies to starts";
+  // The resync's clear times out too (a slow server): 1600 ms, which is the cap (4 x 400).
+  a = d.complete(only(a, kind::start_clear)[0].call, deadline_exceeded, 0, 800'000);
+  ASSERT_EQ(only(a, kind::set_deadline).size(), 1u);
+  EXPECT_EQ(only(a, kind::set_deadline)[0].deadline_ms, 1600);
+  a = d.unit(3, make_unit(3, true, 1, 0));
+  a = d.complete(only(a, kind::start_clear)[0].call, deadline_exceeded, 0, 1'600'000);
+  EXPECT_TRUE(only(a, kind::set_deadline).empty()) << "at the cap";
+  EXPECT_EQ(d.seq.deadline_ms(), 1600);
+  EXPECT_EQ(d.seq.counters().deadline_raised, 2u);
+}
+
+TEST(UnitSequencer, ASuccessUnderAQuarterOfTheDeadlineHalvesItBackToTheConfiguredOne) {
+  driver d(deadline_400ms(4));
+  auto a = d.unit(1, make_unit(1, false, 1, 0));
+  a = d.complete(a[0].call, deadline_exceeded);
+  a = d.unit(2, make_unit(2, true, 1, 0));
+  a = d.complete(only(a, kind::start_clear)[0].call, deadline_exceeded);
+  ASSERT_EQ(d.seq.deadline_ms(), 1600);
+  a = d.unit(3, make_unit(3, true, 1, 0));
+  // 500 ms of a 1600 ms deadline: the server is still slow; the deadline stays.
+  a = d.complete(only(a, kind::start_clear)[0].call, 0, 0, 500'000);
+  EXPECT_TRUE(only(a, kind::set_deadline).empty());
+  ASSERT_EQ(only(a, kind::start_stream).size(), 1u);
+  // 100 ms: under a quarter of 1600, then of 800.
+  a = d.complete(only(a, kind::start_stream)[0].call, 0, 0, 100'000);
+  ASSERT_EQ(only(a, kind::set_deadline).size(), 1u);
+  EXPECT_EQ(only(a, kind::set_deadline)[0].deadline_ms, 800);
+  a = d.unit(4, make_unit(4, false, 1, 0));
+  a = d.complete(a[0].call, 0, 0, 100'000);
+  ASSERT_EQ(only(a, kind::set_deadline).size(), 1u);
+  EXPECT_EQ(only(a, kind::set_deadline)[0].deadline_ms, 400);
+  a = d.unit(5, make_unit(5, false, 1, 0));
+  a = d.complete(a[0].call, 0, 0, 1'000);
+  EXPECT_TRUE(only(a, kind::set_deadline).empty()) << "never below the configured deadline";
+  EXPECT_EQ(d.seq.deadline_ms(), 400);
+}
+
+TEST(UnitSequencer, TimeoutsOfCallsIssuedAtOneDeadlineDoubleItOnce) {
+  auto o = rpc_mode(4);
+  o.deadline_ms = 400;
+  driver d(o);
+  auto a = d.unit(1, make_unit(1, false, 0, 10));
+  auto ev = only(a, kind::start_evict);
+  ASSERT_EQ(ev.size(), 4u);
+  auto st = d.stats(9);
+  size_t sets = 0;
+  for (const auto& e : ev) sets += only(d.complete(e.call, deadline_exceeded), kind::set_deadline).size();
+  EXPECT_EQ(sets, 1u) << "four calls issued at 400 ms say one thing: 400 ms is too short";
+  EXPECT_EQ(d.seq.deadline_ms(), 800);
+  // The stats call was issued at 400 ms as well: its timeout says nothing new.
+  EXPECT_TRUE(only(d.complete(st[0].call, deadline_exceeded), kind::set_deadline).empty());
+  // A stats call issued at 800 ms that times out is heard (S11 covers every call).
+  st = d.stats(10);
+  a = d.complete(st[0].call, deadline_exceeded);
+  ASSERT_EQ(only(a, kind::set_deadline).size(), 1u);
+  EXPECT_EQ(only(a, kind::set_deadline)[0].deadline_ms, 1600);
+}
+
+TEST(UnitSequencer, OtherFailuresLeaveTheDeadlineAlone) {
+  driver d(deadline_400ms());
+  auto a = d.unit(1, make_unit(1, false, 1, 0));
+  a = d.complete(a[0].call, 14);  // UNAVAILABLE: an outage, not a slow server
+  EXPECT_TRUE(only(a, kind::set_deadline).empty());
+  EXPECT_EQ(d.seq.deadline_ms(), 400);
 }
 
 }  // namespace

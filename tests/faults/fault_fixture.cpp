@@ -310,27 +310,31 @@ std::string fault_env::wait_consistent(std::chrono::milliseconds timeout) {
 
 namespace {
 
-// The ingress' entry of the daemon's /debug/tree (null when absent).
-nlohmann::json ingress_entry(kvrelay::daemon* d) {
+// A child's entry of the daemon's /debug/tree (null when absent), first pipeline's first.
+nlohmann::json child_entry(kvrelay::daemon* d, const std::string& name) {
   if (!d) return nullptr;
   const auto doc = nlohmann::json::parse(d->tree_json(), nullptr, false);
   if (doc.is_discarded()) return nullptr;
   for (const auto& p : doc.value("pipelines", nlohmann::json::array()))
     for (const auto& c : p.value("children", nlohmann::json::array()))
-      if (c.value("name", "") == "ingress") return c;
+      if (c.value("name", "") == name) return c;
   return nullptr;
 }
 
 }  // namespace
 
-int64_t fault_env::ingress_field(const std::string& field) {
-  const auto c = ingress_entry(d.get());
+int64_t fault_env::child_field(const std::string& child, const std::string& field) {
+  const auto c = child_entry(d.get(), child);
   if (!c.is_object() || !c.contains(field) || !c.at(field).is_number()) return -1;
   return c.at(field).get<int64_t>();
 }
 
-bool fault_env::ingress_flag(const std::string& field) {
-  const auto c = ingress_entry(d.get());
+int64_t fault_env::ingress_field(const std::string& field) { return child_field("ingress", field); }
+
+bool fault_env::ingress_flag(const std::string& field) { return child_flag("ingress", field); }
+
+bool fault_env::child_flag(const std::string& child, const std::string& field) {
+  const auto c = child_entry(d.get(), child);
   return c.is_object() && c.contains(field) && c.at(field).is_boolean() && c.at(field).get<bool>();
 }
 

@@ -132,6 +132,10 @@ class fault_env {
   /// Publishes one step at a time until the daemon is live as sync() means it. False after
   /// `timeout`.
   bool wait_live(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  /// A numeric field of a child's /debug/tree entry ("ingress", "emitter", ...; -1 when absent).
+  int64_t child_field(const std::string& child, const std::string& field);
+  /// A boolean field of a child's /debug/tree entry (false when absent).
+  bool child_flag(const std::string& child, const std::string& field);
   /// A field of the ingress' /debug/tree entry (-1 when absent).
   int64_t ingress_field(const std::string& field);
   /// A boolean field of the ingress' /debug/tree entry (false when absent).

@@ -74,5 +74,64 @@ TEST(PolicyServerOutage, OnlyTheProbeWhileAwayThenTheClearAndTheTruth) {
   EXPECT_GE(env.metric("kvrelay_resyncs_total"), 1);
 }
 
+// A server that takes longer per message than the deadline applies what it gets but answers
+// late, so every unit, and every resync's clear and
+// re-report, would fail and start the resync again, forever: the index wiped and rebuilt over
+// and over. The emitter's deadline back-off (unit_sequencer S11) lengthens the deadline until
+// the calls complete; then units stop failing.
+TEST(SlowPolicyServer, SlowerThanTheDeadlineStopsFailingOnceTheDeadlineIsLengthened) {
+  // A message costs the server 1.2 s against a 1 s deadline; doubled, the deadline leaves 0.8 s
+  // of margin, so a loaded machine (TSan in CI) does not time the calls out again.
+  fault_env env;
+  env.cfg.server.rpc_timeout = 1000ms;
+  std::string err;
+  ASSERT_TRUE(env.start_daemon(&err)) << err;
+  env.publish_steps(20);
+  ASSERT_EQ(env.wait_consistent(), "");
+  ASSERT_EQ(env.child_field("emitter", "deadline_ms"), 1000);
+
+  env.server.set_ingest_delay(1200ms);
+  env.publish_steps(20);
+  ASSERT_TRUE(wait_until([&] { return env.metric("kvrelay_units_failed_total") > 0; }, 20s))
+      << "the first unit times out";
+  ASSERT_EQ(env.wait_consistent(60s), "");
+  EXPECT_GE(env.child_field("emitter", "deadline_ms"), 2000);
+  EXPECT_GE(env.child_field("emitter", "deadline_raised"), 1);
+  // Settled (the resync the first failure called for is done): what the engine does next goes
+  // out and is acknowledged within the deadline.
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return env.child_flag("debouncer", "server_healthy") &&
+               !env.child_flag("debouncer", "resync_in_progress") &&
+               !env.child_flag("debouncer", "re_reporting") &&
+               env.metric("kvrelay_resyncs_total") >= 1 &&
+               env.metric("kvrelay_pending_entries") == 0;
+      },
+      60s));
+  const auto failed = env.metric("kvrelay_units_failed_total");
+  const auto resyncs = env.metric("kvrelay_resyncs_total");
+  const auto ok = env.metric("kvrelay_units_sent_total");
+  env.publish_steps(10);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return env.metric("kvrelay_units_sent_total") > ok &&
+               env.metric("kvrelay_pending_entries") == 0;
+      },
+      30s));
+  EXPECT_EQ(env.wait_consistent(60s), "");
+  EXPECT_EQ(env.metric("kvrelay_units_failed_total"), failed) << "no unit times out any more";
+  EXPECT_EQ(env.metric("kvrelay_resyncs_total"), resyncs) << "no resync started again";
+
+  env.server.set_ingest_delay(0ms);
+  EXPECT_TRUE(wait_until(
+      [&] {
+        env.publish_steps(1);  // each fast completion halves the deadline again
+        return env.child_field("emitter", "deadline_ms") == 1000;
+      },
+      20s))
+      << "a fast server brings the configured deadline back";
+  EXPECT_EQ(env.wait_consistent(), "");
+}
+
 }  // namespace
 }  // namespace kvrelay::faults

@@ -56,7 +56,14 @@ class gate {
 struct atomic_calls {
   std::atomic<uint64_t> report_streams{0}, report_messages{0}, publish{0}, lookup{0},
       get_state{0}, other{0}, black_holed{0};
+  std::atomic<int64_t> ingest_delay_ms{0};  // set_ingest_delay
 };
+
+// A slow server: each message is applied, then costs this long (set_ingest_delay).
+void slow_down(const atomic_calls& c) {
+  const int64_t ms = c.ingest_delay_ms.load();
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
 
 const grpc::Status k_unavailable(grpc::StatusCode::UNAVAILABLE, "policy server stopping");
 
@@ -75,6 +82,7 @@ class service final : public ic::InferenceCache::Service {
     while (reader->Read(&update)) {
       ++calls_.report_messages;
       index_.ingest(update);
+      slow_down(calls_);
     }
     ack->set_accepted(true);
     return grpc::Status::OK;
@@ -85,6 +93,7 @@ class service final : public ic::InferenceCache::Service {
     ++calls_.publish;
     if (!gate_.pass(ctx, calls_.black_holed)) return k_unavailable;
     index_.apply(*event);
+    slow_down(calls_);
     ack->set_accepted(true);  // always true, even for ignored or dropped input
     return grpc::Status::OK;
   }
@@ -302,6 +311,10 @@ std::string policy_server::target() const {
 }
 
 void policy_server::set_black_hole(bool on) { impl_->g.set_closed(on); }
+
+void policy_server::set_ingest_delay(std::chrono::milliseconds d) {
+  impl_->calls.ingest_delay_ms.store(d.count());
+}
 size_t policy_server::held_calls() const { return impl_->g.held(); }
 policy_index& policy_server::index() { return impl_->index; }
 

@@ -3,9 +3,11 @@
 // benchmarks and the demo. All eight RPCs answer (the four the daemon never calls answer minimal
 // valid responses). While it runs it sweeps the index every sweep interval, as the reference's
 // index does (stale entries stay counted until then). Fault hooks: stop/restart (optionally
-// empty) on the same port, and a "black hole" mode in which the server accepts connections and
-// calls but never answers until released. gRPC headers stay in the .cpp.
+// empty) on the same port, a "black hole" mode in which the server accepts connections and
+// calls but never answers until released, and an ingest delay per message (a slow server).
+// gRPC headers stay in the .cpp.
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -66,6 +68,11 @@ class policy_server {
   void set_black_hole(bool on);
   /// Calls currently held by black-hole mode.
   size_t held_calls() const;
+  /// A slow server: every ReportCacheState message and PublishEvent is applied, then takes
+  /// this long before the next message is read or the call answered, as with the reference,
+  /// which ingests a message and then walks every key of its index. A client whose deadline is
+  /// shorter sees DEADLINE_EXCEEDED for calls whose content the server did apply. 0: off.
+  void set_ingest_delay(std::chrono::milliseconds d);
 
   policy_index& index();
   call_counters calls() const;
