@@ -135,13 +135,26 @@ struct engine {
   }
   // Blocks (bounded) until a subscription reached the XPUB.
   bool wait_subscriber(std::chrono::milliseconds timeout = 5000ms) {
+    return wait_subscription_message(1, timeout);
+  }
+  // Blocks (bounded) until the XPUB saw a subscriber go (its unsubscription). Until then the
+  // XPUB's session for it may still be failing its connection, and a context terminated at the
+  // same moment, with a multipart message half written to it, trips a libzmq assertion
+  // ("Resource temporarily unavailable (src/session_base.cpp:260)": clean_pipes reads the rest
+  // of the message from a pipe the termination already closed) and aborts the test. Tests
+  // that drop the subscriber while publishing wait for this before the engine goes away.
+  bool wait_unsubscribed(std::chrono::milliseconds timeout = 5000ms) {
+    return wait_subscription_message(0, timeout);
+  }
+  // An XPUB receives 1 + topic per subscription and 0 + topic per unsubscription.
+  bool wait_subscription_message(uint8_t kind, std::chrono::milliseconds timeout) {
     std::array<zmq_pollitem_t, 1> it{{{pub.handle(), 0, ZMQ_POLLIN, 0}}};
     const auto deadline = clock_type::now() + timeout;
     while (clock_type::now() < deadline) {
       zmq::poll(it, 50ms);
       zmq::message_t m;
       while (pub.recv(m, zmq::recv_flags::dontwait))
-        if (m.size() >= 1 && static_cast<const uint8_t*>(m.data())[0] == 1) return true;
+        if (m.size() >= 1 && static_cast<const uint8_t*>(m.data())[0] == kind) return true;
     }
     return false;
   }
@@ -522,6 +535,7 @@ TEST(ZmqSource, StopUnderLoadReturnsPromptly) {
   RecordProperty("stop_ms", static_cast<int>(took_ms));
   EXPECT_LT(took_ms, 200);
   EXPECT_FALSE(f.src->running());
+  EXPECT_TRUE(e.wait_unsubscribed()) << "the stopped source left the engine";
 }
 
 TEST(ZmqSource, DeadReplayEndpointDelaysLiveOnlyUntilTheReplayIsGivenUp) {
