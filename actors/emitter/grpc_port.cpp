@@ -153,16 +153,14 @@ class grpc_port final : public policy_port {
     fingerprint::write_be8(ev.fingerprint, key);
     e->set_prefix_hash(key, sizeof key);
     if (!ev.adapter.empty()) e->set_adapter_id(ev.adapter);
-    evicts_.fetch_add(1, std::memory_order_relaxed);
     // Eviction completions wake the actor a batch at a time, not one by one: waking it (and a
     // CAF worker) per completion cost more than the rest of the emitter's share of an RPC. The
-    // last one in flight, and any failure, wake it at once.
+    // end of a burst, and any failure, wake it at once (deferred_completions).
     // [this, call] fits std::function's inline storage: no allocation per call. The port
     // outlives every callback (client_ is its last member: destroyed, and drained, first).
+    evicts_.issued();
     client_->publish(std::move(e), [this, call](rpc_result r) {
-      const bool last = evicts_.fetch_sub(1, std::memory_order_relaxed) == 1;
-      const size_t batch = last || r.code != 0 ? 1 : cfg_.evict_wake_batch;
-      inbox_->push(to_event(call, std::move(r)), batch);
+      evicts_.completed(to_event(call, std::move(r)));
     });
   }
 
@@ -227,7 +225,7 @@ class grpc_port final : public policy_port {
 
   port_config cfg_;
   std::shared_ptr<port_inbox> inbox_;  // declared before client_: outlives its callbacks
-  std::atomic<size_t> evicts_{0};  // eviction calls in flight; before client_ as well
+  deferred_completions evicts_{inbox_, cfg_.evict_wake_batch};  // before client_ as well
   std::shared_ptr<message_pool> pool_ = std::make_shared<message_pool>();
   std::unique_ptr<policy_client> client_;
 };

@@ -23,6 +23,27 @@ void port_inbox::take(std::vector<port_event>& out) {
   woken_ = false;
 }
 
+void port_inbox::flush() {
+  std::function<void()> wake;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (woken_ || !wake_ || items_.empty()) return;
+    woken_ = true;
+    wake = wake_;
+  }
+  wake();
+}
+
+void deferred_completions::arrive(port_event e) {
+  const size_t batch = e.code != 0 ? 1 : batch_;
+  inbox_->push(std::move(e), batch);
+}
+
+void deferred_completions::depart() {
+  // acq_rel: the last one to count down sees every push that was counted down before it.
+  if (in_flight_.fetch_sub(1, std::memory_order_acq_rel) == 1) inbox_->flush();
+}
+
 void port_inbox::bind(std::function<void()> wake) {
   std::function<void()> now;
   {

@@ -5,6 +5,7 @@
 // (make_grpc_port, in grpc_port.cpp); a shell test gives the emitter a fake through
 // emitter_options::make_port. No gRPC or CAF here: actor code and tests include it.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -41,6 +42,9 @@ class port_inbox {
   void push(port_event e, size_t min_batch = 1);
   /// Moves every waiting event into `out` (cleared first; capacities are kept on both sides).
   void take(std::vector<port_event>& out);
+  /// Wakes the bound actor if events are waiting and no wake-up is on its way: ends a burst
+  /// whose events were pushed deferred.
+  void flush();
   /// Sets the wake-up (the actor's "completions are waiting" message); wakes at once if events
   /// are already waiting. An empty function unbinds (the actor is going away).
   void bind(std::function<void()> wake);
@@ -50,6 +54,36 @@ class port_inbox {
   std::vector<port_event> items_;
   bool woken_ = false;  // a wake-up was sent and its take() has not run yet
   std::function<void()> wake_;
+};
+
+/// rpc mode's eviction completions, handed to the inbox `batch` at a time. A completion is
+/// pushed (deferred) before it is counted done, and the one that counts the last call in flight
+/// done flushes the inbox, so whatever order the RPC threads run in, the end of a burst wakes the
+/// actor for all of it. (Deciding "the last one" before pushing lost a wake-up: completion Y
+/// counted last and woke the actor, X was pushed just after with a deferral, and with nothing
+/// left in flight nobody ever woke the actor for X: the emitter stalled with its units queued.)
+class deferred_completions {
+ public:
+  deferred_completions(std::shared_ptr<port_inbox> inbox, size_t batch)
+      : inbox_(std::move(inbox)), batch_(batch == 0 ? 1 : batch) {}
+  /// Before the call starts (the issuing thread).
+  void issued() { in_flight_.fetch_add(1, std::memory_order_relaxed); }
+  /// Once per issued call, any thread: arrive(e), then depart(). A failure wakes the actor at
+  /// once.
+  void completed(port_event e) {
+    arrive(std::move(e));
+    depart();
+  }
+  /// The two steps of completed(), in this order for each call (public for the tests, which
+  /// run every interleaving of several calls' steps).
+  void arrive(port_event e);  // pushed to the inbox, deferred unless it failed
+  void depart();              // counted done; the last call in flight flushes the inbox
+  size_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
+
+ private:
+  std::shared_ptr<port_inbox> inbox_;
+  size_t batch_;
+  std::atomic<size_t> in_flight_{0};
 };
 
 /// Who reports, and how the stream's messages are cut.
