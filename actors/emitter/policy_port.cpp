@@ -1,5 +1,6 @@
 #include "actors/emitter/policy_port.hpp"
 
+#include <iterator>
 #include <utility>
 
 namespace kvrelay::emitter {
@@ -19,7 +20,13 @@ void port_inbox::push(port_event e, size_t min_batch) {
 void port_inbox::take(std::vector<port_event>& out) {
   out.clear();
   std::lock_guard<std::mutex> lk(mu_);
-  out.swap(items_);
+  // Moved, not swapped: each buffer stays with one side (items_ is only touched under the lock,
+  // `out` only by the actor), so no buffer the actor read goes back to the RPC threads. Swapping
+  // them handed the actor's last-read buffer to a pushing thread, ordered only through CAF's
+  // scheduling, which ThreadSanitizer cannot see (it reported a race on a port_event).
+  out.insert(out.end(), std::make_move_iterator(items_.begin()),
+             std::make_move_iterator(items_.end()));
+  items_.clear();
   woken_ = false;
 }
 

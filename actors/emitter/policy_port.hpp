@@ -40,7 +40,7 @@ class port_inbox {
   /// a wake-up is already on its way. A caller that defers (min_batch > 1) must push its last
   /// event of a burst with min_batch 1, or the events wait for someone else's wake-up.
   void push(port_event e, size_t min_batch = 1);
-  /// Moves every waiting event into `out` (cleared first; capacities are kept on both sides).
+  /// Moves every waiting event into `out` (cleared first; each side keeps its own buffer).
   void take(std::vector<port_event>& out);
   /// Wakes the bound actor if events are waiting and no wake-up is on its way: ends a burst
   /// whose events were pushed deferred.
