@@ -195,8 +195,9 @@ using pipeline_actor = caf::typed_actor<
 /// signals ask (one owner: HTTP threads talk to it, never to the daemon object's fields). With
 /// engines that have a URL it owns the discovery actor and spawns their pipelines when it answers.
 using daemon_actor = caf::typed_actor<
-  // Every pipeline: the facts fixed at start and its status subtree, in configuration order.
-  caf::replies_to<atom::status>::with<std::vector<pipeline_view>>,
+  // Every pipeline: the facts fixed at start and its status subtree, in configuration order;
+  // and the discovery actor's status (kind "" when no engine has a URL).
+  caf::replies_to<atom::status>::with<std::vector<pipeline_view>, actor_status>,
   // Every pipeline is ready; the reasons of those that are not ("<pipeline>: <reason>").
   caf::replies_to<atom::ready>::with<bool, std::vector<std::string>>,
   // Fault injection in pipeline P (by name); false when there is no such pipeline or actor.

@@ -179,17 +179,19 @@ struct admin_server::impl {
                  std::chrono::steady_clock::now() - b.started)
           .count();
     };
-    add("GET", "/debug/tree", "every actor: kind, state, mailbox, restarts, last error, uptime",
+    add("GET", "/debug/tree",
+        "every actor: kind, state, mailbox, restarts, last error, uptime; engine discovery",
         [this, uptime](const http_request&, http_response& res) {
           auto views = b.client.status();
           if (!views) return void(res = reply(503, "the daemon did not answer in time\n"));
-          res = reply(200, render_tree(*views, uptime()) + "\n", "application/json");
+          res = reply(200, render_tree(views->pipelines, uptime(), views->discovery) + "\n",
+                      "application/json");
         });
     add("GET", "/debug/engines", "per pipeline: endpoints, last seq, adapters, readiness",
         [this](const http_request&, http_response& res) {
           auto views = b.client.status();
           if (!views) return void(res = reply(503, "the daemon did not answer in time\n"));
-          res = reply(200, render_engines(*views) + "\n", "application/json");
+          res = reply(200, render_engines(views->pipelines) + "\n", "application/json");
         });
     add("POST", "/debug/adapters",
         "add a LoRA id→name mapping: ?id=N&name=S[&replica=R] (all replicas when R is absent)",

@@ -4,7 +4,8 @@
 //   GET  /healthz          process alive (answered on the I/O thread: never waits for actors)
 //   GET  /readyz           every pipeline decoded a batch (or caught up) and the server answered
 //   GET  /metrics          Prometheus text
-//   GET  /debug/tree       every actor: kind, state, mailbox, restarts, last error, uptime
+//   GET  /debug/tree       every actor: kind, state, mailbox, restarts, last error, uptime;
+//                          engine discovery (what it asked, found, last error, retries)
 //   GET  /debug/engines    per pipeline: endpoints, last seq, adapters, readiness
 //   POST /debug/adapters   ?replica=R&id=N&name=S  adds a LoRA id → name mapping
 //   POST /debug/crash      ?pipeline=P&actor=A     fault injection (config switch, off by default)

@@ -211,15 +211,15 @@ void daemon::stop() {
 std::string daemon::tree_json(std::chrono::milliseconds timeout) {
   auto& d = *impl_;
   if (!d.sys) return {};
-  auto views = d.client().status(timeout + std::chrono::seconds(1));
-  return render_tree(views ? *views : std::vector<pipeline_view>{}, d.uptime_s());
+  auto v = d.client().status(timeout + std::chrono::seconds(1));
+  return v ? render_tree(v->pipelines, d.uptime_s(), v->discovery) : render_tree({}, d.uptime_s());
 }
 
 std::string daemon::engines_json() const {
   const auto& d = *impl_;
   if (!d.sys) return "[]";
-  auto views = d.client().status();
-  return render_engines(views ? *views : std::vector<pipeline_view>{});
+  auto v = d.client().status();
+  return render_engines(v ? v->pipelines : std::vector<pipeline_view>{});
 }
 
 bool daemon::ready(std::vector<std::string>* reasons) const {

@@ -181,34 +181,41 @@ struct gather {
   }
 };
 
-void status_of(daemon_self self, caf::typed_response_promise<std::vector<pipeline_view>> rp) {
-  const auto& ps = self->state.pipelines;
+using status_promise = caf::typed_response_promise<std::vector<pipeline_view>, actor_status>;
+
+// Every pipeline's tree and discovery's, asked at once; answered when the last one is in.
+void status_of(daemon_self self, status_promise rp) {
+  auto& st = self->state;
+  const auto& ps = st.pipelines;
   auto views = std::make_shared<std::vector<pipeline_view>>();
   for (const auto& p : ps) views->push_back(p.facts);
-  auto g = std::make_shared<gather<actor_status>>();
-  g->items.resize(ps.size());
-  g->remaining = ps.size();
   // Engines discovery has no answer for yet: a view without a pipeline behind it.
   std::vector<pipeline_view> waiting;
-  for (const auto& [engine, why] : self->state.waiting) {
+  for (const auto& [engine, why] : st.waiting) {
     pipeline_view v;
-    v.replica_id = self->state.setup.replica_ids[engine];
+    v.replica_id = st.setup.replica_ids[engine];
     v.name = v.replica_id;
     v.waiting = why;
     v.status.kind = "engine";
     v.status.state = "waiting";
     waiting.push_back(std::move(v));
   }
-  if (ps.empty()) {
-    rp.deliver(std::move(waiting));
-    return;
-  }
-  g->done = [views, rp, waiting](std::vector<actor_status>& items) mutable {
-    for (size_t i = 0; i < items.size(); ++i) (*views)[i].status = std::move(items[i]);
+  const bool with_discovery = !st.setup.options.engines.empty();
+  const size_t disc = ps.size();  // discovery's slot, after the pipelines'
+  auto g = std::make_shared<gather<actor_status>>();
+  g->items.resize(ps.size() + (with_discovery ? 1 : 0));
+  g->remaining = g->items.size();
+  g->done = [views, rp, waiting, with_discovery, disc](std::vector<actor_status>& items) mutable {
+    for (size_t i = 0; i < disc; ++i) (*views)[i].status = std::move(items[i]);
     for (auto& w : waiting) views->push_back(std::move(w));
+    actor_status d = with_discovery ? std::move(items[disc]) : actor_status{};
     tsan::handoff_publish();
-    rp.deliver(std::move(*views));
+    rp.deliver(std::move(*views), std::move(d));
   };
+  if (g->remaining == 0) {
+    std::vector<actor_status> none;
+    return g->done(none);
+  }
   for (size_t i = 0; i < ps.size(); ++i) {
     self->request(ps[i].hdl, pipeline_status_timeout, atom::status_v)
         .then(
@@ -225,6 +232,26 @@ void status_of(daemon_self self, caf::typed_response_promise<std::vector<pipelin
               g->one();
             });
   }
+  if (!with_discovery) return;
+  auto& d = g->items[disc];
+  d.name = "discovery";
+  d.kind = "discovery";
+  if (!st.discovery) {
+    d.state = "down (restarting)";  // the down handler's restart is pending
+    return g->one();
+  }
+  self->request(st.discovery, pipeline_status_timeout, atom::status_v)
+      .then(
+          [g, disc](actor_status& s) {
+            tsan::handoff_consume();
+            s.name = "discovery";
+            g->items[disc] = std::move(s);
+            g->one();
+          },
+          [g, disc](caf::error& err) {
+            g->items[disc].state = "no answer: " + caf::to_string(err);
+            g->one();
+          });
 }
 
 daemon_actor::behavior_type daemon_fn(daemon_self self, std::vector<daemon_pipeline> ps,
@@ -266,8 +293,8 @@ daemon_actor::behavior_type daemon_fn(daemon_self self, std::vector<daemon_pipel
         tsan::handoff_publish();
         return names;
       },
-      [=](atom::status) -> caf::result<std::vector<pipeline_view>> {
-        auto rp = self->make_response_promise<std::vector<pipeline_view>>();
+      [=](atom::status) -> caf::result<std::vector<pipeline_view>, actor_status> {
+        auto rp = self->make_response_promise<std::vector<pipeline_view>, actor_status>();
         status_of(self, rp);
         return rp;
       },
@@ -387,14 +414,14 @@ daemon_actor spawn_daemon_actor(caf::actor_system& sys, std::vector<daemon_pipel
 
 // -- daemon_client: blocking calls from threads outside CAF -----------------------------------
 
-std::optional<std::vector<pipeline_view>> daemon_client::status(ms timeout) const {
+std::optional<daemon_view> daemon_client::status(ms timeout) const {
   caf::scoped_actor self{sys_};
-  std::optional<std::vector<pipeline_view>> out;
+  std::optional<daemon_view> out;
   self->request(root_, timeout, atom::status_v)
       .receive(
-          [&](std::vector<pipeline_view>& v) {
+          [&](std::vector<pipeline_view>& v, actor_status& discovery) {
             tsan::handoff_consume();
-            out = std::move(v);
+            out = daemon_view{std::move(v), std::move(discovery)};
           },
           [](caf::error&) {});
   return out;

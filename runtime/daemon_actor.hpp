@@ -51,14 +51,21 @@ struct daemon_discovery {
 daemon_actor spawn_daemon_actor(caf::actor_system& sys, std::vector<daemon_pipeline> pipelines,
                                 daemon_discovery discovery = {});
 
+/// What the root answers for /debug/tree and /debug/engines.
+struct daemon_view {
+  std::vector<pipeline_view> pipelines;
+  actor_status discovery;  // kind "" when no engine has a URL
+};
+
 class daemon_client {
  public:
   using ms = std::chrono::milliseconds;
 
   daemon_client(caf::actor_system& sys, daemon_actor root) : sys_(sys), root_(std::move(root)) {}
 
-  /// Every pipeline with its status tree; nullopt when the root does not answer in time.
-  std::optional<std::vector<pipeline_view>> status(ms timeout = ms(3000)) const;
+  /// Every pipeline with its status tree, and discovery's; nullopt when the root does not
+  /// answer in time.
+  std::optional<daemon_view> status(ms timeout = ms(3000)) const;
   /// Every pipeline ready, and the reasons of those that are not.
   std::pair<bool, std::vector<std::string>> ready(ms timeout = ms(2000)) const;
   /// Fault injection; false when there is no such pipeline or the actor is not running.

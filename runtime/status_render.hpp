@@ -16,8 +16,10 @@ namespace kvrelay {
 /// fields, then "children" (only when it has any).
 std::string render_json(const actor_status& s);
 
-/// /debug/tree: the version, the uptime and every pipeline's status tree.
-std::string render_tree(const std::vector<pipeline_view>& pipelines, int64_t uptime_s);
+/// /debug/tree: the version, the uptime, engine discovery's status (when `discovery.kind` is
+/// set: some engine has a URL) and every pipeline's status tree.
+std::string render_tree(const std::vector<pipeline_view>& pipelines, int64_t uptime_s,
+                        const actor_status& discovery = {});
 
 /// /debug/engines: per pipeline its endpoints, connection, last seq, counters, readiness and
 /// adapter map.

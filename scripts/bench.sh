@@ -765,14 +765,24 @@ run_replay_case() {
   local size; size="$(stat -c %s "$file")"
   start_sink "$name"
   local live=$((base + 2)) ring=$((base + 3))
+  # kvrelay catches up from the ring (the capture's history) before anything live is sent: at max
+  # speed a subscriber still catching up when the stream starts overflows its reorder buffer.
+  rm -f "$WORK/replay-go"
+  "$rep" --in "$file" --bind "tcp://127.0.0.1:$live" --replay-bind "tcp://127.0.0.1:$ring" \
+    --speed max --linger 30s --go-file "$WORK/replay-go" 2>>"$OUT/replay.log" &
+  PIDS+=("$!")
   start_kvrelay "$name" --engine-endpoint "tcp://127.0.0.1:$live" \
     --replay-endpoint "tcp://127.0.0.1:$ring" --replica-id bench --model-id bench \
     --engine-metrics-url "" --lora-adapter-names "$ADAPTERS"
-  "$rep" --in "$file" --bind "tcp://127.0.0.1:$live" --replay-bind "tcp://127.0.0.1:$ring" \
-    --speed max --linger 30s 2>>"$OUT/replay.log" &
-  PIDS+=("$!")
+  local caught_up=0
+  for _ in $(seq 1200); do
+    [[ "$(metric_sum kvrelay_replays_total 'outcome="succeeded"')" -ge 1 ]] && { caught_up=1; break; }
+    sleep 0.05
+  done
+  [[ $caught_up == 1 ]] || { log "case $name: kvrelay's catch-up from the ring never ended"; FAILED=1; }
   local t0 c0 t1="" c1 b=0
   t0="$(now)"; c0="$(cpu_seconds "$KV_PID")"
+  touch "$WORK/replay-go"
   for _ in $(seq 1200); do
     b="$(metric_sum kvrelay_batches_total)"
     if [[ "$b" -ge "$batches" ]]; then t1="$(now)"; c1="$(cpu_seconds "$KV_PID")"; break; fi

@@ -57,6 +57,7 @@ class fetch_threads final : public discovery_fetch_port {
 struct watched {
   uint64_t index = 0;
   std::unique_ptr<discovery::engine_watch> watch;
+  int64_t last_fetch_unix_ms = 0;  // when the last fetch's result arrived (0 = none yet)
 };
 
 struct discovery_state {
@@ -125,6 +126,8 @@ actor_status engine_status(const watched& w) {
   s.add("fetching", e.fetching());
   s.add("waiting", e.waiting_reason());
   s.add("last_error", e.last_error());
+  s.add("last_fetch_unix_ms", w.last_fetch_unix_ms);
+  s.add("retries", e.failures_in_a_row());
   const auto& c = e.counters();
   s.add("fetches", c.fetches);
   s.add("failures", c.failures);
@@ -134,6 +137,8 @@ actor_status engine_status(const watched& w) {
   for (int64_t r : e.stopped_ranks()) stopped.push_back(std::to_string(r));
   s.add("stopped_ranks", std::move(stopped));
   if (const auto& t = e.target()) {
+    s.add("dialect", t->dialect);
+    s.add("model_id", t->model_id.value);
     actor_status::string_list eps;
     for (const auto& r : t->ranks)
       eps.push_back(std::to_string(r.dp_rank) + " " + r.endpoint.value);
@@ -184,6 +189,8 @@ discovery_actor::behavior_type discovery_fn(discovery_self self, pipeline_contex
       [=](atom::fetched, uint64_t engine, const discovery_fetch_ptr& r) {
         tsan::handoff_consume();
         const int64_t now_ms = self->state.ctx.wall_us() / 1000;
+        if (auto it = self->state.engines.find(engine); it != self->state.engines.end())
+          it->second.last_fetch_unix_ms = now_ms;
         with(engine, [&](discovery::engine_watch& w, discovery::watch_actions& out) {
           w.on_fetched(r->result, now_ms, out);
         });

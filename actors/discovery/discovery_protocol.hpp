@@ -111,6 +111,8 @@ class engine_watch {
   const engine_request& request() const noexcept { return req_; }
   const watch_counters& counters() const noexcept { return c_; }
   const std::set<int64_t>& stopped_ranks() const noexcept { return stopped_; }
+  /// Failed fetches (and refused answers) since the last good answer: the retries so far.
+  uint64_t failures_in_a_row() const noexcept { return failures_in_a_row_; }
 
  private:
   void fetch_now(watch_actions& out);

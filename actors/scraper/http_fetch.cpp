@@ -1,12 +1,111 @@
 #include "actors/scraper/http_fetch.hpp"
 
 #include <httplib.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <exception>
 #include <utility>
 
 namespace kvrelay {
+
+namespace {
+
+std::string duration_text(std::chrono::milliseconds d) {
+  if (d.count() % 1000 == 0) return std::to_string(d.count() / 1000) + " s";
+  return std::to_string(d.count()) + " ms";
+}
+
+// httplib says Connection for a name that does not resolve, a refused connection and an
+// unreachable host alike, and keeps the socket's error to itself. On that (rare) path, ask
+// again ourselves: resolve, then one non-blocking connect (at most 1 s), for its errno.
+std::string why_no_connection(const http_url& t, std::chrono::milliseconds timeout) {
+  timeout = std::min(timeout, std::chrono::milliseconds(1000));
+  const std::string where = t.host + ":" + std::to_string(t.port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const std::string port = std::to_string(t.port);
+  if (const int rc = ::getaddrinfo(t.host.c_str(), port.c_str(), &hints, &res); rc != 0)
+    return "could not resolve host " + t.host + " (" + ::gai_strerror(rc) + ")";
+  int err = 0;
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                            a->ai_protocol);
+    if (fd < 0) {
+      err = errno;
+      continue;
+    }
+    err = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      const int n = ::poll(&p, 1, static_cast<int>(timeout.count()));
+      socklen_t len = sizeof err;
+      if (n == 0)
+        err = ETIMEDOUT;
+      else if (n < 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+        err = errno;
+    }
+    ::close(fd);
+    if (err == 0) break;
+  }
+  ::freeaddrinfo(res);
+  switch (err) {
+    case 0:
+      return "could not connect to " + where + " (a second attempt got through: it may have "
+             "just started)";
+    case ECONNREFUSED:
+      return "connection refused by " + where + " (nothing listens there)";
+    case ETIMEDOUT:
+      return "timed out connecting to " + where + " after " + duration_text(timeout);
+    default:
+      return "could not connect to " + where + ": " + std::strerror(err);
+  }
+}
+
+// The one place an httplib error becomes words an operator reads (httplib::to_string gives
+// its enumerator names: "Connection", "Read").
+std::string describe(httplib::Error e, const http_url& t, std::chrono::milliseconds timeout) {
+  using E = httplib::Error;
+  switch (e) {
+    case E::Connection:
+      return why_no_connection(t, timeout);
+    case E::ConnectionTimeout:
+      return "timed out connecting to " + t.host + ":" + std::to_string(t.port) + " after " +
+             duration_text(timeout);
+    case E::Read:
+      return "no answer within " + duration_text(timeout) + ", or the connection closed";
+    case E::Write:
+      return "could not send the request (the connection closed)";
+    case E::BindIPAddress:
+      return "could not bind the local address";
+    case E::ExceedRedirectCount:
+      return "too many redirects";
+    case E::Canceled:
+      return "cancelled";
+    case E::SSLConnection:
+      return "TLS handshake failed";
+    case E::SSLLoadingCerts:
+      return "could not load TLS certificates";
+    case E::SSLServerVerification:
+      return "the server's TLS certificate did not verify";
+    case E::UnsupportedMultipartBoundaryChars:
+      return "unsupported multipart boundary";
+    case E::Compression:
+      return "could not decompress the answer";
+    default:
+      return "failed (" + httplib::to_string(e) + ")";
+  }
+}
+
+}  // namespace
 
 struct http_fetcher::impl {
   std::string url;
@@ -71,7 +170,7 @@ struct http_fetcher::impl {
       } else if (too_slow) {
         r.error = "GET " + shown + ": timed out reading the body";
       } else if (!res) {
-        r.error = "GET " + shown + ": " + httplib::to_string(res.error());
+        r.error = "GET " + shown + ": " + describe(res.error(), target, opts.timeout);
       } else {
         r.ok = true;
         r.status = res->status;

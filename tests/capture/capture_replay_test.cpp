@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "tests/faults/fault_fixture.hpp"
+#include "tests/tools/zmq_peer.hpp"
 #include "tools/capture/capturer.hpp"
 #include "tools/capture/kvcap.hpp"
 #include "tools/fake-engine/publisher.hpp"
@@ -190,6 +191,60 @@ TEST(CaptureReplay, RecordedSpeedIsNeverFasterThanTheRecording) {
   rep.value()->run(stop);
   EXPECT_GE(std::chrono::steady_clock::now() - t0, milliseconds(150));
   EXPECT_EQ(rep.value()->stats().live_sent, 4u);
+}
+
+// A subscriber asks the ring as soon as its SUB connects, before anything live is sent: the
+// capture's history must be there already, or a fast replay's subscriber first sees an empty
+// ring and then live batches from the middle of the stream (bench.sh's replay case, 1 run in 2).
+// --go-file holds the live records back until the file exists; the ring answers meanwhile.
+TEST(CaptureReplay, TheRingHoldsTheHistoryBeforeTheFirstLiveMessageAndGoFileHoldsThemBack) {
+  faults::temp_dir dir;
+  const std::string file = dir.file("history.kvcap");
+  const std::string batch("\x92\xcb\0\0\0\0\0\0\0\0\x90", 11);
+  {
+    auto w = writer::create(file, "{}");
+    ASSERT_TRUE(w);
+    // The capture's replay request was answered with 0..2 and END; live went on from 2.
+    for (uint64_t s = 0; s < 3; ++s)
+      ASSERT_TRUE(w.value()->write(record_kind::replay_reply, 1, {fake::be8(s), batch}));
+    ASSERT_TRUE(w.value()->write(record_kind::replay_reply, 1, {fake::END, ""}));
+    for (uint64_t s = 2; s < 5; ++s)
+      ASSERT_TRUE(w.value()->write(record_kind::live, 2, {"kv", fake::be8(s), batch}));
+  }
+  replay_options o;
+  o.in = file;
+  o.bind = "tcp://127.0.0.1:*";
+  o.replay_bind = "tcp://127.0.0.1:*";
+  o.speed = 0;
+  o.wait_subscriber = milliseconds(0);
+  o.linger = milliseconds(0);
+  o.go_file = dir.file("go");
+  auto rep = replayer::create(o);
+  ASSERT_TRUE(rep) << rep.error().render();
+  auto& r = *rep.value();
+  fake::zmq_peer peer;
+  const auto seqs_from_ring = [&] {
+    auto d = peer.dealer(r.replay_endpoint());
+    std::vector<std::string> seqs;
+    for (const auto& reply : peer.replay(d, 0))
+      if (reply.size() == 3) seqs.push_back(reply[1]);
+    return seqs;
+  };
+  const std::vector<std::string> history{fake::be8(0), fake::be8(1), fake::be8(2), fake::END};
+  EXPECT_EQ(seqs_from_ring(), history) << "before run(): the capture's history, then END";
+
+  std::atomic<bool> stop{false};
+  std::thread play([&] { r.run(stop); });
+  auto sub = peer.sub(r.live_endpoint(), "");
+  EXPECT_EQ(seqs_from_ring(), history) << "waiting for the go file";
+  EXPECT_EQ(r.sent(), 0u) << "nothing live before the go file";
+  dir.write("go", "");
+  EXPECT_TRUE(faults::wait_until([&] { return r.sent() == 3; }, seconds(20)));
+  stop = true;
+  play.join();
+  EXPECT_EQ(seqs_from_ring(),
+            (std::vector<std::string>{fake::be8(0), fake::be8(1), fake::be8(2), fake::be8(3),
+                                      fake::be8(4), fake::END}));
 }
 
 // The two programs as an operator runs them: flags, exit codes, what they print.

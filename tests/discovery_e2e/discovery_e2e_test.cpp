@@ -105,6 +105,14 @@ struct Discovery : ::testing::Test {
     return harness::wait_until([&] { return h->daemon().pipeline_names().size() == n; });
   }
   json engines() { return json::parse(h->daemon().engines_json()); }
+  // /debug/tree's discovery entry for the engine at `url` (null when absent).
+  json discovery_of(const std::string& engine_url) {
+    const auto tree = json::parse(h->daemon().tree_json());
+    if (!tree.contains("discovery")) return nullptr;
+    for (const auto& e : tree["discovery"].value("children", json::array()))
+      if (e.value("url", "") == engine_url) return e;
+    return nullptr;
+  }
   std::vector<std::string> not_ready() {
     std::vector<std::string> why;
     h->daemon().ready(&why);
@@ -204,12 +212,30 @@ TEST_F(Discovery, HttpUpBeforeThePublishersWaitsThenRuns) {
     return false;
   })) << h->diagnose();
   EXPECT_TRUE(h->daemon().pipeline_names().empty());
+  // /debug/tree shows discovery itself: what it asks, when it last heard, why not yet, retries.
+  json w;
+  ASSERT_TRUE(harness::wait_until([&] {
+    w = discovery_of(url);
+    return w.is_object() && w.value("retries", 0) >= 1;
+  })) << h->daemon().tree_json();
+  EXPECT_EQ(w["kind"], "engine_watch");
+  EXPECT_EQ(w["state"], "waiting");
+  EXPECT_NE(w["last_error"].get<std::string>().find("503"), std::string::npos) << w.dump();
+  EXPECT_GT(w["last_fetch_unix_ms"].get<int64_t>(), 0) << w.dump();
   http->update([](fake::engine_description& d) { d.discovery_answer = {}; });
   ASSERT_TRUE(wait_pipelines(1)) << h->diagnose();
   ASSERT_TRUE(h->sync()) << h->diagnose();
   const auto t = token_range(700, 32);
   h->publish({stored(u_hashes({7, 8}), t, bs)});
   EXPECT_TRUE(wait_resident(t)) << h->diagnose();
+  w = discovery_of(url);
+  ASSERT_TRUE(w.is_object()) << h->daemon().tree_json();
+  EXPECT_EQ(w["state"], "discovered") << w.dump();
+  EXPECT_EQ(w["retries"], 0) << w.dump();
+  EXPECT_NE(w["last_error"].get<std::string>().find("503"), std::string::npos)
+      << "the last error stays (retries 0 says it is over)" << w.dump();
+  EXPECT_EQ(w["dialect"], "vllm") << w.dump();
+  EXPECT_EQ(w["endpoints"], json::array({"0 " + h->live(0).live_endpoint()})) << w.dump();
 }
 
 TEST_F(Discovery, ABadEngineWaitsWithAClearErrorAndTheOthersRun) {

@@ -107,6 +107,19 @@ struct root_test : ::testing::Test {
     return out;
   }
 
+  daemon_view status() {
+    daemon_view out;
+    auto client = t.sys().spawn([&](caf::event_based_actor* self) {
+      self->request(root, 1s, atom::status_v)
+          .then([&](std::vector<pipeline_view> v, actor_status d) {
+            out = {std::move(v), std::move(d)};
+          });
+    });
+    t.stop_at_end(client);
+    t.run();
+    return out;
+  }
+
   std::vector<std::string> reasons() {
     std::vector<std::string> out;
     auto client = t.sys().spawn([&](caf::event_based_actor* self) {
@@ -131,12 +144,39 @@ TEST_F(root_test, WaitsUntilATargetThenRunsItsPipelines) {
   EXPECT_TRUE(reasons().empty()) << reasons().front();
 }
 
+// /debug/tree shows the discovery actor beside the pipelines: what it asks, what it is doing.
+TEST_F(root_test, ItsStatusCarriesTheDiscoveryActorsBesideThePipelines) {
+  auto s = status();
+  EXPECT_EQ(s.discovery.name, "discovery");
+  EXPECT_EQ(s.discovery.kind, "discovery");
+  EXPECT_EQ(s.discovery.state, "running");
+  ASSERT_EQ(s.discovery.children.size(), 1u);
+  const auto& e = s.discovery.children[0];
+  const auto text = [&](const char* key) {
+    const auto* v = e.find(key);
+    return v && std::holds_alternative<std::string>(*v) ? std::get<std::string>(*v) : "?";
+  };
+  EXPECT_EQ(text("url"), "http://10.0.0.5:8000");
+  EXPECT_EQ(text("state"), "waiting");
+  EXPECT_TRUE(e.flag("fetching")) << "its first fetch is out (the port never answers)";
+  EXPECT_EQ(e.integer("fetches"), 1);
+  EXPECT_EQ(e.integer("retries"), 0);
+  EXPECT_EQ(e.integer("last_fetch_unix_ms"), 0) << "no answer yet";
+  ASSERT_EQ(s.pipelines.size(), 1u) << "the waiting engine";
+  EXPECT_EQ(s.pipelines[0].status.state, "waiting");
+  tell("tcp://10.0.0.5:1");
+  s = status();
+  ASSERT_EQ(s.pipelines.size(), 1u);
+  EXPECT_EQ(s.pipelines[0].status.kind, "pipeline");
+  EXPECT_EQ(s.discovery.kind, "discovery");
+}
+
 TEST_F(root_test, TheSamePipelinesKeepRunningAndChangedOnesAreReplaced) {
   tell("tcp://10.0.0.5:1");
   tell("tcp://10.0.0.5:1", "discovered: y");  // a re-read after a stream stop: unchanged
   EXPECT_EQ(log->endpoints.size(), 1u) << "nothing respawned";
   EXPECT_FALSE(log->exited[0]);
-  const auto views = ask<std::vector<pipeline_view>>(atom::status_v);
+  const auto views = status().pipelines;
   ASSERT_EQ(views.size(), 1u);
   ASSERT_FALSE(views[0].origins.empty());
   EXPECT_EQ(views[0].origins[0].second, "discovered: y") << "the origins are refreshed";

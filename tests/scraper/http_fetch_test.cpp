@@ -194,7 +194,9 @@ TEST(HttpFetch, GetsOtherPathsOnTheSameConnection) {
   http_fetcher g(srv.url("/metrics"), o);
   r = g.get("/hang");
   EXPECT_FALSE(r.ok);
-  EXPECT_NE(r.error.find("GET " + srv.url("/hang")), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("GET " + srv.url("/hang") + ": no answer within 200 ms"),
+            std::string::npos)
+      << r.error;
 }
 
 TEST(HttpFetch, M21Http500IsAnErrorWithZeroStats) {
@@ -263,6 +265,22 @@ TEST(HttpFetch, ConnectionRefusedIsAnError) {
   fetch_result r = f.get();
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.error.find("GET http://127.0.0.1"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find(": connection refused by 127.0.0.1:" + std::to_string(port) +
+                         " (nothing listens there)"),
+            std::string::npos)
+      << r.error;
+}
+
+TEST(HttpFetch, AHostThatDoesNotResolveSaysSo) {
+  http_fetch_options o;
+  o.timeout = 500ms;
+  http_fetcher f("http://kvrelay-test.invalid:8000/metrics", o);  // .invalid never resolves
+  fetch_result r = f.get();
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("GET http://kvrelay-test.invalid:8000/metrics: could not resolve host "
+                         "kvrelay-test.invalid ("),
+            std::string::npos)
+      << r.error;
 }
 
 TEST(HttpFetch, BadUrlFailsEveryGet) {

@@ -173,6 +173,8 @@ publisher::publisher(publisher_options opt) : impl_(std::make_unique<impl>()) {
     }
     d.replay_ep = last_endpoint(d.router);
     d.has_replay = true;
+    for (auto& [seq, payload] : d.opt.history) d.insert(seq, std::move(payload));
+    d.opt.history.clear();
     d.replay_thread = std::thread([&d] { d.serve_replay(); });
   }
 }

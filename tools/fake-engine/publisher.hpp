@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace kvrelay::fake {
@@ -34,6 +35,10 @@ struct publisher_options {
   /// An XPUB instead of a PUB (the same on the wire), so wait_for_subscriber() can see a
   /// subscription arrive: kvrelay-replay starts a recorded stream only once someone listens.
   bool xpub = false;
+  /// What the ring holds before the replay service answers its first request (history an
+  /// engine had before a capture began, for kvrelay-replay): seq order not required, a seq
+  /// given twice is kept once. retain() after construction would race with a request.
+  std::vector<std::pair<uint64_t, std::string>> history;
 };
 
 /// The endpoint a DP rank binds (spec §1): tcp port + rank; an ephemeral port ('*' or 0) stays;

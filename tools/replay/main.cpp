@@ -24,6 +24,7 @@ const char* k_usage =
     "  --replay-topic B       true|false: reply [topic, seq, payload] (v0.26+); default: as captured\n"
     "  --wait-subscriber DUR  wait up to DUR for a subscriber before playing (default 10s; 0 = no)\n"
     "  --linger DUR           keep answering replay requests after the end (default 2s)\n"
+    "  --go-file FILE         send nothing until FILE exists (the ring answers meanwhile)\n"
     "  --shift-timestamps     move the batches' engine timestamps to now (old captures)\n"
     "  --endpoint-file FILE   write the bound live and replay endpoints there, one a line\n"
     "  -h, --help             this text\n";
@@ -58,6 +59,7 @@ int main(int argc, char** argv) {
                }},
               {"linger",
                [&](const std::string& v) { o.linger = cli::duration("linger", v, k_usage); }},
+              {"go-file", [&](const std::string& v) { o.go_file = v; }},
               {"endpoint-file", [&](const std::string& v) { endpoint_file = v; }}},
              {{"shift-timestamps", [&] { o.shift_timestamps = true; }}});
   if (o.in.empty()) cli::usage_error("--in is required", k_usage);

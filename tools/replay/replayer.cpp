@@ -1,5 +1,7 @@
 #include "tools/replay/replayer.hpp"
 
+#include <sys/stat.h>
+
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -84,6 +86,19 @@ outcome<std::unique_ptr<replayer>> replayer::create(replay_options o) {
   p.buffer_steps = r->c_->file.records.size() + 1;  // the ring never forgets within a capture
   p.xpub = true;
   p.linger_ms = 1000;
+  r->shift_timestamps();
+  // The replies to the capture's replay request are what the engine's ring held before the
+  // capture began. The ring holds them before the replay service answers anyone: a subscriber
+  // that asks at once (kvrelay asks as soon as its SUB connects) must not find it empty and
+  // then see live batches from the middle of the stream.
+  for (const auto& rec : r->c_->file.records) {
+    uint64_t seq = 0;
+    std::string_view payload;
+    if (reply_batch(rec, seq, payload)) {
+      p.history.emplace_back(seq, std::string(payload));
+      ++r->stats_.history;
+    }
+  }
   try {
     r->pub_ = std::make_unique<fake::publisher>(p);
   } catch (const std::exception& e) {
@@ -100,38 +115,40 @@ const std::string& replayer::live_endpoint() const { return pub_->live_endpoint(
 const std::string& replayer::replay_endpoint() const { return pub_->replay_endpoint(); }
 uint64_t replayer::live_records() const noexcept { return c_->live; }
 
+void replayer::shift_timestamps() {
+  auto& records = c_->file.records;
+  for (const auto& rec : records)
+    if (rec.kind == record_kind::live) {
+      t0_ = rec.recv_unix_ns;
+      break;
+    }
+  if (!opt_.shift_timestamps) return;
+  // To the replayer's start, not to when the first message goes out: the history in the ring
+  // is shifted before anyone can ask for it, and live and history move by the same amount.
+  const double by = static_cast<double>(unix_ns() - t0_) / 1e9;
+  for (auto& rec : records) {
+    if (rec.kind == record_kind::live && live_seq(rec) >= 0)
+      shift_batch_timestamp(rec.frames[2], by);
+    else if (rec.kind == record_kind::replay_reply && rec.frames.size() >= 2)
+      shift_batch_timestamp(rec.frames.back(), by);
+  }
+}
+
 void replayer::run(const std::atomic<bool>& stop) {
+  if (!opt_.go_file.empty()) {
+    struct stat st {};
+    while (::stat(opt_.go_file.c_str(), &st) != 0) {
+      if (stop.load()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
   if (opt_.wait_subscriber.count() > 0) {
     const auto end = clock::now() + opt_.wait_subscriber;
     while (!stats_.subscriber_seen && clock::now() < end && !stop.load())
       stats_.subscriber_seen = pub_->wait_for_subscriber(std::chrono::milliseconds(50));
   }
-  auto& records = c_->file.records;
-  int64_t t0 = 0;
-  for (const auto& rec : records)
-    if (rec.kind == record_kind::live) {
-      t0 = rec.recv_unix_ns;
-      break;
-    }
-  if (opt_.shift_timestamps) {
-    const double by = static_cast<double>(unix_ns() - t0) / 1e9;
-    for (auto& rec : records) {
-      if (rec.kind == record_kind::live && live_seq(rec) >= 0)
-        shift_batch_timestamp(rec.frames[2], by);
-      else if (rec.kind == record_kind::replay_reply && rec.frames.size() >= 2)
-        shift_batch_timestamp(rec.frames.back(), by);
-    }
-  }
-  // The replies to the capture's replay request are what the engine's ring held before the
-  // capture began: the ring holds them before the first live message goes out.
-  for (const auto& rec : records) {
-    uint64_t seq = 0;
-    std::string_view payload;
-    if (reply_batch(rec, seq, payload)) {
-      pub_->retain(seq, std::string(payload));
-      ++stats_.history;
-    }
-  }
+  const auto& records = c_->file.records;
+  const int64_t t0 = t0_;
   const auto start = clock::now();
   std::vector<std::string_view> frames;
   for (const auto& rec : records) {

@@ -3,10 +3,11 @@
 // The live records go out on a PUB (an XPUB, to see the first subscriber) at the recorded pace
 // scaled by `speed` (0 = as fast as possible), each exactly as captured, malformed ones
 // included; with a replay endpoint a ROUTER answers replay requests like an engine
-// (shared/spec/engine-wire.md §1) from a ring that holds, from the start, the capture's replay
-// replies (the history the engine had before the capture began), plus every live batch sent so
-// far. A live seq going backwards (an engine restart in the capture) empties the ring again. The fake engine's publisher
-// does the ZMQ work; this class only decides what to send when.
+// (shared/spec/engine-wire.md §1) from a ring that holds, from before the first request can be
+// answered, the capture's replay replies (the history the engine had before the capture began),
+// plus every live batch sent so far. A live seq going backwards (an engine restart in the
+// capture) empties the ring again. The fake engine's publisher does the ZMQ work; this class
+// only decides what to send when.
 
 #include <atomic>
 #include <chrono>
@@ -32,6 +33,9 @@ struct replay_options {
   /// (or the older form when it has none).
   std::optional<bool> replay_topic_frames;
   std::chrono::milliseconds wait_subscriber{10000};  // 0 = start at once
+  /// run() sends nothing until this file exists ("" = no wait), then waits for a subscriber: a
+  /// script starts the subscriber, sees it caught up with the ring, then creates the file.
+  std::string go_file;
   std::chrono::milliseconds linger{2000};  // keep answering replay requests after the end
   /// Moves every batch's engine timestamp (the envelope's first element, a float64) by the time
   /// between the capture and now, so an old capture's updates are not stale to a policy server
@@ -52,7 +56,8 @@ struct replay_stats {
 
 class replayer {
  public:
-  /// Reads the whole capture and binds the sockets; a failure names the bad file or endpoint.
+  /// Reads the whole capture and binds the sockets, the replay ring already holding the
+  /// capture's history; a failure names the bad file or endpoint.
   static outcome<std::unique_ptr<replayer>> create(replay_options o);
   ~replayer();
   replayer(const replayer&) = delete;
@@ -71,7 +76,9 @@ class replayer {
 
  private:
   replayer() = default;
+  void shift_timestamps();  // finds t0_; moves every timestamp when the options say so
   struct contents;
+  int64_t t0_ = 0;  // the first live record's receive time
   replay_options opt_;
   std::unique_ptr<contents> c_;
   std::unique_ptr<fake::publisher> pub_;
