@@ -3,6 +3,7 @@
 // fresh kvrelay and policy server, gives the same index as the live run. The committed capture
 // (tests/fixtures/captures/, made by the DISABLED_ generator below) rebuilds the index its engine
 // held, so a change in what kvrelay makes of a recorded stream shows up here.
+#include <csignal>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -290,6 +291,32 @@ TEST(CaptureReplayTools, CaptureAndReplayFromTheCommandLine) {
             0)
       << err;
   EXPECT_NE(err.find("sent 5 live messages"), std::string::npos) << err;
+}
+
+// The way an operator ends a capture: SIGINT. It interrupts the capture's poll; the capture
+// must finish its file and exit 0 (it aborted on cppzmq's EINTR exception).
+TEST(CaptureReplayTools, SigintEndsACaptureCleanly) {
+  const std::string cap = KVRELAY_BINARY_DIR "/tools/capture/kvrelay-capture";
+  faults::temp_dir dir;
+  fake::publisher_options po;
+  po.topic = "kv";
+  fake::publisher engine(po);
+  faults::child_process capture({cap, "--endpoint", engine.live_endpoint(), "--out",
+                                 dir.file("int.kvcap")},
+                                dir.path());
+  ASSERT_TRUE(faults::wait_until(
+      [&] {
+        engine.publish(std::string("\x92\xcb\0\0\0\0\0\0\0\0\x90", 11));
+        return capture.err().find("live") != std::string::npos ||
+               std::ifstream(dir.file("int.kvcap")).peek() != EOF;
+      },
+      seconds(30)));
+  capture.signal(SIGINT);
+  const auto rc = capture.wait(seconds(30));
+  ASSERT_TRUE(rc.has_value()) << "the capture did not stop";
+  EXPECT_EQ(*rc, 0) << capture.err();
+  EXPECT_EQ(capture.err().find("terminate called"), std::string::npos) << capture.err();
+  EXPECT_NE(capture.err().find("stopped by stop"), std::string::npos) << capture.err();
 }
 
 // Regenerates the committed capture and its expected index:

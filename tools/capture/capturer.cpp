@@ -1,5 +1,6 @@
 #include "tools/capture/capturer.hpp"
 
+#include <cerrno>
 #include <zmq.hpp>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +25,16 @@ int64_t unix_ns() {
 
 // One multipart message, whatever its frame count (bounded: frames past max_frames are read
 // and dropped so the socket stays in step; the record then holds the first max_frames).
+// SIGINT/SIGTERM (the way an operator ends a capture) interrupt the poll, and cppzmq throws
+// for that; the stop flag the handler set is checked at the top of the loop.
+void poll_interruptible(zmq::pollitem_t* items, size_t n, std::chrono::milliseconds timeout) {
+  try {
+    zmq::poll(items, n, timeout);
+  } catch (const zmq::error_t& e) {
+    if (e.num() != EINTR) throw;
+  }
+}
+
 bool recv_all(zmq::socket_t& s, std::vector<zmq::message_t>& parts) {
   parts.clear();
   for (;;) {
@@ -123,7 +134,7 @@ outcome<void> capturer::run(const std::atomic<bool>& stop) {
     zmq::pollitem_t items[2] = {{sub.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, 0, ZMQ_POLLIN, 0}};
     int n = 1;
     if (dealer) items[n++] = {dealer->handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(items, static_cast<size_t>(n), std::chrono::milliseconds(50));
+    poll_interruptible(items, static_cast<size_t>(n), std::chrono::milliseconds(50));
     if (items[0].revents & ZMQ_POLLIN) {
       while (stats_.stopped_by.empty() && recv_all(sub, parts)) {
         auto r = keep(record_kind::live, views(parts, 0));
