@@ -185,7 +185,6 @@ struct partition_set::impl {
   counters stats;
   std::vector<uint32_t> order;     // partitions touched by the current work
   std::vector<uint16_t> holders;   // scratch
-  size_t work_hashes = 0;          // block hashes in the current work (reserve_ops)
 
   explicit impl(index_options o) : opts(o) {}
 
@@ -212,14 +211,6 @@ struct partition_set::impl {
     for (const auto& n : w.new_partitions) add(n);
   }
 
-  // A partition's ops leave with each result (moved into the message to the debouncer), so
-  // each work starts them empty. Growing them op by op cost a tenth of the shard's time at
-  // 1 M blocks/s (reallocations, fresh memory touched); one op per hash of the work is enough
-  // but for the rare re-store under a new fingerprint (an evict and an upsert).
-  void reserve_ops(partition& p) const {
-    if (p.ops.capacity() < work_hashes) p.ops.reserve(work_hashes);
-  }
-
   void touch(partition& p) {
     if (!p.touched && (p.had_store || !p.ops.empty())) {
       p.touched = true;
@@ -234,7 +225,6 @@ struct partition_set::impl {
     }
     if (!routed) {
       partition& p = *parts.front();
-      reserve_ops(p);
       p.index.removed(ev, p.ops);
       touch(p);
       return;
@@ -252,7 +242,6 @@ struct partition_set::impl {
       const uint32_t* left = counts ? counts + i : nullptr;
       const size_t n = dir.route(h, holders, [&](uint16_t id) {
         partition& p = *parts[id];
-        reserve_ops(p);
         const auto r = p.index.remove_hash(h, ev.medium, left, p.ops);
         touch(p);
         return r == positional_index::removal::forgotten;
@@ -266,11 +255,6 @@ struct partition_set::impl {
   std::vector<result> apply(const shard_work& w) {
     declare(w);
     order.clear();
-    work_hashes = 0;
-    for (const kv_event& ev : w.events)
-      work_hashes += ev.type == event_type::stored    ? ev.stored.block_hashes.size()
-                     : ev.type == event_type::removed ? ev.removed.block_hashes.size()
-                                                      : 0;
     for (size_t i = 0; i < w.events.size(); ++i) {
       const kv_event& ev = w.events[i];
       if (ev.type == event_type::removed) {
@@ -283,7 +267,6 @@ struct partition_set::impl {
         }
         partition& p = *parts[id];
         p.had_store = true;
-        reserve_ops(p);
         p.index.stored(ev.stored, p.ops);
         touch(p);
       }
