@@ -425,8 +425,4 @@ void policy_client::set_rpc_timeout(std::chrono::milliseconds t) {
   impl_->timeout_ms.store(ms, std::memory_order_relaxed);
 }
 
-std::chrono::milliseconds policy_client::rpc_timeout() const {
-  return std::chrono::milliseconds(impl_->timeout_ms.load(std::memory_order_relaxed));
-}
-
 }  // namespace kvrelay

@@ -141,7 +141,6 @@ class policy_client {
   /// The deadline of the calls issued from now on (clamped to [1 ms, 1 h]); calls in flight
   /// keep theirs. Starts as options().rpc_timeout. Any thread.
   void set_rpc_timeout(std::chrono::milliseconds t);
-  std::chrono::milliseconds rpc_timeout() const;
 
  private:
   struct impl;

@@ -78,7 +78,6 @@ class deferred_completions {
   /// run every interleaving of several calls' steps).
   void arrive(port_event e);  // pushed to the inbox, deferred unless it failed
   void depart();              // counted done; the last call in flight flushes the inbox
-  size_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
 
  private:
   std::shared_ptr<port_inbox> inbox_;

@@ -22,12 +22,14 @@ std::string duration_text(std::chrono::milliseconds d) {
   return std::to_string(d.count()) + " ms";
 }
 
+std::string host_port(const http_url& t) { return t.host + ":" + std::to_string(t.port); }
+
 // httplib says Connection for a name that does not resolve, a refused connection and an
 // unreachable host alike, and keeps the socket's error to itself. On that (rare) path, ask
 // again ourselves: resolve, then one non-blocking connect (at most 1 s), for its errno.
 std::string why_no_connection(const http_url& t, std::chrono::milliseconds timeout) {
   timeout = std::min(timeout, std::chrono::milliseconds(1000));
-  const std::string where = t.host + ":" + std::to_string(t.port);
+  const std::string where = host_port(t);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -78,8 +80,7 @@ std::string describe(httplib::Error e, const http_url& t, std::chrono::milliseco
     case E::Connection:
       return why_no_connection(t, timeout);
     case E::ConnectionTimeout:
-      return "timed out connecting to " + t.host + ":" + std::to_string(t.port) + " after " +
-             duration_text(timeout);
+      return "timed out connecting to " + host_port(t) + " after " + duration_text(timeout);
     case E::Read:
       return "no answer within " + duration_text(timeout) + ", or the connection closed";
     case E::Write:
