@@ -131,9 +131,16 @@ std::optional<emit_unit> pending_set::take(uint64_t id) {
   clear_ = false;
   std::map<int64_t, size_t> downgrade_group;  // ts → index in u.downgrades
   size_t adds_taken = 0;
+  // Evictions and downgrades all go; adds up to the cap. Once both are done the scan stops: a
+  // backlog of adds larger than the cap is otherwise walked whole by every unit (quadratic).
+  size_t others_left = entries_.size() - adds_;
+  u.adds.reserve(std::min(adds_, opts_.max_adds_per_unit));
+  u.evicts.reserve(others_left);
   for (auto it = entries_.begin(); it != entries_.end();) {
+    if (adds_taken >= opts_.max_adds_per_unit && others_left == 0) break;
     const auto& [k, e] = *it;
     const std::string& adapter = adapters_[k.first];
+    if (e.s != state::add) --others_left;
     if (e.s == state::add) {
       if (adds_taken >= opts_.max_adds_per_unit) {
         ++it;

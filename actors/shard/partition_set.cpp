@@ -182,6 +182,10 @@ struct partition_set::impl {
   directory dir;
   bool routed = false;   // the directory is in use (two partitions or more)
   bool routing = false;  // inside a routed removal
+  // The partition the directory leaves out (S3): the base model's once it is declared, else the
+  // first. Its blocks, usually most of them, cost no directory slot; every routed removal asks
+  // its index too.
+  uint16_t home = 0;
   counters stats;
   std::vector<uint32_t> order;     // partitions touched by the current work
   std::vector<uint16_t> holders;   // scratch
@@ -190,15 +194,20 @@ struct partition_set::impl {
 
   void add(std::string name) {
     const auto id = static_cast<uint16_t>(parts.size());
+    const bool base = name.empty();
     parts.push_back(std::make_unique<partition>(*this, id, std::move(name), opts));
-    if (routed) {
-      parts.back()->index.set_observer(parts.back().get());
-    } else if (parts.size() == 2) {
-      routed = true;
-      partition& first = *parts.front();
-      first.index.for_each_hash([&](const engine_hash& h) { dir.add(h, first.id); });
-      for (auto& p : parts) p->index.set_observer(p.get());
+    routed = parts.size() >= 2;
+    if (id == 0) return;  // the first partition is home until the base model's appears
+    if (base && !parts[home]->name.empty()) {
+      // The base model's partition becomes home: the old home's blocks enter the directory (once
+      // per pipeline: a base partition stays home).
+      partition& old = *parts[home];
+      old.index.for_each_hash([&](const engine_hash& h) { dir.add(h, old.id); });
+      old.index.set_observer(&old);
+      home = id;
+      return;
     }
+    parts.back()->index.set_observer(parts.back().get());
   }
 
   void declare(const shard_work& w) {
@@ -237,10 +246,18 @@ struct partition_set::impl {
         ++stats.copy_counts_ignored;
     }
     routing = true;
+    partition& home_part = *parts[home];
     for (size_t i = 0; i < ev.block_hashes.size(); ++i) {
       const engine_hash& h = ev.block_hashes[i];
       const uint32_t* left = counts ? counts + i : nullptr;
-      const size_t n = dir.route(h, holders, [&](uint16_t id) {
+      size_t n = 0;
+      // Asked, not told: a hash home does not hold must not count as its unknown removal.
+      if (home_part.index.contains(h)) {
+        home_part.index.remove_hash(h, ev.medium, left, home_part.ops);
+        touch(home_part);
+        n = 1;
+      }
+      n += dir.route(h, holders, [&](uint16_t id) {
         partition& p = *parts[id];
         const auto r = p.index.remove_hash(h, ev.medium, left, p.ops);
         touch(p);
@@ -319,6 +336,7 @@ void partition_set::for_each_resident(
 const partition_set::counters& partition_set::stats() const noexcept { return impl_->stats; }
 bool partition_set::directory_active() const noexcept { return impl_->routed; }
 size_t partition_set::directory_size() const noexcept { return impl_->dir.size(); }
+uint32_t partition_set::home() const noexcept { return impl_->home; }
 
 size_t partition_set::heap_bytes() const noexcept {
   size_t b = impl_->dir.heap_bytes();

@@ -7,13 +7,17 @@
 //      order (the decoder assigns them); a declaration is applied even when its work is stale.
 //  S2. A work's events are applied in batch order across partitions, so a removal sees every
 //      store before it in its batch, including the store that created its partition.
-//  S3. Removals: with one partition, it gets them all. With more, a directory hash → partition
-//      says which partition holds each hash, and only that one sees it; a hash no partition
-//      holds is skipped (`unrouted_hashes`). The directory follows the indexes exactly: it is
-//      told by each index when a hash becomes resident and when it leaves (removal or cap), so
-//      it never routes a removal away from a partition that holds the hash and never grows past
-//      what is resident. It costs ~11 bytes per slot, only while there are two partitions or
-//      more; it is built from the first partition's hashes when the second one appears.
+//  S3. Removals: with one partition, it gets them all. With more, one partition is *home*: the
+//      base model's (adapter "") once it is declared, until then the first one declared. Home's
+//      index is asked for every removed hash; for the others, a directory hash → partition says
+//      which one holds it, and only that one sees it; a hash no partition holds is skipped
+//      (`unrouted_hashes`). The directory follows the other indexes exactly: it is told by each
+//      when a hash becomes resident and when it leaves (removal or cap), so it never routes a
+//      removal away from a partition that holds the hash and never grows past what they hold.
+//      It costs ~11 bytes per slot, only for blocks outside home: in a fleet whose traffic is
+//      mostly the base model's, most blocks cost no slot and their store no second table insert.
+//      When the base model's partition is declared after another became home, the old home's
+//      hashes enter the directory then (at most once per pipeline).
 //  S4. A hash held by several partitions (an engine whose hashes do not depend on the adapter)
 //      is removed from each of them.
 //  S5. clear() forgets every partition's blocks and the directory; partitions and ids stay.
@@ -80,7 +84,10 @@ class partition_set {
   const counters& stats() const noexcept;
 
   bool directory_active() const noexcept;
+  /// Hashes in the directory: those held by partitions other than home (S3).
   size_t directory_size() const noexcept;
+  /// The partition the directory leaves out (S3).
+  uint32_t home() const noexcept;
   /// Heap of the indexes and the directory.
   size_t heap_bytes() const noexcept;
 

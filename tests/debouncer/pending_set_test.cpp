@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 namespace kvrelay {
 namespace {
 
@@ -216,6 +218,30 @@ TEST(PendingSet, TrackingStopsAtTheBound) {
   EXPECT_FALSE(p.tracking()) << "past the bound, tracking gives up rather than grow";
   p.apply(ops("", {ev(9)}, 1, false));
   EXPECT_EQ(p.pending_removals(), 1u);
+}
+
+// The scan of a unit stops once the cap of adds is reached and every eviction and downgrade is
+// taken: what it leaves behind must still all go, each key once, evictions in the first unit.
+TEST(PendingSet, AddsOverTheCapWaitForLaterUnitsWhileEvictionsAllGoNow) {
+  pending_set::options o;
+  o.max_adds_per_unit = 3;
+  o.l2_mode = false;
+  pending_set p(o);
+  std::vector<prefix_op> v;
+  for (uint64_t i = 0; i < 10; ++i) v.push_back(up(i));
+  for (uint64_t i = 100; i < 105; ++i) v.push_back(ev(i));
+  p.apply(ops("", v, 7));
+  std::set<uint64_t> added;
+  size_t units = 0;
+  while (auto u = p.take(units + 1)) {
+    EXPECT_LE(u->adds.size(), 3u);
+    EXPECT_EQ(u->evicts.size(), units == 0 ? 5u : 0u) << "unit " << units;
+    for (const auto& a : u->adds) EXPECT_TRUE(added.insert(a.fingerprint).second) << a.fingerprint;
+    ++units;
+  }
+  EXPECT_EQ(units, 4u);
+  EXPECT_EQ(added.size(), 10u);
+  EXPECT_TRUE(p.empty());
 }
 
 TEST(PendingSet, ALargeSetIsReleasedWhenItEmpties) {

@@ -185,7 +185,7 @@ TEST(DecoderActor, DrainAndStatusGoThroughTheShard) {
   ASSERT_EQ(st.children.size(), 1u);
   EXPECT_EQ(st.children[0].name, "shard");
   EXPECT_EQ(st.children[0].integer("resident_blocks"), 2);
-  EXPECT_EQ(st.children[0].integer("directory_entries"), 2);
+  EXPECT_EQ(st.children[0].integer("directory_entries"), 1) << "a's block; the base one is home's";
 }
 
 }  // namespace

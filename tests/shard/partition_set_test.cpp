@@ -87,18 +87,38 @@ TEST(PartitionSet, S2StoreAndRemovalInTheBatchThatCreatesALoraPartition) {
   const auto rs = ps.apply(work_builder(1, {"sql-lora"}).store(1, 2).remove({2}).w);
   EXPECT_EQ(emitted(rs), (emits{{1, {{fp_of(2), false}, {fp_of(2), true}}}}));
   EXPECT_TRUE(ps.directory_active());
-  EXPECT_EQ(ps.directory_size(), 1u) << "only hash 1 of the base partition is left";
+  EXPECT_EQ(ps.home(), 0u);
+  EXPECT_EQ(ps.directory_size(), 0u) << "hash 1 is the base partition's: home needs no slot";
 }
 
-TEST(PartitionSet, S3DirectoryIsSeededFromTheFirstPartition) {
+TEST(PartitionSet, S3TheHomePartitionsBlocksTakeNoDirectorySlot) {
   partition_set ps;
   ps.apply(work_builder(0, {""}).store(0, 1).store(0, 2).w);
   EXPECT_FALSE(ps.directory_active()) << "one partition needs no directory";
-  EXPECT_EQ(ps.directory_size(), 0u);
-  const auto rs = ps.apply(work_builder(1, {"a"}).store(1, 3).remove({1, 3}).w);
-  EXPECT_EQ(emitted(rs), (emits{{1, {{fp_of(3), false}, {fp_of(3), true}}},
+  const auto rs = ps.apply(work_builder(1, {"a"}).store(1, 3).store(1, 4).remove({1, 3}).w);
+  EXPECT_EQ(emitted(rs), (emits{{1, {{fp_of(3), false}, {fp_of(4), false}, {fp_of(3), true}}},
                                 {0, {{fp_of(1), true}}}}));
-  EXPECT_EQ(ps.directory_size(), 1u);
+  EXPECT_EQ(ps.directory_size(), 1u) << "only a's hash 4";
+  EXPECT_EQ(ps.index(0).stats().unknown_removals, 0u) << "home is asked, not told, about 3";
+}
+
+TEST(PartitionSet, S3TheBaseModelsPartitionBecomesHomeWhenItAppearsLater) {
+  partition_set ps;
+  ps.apply(work_builder(0, {"a", "b"}).store(0, 1).store(0, 2).store(1, 3).w);
+  EXPECT_EQ(ps.home(), 0u);
+  EXPECT_EQ(ps.directory_size(), 1u) << "b's hash 3; a is home";
+  ps.apply(work_builder(2, {""}).store(2, 4).store(2, 5).w);
+  EXPECT_EQ(ps.home(), 2u);
+  EXPECT_EQ(ps.directory_size(), 3u) << "a's hashes 1 and 2 entered it, b's 3 stayed";
+  ps.apply(work_builder(3, {"c"}).store(3, 6).w);
+  EXPECT_EQ(ps.home(), 2u) << "the base partition stays home";
+  const auto rs = ps.apply(work_builder().remove({1, 3, 4, 6, 99}).w);
+  EXPECT_EQ(emitted(rs), (emits{{0, {{fp_of(1), true}}},
+                                {1, {{fp_of(3), true}}},
+                                {2, {{fp_of(4), true}}},
+                                {3, {{fp_of(6), true}}}}));
+  EXPECT_EQ(ps.stats().unrouted_hashes, 1u);
+  EXPECT_EQ(ps.directory_size(), 1u) << "a's hash 2";
 }
 
 TEST(PartitionSet, S3RemovalsReachOnlyTheHoldingPartition) {
@@ -109,13 +129,13 @@ TEST(PartitionSet, S3RemovalsReachOnlyTheHoldingPartition) {
   for (uint32_t a = 0; a < 256; ++a) stores.store(a, 1000 + a);
   ps.apply(stores.w);
   ASSERT_EQ(ps.size(), 256u);
-  EXPECT_EQ(ps.directory_size(), 256u);
+  EXPECT_EQ(ps.directory_size(), 255u) << "lora-0 is home";
   const auto rs = ps.apply(work_builder().remove({1000 + 17, 1000 + 200, 99}).w);
   EXPECT_EQ(emitted(rs), (emits{{17, {{fp_of(1017), true}}}, {200, {{fp_of(1200), true}}}}));
   for (uint32_t a = 0; a < 256; ++a)
     EXPECT_EQ(ps.index(a).stats().unknown_removals, 0u) << "partition " << a << " never saw it";
   EXPECT_EQ(ps.stats().unrouted_hashes, 1u);
-  EXPECT_EQ(ps.directory_size(), 254u);
+  EXPECT_EQ(ps.directory_size(), 253u);
 }
 
 TEST(PartitionSet, S4AHashHeldBySeveralPartitionsIsRemovedFromEach) {
@@ -141,7 +161,7 @@ TEST(PartitionSet, S3CapEvictionsLeaveTheDirectory) {
   partition_set ps(o);
   ps.apply(work_builder(0, {"", "a"}).store(1, 1).store(1, 2).store(1, 3).store(0, 9).w);
   EXPECT_EQ(ps.index(1).size(), 2u);
-  EXPECT_EQ(ps.directory_size(), 3u) << "1 was pushed out of a";
+  EXPECT_EQ(ps.directory_size(), 2u) << "1 was pushed out of a; 9 is home's";
   const auto rs = ps.apply(work_builder().remove({1}).w);
   EXPECT_TRUE(rs.empty());
   EXPECT_EQ(ps.stats().unrouted_hashes, 1u);
@@ -210,23 +230,30 @@ TEST(PartitionSet, S1DeclarationsMustContinueTheIds) {
 }
 
 // Random stores, removals (some with counts) and clears over 8 partitions and a small hash
-// universe, some hashes shared between partitions: the directory must always hold exactly the
-// hashes some partition holds, and every removal must reach every holder.
-TEST(PartitionSetProperty, DirectoryEqualsWhatThePartitionsHold) {
+// universe, some hashes shared between partitions, the base model's partition declared half way
+// (it becomes home): every partition must emit exactly what it would if every removal were
+// offered to every partition holding the hash (plain indexes, no directory), and the directory
+// must hold exactly the hashes held outside home.
+TEST(PartitionSetProperty, RoutingEqualsOfferingEveryRemovalToEveryHolder) {
   std::mt19937 rng(11);
   index_options o;
   o.max_resident = 24;
   partition_set ps(o);
+  std::vector<positional_index> ref;
   std::vector<std::string> names;
-  for (int a = 0; a < 8; ++a) names.push_back("p" + std::to_string(a));
+  for (int a = 0; a < 7; ++a) names.push_back("p" + std::to_string(a));
   ps.apply(work_builder(0, names).w);
+  for (int a = 0; a < 8; ++a) ref.emplace_back(o);
+  uint32_t declared = 7;
   for (int step = 0; step < 5000; ++step) {
     work_builder w;
+    if (step == 2500) w = work_builder(7, {""});
+    if (step == 2500) declared = 8;
     const int events = 1 + static_cast<int>(rng() % 6);
     for (int e = 0; e < events; ++e) {
       const uint32_t r = rng() % 10;
       if (r < 6) {
-        w.store(static_cast<uint32_t>(rng() % 8), rng() % 64);
+        w.store(static_cast<uint32_t>(rng() % declared), rng() % 64);
       } else {
         std::vector<uint64_t> hs{rng() % 64, rng() % 64};
         if (rng() % 3 == 0)
@@ -235,13 +262,37 @@ TEST(PartitionSetProperty, DirectoryEqualsWhatThePartitionsHold) {
           w.remove(hs);
       }
     }
-    ps.apply(w.w);
-    if (rng() % 200 == 0) ps.clear();
+    const auto got = emitted(ps.apply(w.w));
+    std::vector<std::vector<index_op>> want(8);
+    for (size_t i = 0; i < w.w.events.size(); ++i) {
+      const kv_event& ev = w.w.events[i];
+      if (ev.type == event_type::stored) {
+        ref[w.w.partitions[i]].stored(ev.stored, want[w.w.partitions[i]]);
+        continue;
+      }
+      const auto& rm = ev.removed;
+      const bool counts = rm.has_remaining_copies && rm.remaining_copies.size() == rm.block_hashes.size();
+      for (size_t k = 0; k < rm.block_hashes.size(); ++k)
+        for (uint32_t p = 0; p < 8; ++p)
+          if (ref[p].contains(rm.block_hashes[k]))
+            ref[p].remove_hash(rm.block_hashes[k], rm.medium, counts ? &rm.remaining_copies[k] : nullptr, want[p]);
+    }
+    emits expected;
+    for (uint32_t p = 0; p < 8; ++p)
+      for (const auto& op : want[p])
+        expected[p].emplace_back(op.fingerprint, op.op == index_op::kind::evict);
+    ASSERT_EQ(got, expected) << "step " << step;
+    if (rng() % 200 == 0) {
+      ps.clear();
+      for (auto& x : ref) x.clear();
+    }
     std::set<uint64_t> held;
     for (uint32_t p = 0; p < ps.size(); ++p)
-      ps.index(p).for_each_hash([&](const engine_hash& h) { held.insert(h.value); });
+      if (p != ps.home())
+        ps.index(p).for_each_hash([&](const engine_hash& h) { held.insert(h.value); });
     ASSERT_EQ(ps.directory_size(), held.size()) << "step " << step;
   }
+  EXPECT_EQ(ps.home(), 7u);
   EXPECT_GT(ps.stats().shared_hashes, 100u);
 }
 
