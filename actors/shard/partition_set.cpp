@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "actors/shard/packed_slot.hpp"
+#include "actors/shard/u64_table.hpp"
 
 namespace kvrelay {
 
@@ -24,8 +24,7 @@ struct dir_slot {
 static_assert(sizeof(dir_slot) == 10, "directory slot is not packed");
 
 
-using int_slots =
-    absl::flat_hash_set<dir_slot, detail::u64_slot_hash<dir_slot>, detail::u64_slot_eq<dir_slot>>;
+using int_slots = detail::u64_table<dir_slot>;
 using bin_slots = absl::flat_hash_map<std::string, uint16_t>;
 
 // Setters, not references: a reference to a packed member is misaligned (UB, UBSan says so).
@@ -33,7 +32,7 @@ void set_part(const dir_slot& s, uint16_t p) { s.part = p; }
 void set_part(std::pair<const std::string, uint16_t>& kv, uint16_t p) { kv.second = p; }
 uint16_t part_value(const dir_slot& s) { return s.part; }
 uint16_t part_value(const std::pair<const std::string, uint16_t>& kv) { return kv.second; }
-std::pair<int_slots::iterator, bool> put(int_slots& t, uint64_t k, uint16_t p) {
+std::pair<dir_slot*, bool> put(int_slots& t, uint64_t k, uint16_t p) {
   return t.insert(dir_slot{k, p});
 }
 std::pair<bin_slots::iterator, bool> put(bin_slots& t, const std::string& k, uint16_t p) {
@@ -144,7 +143,7 @@ class directory {
   }
   size_t size() const noexcept { return ints_.single.size() + bins_.single.size(); }
   size_t heap_bytes() const noexcept {
-    size_t b = ints_.single.capacity() * (sizeof(dir_slot) + 1);
+    size_t b = ints_.single.capacity() * sizeof(dir_slot);
     b += bins_.single.capacity() * (sizeof(std::pair<const std::string, uint16_t>) + 1);
     b += (ints_.shared.size() + bins_.shared.size()) * 64;  // rare; a rough figure is enough
     return b;

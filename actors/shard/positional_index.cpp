@@ -3,9 +3,7 @@
 #include "actors/shard/positional_index.hpp"
 
 #include <absl/container/flat_hash_map.h>
-#include <absl/container/flat_hash_set.h>
 
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -14,7 +12,7 @@
 #include <string>
 #include <utility>
 
-#include "actors/shard/packed_slot.hpp"
+#include "actors/shard/u64_table.hpp"
 #include "base/fingerprint.hpp"
 
 namespace kvrelay {
@@ -91,34 +89,6 @@ struct int_slot {
 static_assert(sizeof(entry) == 12 && sizeof(int_slot) == 20, "index entry is not packed");
 
 
-// The int table is probed at random: at 1M blocks it spans ~44 MB, so with 4 KiB pages nearly
-// every probe also misses the TLB. Asking for transparent huge pages on the 2 MiB-aligned
-// interior of large tables costs no extra memory (nothing is rounded up) and is only advice.
-template <class T>
-struct table_allocator {
-  using value_type = T;
-  table_allocator() = default;
-  template <class U>
-  table_allocator(const table_allocator<U>&) noexcept {}
-
-  T* allocate(size_t n) {
-    const size_t bytes = n * sizeof(T);
-    void* p = std::malloc(bytes);
-    if (p == nullptr) throw std::bad_alloc();
-    constexpr uintptr_t huge = uintptr_t{2} << 20;
-    const auto begin = (reinterpret_cast<uintptr_t>(p) + huge - 1) & ~(huge - 1);
-    const auto end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(huge - 1);
-    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-    return static_cast<T*>(p);
-  }
-  void deallocate(T* p, size_t) noexcept { std::free(p); }
-
-  template <class U>
-  bool operator==(const table_allocator<U>&) const noexcept { return true; }
-  template <class U>
-  bool operator!=(const table_allocator<U>&) const noexcept { return false; }
-};
-
 index_op make_op(index_op::kind k, const entry& e, uint32_t tiers, bool introduces = false) {
   return index_op{k, e.fp, e.count(), warmest(tiers), introduces};
 }
@@ -190,9 +160,7 @@ struct cap_queue {
 struct positional_index::impl {
   index_options opts;
   index_stats stats;
-  absl::flat_hash_set<int_slot, detail::u64_slot_hash<int_slot>, detail::u64_slot_eq<int_slot>,
-                      table_allocator<int_slot>>
-      ints;
+  detail::u64_table<int_slot> ints;  // u64 engine hashes: nearly all
   absl::flat_hash_map<std::string, entry> bins;  // bin/str engine hashes: rare
   std::unique_ptr<cap_queue> fifo;               // max_resident only
   residency_observer* observer = nullptr;
@@ -210,8 +178,8 @@ struct positional_index::impl {
       auto it = bins.find(h.bytes);
       return it == bins.end() ? nullptr : &it->second;
     }
-    auto it = ints.find(h.value);
-    return it == ints.end() ? nullptr : &it->e;
+    const int_slot* s = ints.find(h.value);
+    return s == nullptr ? nullptr : &s->e;
   }
 
   std::pair<const entry*, bool> emplace(const engine_hash& h) {
@@ -509,10 +477,10 @@ uint32_t positional_index::copies(const engine_hash& h, tier t) const {
 
 void positional_index::for_each_hash(const std::function<void(const engine_hash&)>& fn) const {
   engine_hash h;
-  for (const int_slot& s : impl_->ints) {
+  impl_->ints.for_each([&](const int_slot& s) {
     h.value = s.key;
     fn(h);
-  }
+  });
   for (const auto& kv : impl_->bins) fn(engine_hash{0, kv.first});
 }
 
@@ -520,17 +488,18 @@ void positional_index::set_observer(residency_observer* o) noexcept { impl_->obs
 
 void positional_index::for_each_resident(
     const std::function<void(uint64_t, uint32_t, tier)>& fn) const {
-  for (const int_slot& s : impl_->ints)
+  impl_->ints.for_each([&](const int_slot& s) {
     if (!s.e.tainted()) fn(s.e.fp, s.e.count(), warmest(s.e.tiers()));
+  });
   for (const auto& kv : impl_->bins)
     if (!kv.second.tainted()) fn(kv.second.fp, kv.second.count(), warmest(kv.second.tiers()));
 }
 
 size_t positional_index::heap_bytes() const noexcept {
   const impl& m = *impl_;
-  // A Swiss table holds one control byte per slot plus the slot; strings longer than the SSO
-  // buffer add their own allocation.
-  size_t bytes = m.ints.capacity() * (sizeof(int_slot) + 1);
+  // The int table's slots are the whole of it; a Swiss table (bins) adds a control byte per slot;
+  // strings longer than the SSO buffer add their own allocation.
+  size_t bytes = m.ints.capacity() * sizeof(int_slot);
   bytes += m.bins.capacity() * (sizeof(std::pair<const std::string, entry>) + 1);
   for (const auto& kv : m.bins)
     if (kv.first.capacity() > 15) bytes += kv.first.capacity() + 1;

@@ -1,0 +1,120 @@
+// The shard's open-addressing table (actors/shard/u64_table.hpp, rules T1-T6) against
+// std::unordered_map under random inserts, erases and look-ups over a small key universe, so
+// clusters form, wrap around the array's end and are cut by erases.
+#include "actors/shard/u64_table.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <unordered_map>
+
+namespace kvrelay::detail {
+namespace {
+
+#pragma pack(push, 1)
+struct slot {
+  uint64_t key;
+  uint32_t value;
+};
+#pragma pack(pop)
+
+std::map<uint64_t, uint32_t> contents(const u64_table<slot>& t) {
+  std::map<uint64_t, uint32_t> out;
+  t.for_each([&](const slot& s) { EXPECT_TRUE(out.emplace(s.key, s.value).second) << s.key; });
+  return out;
+}
+
+TEST(U64Table, T1KeyZeroIsAKeyLikeAnyOther) {
+  u64_table<slot> t;
+  EXPECT_EQ(t.find(0), nullptr);
+  auto [s, inserted] = t.insert(slot{0, 7});
+  EXPECT_TRUE(inserted);
+  EXPECT_EQ(t.find(0), s);
+  EXPECT_FALSE(t.insert(slot{0, 8}).second);
+  EXPECT_EQ(t.find(0)->value, 7u);
+  t.insert(slot{5, 1});
+  EXPECT_EQ(t.size(), 2u);
+  EXPECT_EQ(contents(t), (std::map<uint64_t, uint32_t>{{0, 7}, {5, 1}}));
+  EXPECT_TRUE(t.erase(uint64_t{0}));
+  EXPECT_FALSE(t.erase(uint64_t{0}));
+  EXPECT_EQ(t.size(), 1u);
+}
+
+TEST(U64Table, T3StaysAtMostThreeQuartersFull) {
+  u64_table<slot> t;
+  for (uint64_t k = 1; k <= 1000; ++k) {
+    t.insert(slot{k, 0});
+    ASSERT_LE(t.size() * 4, t.capacity() * 3) << k;
+  }
+  EXPECT_EQ(t.capacity(), 2048u);
+}
+
+TEST(U64Table, T5ClearReleasesTheArray) {
+  u64_table<slot> t;
+  for (uint64_t k = 0; k < 100; ++k) t.insert(slot{k, 0});
+  t.clear();
+  EXPECT_EQ(t.size(), 0u);
+  EXPECT_EQ(t.capacity(), 0u);
+  EXPECT_EQ(t.find(3), nullptr);
+  t.insert(slot{3, 1});
+  EXPECT_EQ(t.find(3)->value, 1u);
+}
+
+TEST(U64TableProperty, BehavesLikeAMapUnderChurn) {
+  for (uint64_t universe : {8u, 40u, 300u, 5000u}) {
+    std::mt19937_64 rng(universe);
+    u64_table<slot> t;
+    std::unordered_map<uint64_t, uint32_t> ref;
+    for (int step = 0; step < 40000; ++step) {
+      const uint64_t k = rng() % universe;  // includes 0
+      switch (rng() % 4) {
+        case 0:
+        case 1: {
+          const auto v = static_cast<uint32_t>(rng());
+          auto [s, inserted] = t.insert(slot{k, v});
+          const auto [it, ref_inserted] = ref.emplace(k, v);
+          ASSERT_EQ(inserted, ref_inserted) << "universe " << universe << " step " << step;
+          ASSERT_EQ(s->key, k);
+          ASSERT_EQ(s->value, it->second);
+          break;
+        }
+        case 2:
+          ASSERT_EQ(t.erase(k), ref.erase(k) == 1) << "universe " << universe << " step " << step;
+          break;
+        default: {
+          const slot* s = t.find(k);
+          const auto it = ref.find(k);
+          ASSERT_EQ(s != nullptr, it != ref.end()) << "universe " << universe << " step " << step;
+          if (s != nullptr) {
+            ASSERT_EQ(s->value, it->second);
+          }
+        }
+      }
+      ASSERT_EQ(t.size(), ref.size());
+      if (step % 997 == 0) {
+        ASSERT_EQ(contents(t), (std::map<uint64_t, uint32_t>(ref.begin(), ref.end())));
+      }
+    }
+    // Every entry is still reachable once the churn is over.
+    for (const auto& [k, v] : ref) {
+      ASSERT_NE(t.find(k), nullptr) << k;
+      EXPECT_EQ(t.find(k)->value, v);
+    }
+  }
+}
+
+TEST(U64Table, MovedFromIsEmptyAndUsable) {
+  u64_table<slot> a;
+  for (uint64_t k = 0; k < 50; ++k) a.insert(slot{k, static_cast<uint32_t>(k)});
+  u64_table<slot> b(std::move(a));
+  EXPECT_EQ(b.size(), 50u);
+  EXPECT_EQ(b.find(0)->value, 0u);
+  EXPECT_EQ(b.find(49)->value, 49u);
+  EXPECT_EQ(a.size(), 0u);  // NOLINT(bugprone-use-after-move): the state it promises
+  a.insert(slot{1, 1});
+  EXPECT_EQ(a.find(1)->value, 1u);
+}
+
+}  // namespace
+}  // namespace kvrelay::detail
