@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "actors/shard/u64_table.hpp"
+#include "base/probe_table.hpp"
 
 namespace kvrelay {
 
@@ -24,7 +24,7 @@ struct dir_slot {
 static_assert(sizeof(dir_slot) == 10, "directory slot is not packed");
 
 
-using int_slots = detail::u64_table<dir_slot>;
+using int_slots = probe_table<dir_slot>;
 using bin_slots = absl::flat_hash_map<std::string, uint16_t>;
 
 // Setters, not references: a reference to a packed member is misaligned (UB, UBSan says so).

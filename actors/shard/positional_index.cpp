@@ -12,7 +12,7 @@
 #include <string>
 #include <utility>
 
-#include "actors/shard/u64_table.hpp"
+#include "base/probe_table.hpp"
 #include "base/fingerprint.hpp"
 
 namespace kvrelay {
@@ -160,7 +160,7 @@ struct cap_queue {
 struct positional_index::impl {
   index_options opts;
   index_stats stats;
-  detail::u64_table<int_slot> ints;  // u64 engine hashes: nearly all
+  probe_table<int_slot> ints;  // u64 engine hashes: nearly all
   absl::flat_hash_map<std::string, entry> bins;  // bin/str engine hashes: rare
   std::unique_ptr<cap_queue> fifo;               // max_resident only
   residency_observer* observer = nullptr;

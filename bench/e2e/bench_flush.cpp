@@ -1,6 +1,7 @@
 // The debouncer's side of the hot path, which bench/decoder and bench/shard do not cover:
 //   DebouncerCoalesce  pending_set::apply of shard ops (a quarter re-touch keys already pending,
 //                      one in 16 is an eviction) and a take() per 4096 adds: ns per op
+//   DebouncerBacklog1M 1 M fresh adds pile up, then every unit is taken: ns per block
 //   CsuBuild           filling a CacheStateUpdate with 4096 PrefixEntry as the emitter does
 //   CsuSerialize       SerializeToString of that update (what gRPC does before the wire)
 // each at block size 16 and 64 (the block size only changes token_count, hence varint widths).
@@ -60,6 +61,37 @@ void DebouncerCoalesce(benchmark::State& state) {
                          benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(DebouncerCoalesce)->Arg(16)->Arg(64);
+
+// A blast's backlog: 1 M fresh adds (introduces, 370 per shard message as in the e2e workload,
+// a fifth on 8 adapters) pile up before the emitter takes a single unit, then every unit is
+// taken (16 384 adds each). What the debouncer costs per block when the server is behind.
+void DebouncerBacklog1M(benchmark::State& state) {
+  constexpr size_t total = size_t{1} << 20, per_msg = 370;
+  std::mt19937_64 rng(3);
+  std::vector<kvrelay::shard_ops> msgs;
+  for (size_t n = 0; n < total; n += per_msg) {
+    kvrelay::shard_ops ops;
+    ops.adapter = (msgs.size() % 5 == 0) ? "lora-" + std::to_string(msgs.size() % 8) : "";
+    ops.had_store = true;
+    ops.ts_us = 1767225600000000;
+    for (size_t i = 0; i < per_msg; ++i)
+      ops.ops.push_back(kvrelay::prefix_op{kvrelay::prefix_op::kind::upsert, rng(),
+                                           static_cast<uint32_t>(16 * (i + 1)), kvrelay::tier::t1,
+                                           true});
+    msgs.push_back(std::move(ops));
+  }
+  size_t blocks = 0;
+  for (auto _ : state) {
+    kvrelay::pending_set pending;
+    for (const auto& m : msgs) pending.apply(m);
+    uint64_t id = 0;
+    while (auto u = pending.take(++id)) benchmark::DoNotOptimize(u->adds.data());
+    blocks += msgs.size() * per_msg;
+  }
+  state.counters["time_per_block"] = benchmark::Counter(
+      static_cast<double>(blocks), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(DebouncerBacklog1M)->Unit(benchmark::kMillisecond);
 
 void fill(ic::CacheStateUpdate& u, uint32_t block_size) {
   u.set_replica_id("bench-0");

@@ -1,14 +1,15 @@
 #pragma once
-// An open-addressing hash set of packed slots keyed by a u64 engine hash, for the shard's big
-// tables (the index's entries, the removal directory). Why not absl::flat_hash_set: a SwissTable
-// keeps its control bytes apart from its slots, so inserting a new key into a table far larger
-// than the cache misses twice (the control group, then the slot); here the key lives in the slot
-// and a linear probe reads and writes one cache line, usually. Measured at 1 M random keys
-// (20-byte slots, huge-page advice on both): ~70 vs ~150 ns per insert.
+// An open-addressing hash set of packed slots, for the tables that grow to millions of entries
+// on the add path: the shard's index and removal directory (u64 engine hashes). Why not absl::flat_hash_set: a SwissTable keeps
+// its control bytes apart from its slots, so inserting a new key into a table far larger than
+// the cache misses twice (the control group, then the slot); here the key lives in the slot and
+// a linear probe reads and writes one cache line, usually. Measured at 1 M random keys (20-byte
+// slots, huge-page advice on both): ~70 vs ~150 ns per insert.
 //
-//  T1. Keys are any u64. Key 0 marks an empty array slot, so the slot of key 0 is kept apart.
-//  T2. Linear probing from the top bits of (key ^ seed) × 2^64/φ; the seed is per table, so an
-//      engine cannot pick keys that collide (a clustered table would cost O(n) per probe).
+//  T1. Any key value is a key. The all-zero key marks an empty array slot, so the slot of that
+//      key is kept apart.
+//  T2. Linear probing from the top bits of (probe_hash(key) ^ seed) × 2^64/φ; the seed is per
+//      table, so an engine cannot pick keys that collide (a clustered table costs O(n) a probe).
 //  T3. At most 3/4 full: the table doubles before an insert would pass that. Deletion shifts the
 //      following entries back (no tombstones), so probes never lengthen with churn.
 //  T4. Pointers to slots stay valid until the next insert or erase (either may move slots).
@@ -17,31 +18,37 @@
 //      at random over tens of MB would otherwise miss the TLB nearly every time. Advice only; it
 //      rounds nothing up.
 //
-// Slot: a trivially copyable struct whose first member is `uint64_t key`; the rest is payload.
+// Slot: a trivially copyable struct whose first member is `key`, of a trivially copyable type K
+// with ==, whose value-initialised K{} is the all-zero key, and with a `probe_hash(const K&)`
+// found by lookup (uint64_t has one below); the rest of the slot is payload.
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <new>
-#include <atomic>
 #include <random>
 #include <type_traits>
 #include <utility>
 
-namespace kvrelay::detail {
+namespace kvrelay {
+
+/// A u64 key is its own hash: the table's multiply spreads it.
+inline uint64_t probe_hash(uint64_t k) noexcept { return k; }
 
 template <class Slot>
-class u64_table {
-  static_assert(std::is_trivially_copyable_v<Slot>, "slots are moved with memcpy");
+class probe_table {
+  static_assert(std::is_trivially_copyable_v<Slot>, "slots are moved as bytes");
 
  public:
-  u64_table() : seed_(next_seed()) {}
-  ~u64_table() { std::free(slots_); }
-  u64_table(u64_table&& o) noexcept { *this = std::move(o); }
-  u64_table& operator=(u64_table&& o) noexcept {
+  using key_type = std::remove_cv_t<decltype(Slot::key)>;
+
+  probe_table() : seed_(next_seed()) {}
+  ~probe_table() { std::free(slots_); }
+  probe_table(probe_table&& o) noexcept { *this = std::move(o); }
+  probe_table& operator=(probe_table&& o) noexcept {
     if (this != &o) {
       std::free(slots_);
       slots_ = std::exchange(o.slots_, nullptr);
@@ -54,8 +61,8 @@ class u64_table {
     }
     return *this;
   }
-  u64_table(const u64_table&) = delete;
-  u64_table& operator=(const u64_table&) = delete;
+  probe_table(const probe_table&) = delete;
+  probe_table& operator=(const probe_table&) = delete;
 
   size_t size() const noexcept { return size_ + (has_zero_ ? 1 : 0); }
   bool empty() const noexcept { return size() == 0; }
@@ -64,38 +71,39 @@ class u64_table {
   /// find()'s "absent", so code written against absl's find/end reads the same.
   Slot* end() const noexcept { return nullptr; }
 
-  Slot* find(uint64_t key) const noexcept {
-    if (key == 0) return has_zero_ ? const_cast<Slot*>(&zero_) : nullptr;
+  Slot* find(const key_type& key) const noexcept {
+    if (is_zero(key)) return has_zero_ ? const_cast<Slot*>(&zero_) : nullptr;
     if (cap_ == 0) return nullptr;
     for (size_t i = home(key);; i = (i + 1) & (cap_ - 1)) {
-      const uint64_t k = slots_[i].key;
+      const key_type k = slots_[i].key;
       if (k == key) return &slots_[i];
-      if (k == 0) return nullptr;
+      if (is_zero(k)) return nullptr;
     }
   }
 
   /// Inserts `s` unless its key is present; returns the slot holding the key and whether `s`
   /// went in.
   std::pair<Slot*, bool> insert(const Slot& s) {
-    if (s.key == 0) {
+    const key_type key = s.key;
+    if (is_zero(key)) {
       if (has_zero_) return {&zero_, false};
       zero_ = s;
       has_zero_ = true;
       return {&zero_, true};
     }
     if ((size_ + 1) * 4 > cap_ * 3) grow();
-    size_t i = home(s.key);
+    size_t i = home(key);
     for (;; i = (i + 1) & (cap_ - 1)) {
-      const uint64_t k = slots_[i].key;
-      if (k == s.key) return {&slots_[i], false};
-      if (k == 0) break;
+      const key_type k = slots_[i].key;
+      if (k == key) return {&slots_[i], false};
+      if (is_zero(k)) break;
     }
     slots_[i] = s;
     ++size_;
     return {&slots_[i], true};
   }
 
-  bool erase(uint64_t key) noexcept {
+  bool erase(const key_type& key) noexcept {
     Slot* s = find(key);
     if (s == nullptr) return false;
     erase(s);
@@ -108,19 +116,7 @@ class u64_table {
       has_zero_ = false;
       return;
     }
-    // T3: walk the cluster after the hole; an entry whose home is not cyclically in (hole, j]
-    // would be unreachable past the hole, so it moves into it and leaves a hole of its own.
-    const size_t mask = cap_ - 1;
-    size_t hole = static_cast<size_t>(s - slots_);
-    for (size_t j = (hole + 1) & mask; slots_[j].key != 0; j = (j + 1) & mask) {
-      const size_t h = home(slots_[j].key);
-      const bool reachable = hole <= j ? (hole < h && h <= j) : (hole < h || h <= j);
-      if (reachable) continue;
-      slots_[hole] = slots_[j];
-      hole = j;
-    }
-    slots_[hole].key = 0;
-    --size_;
+    erase_at(static_cast<size_t>(s - slots_));
   }
 
   /// Calls fn(slot&) for every entry; fn must not insert or erase.
@@ -128,7 +124,7 @@ class u64_table {
   void for_each(F&& fn) const {
     if (has_zero_) fn(const_cast<Slot&>(zero_));
     for (size_t i = 0; i < cap_; ++i)
-      if (slots_[i].key != 0) fn(slots_[i]);
+      if (!is_zero(slots_[i].key)) fn(slots_[i]);
   }
 
   void clear() noexcept {
@@ -140,20 +136,38 @@ class u64_table {
   }
 
  private:
+  static bool is_zero(const key_type& k) noexcept { return k == key_type{}; }
+
   static uint64_t next_seed() {
     static const uint64_t base = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
     static std::atomic<uint64_t> counter{0};
     return base + 0x9e3779b97f4a7c15ull * (counter.fetch_add(1, std::memory_order_relaxed) + 1);
   }
 
-  // Fibonacci hashing: the top bits of one multiply, which every input bit reaches.
-  size_t home(uint64_t key) const noexcept {
-    return static_cast<size_t>(((key ^ seed_) * 0x9e3779b97f4a7c15ull) >> shift_);
+  // Fibonacci hashing: the top bits of one multiply, which every input bit reaches. Only called
+  // with cap_ > 0 (shift_ < 64).
+  size_t home(const key_type& key) const noexcept {
+    return static_cast<size_t>(((probe_hash(key) ^ seed_) * 0x9e3779b97f4a7c15ull) >> shift_);
+  }
+
+  // T3: walk the cluster after the hole; an entry whose home is not cyclically in (hole, j]
+  // would be unreachable past the hole, so it moves into it and leaves a hole of its own.
+  void erase_at(size_t hole) noexcept {
+    const size_t mask = cap_ - 1;
+    for (size_t j = (hole + 1) & mask; !is_zero(slots_[j].key); j = (j + 1) & mask) {
+      const size_t h = home(slots_[j].key);
+      const bool reachable = hole <= j ? (hole < h && h <= j) : (hole < h || h <= j);
+      if (reachable) continue;
+      slots_[hole] = slots_[j];
+      hole = j;
+    }
+    slots_[hole].key = key_type{};
+    --size_;
   }
 
   static Slot* allocate(size_t n) {
     const size_t bytes = n * sizeof(Slot);
-    void* p = std::calloc(n, sizeof(Slot));
+    void* p = std::calloc(n, sizeof(Slot));  // all-zero keys: every slot empty
     if (p == nullptr) throw std::bad_alloc();
     constexpr uintptr_t huge = uintptr_t{2} << 20;
     const auto begin = (reinterpret_cast<uintptr_t>(p) + huge - 1) & ~(huge - 1);
@@ -170,21 +184,21 @@ class u64_table {
     cap_ = ncap;
     shift_ = 64 - static_cast<unsigned>(__builtin_ctzll(ncap));
     for (size_t i = 0; i < ocap; ++i) {
-      if (old[i].key == 0) continue;
+      if (is_zero(old[i].key)) continue;
       size_t j = home(old[i].key);
-      while (slots_[j].key != 0) j = (j + 1) & (cap_ - 1);
+      while (!is_zero(slots_[j].key)) j = (j + 1) & (cap_ - 1);
       slots_[j] = old[i];
     }
     std::free(old);
   }
 
   Slot* slots_ = nullptr;
-  size_t cap_ = 0;   // 0 or a power of two
-  size_t size_ = 0;  // array entries (the zero key's slot not counted)
+  size_t cap_ = 0;       // 0 or a power of two
   unsigned shift_ = 64;  // 64 - log2(cap_)
+  size_t size_ = 0;      // array entries (the zero key's slot not counted)
   Slot zero_{};
   bool has_zero_ = false;
   uint64_t seed_ = 0;
 };
 
-}  // namespace kvrelay::detail
+}  // namespace kvrelay

@@ -1,7 +1,7 @@
-// The shard's open-addressing table (actors/shard/u64_table.hpp, rules T1-T6) against
+// The open-addressing table (base/probe_table.hpp, rules T1-T6) against
 // std::unordered_map under random inserts, erases and look-ups over a small key universe, so
 // clusters form, wrap around the array's end and are cut by erases.
-#include "actors/shard/u64_table.hpp"
+#include "base/probe_table.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <random>
 #include <unordered_map>
 
-namespace kvrelay::detail {
+namespace kvrelay {
 namespace {
 
 #pragma pack(push, 1)
@@ -19,14 +19,14 @@ struct slot {
 };
 #pragma pack(pop)
 
-std::map<uint64_t, uint32_t> contents(const u64_table<slot>& t) {
+std::map<uint64_t, uint32_t> contents(const probe_table<slot>& t) {
   std::map<uint64_t, uint32_t> out;
   t.for_each([&](const slot& s) { EXPECT_TRUE(out.emplace(s.key, s.value).second) << s.key; });
   return out;
 }
 
-TEST(U64Table, T1KeyZeroIsAKeyLikeAnyOther) {
-  u64_table<slot> t;
+TEST(ProbeTable, T1KeyZeroIsAKeyLikeAnyOther) {
+  probe_table<slot> t;
   EXPECT_EQ(t.find(0), nullptr);
   auto [s, inserted] = t.insert(slot{0, 7});
   EXPECT_TRUE(inserted);
@@ -41,8 +41,8 @@ TEST(U64Table, T1KeyZeroIsAKeyLikeAnyOther) {
   EXPECT_EQ(t.size(), 1u);
 }
 
-TEST(U64Table, T3StaysAtMostThreeQuartersFull) {
-  u64_table<slot> t;
+TEST(ProbeTable, T3StaysAtMostThreeQuartersFull) {
+  probe_table<slot> t;
   for (uint64_t k = 1; k <= 1000; ++k) {
     t.insert(slot{k, 0});
     ASSERT_LE(t.size() * 4, t.capacity() * 3) << k;
@@ -50,8 +50,8 @@ TEST(U64Table, T3StaysAtMostThreeQuartersFull) {
   EXPECT_EQ(t.capacity(), 2048u);
 }
 
-TEST(U64Table, T5ClearReleasesTheArray) {
-  u64_table<slot> t;
+TEST(ProbeTable, T5ClearReleasesTheArray) {
+  probe_table<slot> t;
   for (uint64_t k = 0; k < 100; ++k) t.insert(slot{k, 0});
   t.clear();
   EXPECT_EQ(t.size(), 0u);
@@ -61,10 +61,10 @@ TEST(U64Table, T5ClearReleasesTheArray) {
   EXPECT_EQ(t.find(3)->value, 1u);
 }
 
-TEST(U64TableProperty, BehavesLikeAMapUnderChurn) {
+TEST(ProbeTableProperty, BehavesLikeAMapUnderChurn) {
   for (uint64_t universe : {8u, 40u, 300u, 5000u}) {
     std::mt19937_64 rng(universe);
-    u64_table<slot> t;
+    probe_table<slot> t;
     std::unordered_map<uint64_t, uint32_t> ref;
     for (int step = 0; step < 40000; ++step) {
       const uint64_t k = rng() % universe;  // includes 0
@@ -104,10 +104,40 @@ TEST(U64TableProperty, BehavesLikeAMapUnderChurn) {
   }
 }
 
-TEST(U64Table, MovedFromIsEmptyAndUsable) {
-  u64_table<slot> a;
+#pragma pack(push, 1)
+struct pair_key {
+  uint64_t a;
+  uint32_t b;
+  bool operator==(const pair_key& o) const { return a == o.a && b == o.b; }
+};
+struct pair_slot {
+  pair_key key;
+  uint8_t value;
+};
+#pragma pack(pop)
+uint64_t probe_hash(const pair_key& k) { return k.a ^ (uint64_t{k.b} << 40); }
+
+TEST(ProbeTable, T1AWiderKeyIsZeroOnlyWhenAllOfItIs) {
+  probe_table<pair_slot> t;
+  EXPECT_TRUE(t.insert(pair_slot{{0, 0}, 1}).second);
+  EXPECT_TRUE(t.insert(pair_slot{{0, 1}, 2}).second);
+  EXPECT_TRUE(t.insert(pair_slot{{7, 1}, 3}).second);
+  EXPECT_TRUE(t.insert(pair_slot{{7, 2}, 4}).second);
+  EXPECT_FALSE(t.insert(pair_slot{{7, 2}, 5}).second);
+  EXPECT_EQ(t.size(), 4u);
+  EXPECT_EQ(t.capacity(), 16u) << "the all-zero key is kept apart; the others fill the array";
+  EXPECT_EQ(t.find(pair_key{0, 0})->value, 1);
+  EXPECT_EQ(t.find(pair_key{0, 1})->value, 2);
+  EXPECT_EQ(t.find(pair_key{7, 2})->value, 4);
+  EXPECT_TRUE(t.erase(pair_key{7, 1}));
+  EXPECT_EQ(t.find(pair_key{7, 1}), nullptr);
+  EXPECT_EQ(t.find(pair_key{7, 2})->value, 4);
+}
+
+TEST(ProbeTable, MovedFromIsEmptyAndUsable) {
+  probe_table<slot> a;
   for (uint64_t k = 0; k < 50; ++k) a.insert(slot{k, static_cast<uint32_t>(k)});
-  u64_table<slot> b(std::move(a));
+  probe_table<slot> b(std::move(a));
   EXPECT_EQ(b.size(), 50u);
   EXPECT_EQ(b.find(0)->value, 0u);
   EXPECT_EQ(b.find(49)->value, 49u);
@@ -117,4 +147,4 @@ TEST(U64Table, MovedFromIsEmptyAndUsable) {
 }
 
 }  // namespace
-}  // namespace kvrelay::detail
+}  // namespace kvrelay
