@@ -148,18 +148,22 @@ class grpc_port final : public policy_port {
   }
 
   void evict(uint64_t call, const prefix_evict& ev) override {
-    auto e = event(ic::CacheEvent::PREFIX_EVICTED, ev.ts_us);
+    // One message for every eviction: publish serializes it before returning, and only the
+    // actor's thread calls evict.
+    ic::CacheEvent& e = evict_msg_;
+    if (e.type() != ic::CacheEvent::PREFIX_EVICTED) set_event(e, ic::CacheEvent::PREFIX_EVICTED);
+    e.set_timestamp_us(non_negative(ev.ts_us));
     char key[8];
     fingerprint::write_be8(ev.fingerprint, key);
-    e->set_prefix_hash(key, sizeof key);
-    if (!ev.adapter.empty()) e->set_adapter_id(ev.adapter);
+    e.set_prefix_hash(key, sizeof key);
+    e.set_adapter_id(ev.adapter);  // "" (the proto3 default) is not written
     // Eviction completions wake the actor a batch at a time, not one by one: waking it (and a
     // CAF worker) per completion cost more than the rest of the emitter's share of an RPC. The
     // end of a burst, and any failure, wake it at once (deferred_completions).
     // [this, call] fits std::function's inline storage: no allocation per call. The port
     // outlives every callback (client_ is its last member: destroyed, and drained, first).
     evicts_.issued();
-    client_->publish(std::move(e), [this, call](rpc_result r) {
+    client_->publish(e, [this, call](rpc_result r) {
       evicts_.completed(to_event(call, std::move(r)));
     });
   }
@@ -196,12 +200,16 @@ class grpc_port final : public policy_port {
   size_t in_flight() const override { return client_->in_flight(); }
 
  private:
+  void set_event(ic::CacheEvent& e, ic::CacheEvent::Type type) const {
+    e.set_type(type);
+    e.set_replica_id(cfg_.identity.replica_id);
+    e.set_model_id(cfg_.identity.model_id);
+    e.set_tenant_id(cfg_.identity.tenant_id);
+  }
+
   std::shared_ptr<ic::CacheEvent> event(ic::CacheEvent::Type type, int64_t ts_us) const {
     auto e = std::make_shared<ic::CacheEvent>();
-    e->set_type(type);
-    e->set_replica_id(cfg_.identity.replica_id);
-    e->set_model_id(cfg_.identity.model_id);
-    e->set_tenant_id(cfg_.identity.tenant_id);
+    set_event(*e, type);
     e->set_timestamp_us(non_negative(ts_us));
     return e;
   }
@@ -227,6 +235,7 @@ class grpc_port final : public policy_port {
   std::shared_ptr<port_inbox> inbox_;  // declared before client_: outlives its callbacks
   deferred_completions evicts_{inbox_, cfg_.evict_wake_batch};  // before client_ as well
   std::shared_ptr<message_pool> pool_ = std::make_shared<message_pool>();
+  ic::CacheEvent evict_msg_;  // reused by every evict (identity set by the first)
   std::unique_ptr<policy_client> client_;
 };
 

@@ -112,8 +112,12 @@ class policy_client {
   /// INVALID_ARGUMENT and no call. Otherwise the same completion rules as `report`.
   void report_stream(std::unique_ptr<update_source> src, callback done);
 
-  /// PublishEvent (unary). Same completion rules as `report`.
+  /// PublishEvent (unary). Same completion rules as `report`, except that `done` runs on the
+  /// client's own thread (started by the first publish or watch_connectivity, which blocks
+  /// while nothing completes; joined by the destructor).
   void publish(std::shared_ptr<const inferencecache::v1alpha1::CacheEvent> ev, callback done);
+  /// The same; `ev` is serialized before this returns, so the caller may reuse it at once.
+  void publish(const inferencecache::v1alpha1::CacheEvent& ev, callback done);
 
   /// Calls issued whose callback has not returned yet.
   std::size_t in_flight() const;
@@ -129,10 +133,10 @@ class policy_client {
   /// before the first flush). Never blocks.
   void try_connect();
 
-  /// Starts a thread of the client's own that follows the channel's connectivity: `on_change`
-  /// runs on it with the current state, then with every change. The thread also asks an IDLE
-  /// channel to connect, so a transport that was lost comes back even while no call is made.
-  /// Once per client; stopped (and joined, within ~1 s) by the destructor.
+  /// Follows the channel's connectivity on the client's own thread (the one publish completions
+  /// run on): `on_change` runs there with the current state, then with every change. The watch
+  /// also asks an IDLE channel to connect, so a transport that was lost comes back even while
+  /// no call is made. Once per client; the destructor stops it (within ~1 s).
   void watch_connectivity(std::function<void(emitter::channel_state)> on_change);
 
   /// The options this client was built with.

@@ -21,6 +21,9 @@
 #include <thread>
 #include <vector>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "actors/emitter/policy_port.hpp"
@@ -329,6 +332,36 @@ TEST(PolicyClient, SilentServerIsDeadlineExceededWithinTheTimeout) {
   }
   EXPECT_LT(took, 4s);
   EXPECT_TRUE(srv.svc.wait_seen(1, 1));  // both calls really reached the server
+}
+
+TEST(PolicyClient, DeadlinesAreTheClientsOwnEvenAgainstAPeerThatNeverSpeaks) {
+  // A listener that never accepts: the kernel completes the TCP handshake, nobody answers the
+  // HTTP/2 preface, so no server can end a call, and the channel never leaves CONNECTING. Only
+  // the client's own deadline ends these calls: a channel setting that turned off its deadline
+  // checks (gRPC's minimal stack does by default) would hang them, and rule S11 with them.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  {
+    auto client = make_client(plain("127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), 200ms));
+    ASSERT_TRUE(client);
+    collector col;
+    client->report(sample_update(), col.cb());
+    client->publish(sample_event(), col.cb());
+    auto rs = col.wait(2, 20s);
+    ASSERT_EQ(rs.size(), 2u);
+    for (const auto& r : rs) {
+      EXPECT_EQ(r.code, k_deadline_exceeded) << r.message;
+      EXPECT_GE(r.latency, 190ms);
+    }
+  }
+  ::close(fd);
 }
 
 TEST(PolicyClient, ServerErrorIsReportedOnceAndNeverRetried) {
