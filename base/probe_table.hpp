@@ -14,11 +14,15 @@
 //      following entries back (no tombstones), so probes never lengthen with churn.
 //  T4. Pointers to slots stay valid until the next insert or erase (either may move slots).
 //  T5. clear() releases the array (an AllBlocksCleared gives the memory back).
-//  T6. Arrays of 2 MiB or more get transparent-huge-page advice (base/huge_pages.hpp).
+//  T6. Arrays of 2 MiB or more get transparent-huge-page advice on their aligned interior: probes
+//      at random over tens of MB would otherwise miss the TLB nearly every time. Advice only; it
+//      rounds nothing up.
 //
 // Slot: a trivially copyable struct whose first member is `key`, of a trivially copyable type K
 // with ==, whose value-initialised K{} is the all-zero key, and with a `probe_hash(const K&)`
 // found by lookup (uint64_t has one below); the rest of the slot is payload.
+
+#include <sys/mman.h>
 
 #include <atomic>
 #include <cstddef>
@@ -28,8 +32,6 @@
 #include <random>
 #include <type_traits>
 #include <utility>
-
-#include "base/huge_pages.hpp"
 
 namespace kvrelay {
 
@@ -167,7 +169,10 @@ class probe_table {
     const size_t bytes = n * sizeof(Slot);
     void* p = std::calloc(n, sizeof(Slot));  // all-zero keys: every slot empty
     if (p == nullptr) throw std::bad_alloc();
-    advise_huge_pages(p, bytes);
+    constexpr uintptr_t huge = uintptr_t{2} << 20;
+    const auto begin = (reinterpret_cast<uintptr_t>(p) + huge - 1) & ~(huge - 1);
+    const auto end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(huge - 1);
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
     return static_cast<Slot*>(p);
   }
 

@@ -25,7 +25,7 @@ void pending_set::set(const key& k, const entry& e) {
   if (e.s == state::add) ++adds_;
 }
 
-void pending_set::erase(entry_map::iterator it) {
+void pending_set::erase(absl::flat_hash_map<key, entry>::iterator it) {
   if (it->second.s == state::add) --adds_;
   entries_.erase(it);
 }
@@ -117,7 +117,7 @@ void pending_set::end_tracking() {
 
 void pending_set::maybe_release() {
   if (!entries_.empty() || peak_ <= opts_.shrink_above) return;
-  entry_map().swap(entries_);
+  absl::flat_hash_map<key, entry>().swap(entries_);
   peak_ = 0;
   released_ = true;
 }

@@ -21,7 +21,6 @@
 // does not leave its peak allocated (`take` and `reset` report it; the caller may trim the heap).
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -30,7 +29,6 @@
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
 
-#include "base/huge_pages.hpp"
 #include "messages/pipeline.hpp"
 
 namespace kvrelay {
@@ -100,20 +98,17 @@ class pending_set {
     int64_t ts_us = 0;  // eviction/downgrade time
   };
   using key = std::pair<uint32_t, uint64_t>;  // (adapter index, fingerprint)
-  // A blast's backlog reaches a million entries, probed at random (base/huge_pages.hpp).
-  using entry_map = absl::flat_hash_map<key, entry, absl::Hash<key>, std::equal_to<key>,
-                                        huge_page_allocator<std::pair<const key, entry>>>;
 
   uint32_t adapter_index(const std::string& name);
   void set(const key& k, const entry& e);
-  void erase(entry_map::iterator it);
+  void erase(absl::flat_hash_map<key, entry>::iterator it);
   void evict(const key& k, int64_t ts_us);
   void maybe_release();
 
   options opts_;
   std::vector<std::string> adapters_;
   absl::flat_hash_map<std::string, uint32_t> adapter_ids_;
-  entry_map entries_;
+  absl::flat_hash_map<key, entry> entries_;
   size_t peak_ = 0;  // largest size since the last release
   size_t adds_ = 0;
   int64_t adds_ts_us_ = 0;  // latest batch time with a store since the last take (R12)
