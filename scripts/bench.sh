@@ -304,14 +304,12 @@ for l in open(sys.argv[1]):
     if [[ "$stored" == "$last" ]]; then stall=$((stall + 1)); else stall=0; last="$stored"; fi
     [[ "$rate" != 0 && $stall -ge 40 ]] && stall=200  # 10 s without progress at 0.25 s polls
     # Pre-publish generation can be slow; stall counting starts once blocks flow.
-    # At max rate: 800 polls of >= 10 ms (the curl included), about as long as 200 of 50 ms were.
-    if [[ "$stored" -gt 0 && ( $stall -ge 800 || ( "$rate" != 0 && $stall -ge 200 ) ) ]]; then
-      log "case $name: stalled at $stored/$expected"; break
-    fi
+    if [[ "$stored" -gt 0 && $stall -ge 200 ]]; then log "case $name: stalled at $stored/$expected"; break; fi
     # Each /metrics scrape costs kvrelay ~0.3 ms: poll less when the run is paced anyway. At max
-    # rate the poll is what times ingest: with 50 ms sleeps, up to ~70 ms of the emitter's CPU
-    # after the last block was indexed counted as ingest CPU (~±50 ns per block at 1 M blocks).
-    if [[ "$rate" == 0 ]]; then sleep 0.01; else sleep 0.25; fi
+    # rate the poll times ingest, so the emitter's CPU until the poll sees the count (up to ~70
+    # ms) counts as ingest CPU. 10 ms polls were tried: no less spread between identical runs
+    # (the emitter's share of the ingest window moves the figure by ±150 ns per block), more load.
+    if [[ "$rate" == 0 ]]; then sleep 0.05; else sleep 0.25; fi
   done
   [[ -n "$t1" ]] || { t1="$(now)"; c1="$(cpu_seconds "$KV_PID")"; FAILED=1; }
   local s
