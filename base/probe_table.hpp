@@ -136,7 +136,9 @@ class probe_table {
   }
 
  private:
-  static bool is_zero(const key_type& k) noexcept { return k == key_type{}; }
+  // By value, here and in home(): a slot's key is a packed member, and a reference to it would
+  // be misaligned (UB; UBSan says so).
+  static bool is_zero(key_type k) noexcept { return k == key_type{}; }
 
   static uint64_t next_seed() {
     static const uint64_t base = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
@@ -146,7 +148,7 @@ class probe_table {
 
   // Fibonacci hashing: the top bits of one multiply, which every input bit reaches. Only called
   // with cap_ > 0 (shift_ < 64).
-  size_t home(const key_type& key) const noexcept {
+  size_t home(key_type key) const noexcept {
     return static_cast<size_t>(((probe_hash(key) ^ seed_) * 0x9e3779b97f4a7c15ull) >> shift_);
   }
 
