@@ -4,6 +4,7 @@
 
 #include <exception>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include "actors/discovery/discovery_detail.hpp"
@@ -66,7 +67,13 @@ bool is_2xx(int status) { return status >= 200 && status < 300; }
 
 // The failure for an answer that is not a 2xx (rule 2).
 failure not_ok(const context& cx, const http_answer& a) {
-  if (a.status == 0) return cx.fail(a.path, "no answer: " + a.error);
+  if (a.status == 0) {
+    // The fetch's own text names the request ("GET <url>: why"); the context names it already.
+    constexpr std::string_view get = "GET ";
+    if (a.error.compare(0, get.size(), get) == 0)
+      return cx.fail(a.path, "no answer from " + a.error.substr(get.size()));
+    return cx.fail(a.path, "no answer: " + a.error);
+  }
   return cx.fail(a.path, "answered HTTP " + std::to_string(a.status) + ": " + quote(a.body));
 }
 
