@@ -11,4 +11,8 @@ namespace kvrelay {
 
 void setup_actor_system(caf::actor_system_config& cfg);
 
+/// The scheduler settings of a real (not deterministic) kvrelay actor system, tuned for idle:
+/// the daemon uses them, and so does every benchmark that charges CPU to kvrelay's actors.
+void tune_scheduler(caf::actor_system_config& cfg);
+
 }  // namespace kvrelay

@@ -9,7 +9,6 @@
 #include <caf/send.hpp>
 
 #include <map>
-#include <thread>
 
 #include "actors/emitter/policy_client.hpp"
 #include "config/loader.hpp"
@@ -36,22 +35,6 @@ log::level to_log_level(config::log_level l) {
     case config::log_level::error: return log::level::error;
   }
   return log::level::info;
-}
-
-// CAF's scheduler on the small machines kvrelay shares with engines (issue 13: its polling was
-// ~95 % of an idle daemon's CPU).
-void tune_scheduler(caf::actor_system_config& cfg) {
-  // CAF defaults to at least 4 workers; more workers than cores only adds idle wake-ups.
-  cfg.set("scheduler.max-threads",
-          static_cast<size_t>(std::max(2u, std::thread::hardware_concurrency())));
-  // After each job a worker polls its queue: 100 times at once (CAF's default, ~µs), then
-  // `moderate` times with a 50 µs sleep each, then it waits on its condition variable, woken by
-  // any job enqueued from outside (a ZMQ, gRPC or timer thread) and by the relaxed timeout,
-  // which only serves stealing from a busy worker. CAF's 500 moderate polls (25 ms awake per
-  // timer tick) and 10 ms timeouts were most of an idle daemon's wake-ups; 10 and 1 s cut an
-  // idle 4-pipeline daemon from ~230 to ~30 scheduler wake-ups/s (BENCHMARKS.md, idle CPU).
-  cfg.set("work-stealing.moderate-poll-attempts", size_t{10});
-  cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::seconds(1)});
 }
 
 }  // namespace

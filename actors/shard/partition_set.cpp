@@ -179,7 +179,6 @@ struct partition_set::impl {
   index_options opts;
   std::vector<std::unique_ptr<partition>> parts;
   directory dir;
-  bool routed = false;   // the directory is in use (two partitions or more)
   bool routing = false;  // inside a routed removal
   // The partition the directory leaves out (S3): the base model's once it is declared, else the
   // first. Its blocks, usually most of them, cost no directory slot; every routed removal asks
@@ -195,7 +194,6 @@ struct partition_set::impl {
     const auto id = static_cast<uint16_t>(parts.size());
     const bool base = name.empty();
     parts.push_back(std::make_unique<partition>(*this, id, std::move(name), opts));
-    routed = parts.size() >= 2;
     if (id == 0) return;  // the first partition is home until the base model's appears
     if (base && !parts[home]->name.empty()) {
       // The base model's partition becomes home: the old home's blocks enter the directory (once
@@ -231,7 +229,7 @@ struct partition_set::impl {
       stats.unrouted_hashes += ev.block_hashes.size();
       return;
     }
-    if (!routed) {
+    if (parts.size() == 1) {  // no directory (S3)
       partition& p = *parts.front();
       p.index.removed(ev, p.ops);
       touch(p);
@@ -250,9 +248,9 @@ struct partition_set::impl {
       const engine_hash& h = ev.block_hashes[i];
       const uint32_t* left = counts ? counts + i : nullptr;
       size_t n = 0;
-      // Asked, not told: a hash home does not hold must not count as its unknown removal.
-      if (home_part.index.contains(h)) {
-        home_part.index.remove_hash(h, ev.medium, left, home_part.ops);
+      // One lookup; a hash home does not hold counts nothing there (remove_hash's contract).
+      if (home_part.index.remove_hash(h, ev.medium, left, home_part.ops) !=
+          positional_index::removal::unknown) {
         touch(home_part);
         n = 1;
       }
@@ -333,7 +331,7 @@ void partition_set::for_each_resident(
 }
 
 const partition_set::counters& partition_set::stats() const noexcept { return impl_->stats; }
-bool partition_set::directory_active() const noexcept { return impl_->routed; }
+bool partition_set::directory_active() const noexcept { return impl_->parts.size() >= 2; }
 size_t partition_set::directory_size() const noexcept { return impl_->dir.size(); }
 uint32_t partition_set::home() const noexcept { return impl_->home; }
 

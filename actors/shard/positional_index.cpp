@@ -4,16 +4,13 @@
 
 #include <absl/container/flat_hash_map.h>
 
-
 #include <algorithm>
-#include <cstdlib>
 #include <deque>
-#include <new>
 #include <string>
 #include <utility>
 
-#include "base/probe_table.hpp"
 #include "base/fingerprint.hpp"
+#include "base/probe_table.hpp"
 
 namespace kvrelay {
 
@@ -301,12 +298,11 @@ struct positional_index::impl {
 
   removal remove_hash(const engine_hash& h, const medium_info& m, const uint32_t* remaining,
                       std::vector<index_op>& out) {
-    if (!m.known()) return removal::ignored;
+    // Looked up first: a router asks every removal's hash of one partition (partition_set's
+    // home) and needs "not held" apart from "held, at a medium we do not know".
     const entry* e = find(h);
-    if (e == nullptr) {
-      ++stats.unknown_removals;
-      return removal::unknown;
-    }
+    if (e == nullptr) return removal::unknown;  // counted by removed(); a router counts its own
+    if (!m.known()) return removal::ignored;
     const unsigned ti = tier_index(m.tier);
     const uint32_t n = e->copies(ti);
     if (n == 0) {
@@ -451,7 +447,9 @@ void positional_index::removed(const block_removed& ev, std::vector<index_op>& o
   }
   const uint32_t* counts = usable_counts(ev);
   for (size_t i = 0; i < ev.block_hashes.size(); ++i)
-    m.remove_hash(ev.block_hashes[i], ev.medium, counts ? counts + i : nullptr, out);
+    if (m.remove_hash(ev.block_hashes[i], ev.medium, counts ? counts + i : nullptr, out) ==
+        removal::unknown)
+      ++m.stats.unknown_removals;
 }
 
 positional_index::removal positional_index::remove_hash(const engine_hash& h,

@@ -139,7 +139,9 @@ class positional_index {
   void removed(const block_removed& ev, std::vector<index_op>& out);
 
   /// One hash of a removal, for a router that splits an event across partitions. `remaining`
-  /// is the engine's authoritative count for it (I4), or nullptr.
+  /// is the engine's authoritative count for it (I4), or nullptr. A hash not held returns
+  /// `unknown` and counts nothing here (unknown_removals counts removed()'s): the router knows
+  /// whether another partition held it.
   removal remove_hash(const engine_hash& h, const medium_info& m, const uint32_t* remaining,
                       std::vector<index_op>& out);
 

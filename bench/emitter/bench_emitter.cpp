@@ -22,7 +22,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -218,13 +217,9 @@ int main(int argc, char** argv) {
   }
   caf::actor_system_config cfg;
   setup_actor_system(cfg);
-  // The daemon's scheduler (runtime/daemon.cpp, tune_scheduler), so the client CPU per eviction
-  // is the daemon's: with CAF's defaults (4+ workers polling 500 times with a sleep after each
-  // job) the workers' own polling was a third of it.
-  cfg.set("scheduler.max-threads",
-          static_cast<size_t>(std::max(2u, std::thread::hardware_concurrency())));
-  cfg.set("work-stealing.moderate-poll-attempts", size_t{10});
-  cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::seconds(1)});
+  // The daemon's scheduler, so the client CPU per eviction is the daemon's: with CAF's defaults
+  // (4+ workers polling 500 times with a sleep after each job) their polling was a third of it.
+  tune_scheduler(cfg);
   caf::actor_system sys{cfg};
   struct conf {
     const char* name;

@@ -23,8 +23,6 @@ int64_t unix_ns() {
       .count();
 }
 
-// One multipart message, whatever its frame count (bounded: frames past max_frames are read
-// and dropped so the socket stays in step; the record then holds the first max_frames).
 // SIGINT/SIGTERM (the way an operator ends a capture) interrupt the poll, and cppzmq throws
 // for that; the stop flag the handler set is checked at the top of the loop.
 void poll_interruptible(zmq::pollitem_t* items, size_t n, std::chrono::milliseconds timeout) {
@@ -35,6 +33,8 @@ void poll_interruptible(zmq::pollitem_t* items, size_t n, std::chrono::milliseco
   }
 }
 
+// One multipart message, whatever its frame count (bounded: frames past max_frames are read
+// and dropped so the socket stays in step; the record then holds the first max_frames).
 bool recv_all(zmq::socket_t& s, std::vector<zmq::message_t>& parts) {
   parts.clear();
   for (;;) {
