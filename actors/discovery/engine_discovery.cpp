@@ -68,10 +68,9 @@ bool is_2xx(int status) { return status >= 200 && status < 300; }
 // The failure for an answer that is not a 2xx (rule 2).
 failure not_ok(const context& cx, const http_answer& a) {
   if (a.status == 0) {
-    // The fetch's own text names the request ("GET <url>: why"); the context names it already.
-    constexpr std::string_view get = "GET ";
-    if (a.error.compare(0, get.size(), get) == 0)
-      return cx.fail(a.path, "no answer from " + a.error.substr(get.size()));
+    // Not a.error: it is "GET <url>: why", and the context names the request already.
+    if (!a.url.empty() && !a.why.empty())
+      return cx.fail(a.path, "no answer from " + a.url + ": " + a.why);
     return cx.fail(a.path, "no answer: " + a.error);
   }
   return cx.fail(a.path, "answered HTTP " + std::to_string(a.status) + ": " + quote(a.body));

@@ -93,6 +93,11 @@ struct http_answer {
   int status = 0;    // 0 = no response at all (then `error` says why)
   std::string body;
   std::string error;  // transport error when status == 0
+  // Its parts, so the message can name the request once (the context names it already). Empty
+  // when no request was made, or in answers made by hand: the `{}` lets tests and the fuzzer
+  // leave them out of their braces under -Wmissing-field-initializers.
+  std::string url{};  // the URL asked
+  std::string why{};  // the error without its request
 };
 
 /// The answers the fetch collected; nullopt = not asked.

@@ -17,6 +17,8 @@ http_answer ask(http_fetcher& f, const std::string& prefix, std::string path) {
     a.body = std::move(r.body);
   } else {
     a.error = std::move(r.error);
+    a.url = std::move(r.url);
+    a.why = std::move(r.why);
   }
   return a;
 }

@@ -106,6 +106,12 @@ std::string describe(httplib::Error e, const http_url& t, std::chrono::milliseco
   }
 }
 
+fetch_result used_after_move() {
+  fetch_result r;
+  r.error = r.why = "http_fetcher used after move";
+  return r;
+}
+
 }  // namespace
 
 struct http_fetcher::impl {
@@ -129,7 +135,7 @@ struct http_fetcher::impl {
   fetch_result get(const std::string& path, const std::string& shown) {
     fetch_result r;
     if (!url_error.empty()) {
-      r.error = url_error;
+      r.error = r.why = url_error;
       return r;
     }
     if (!client) make_client();
@@ -164,26 +170,30 @@ struct http_fetcher::impl {
       body.append(data, len);
       return true;
     };
+    r.url = shown;
     try {
       httplib::Result res = client->Get(path, on_response, on_data);
       if (too_big) {
-        r.error = "GET " + shown + ": body exceeds " + std::to_string(opts.max_body) + " bytes";
+        r.why = "body exceeds " + std::to_string(opts.max_body) + " bytes";
       } else if (too_slow) {
-        r.error = "GET " + shown + ": timed out reading the body";
+        r.why = "timed out reading the body";
       } else if (!res) {
-        r.error = "GET " + shown + ": " + describe(res.error(), target, opts.timeout);
+        r.why = describe(res.error(), target, opts.timeout);
       } else {
         r.ok = true;
         r.status = res->status;
         r.body = std::move(body);
       }
     } catch (const std::exception& e) {
-      r.error = "GET " + shown + ": " + e.what();
+      r.why = e.what();
     } catch (...) {
-      r.error = "GET " + shown + ": unknown failure";
+      r.why = "unknown failure";
     }
-    // After an aborted transfer the connection state is unknown: start clean next time.
-    if (!r.ok) client.reset();
+    if (!r.ok) {
+      r.error = "GET " + shown + ": " + r.why;
+      // After an aborted transfer the connection state is unknown: start clean next time.
+      client.reset();
+    }
     return r;
   }
 };
@@ -203,12 +213,12 @@ const std::string& http_fetcher::url_error() const { return impl_->url_error; }
 const std::string& http_fetcher::url() const { return impl_->url; }
 
 fetch_result http_fetcher::get() {
-  if (!impl_) return fetch_result{false, 0, {}, "http_fetcher used after move"};
+  if (!impl_) return used_after_move();
   return impl_->get(impl_->target.path, impl_->url);
 }
 
 fetch_result http_fetcher::get(std::string_view path) {
-  if (!impl_) return fetch_result{false, 0, {}, "http_fetcher used after move"};
+  if (!impl_) return used_after_move();
   std::string p(path);
   if (p.empty() || p.front() != '/') p.insert(p.begin(), '/');
   // The shown URL is the origin plus this path, so errors name what was actually asked.

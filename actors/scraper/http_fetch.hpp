@@ -20,7 +20,11 @@ struct fetch_result {
   bool ok = false;       // a response arrived (any status); false = transport error
   int status = 0;        // HTTP status when ok
   std::string body;      // response body when ok (at most max_body bytes)
-  std::string error;     // what went wrong when !ok
+  std::string error;     // what went wrong when !ok: "GET <url>: <why>", or just <why>
+  // The parts of `error`, for a caller that names the request itself (discovery) and would
+  // otherwise have to take `error` apart.
+  std::string url;  // the URL asked, as `error` shows it; empty when no request was made
+  std::string why;  // the error without its request ("connection refused by ..."), when !ok
 };
 
 struct http_fetch_options {

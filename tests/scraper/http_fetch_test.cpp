@@ -197,6 +197,10 @@ TEST(HttpFetch, GetsOtherPathsOnTheSameConnection) {
   EXPECT_NE(r.error.find("GET " + srv.url("/hang") + ": no answer within 200 ms"),
             std::string::npos)
       << r.error;
+  // The parts of the error, for a caller that names the request itself.
+  EXPECT_EQ(r.url, srv.url("/hang"));
+  EXPECT_EQ(r.why.rfind("no answer within 200 ms", 0), 0u) << r.why;
+  EXPECT_EQ(r.error, "GET " + r.url + ": " + r.why);
 }
 
 TEST(HttpFetch, M21Http500IsAnErrorWithZeroStats) {
@@ -224,6 +228,9 @@ TEST(HttpFetch, M22ServerThatNeverAnswersTimesOut) {
   EXPECT_FALSE(r.ok);
   EXPECT_FALSE(r.error.empty());
   EXPECT_LT(took, 5s);  // bounded by the timeout, not by the server (which holds for 10 s)
+  EXPECT_FALSE(r.why.empty());
+  EXPECT_NE(r.why.rfind("GET ", 0), 0u) << r.why;
+  EXPECT_EQ(r.error, "GET " + srv.url("/hang") + ": " + r.why);
 }
 
 TEST(HttpFetch, RecoversAfterAFailedRequest) {
@@ -269,6 +276,9 @@ TEST(HttpFetch, ConnectionRefusedIsAnError) {
                          " (nothing listens there)"),
             std::string::npos)
       << r.error;
+  EXPECT_EQ(r.why, "connection refused by 127.0.0.1:" + std::to_string(port) +
+                       " (nothing listens there)");
+  EXPECT_EQ(r.url, "http://127.0.0.1:" + std::to_string(port) + "/metrics");
 }
 
 TEST(HttpFetch, AHostThatDoesNotResolveSaysSo) {
@@ -289,6 +299,8 @@ TEST(HttpFetch, BadUrlFailsEveryGet) {
   fetch_result r = f.get();
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.error, f.url_error());
+  EXPECT_EQ(r.why, f.url_error());
+  EXPECT_TRUE(r.url.empty());  // no request was made
 }
 
 }  // namespace
