@@ -17,6 +17,8 @@
 # The fullcache case (issue 13's full-cache engine, both eviction modes) runs unless --cases names
 # others; KVRELAY_BASELINE=/path/to/kvrelay adds that binary's run of it (its own default eviction
 # mode) to the same run, for "rpc mode at least 2x today's rate"; it adds one to evictdrain too.
+# BENCH_DUMP=1 saves, per case once drained, kvrelay's /debug/tree (CASE.tree.json: the shard's
+# heap_bytes, pending sizes) and /proc/PID/smaps (CASE.smaps: which mappings hold the RSS).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -318,6 +320,10 @@ for l in open(sys.argv[1]):
   local c2 rss hwm resident gaps lost events_total
   c2="$(cpu_seconds "$KV_PID")"
   rss="$(status_kb "$KV_PID" VmRSS)"; hwm="$(status_kb "$KV_PID" VmHWM)"
+  if [[ -n "${BENCH_DUMP:-}" ]]; then
+    curl -sf --noproxy '*' --max-time 5 "http://$ADMIN/debug/tree" > "$OUT/$name.tree.json" || true
+    cp "/proc/$KV_PID/smaps" "$OUT/$name.smaps" || true
+  fi
   resident="$(metric_sum kvrelay_resident_blocks)"
   gaps="$(metric_sum kvrelay_seq_gaps_total)"
   lost="$(metric_sum kvrelay_batches_lost_total)"
