@@ -14,9 +14,14 @@
 //      following entries back (no tombstones), so probes never lengthen with churn.
 //  T4. Pointers to slots stay valid until the next insert or erase (either may move slots).
 //  T5. clear() releases the array (an AllBlocksCleared gives the memory back).
-//  T6. Arrays of 2 MiB or more get transparent-huge-page advice on their aligned interior: probes
-//      at random over tens of MB would otherwise miss the TLB nearly every time. Advice only; it
-//      rounds nothing up.
+//  T6. Arrays of 2 MiB or more are mappings of their own, not malloc's: freed (grown out of,
+//      cleared), their pages go back to the system at once. From malloc they would not: once a
+//      big chunk has been freed, glibc raises its mmap threshold to that size (up to 32 MiB), so
+//      a table rebuilt after a clear grows inside an arena that keeps every array it outgrew
+//      (bench_shard IndexMemory1M: a second 1 M index in one process, 84 B of RSS per block
+//      instead of 50). They get transparent-huge-page advice on their aligned interior: probes
+//      at random over tens of MB would otherwise miss the TLB nearly every time (advice only;
+//      it rounds nothing up).
 //
 // Slot: a trivially copyable struct whose first member is `key`, of a trivially copyable type K
 // with ==, whose value-initialised K{} is the all-zero key, and with a `probe_hash(const K&)`
@@ -46,11 +51,11 @@ class probe_table {
   using key_type = std::remove_cv_t<decltype(Slot::key)>;
 
   probe_table() : seed_(next_seed()) {}
-  ~probe_table() { std::free(slots_); }
+  ~probe_table() { release(slots_, cap_); }
   probe_table(probe_table&& o) noexcept { *this = std::move(o); }
   probe_table& operator=(probe_table&& o) noexcept {
     if (this != &o) {
-      std::free(slots_);
+      release(slots_, cap_);
       slots_ = std::exchange(o.slots_, nullptr);
       cap_ = std::exchange(o.cap_, 0);
       shift_ = std::exchange(o.shift_, 64);
@@ -128,7 +133,7 @@ class probe_table {
   }
 
   void clear() noexcept {
-    std::free(slots_);
+    release(slots_, cap_);
     slots_ = nullptr;
     cap_ = size_ = 0;
     shift_ = 64;
@@ -167,15 +172,30 @@ class probe_table {
     --size_;
   }
 
+  static constexpr size_t map_from = size_t{2} << 20;  // T6: one huge page
+
   static Slot* allocate(size_t n) {
     const size_t bytes = n * sizeof(Slot);
-    void* p = std::calloc(n, sizeof(Slot));  // all-zero keys: every slot empty
-    if (p == nullptr) throw std::bad_alloc();
-    constexpr uintptr_t huge = uintptr_t{2} << 20;
-    const auto begin = (reinterpret_cast<uintptr_t>(p) + huge - 1) & ~(huge - 1);
-    const auto end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(huge - 1);
+    if (bytes < map_from) {
+      void* p = std::calloc(n, sizeof(Slot));  // all-zero keys: every slot empty
+      if (p == nullptr) throw std::bad_alloc();
+      return static_cast<Slot*>(p);
+    }
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();  // zero pages: every slot empty
+    const auto begin = (reinterpret_cast<uintptr_t>(p) + map_from - 1) & ~(map_from - 1);
+    const auto end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(map_from - 1);
     if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
     return static_cast<Slot*>(p);
+  }
+
+  static void release(Slot* p, size_t n) noexcept {
+    if (p == nullptr) return;
+    if (n * sizeof(Slot) < map_from) {
+      std::free(p);
+    } else {
+      munmap(p, n * sizeof(Slot));
+    }
   }
 
   void grow() {
@@ -191,7 +211,7 @@ class probe_table {
       while (!is_zero(slots_[j].key)) j = (j + 1) & (cap_ - 1);
       slots_[j] = old[i];
     }
-    std::free(old);
+    release(old, ocap);
   }
 
   Slot* slots_ = nullptr;

@@ -51,7 +51,8 @@ std::vector<block_stored> make_events(size_t count, size_t events_per_chain, uin
   return events;
 }
 
-// malloc's chunks in use, its own mappings included: what the index asked for.
+// malloc's chunks in use, its own mappings included. A table array of 2 MiB or more maps itself
+// (probe_table rule T6) and shows only in resident_bytes().
 size_t heap_in_use() {
   const struct mallinfo2 mi = mallinfo2();
   return mi.uordblks + mi.hblkhd;
@@ -279,9 +280,10 @@ void FingerprintOnly(benchmark::State& state) {
 }
 BENCHMARK(FingerprintOnly)->Unit(benchmark::kMillisecond);
 
-// Memory per resident block with 1M int-hash 16-token blocks: what malloc handed out (mallinfo2
-// delta), what the process's resident set grew by (the arrays a growing table freed, if malloc
-// keeps their pages, count here), and the index's own estimate. Arg: max_resident (0 = no cap; 2M = cap set, never reached).
+// Memory per resident block with 1M int-hash 16-token blocks: what the process's resident set
+// grew by (which would also count outgrown arrays an arena kept: the second case runs after the
+// first freed its index, as a rebuild after a clear does), what malloc handed out (mallinfo2
+// delta; the big arrays are not malloc's), and the index's own estimate. Arg: max_resident (0 = no cap; 2M = cap set, never reached).
 void IndexMemory1M(benchmark::State& state) {
   constexpr size_t events = 250000;  // × 4 blocks
   index_options opts;

@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 #include <random>
+#include <string>
 #include <unordered_map>
 
 namespace kvrelay {
@@ -63,6 +65,50 @@ TEST(ProbeTable, T5ClearReleasesTheArray) {
   EXPECT_EQ(t.find(3), nullptr);
   t.insert(slot{3, 1});
   EXPECT_EQ(t.find(3)->value, 1u);
+}
+
+// Sanitizers keep shadow memory beside every page the program touches, so RSS there is not the
+// program's own: the RSS test skips.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool sanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+constexpr bool sanitized = true;
+#else
+constexpr bool sanitized = false;
+#endif
+#else
+constexpr bool sanitized = false;
+#endif
+
+// VmRSS of this process, bytes (0 if /proc is not there).
+size_t resident_bytes() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+
+TEST(ProbeTable, T6BigArraysHoldNoMoreThanThemselvesAndGoBackWhenFreed) {
+  if (sanitized) GTEST_SKIP() << "RSS under a sanitizer includes its shadow memory";
+  if (resident_bytes() == 0) GTEST_SKIP() << "no /proc/self/status";
+  constexpr size_t slack = size_t{6} << 20;
+  // The second round is the one malloc gets wrong: the first freed a big array, so the arrays
+  // the second table grows through come from an arena that keeps them once outgrown.
+  for (int round = 0; round < 2; ++round) {
+    const size_t before = resident_bytes();
+    {
+      probe_table<slot> t;
+      for (uint64_t k = 1; k <= 1'000'000; ++k) t.insert(slot{k, 0});
+      const size_t array = t.capacity() * sizeof(slot);  // 2^21 slots: 24 MiB
+      const size_t grown = resident_bytes() - before;
+      EXPECT_GT(grown + slack, array) << round;  // the array is resident: the measure works
+      EXPECT_LT(grown, array + slack) << "round " << round << ": the outgrown arrays stayed";
+    }
+    const size_t after = resident_bytes();
+    EXPECT_LT(after, before + slack) << "round " << round << ": the freed array stayed";
+  }
 }
 
 TEST(ProbeTableProperty, BehavesLikeAMapUnderChurn) {
