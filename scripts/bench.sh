@@ -559,6 +559,10 @@ if has_case memory; then
   # 1 M resident again, paced: a blast parks the whole stream in kvrelay's ZMQ receive queue, and
   # the heap it leaves behind would be charged to the index.
   run_case "memory-1M-paced" single "$TP_BLOCKS" 250000 "$BIG --floor-repeats 1"
+  # The same after an engine clear halfway: the index is rebuilt in a process whose allocator has
+  # already seen its big arrays freed (probe_table rule T6 is what keeps this near the above).
+  run_case "memory-rebuild" single $((TP_BLOCKS * 3 / 2)) 250000 \
+    "$BIG --clear-after $((TP_BLOCKS * 3 / 4)) --floor-repeats 1"
 fi
 if has_case evicting; then
   for i in $(seq "$REPEATS"); do run_case "evicting-$i" single "$EV_BLOCKS" 0 "$SMALL"; done

@@ -56,6 +56,7 @@ const char* k_usage =
     "  --lora-fraction F    share of requests with an adapter (default 0.2)\n"
     "  --capacity N         engine GPU cache in blocks; LRU eviction beyond (default 65536)\n"
     "  --clear-prob P       AllBlocksCleared probability per batch (default 0.0005)\n"
+    "  --clear-after N      one AllBlocksCleared once N blocks were stored (default 0: none)\n"
     "  --era ERA            wire era (default G)\n"
     "  --seed N             workload seed (default 1)\n"
     "  --floor-repeats N    floor passes (best of N; 0 = skip the floor; default 3)\n"
@@ -87,6 +88,7 @@ struct options {
   double lora_fraction = 0.2;
   long capacity = 65536;
   double clear_prob = 0.0005;
+  long clear_after = 0;
   double evict_rate = 0;
   std::string era = "G";
   long seed = 1, floor_repeats = 3, linger_ms = 30000;
@@ -136,6 +138,7 @@ options parse(int argc, char** argv) {
     else if (name == "lora-fraction") o.lora_fraction = to_double(name, value);
     else if (name == "capacity") o.capacity = num();
     else if (name == "clear-prob") o.clear_prob = to_double(name, value);
+    else if (name == "clear-after") o.clear_after = num();
     else if (name == "era") o.era = value;
     else if (name == "seed") o.seed = num();
     else if (name == "floor-repeats") o.floor_repeats = num();
@@ -176,6 +179,7 @@ workload_options workload_for(const options& o, long rank) {
   w.lora_adapters = static_cast<size_t>(std::max(0L, o.lora_adapters));
   w.lora_fraction = o.lora_fraction;
   w.clear_probability = o.clear_prob;
+  w.clear_after_blocks = static_cast<uint64_t>(std::max(0L, o.clear_after));
   w.hashes = hash_mode::u64;
   return w;
 }

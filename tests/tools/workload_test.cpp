@@ -219,6 +219,34 @@ TEST(RandomWorkload, EvictsAtCapacityAndStaysConsistent) {
   EXPECT_EQ(model.resident[gpu0].size(), st.gpu_resident);
 }
 
+TEST(RandomWorkload, ClearAfterBlocksClearsOnceWhenThatManyWereStored) {
+  workload_options o;
+  o.capacity_blocks = 1'000'000;  // no evictions: the clear is what empties the cache
+  o.clear_after_blocks = 500;
+  workload w(o);
+  cache_model model;
+  uint64_t stored_at_clear = 0;
+  size_t clears_seen = 0;
+  for (int i = 0; i < 300; ++i) {
+    const uint64_t before = w.stats().blocks_stored;
+    const auto batch = w.next_batch();
+    for (const auto& ev : batch) {
+      if (ev.t != fake_event::type::cleared) continue;
+      ++clears_seen;
+      stored_at_clear = before;
+      EXPECT_EQ(&ev, &batch.front()) << "a clear heads its batch";
+    }
+    model.apply(batch);
+  }
+  EXPECT_EQ(clears_seen, 1u);
+  EXPECT_EQ(w.stats().clears, 1u);
+  EXPECT_GE(stored_at_clear, 500u);
+  EXPECT_LT(stored_at_clear, 500u + 4 * 32) << "the first batch after the threshold clears";
+  EXPECT_EQ(model.bad_parent, 0u);
+  EXPECT_EQ(model.resident[gpu0].size(), w.stats().gpu_resident);
+  EXPECT_LT(w.stats().gpu_resident, w.stats().blocks_stored) << "the clear emptied the cache";
+}
+
 TEST(RandomWorkload, EvictAllFreesEveryResidentBlockTailBeforeHead) {
   workload_options o;
   o.capacity_blocks = 256;

@@ -268,7 +268,9 @@ struct workload::impl {
 
   std::vector<fake_event> next_batch() {
     std::vector<fake_event> out;
-    if (opt.clear_probability > 0 && unit() < opt.clear_probability) {
+    const bool planned = opt.clear_after_blocks > 0 && stats.clears == 0 &&
+                         stats.blocks_stored >= opt.clear_after_blocks;
+    if (planned || (opt.clear_probability > 0 && unit() < opt.clear_probability)) {
       ++stats.clears;
       gpu.clear();
       cpu.clear();

@@ -34,6 +34,7 @@ struct workload_options {
   bool lora_ids = true;              // write lora_id
   bool lora_names = true;            // write lora_name (eras D+)
   double clear_probability = 0.0;    // per batch: AllBlocksCleared, cache emptied
+  uint64_t clear_after_blocks = 0;   // one AllBlocksCleared once this many were stored (0: none)
   bool cpu_offload = false;          // copy stored blocks to a CPU tier (medium "CPU")
   size_t cpu_capacity_blocks = 16384;
   bool hybrid = false;               // group 0 full_attention + group 1 sliding_window
