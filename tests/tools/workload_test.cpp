@@ -247,6 +247,20 @@ TEST(RandomWorkload, ClearAfterBlocksClearsOnceWhenThatManyWereStored) {
   EXPECT_LT(w.stats().gpu_resident, w.stats().blocks_stored) << "the clear emptied the cache";
 }
 
+TEST(RandomWorkload, ClearAfterBlocksComesEvenAfterRandomClears) {
+  workload_options o;
+  o.capacity_blocks = 1'000'000;
+  o.clear_probability = 0.2;  // several random clears before the threshold
+  o.clear_after_blocks = 2000;
+  workload w(o);
+  while (w.stats().blocks_stored < 2000) w.next_batch();
+  ASSERT_GT(w.stats().clears, 0u) << "random clears came first";
+  const uint64_t clears = w.stats().clears;
+  const auto batch = w.next_batch();  // the first past the threshold
+  EXPECT_EQ(w.stats().clears, clears + 1);
+  EXPECT_EQ(batch.front().t, fake_event::type::cleared);
+}
+
 TEST(RandomWorkload, EvictAllFreesEveryResidentBlockTailBeforeHead) {
   workload_options o;
   o.capacity_blocks = 256;

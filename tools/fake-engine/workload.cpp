@@ -38,6 +38,7 @@ struct workload::impl {
   std::vector<double> zipf_cdf;
   uint64_t tick = 0;
   counters stats;
+  bool planned_clear_done = false;  // opt.clear_after_blocks: random clears do not count
 
   // A tier's resident blocks with LRU order; ties evict the deeper block first, as a prefix
   // cache frees a sequence's tail before its head.
@@ -268,8 +269,9 @@ struct workload::impl {
 
   std::vector<fake_event> next_batch() {
     std::vector<fake_event> out;
-    const bool planned = opt.clear_after_blocks > 0 && stats.clears == 0 &&
+    const bool planned = opt.clear_after_blocks > 0 && !planned_clear_done &&
                          stats.blocks_stored >= opt.clear_after_blocks;
+    planned_clear_done = planned_clear_done || planned;
     if (planned || (opt.clear_probability > 0 && unit() < opt.clear_probability)) {
       ++stats.clears;
       gpu.clear();
