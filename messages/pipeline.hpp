@@ -37,9 +37,13 @@ using raw_batch_ptr = std::shared_ptr<const raw_batch>;
 struct ingress_notice {
   enum class kind : uint8_t { history_lost, incarnation_reset, engine_asleep };
   kind what = kind::history_lost;
-  uint64_t first = 0;  // first missing seq / old last seq
-  uint64_t last = 0;   // first available seq / new seq
+  // history_lost: seqs [first_missing, first_available) will never arrive.
+  uint64_t first_missing = 0;
+  uint64_t first_available = 0;
   const char* reason = "";  // history_lost: why, a static text (no_replay_endpoint, ...)
+  // incarnation_reset: the old incarnation's last live seq and the new one's first.
+  uint64_t previous_seq = 0;
+  uint64_t new_seq = 0;
 };
 using ingress_notice_ptr = std::shared_ptr<const ingress_notice>;
 

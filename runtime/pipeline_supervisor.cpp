@@ -448,7 +448,7 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context c
         if (f == health_fact::engine_asleep && self->state.decoder)
           self->send(self->state.decoder,
                      std::make_shared<const ingress_notice>(
-                         ingress_notice{ingress_notice::kind::engine_asleep, 0, 0, ""}));
+                         ingress_notice{ingress_notice::kind::engine_asleep}));
       },
       [=](atom::ready) {
         auto& s = self->state;

@@ -5,6 +5,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <vector>
@@ -24,45 +25,99 @@ constexpr auto publish_cooldown = std::chrono::seconds(1);
 constexpr auto drain_poll = std::chrono::milliseconds(20);
 constexpr auto drain_read_max = std::chrono::seconds(1);
 
-// Every series the ingress publishes, resolved once at spawn (created at 0: dashboards see them).
+// Every counter the ingress publishes, declared once: (name, help, label, field). A row with a
+// label is one series of a family whose other rows share the name and help.
+template <class Counters>
+struct counter_row {
+  const char* name;
+  const char* help;
+  const char* label_key;  // nullptr: no label of its own
+  const char* label_value;
+  uint64_t Counters::*field;
+};
+
+constexpr const char* replays_help = "Replay requests by outcome";
+constexpr const char* bad_help = "Malformed ZMQ messages dropped, by reason";
+
+constexpr counter_row<ingress::tracker_counters> tracker_rows[] = {
+    {"kvrelay_seq_gaps_total", "Sequence gaps seen on the live stream", nullptr, nullptr,
+     &ingress::tracker_counters::gaps},
+    {"kvrelay_replays_total", replays_help, "outcome", "requested",
+     &ingress::tracker_counters::replays_requested},
+    {"kvrelay_replays_total", replays_help, "outcome", "succeeded",
+     &ingress::tracker_counters::replays_succeeded},
+    {"kvrelay_replays_total", replays_help, "outcome", "failed",
+     &ingress::tracker_counters::replays_failed},
+    {"kvrelay_replays_total", replays_help, "outcome", "continued",
+     &ingress::tracker_counters::replays_continued},
+    {"kvrelay_replay_holes_total",
+     "Replay replies that skipped seqs the engine's socket dropped past its high-water mark "
+     "(each asked for again, not a loss)",
+     nullptr, nullptr, &ingress::tracker_counters::replay_holes},
+    {"kvrelay_batches_recovered_total", "Batches recovered through replay", nullptr, nullptr,
+     &ingress::tracker_counters::batches_recovered},
+    {"kvrelay_batches_lost_total", "Batches that could not be recovered (pipeline cleared)",
+     nullptr, nullptr, &ingress::tracker_counters::batches_lost},
+    {"kvrelay_history_lost_total", "Unrecoverable gaps (each clears the pipeline)", nullptr,
+     nullptr, &ingress::tracker_counters::history_lost},
+    {"kvrelay_history_skipped_batches_total",
+     "Engine batches before the first one delivered that no replay could supply: what the "
+     "engine cached in them is unknown to the index",
+     nullptr, nullptr, &ingress::tracker_counters::cold_skipped},
+    {"kvrelay_incarnation_resets_total", "Engine restarts seen as sequence resets", nullptr,
+     nullptr, &ingress::tracker_counters::resets},
+    {"kvrelay_duplicate_batches_total", "Batches seen twice (dropped)", nullptr, nullptr,
+     &ingress::tracker_counters::duplicates},
+};
+
+constexpr counter_row<ingress::frame_counters> frame_rows[] = {
+    {"kvrelay_bad_frames_total", bad_help, "reason", "frame_count",
+     &ingress::frame_counters::bad_frame_count},
+    {"kvrelay_bad_frames_total", bad_help, "reason", "seq_size",
+     &ingress::frame_counters::bad_seq_size},
+    {"kvrelay_bad_frames_total", bad_help, "reason", "reserved_seq",
+     &ingress::frame_counters::reserved_seq},
+    {"kvrelay_bad_frames_total", bad_help, "reason", "replay_malformed",
+     &ingress::frame_counters::replay_malformed},
+    {"kvrelay_bad_frames_total", bad_help, "reason", "replay_bad_end",
+     &ingress::frame_counters::replay_bad_end},
+    {"kvrelay_received_bytes_total", "Live payload bytes received", nullptr, nullptr,
+     &ingress::frame_counters::bytes},
+};
+
+// The series of one table, resolved once at spawn (created at 0: dashboards see them).
+template <class Counters, size_t N>
+std::array<counter_series*, N> resolve(const pipeline_context& m,
+                                       const counter_row<Counters> (&rows)[N]) {
+  std::array<counter_series*, N> out{};
+  for (size_t i = 0; i < N; ++i) {
+    label_set extra;
+    if (rows[i].label_key) extra.emplace_back(rows[i].label_key, rows[i].label_value);
+    out[i] = &m.counter(rows[i].name, rows[i].help, std::move(extra));
+  }
+  return out;
+}
+
+// Each series advances by its field's growth since the last publish.
+template <class Counters, size_t N>
+void advance(const std::array<counter_series*, N>& series, const counter_row<Counters> (&rows)[N],
+             const Counters& now, Counters& published) {
+  for (size_t i = 0; i < N; ++i)
+    series[i]->advance(now.*(rows[i].field), published.*(rows[i].field));
+}
+
+constexpr size_t tracker_row_count = sizeof tracker_rows / sizeof tracker_rows[0];
+constexpr size_t frame_row_count = sizeof frame_rows / sizeof frame_rows[0];
+
 struct ingress_series {
-  explicit ingress_series(const pipeline_context& m) {
-    const auto replays = [&](const char* outcome) {
-      return &m.counter("kvrelay_replays_total", "Replay requests by outcome",
-                        {{"outcome", outcome}});
-    };
-    const auto bad = [&](const char* reason) {
-      return &m.counter("kvrelay_bad_frames_total", "Malformed ZMQ messages dropped, by reason",
-                        {{"reason", reason}});
-    };
-    gaps = &m.counter("kvrelay_seq_gaps_total", "Sequence gaps seen on the live stream");
-    replays_requested = replays("requested");
-    replays_succeeded = replays("succeeded");
-    replays_failed = replays("failed");
-    recovered = &m.counter("kvrelay_batches_recovered_total", "Batches recovered through replay");
-    lost = &m.counter("kvrelay_batches_lost_total",
-                      "Batches that could not be recovered (pipeline cleared)");
-    history_lost = &m.counter("kvrelay_history_lost_total",
-                              "Unrecoverable gaps (each clears the pipeline)");
-    skipped = &m.counter("kvrelay_history_skipped_batches_total",
-                         "Engine batches before the first one delivered that no replay could "
-                         "supply: what the engine cached in them is unknown to the index");
-    resets = &m.counter("kvrelay_incarnation_resets_total",
-                        "Engine restarts seen as sequence resets");
-    duplicates = &m.counter("kvrelay_duplicate_batches_total", "Batches seen twice (dropped)");
-    bad_frame_count = bad("frame_count");
-    bad_seq_size = bad("seq_size");
-    reserved_seq = bad("reserved_seq");
-    replay_malformed = bad("replay_malformed");
-    replay_bad_end = bad("replay_bad_end");
-    bytes = &m.counter("kvrelay_received_bytes_total", "Live payload bytes received");
+  explicit ingress_series(const pipeline_context& m)
+      : tracker(resolve(m, tracker_rows)), frames(resolve(m, frame_rows)) {
     in_flight = &m.gauge("kvrelay_ingress_in_flight",
                          "Batches handed to the decoder, not yet decoded");
     connected = &m.gauge("kvrelay_engine_connected", "1 when the SUB socket has an engine peer");
   }
-  counter_series *gaps, *replays_requested, *replays_succeeded, *replays_failed, *recovered,
-      *lost, *history_lost, *skipped, *resets, *duplicates, *bad_frame_count, *bad_seq_size,
-      *reserved_seq, *replay_malformed, *replay_bad_end, *bytes;
+  std::array<counter_series*, tracker_row_count> tracker;
+  std::array<counter_series*, frame_row_count> frames;
   gauge_series *in_flight, *connected;
 };
 
@@ -105,25 +160,8 @@ void publish(ingress_self self) {
   const auto now = st.source->stats();
   auto& m = *st.series;
   const auto& t = now.tracker;
-  auto& p = st.last.tracker;
-  m.gaps->advance(t.gaps, p.gaps);
-  m.replays_requested->advance(t.replays_requested, p.replays_requested);
-  m.replays_succeeded->advance(t.replays_succeeded, p.replays_succeeded);
-  m.replays_failed->advance(t.replays_failed, p.replays_failed);
-  m.recovered->advance(t.batches_recovered, p.batches_recovered);
-  m.lost->advance(t.batches_lost, p.batches_lost);
-  m.history_lost->advance(t.history_lost, p.history_lost);
-  m.skipped->advance(t.cold_skipped, p.cold_skipped);
-  m.resets->advance(t.resets, p.resets);
-  m.duplicates->advance(t.duplicates, p.duplicates);
-  const auto& f = now.frames;
-  auto& q = st.last.frames;
-  m.bad_frame_count->advance(f.bad_frame_count, q.bad_frame_count);
-  m.bad_seq_size->advance(f.bad_seq_size, q.bad_seq_size);
-  m.reserved_seq->advance(f.reserved_seq, q.reserved_seq);
-  m.replay_malformed->advance(f.replay_malformed, q.replay_malformed);
-  m.replay_bad_end->advance(f.replay_bad_end, q.replay_bad_end);
-  m.bytes->advance(f.bytes, q.bytes);
+  advance(m.tracker, tracker_rows, t, st.last.tracker);
+  advance(m.frames, frame_rows, now.frames, st.last.frames);
   m.in_flight->set(static_cast<double>(now.in_flight));
   m.connected->set(now.connected ? 1 : 0);
   if (st.ctx.health && now.connected != st.told_connected) {
@@ -218,12 +256,15 @@ actor_status status_of(ingress_self self) {
   j.add("connected", stats.connected);
   j.add("live", stats.live);
   j.add("catching_up", stats.catching_up);
+  j.add("phase", ingress::to_string(stats.phase));
   j.add("running", s.source->running());
   j.add("messages", stats.frames.messages);
   j.add("batches", stats.tracker.batches);
   j.add("gaps", stats.tracker.gaps);
   j.add("replays_requested", stats.tracker.replays_requested);
   j.add("replays_succeeded", stats.tracker.replays_succeeded);
+  j.add("replays_continued", stats.tracker.replays_continued);
+  j.add("replay_holes", stats.tracker.replay_holes);
   j.add("tail_probes", stats.tracker.tail_probes);
   j.add("batches_recovered", stats.tracker.batches_recovered);
   j.add("history_lost", stats.tracker.history_lost);

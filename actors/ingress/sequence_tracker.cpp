@@ -14,6 +14,28 @@ const char* to_string(loss_reason r) noexcept {
   return "unknown";
 }
 
+const char* to_string(replay_reason r) noexcept {
+  switch (r) {
+    case replay_reason::catch_up: return "catch_up";
+    case replay_reason::resume: return "resume";
+    case replay_reason::repair: return "repair";
+    case replay_reason::continue_: return "continue";
+    case replay_reason::retry: return "retry";
+    case replay_reason::probe: return "probe";
+  }
+  return "unknown";
+}
+
+const char* to_string(tracker_phase p) noexcept {
+  switch (p) {
+    case tracker_phase::unstarted: return "unstarted";
+    case tracker_phase::streaming: return "streaming";
+    case tracker_phase::replaying: return "replaying";
+    case tracker_phase::probe_wait: return "probe_wait";
+  }
+  return "unknown";
+}
+
 const char* to_string(action_kind k) noexcept {
   switch (k) {
     case action_kind::deliver: return "deliver";

@@ -94,7 +94,8 @@ bool same(const zmq_source_stats& a, const zmq_source_stats& b) {
   return std::memcmp(&a.tracker, &b.tracker, sizeof a.tracker) == 0 &&
          std::memcmp(&a.frames, &b.frames, sizeof a.frames) == 0 && a.throttled == b.throttled &&
          a.connects == b.connects && a.disconnects == b.disconnects &&
-         a.connected == b.connected && a.live == b.live && a.catching_up == b.catching_up;
+         a.connected == b.connected && a.live == b.live && a.catching_up == b.catching_up &&
+         a.phase == b.phase;
 }
 
 // One multipart message; frames beyond max_parts are received and dropped so the socket stays
@@ -171,11 +172,12 @@ struct zmq_source::impl {
   std::unique_ptr<zmq::socket_t> dealer;
   bool want_replay = false;
   uint64_t replay_from = 0;
+  replay_reason replay_why = replay_reason::catch_up;
   clock::time_point replay_not_before{};
   clock::time_point replay_deadline{};
-  bool probe_pending = false;  // tracker rule 6: on_probe_due() at probe_at
+  bool probe_pending = false;  // tracker rule ST6: on_probe_due() at probe_at
   clock::time_point probe_at{};
-  backoff replay_backoff;  // attempts = consecutive replay failures; reset by an END
+  backoff replay_backoff;  // attempts = consecutive replay failures; reset by any reply
   // One warning per reason, then at most one per 10 s with the count since: frame, seq,
   // reserved, replay.
   std::array<rate_limiter, 4> limits{rate_limiter{1, 10'000}, rate_limiter{1, 10'000},
@@ -196,7 +198,7 @@ struct zmq_source::impl {
   void on_reply(multipart& mp);
   void execute();
   void open_replay(clock::time_point now);
-  void replay_timed_out(clock::time_point now);
+  void replay_timed_out();
   void close_replay() { dealer.reset(); }
   void publish_stats();
   void reject(uint64_t& counter, size_t limit, const char* what, uint64_t detail);
@@ -281,7 +283,7 @@ void zmq_source::impl::run_loop() {
        {"replay_endpoint", opts.replay_endpoint}});
   signal_ready(std::string());
 
-  // The cold-start replay waits for the first engine peer (tracker rule 5): drain_monitor.
+  // The cold-start replay waits for the first engine peer (tracker rule ST5): drain_monitor.
   while (!stop_flag.load(std::memory_order_relaxed)) {
     poll_once();
     publish_stats();
@@ -295,9 +297,12 @@ void zmq_source::impl::poll_once() {
     tracker.on_probe_due(actions);
     execute();
   }
-  if (want_replay && !dealer && now >= replay_not_before) open_replay(now);
-
   const bool throttle = in_flight() >= opts.max_in_flight;
+  // Pacing: a reply asked for while the consumer is behind would only wait in memory (the
+  // DEALER takes all of it), so a request waits for credits like the live socket does.
+  const bool may_ask = !throttle;
+  if (want_replay && !dealer && may_ask && now >= replay_not_before) open_replay(now);
+
   // Nothing due: wait on the sockets alone (stop() wakes the eventfd). -1 = no timeout.
   milliseconds timeout(-1);
   auto until = [&](clock::time_point t) {
@@ -311,7 +316,7 @@ void zmq_source::impl::poll_once() {
     // A paused reader must not make the replay look dead.
     if (dealer) replay_deadline = std::max(replay_deadline, now + opts.replay_timeout);
   }
-  if (want_replay && !dealer) until(replay_not_before);
+  if (want_replay && !dealer && may_ask) until(replay_not_before);
   if (dealer) until(replay_deadline);
   if (probe_pending) until(probe_at);
 
@@ -330,7 +335,7 @@ void zmq_source::impl::poll_once() {
   if (dealer_idx < n && dealer && (items[dealer_idx].revents & ZMQ_POLLIN)) drain_dealer();
 
   now = clock::now();
-  if (dealer && now >= replay_deadline) replay_timed_out(now);
+  if (dealer && now >= replay_deadline) replay_timed_out();
 }
 
 void zmq_source::impl::drain_sub(zmq::socket_t& sub) {
@@ -359,8 +364,10 @@ void zmq_source::impl::drain_dealer() {
   for (uint32_t i = 0; i < opts.max_drain && dealer; ++i) {
     if (stop_flag.load(std::memory_order_relaxed)) return;
     if (!recv_multipart(*dealer, mp)) return;
-    replay_deadline = clock::now() + opts.replay_timeout;  // an inactivity timeout
     on_reply(mp);
+    // An inactivity timeout: the long one until the request's first reply, then the stall one.
+    replay_deadline = clock::now() + (tracker.replay_answering() ? opts.replay_stall_timeout
+                                                                 : opts.replay_timeout);
   }
 }
 
@@ -381,6 +388,7 @@ void zmq_source::impl::on_reply(multipart& mp) {
     want_replay = false;
     tracker.on_replay_end(actions);
   } else {
+    replay_backoff.reset();  // an answer: the endpoint works
     tracker.on_replay(seq, take_batch(payload, seq, true), actions);
   }
   execute();
@@ -425,35 +433,50 @@ void zmq_source::impl::execute() {
         break;
       case action_kind::gap_detected:
         log(log_severity::warn, "sequence gap",
-            {{"first_missing", std::to_string(a.seq)}, {"seen", std::to_string(a.seq2)}});
-        sink(gap_event{a.seq, a.seq2, !opts.replay_endpoint.empty()});
+            {{"first_missing", std::to_string(a.seq)}, {"seen", std::to_string(a.seen)}});
+        sink(gap_event{a.seq, a.seen, !opts.replay_endpoint.empty()});
         break;
       case action_kind::request_replay:
         close_replay();
         want_replay = true;
         replay_from = a.seq;
+        replay_why = a.why;
+        // Only a request that got no reply waits (jittered, doubling); every other one is asked
+        // at once, as far as pacing allows (poll_once).
+        replay_not_before = a.why == replay_reason::retry ? clock::now() + replay_backoff.next()
+                                                          : clock::time_point{};
         break;
       case action_kind::cancel_replay:
         close_replay();
         want_replay = false;
         break;
-      case action_kind::history_lost:
+      case action_kind::history_lost: {
         log(log_severity::warn, "engine history lost; index will be cleared",
             {{"first_missing", std::to_string(a.seq)},
-             {"first_available", std::to_string(a.seq2)}, {"reason", to_string(a.reason)}});
-        sink(std::make_shared<const ingress_notice>(ingress_notice{
-            ingress_notice::kind::history_lost, a.seq, a.seq2, to_string(a.reason)}));
+             {"first_available", std::to_string(a.first_available)},
+             {"reason", to_string(a.reason)}});
+        ingress_notice n;
+        n.what = ingress_notice::kind::history_lost;
+        n.first_missing = a.seq;
+        n.first_available = a.first_available;
+        n.reason = to_string(a.reason);
+        sink(std::make_shared<const ingress_notice>(n));
         break;
-      case action_kind::incarnation_reset:
+      }
+      case action_kind::incarnation_reset: {
         log(log_severity::warn, "engine sequence restarted; new incarnation",
-            {{"previous_seq", std::to_string(a.seq2)}, {"new_seq", std::to_string(a.seq)}});
-        sink(std::make_shared<const ingress_notice>(
-            ingress_notice{ingress_notice::kind::incarnation_reset, a.seq2, a.seq, ""}));
+            {{"previous_seq", std::to_string(a.previous_seq)}, {"new_seq", std::to_string(a.seq)}});
+        ingress_notice n;
+        n.what = ingress_notice::kind::incarnation_reset;
+        n.previous_seq = a.previous_seq;
+        n.new_seq = a.seq;
+        sink(std::make_shared<const ingress_notice>(n));
         break;
+      }
       case action_kind::schedule_probe: {
         // Probe k waits initial·2^(k-1): quick while a subscription is probably still joining,
         // rare once it surely has.
-        const auto k = std::min<uint64_t>(a.seq2 == 0 ? 1 : a.seq2, 20);
+        const auto k = std::min<uint64_t>(a.probe == 0 ? 1 : a.probe, 20);
         probe_pending = true;
         probe_at = clock::now() + opts.tail_probe_initial * (int64_t{1} << (k - 1));
         break;
@@ -482,7 +505,7 @@ void zmq_source::impl::open_replay(clock::time_point now) {
     ++frames.replay_send_failed;
     log(log_severity::error, "replay endpoint unusable",
         {{"endpoint", opts.replay_endpoint}, {"error", e.what()}});
-    replay_timed_out(now);
+    replay_timed_out();
     return;
   }
   const auto seq = be8(replay_from);
@@ -493,15 +516,23 @@ void zmq_source::impl::open_replay(clock::time_point now) {
       dealer->send(zmq::const_buffer(seq.data(), seq.size()), zmq::send_flags::dontwait);
   if (!sent) ++frames.replay_send_failed;
   replay_deadline = now + opts.replay_timeout;
-  log(log_severity::info, "replay requested",
-      {{"endpoint", opts.replay_endpoint}, {"from_seq", std::to_string(replay_from)}});
+  // A continuation is routine (an engine's reply past its high-water mark): debug, not info.
+  log(replay_why == replay_reason::continue_ ? log_severity::debug : log_severity::info,
+      "replay requested",
+      {{"endpoint", opts.replay_endpoint}, {"from_seq", std::to_string(replay_from)},
+       {"why", to_string(replay_why)}});
 }
 
-void zmq_source::impl::replay_timed_out(clock::time_point now) {
+void zmq_source::impl::replay_timed_out() {
+  const bool stalled = tracker.replay_answering();
   close_replay();
-  replay_not_before = now + replay_backoff.next();
-  log(log_severity::warn, "replay timed out; retrying",
-      {{"endpoint", opts.replay_endpoint}, {"failures", std::to_string(replay_backoff.attempts())}});
+  if (stalled)
+    log(log_severity::debug, "replay reply stopped before its end marker; asking for the rest",
+        {{"endpoint", opts.replay_endpoint}, {"from_seq", std::to_string(replay_from)}});
+  else
+    log(log_severity::warn, "replay timed out; retrying",
+        {{"endpoint", opts.replay_endpoint}, {"from_seq", std::to_string(replay_from)},
+         {"failures", std::to_string(replay_backoff.attempts() + 1)}});
   tracker.on_replay_timeout(actions);
   execute();
 }
@@ -517,6 +548,7 @@ void zmq_source::impl::publish_stats() {
   s.connected = peers > 0;
   s.live = tracker.live_confirmed();
   s.catching_up = tracker.replay_outstanding() || tracker.probing();
+  s.phase = tracker.phase();
   bool changed = false;
   {
     std::lock_guard<std::mutex> lk(mu);

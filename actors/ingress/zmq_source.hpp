@@ -68,7 +68,7 @@ struct gap_event {
   uint64_t seen = 0;
   bool repairing = false;  // a replay was requested
 };
-/// The first batch of an engine incarnation is about to be delivered (tracker rule 7): from seq
+/// The first batch of an engine incarnation is about to be delivered (tracker rule ST7): from seq
 /// 0 the index sees the engine process' whole history; from later, what it cached before is
 /// unknown to the index.
 struct history_event {
@@ -115,13 +115,19 @@ struct zmq_source_options {
   int rcvhwm = 100000;  // messages queued in ZMQ before the PUB drops (engine default hwm)
   /// ZMQ_RECONNECT_IVL of the SUB, constant like the reference (its default 1 s); 0 → 1 s.
   std::chrono::milliseconds reconnect_interval{1000};
-  /// A replay with no reply for this long is abandoned (its DEALER closed) and retried.
+  /// A replay with no reply for this long is abandoned (its DEALER closed) and retried: a
+  /// failure (tracker rule ST10).
   std::chrono::milliseconds replay_timeout{2000};
+  /// Once a reply has arrived, this much silence ends it: the engine sends a whole reply in one
+  /// loop, so a pause means the rest (END included) was dropped past its high-water mark. The
+  /// tracker asks for the rest at once (ST10: progress is not a failure). A pause of a slower,
+  /// paced engine only costs a re-ask.
+  std::chrono::milliseconds replay_stall_timeout{250};
   /// Retry delay after a failed replay: initial·2^(n−1), capped, with "equal jitter" (uniform in
   /// [d/2, d]) so many pipelines on one engine host do not retry in lockstep. Reset after an END.
   std::chrono::milliseconds replay_backoff_initial{100};
   std::chrono::milliseconds replay_backoff_max{5000};
-  /// Tracker rule 6: delay before the first re-ask after a catch-up that saw no live batch;
+  /// Tracker rule ST6: delay before the first re-ask after a catch-up that saw no live batch;
   /// each further probe waits twice as long (8 probes: 25.5 s in all with the default).
   std::chrono::milliseconds tail_probe_initial{100};
   /// Delivered batches not yet credit()ed above which the thread stops reading.
@@ -162,7 +168,8 @@ struct zmq_source_stats {
   uint64_t disconnects = 0;
   bool connected = false;       // the SUB has at least one peer
   bool live = false;            // a live batch arrived: the subscription is in effect
-  bool catching_up = false;     // a replay is outstanding or a tail probe is due (rule 6)
+  bool catching_up = false;     // a replay is outstanding or a tail probe is due (ST6)
+  tracker_phase phase = tracker_phase::unstarted;
 };
 
 /// What the ingress shell needs of a source: the seam that lets it run without ZMQ in tests.

@@ -238,7 +238,8 @@ policy::server_options fault_env::server_options_for(const options& o) {
   return s;
 }
 
-fault_env::fault_env(options o) : server(server_options_for(o)), model(o.model) {
+fault_env::fault_env(options o)
+    : server(server_options_for(o)), buffer_steps(o.buffer_steps), model(o.model) {
   if (!server.start()) throw std::runtime_error("policy server did not start");
   if (o.start_engine) start_engine();
   cfg = make_config(server.target(), engine ? engine->live_endpoint() : "tcp://127.0.0.1:1",
@@ -269,7 +270,7 @@ void fault_env::start_engine(const std::string& live, const std::string& replay)
   p.bind = live;
   p.replay_bind = replay;
   p.topic = topic;
-  p.buffer_steps = 100000;  // the whole test's history: a replay can always rebuild
+  p.buffer_steps = buffer_steps;  // default: the whole test's history, a replay can rebuild
   p.linger_ms = 0;
   engine = std::make_unique<fake::publisher>(p);
 }

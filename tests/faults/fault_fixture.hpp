@@ -105,6 +105,7 @@ class fault_env {
     bool start_engine = true;
     std::optional<policy::tls_options> tls;
     engine_model::options model;
+    size_t buffer_steps = 100000;  // the engine's replay ring (default: the whole test's history)
   };
   fault_env() : fault_env(options{}) {}
   explicit fault_env(options o);
@@ -145,6 +146,7 @@ class fault_env {
   double metric(const std::string& name, label_set extra = {}) const;
 
   policy::policy_server server;
+  size_t buffer_steps = 100000;
   std::unique_ptr<fake::publisher> engine;
   engine_model model;
   config::daemon_config cfg;

@@ -100,7 +100,7 @@ TEST(IngressShell, BatchesAndNoticesReachTheDecoderAsTheSourceMadeThem) {
   EXPECT_TRUE(s.src->opts.credits) << "the decoder's credit line is handed to the source";
   const auto b0 = batch(0);
   const auto lost = std::make_shared<const ingress_notice>(
-      ingress_notice{ingress_notice::kind::history_lost, 1, 5, "history_lost"});
+      ingress_notice{ingress_notice::kind::history_lost, 1, 5, "history_lost", 0, 0});
   // The sink runs on the ZMQ thread in production; here on the test thread.
   s.src->sink(b0);
   s.src->sink(lost);

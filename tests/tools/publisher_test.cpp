@@ -5,6 +5,9 @@
 
 #include <zmq.hpp>
 
+#include <chrono>
+#include <thread>
+
 #include "tests/tools/zmq_peer.hpp"
 #include "tools/fake-engine/publisher.hpp"
 
@@ -115,6 +118,61 @@ TEST_F(Publisher, SkipRetainAndIncarnationHooks) {
   replies = replay(d, 0);
   EXPECT_EQ(replies.size(), 1u);  // a restarted engine remembers nothing
   EXPECT_EQ(p.publish("new-life"), 0u);
+}
+
+// The replay endpoint behaves like vLLM's and SGLang's: the whole reply in one loop into a
+// ROUTER queue of 1000 messages, what does not fit dropped (END too). The DEALER counts what
+// arrives until the engine has finished its loop and every survivor is in (positive: the count
+// the engine's own drop counter predicts).
+TEST_F(Publisher, ReplayPastTheHighWaterMarkIsDroppedLikeTheEnginesDo) {
+  publisher_options o;
+  o.replay_bind = "tcp://127.0.0.1:*";
+  publisher p(o);
+  const std::string body(512, 'x');
+  for (int i = 0; i < 5000; ++i) p.publish(body);
+  auto d = dealer(p.replay_endpoint());
+  d.send(zmq::message_t(), zmq::send_flags::sndmore);
+  d.send(zmq::buffer(be8(0)), zmq::send_flags::none);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (p.stats().replies_done == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const auto st = p.stats();
+  ASSERT_EQ(st.replies_done, 1u);
+  ASSERT_GT(st.replay_dropped, 0u) << "5001 messages never fit a 1000-message queue at once";
+  const uint64_t survivors = 5001 - st.replay_dropped;
+  uint64_t got = 0, contiguous = 0, last = 0;
+  bool first = true, end = false;
+  while (got < survivors) {
+    auto r = recv_all(d);
+    ASSERT_FALSE(r.empty()) << "only " << got << " of " << survivors << " survivors arrived";
+    ++got;
+    if (r[1] == END) {
+      end = true;
+      continue;
+    }
+    uint64_t seq = 0;
+    for (unsigned char c : r[1]) seq = (seq << 8) | c;
+    if (first ? seq == 0 : seq == last + 1) ++contiguous;
+    ASSERT_TRUE(first || seq > last) << "replies stay in seq order";
+    first = false;
+    last = seq;
+  }
+  EXPECT_GE(contiguous, 1000u) << "the first queue-full arrives whole";
+  RecordProperty("dropped", static_cast<int>(st.replay_dropped));
+  RecordProperty("end_arrived", end ? 1 : 0);
+}
+
+TEST_F(Publisher, LosslessReplayWaitsForRoomInstead) {
+  publisher_options o;
+  o.replay_bind = "tcp://127.0.0.1:*";
+  o.replay_lossless = true;
+  publisher p(o);
+  for (int i = 0; i < 5000; ++i) p.publish(std::string(512, 'y'));
+  auto d = dealer(p.replay_endpoint());
+  const auto replies = replay(d, 0);
+  ASSERT_EQ(replies.size(), 5001u);
+  EXPECT_EQ(replies[4999][1], be8(4999));
+  EXPECT_EQ(p.stats().replay_dropped, 0u);
 }
 
 TEST_F(Publisher, MalformedReplayRequestGetsNoReply) {

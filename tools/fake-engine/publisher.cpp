@@ -3,6 +3,7 @@
 #include <zmq.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <deque>
 #include <mutex>
 #include <stdexcept>
@@ -113,9 +114,33 @@ void publisher::impl::answer(const std::vector<zmq::message_t>& request) {
     }
     stats.replay_batches += batches.size();
   }
+  // One message: identity, delimiter, [topic,] seq, payload. With ROUTER_MANDATORY a full queue
+  // refuses the identity frame (nothing of the message is queued): the engines' silent drop,
+  // which we can count; lossless mode waits for room instead.
+  uint64_t dropped = 0;
+  bool gone = false;  // the requester disconnected: the rest goes nowhere
   auto send_reply = [&](const std::string& topic, const std::string& seq_frame,
                         const std::string& payload) {
-    router.send(zmq::buffer(identity), zmq::send_flags::sndmore);
+    if (gone) {
+      ++dropped;
+      return;
+    }
+    try {
+      while (!router.send(zmq::buffer(identity), zmq::send_flags::sndmore |
+                                                      zmq::send_flags::dontwait)) {
+        if (!opt.replay_lossless || stopping.load(std::memory_order_relaxed)) {
+          ++dropped;
+          return;
+        }
+        // POLLOUT on a ROUTER says "some peer has room", not ours: just wait a little.
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EHOSTUNREACH) throw;
+      gone = true;
+      ++dropped;
+      return;
+    }
     router.send(zmq::message_t(), zmq::send_flags::sndmore);
     if (opt.replay_topic_frames) router.send(zmq::buffer(topic), zmq::send_flags::sndmore);
     router.send(zmq::buffer(seq_frame), zmq::send_flags::sndmore);
@@ -123,6 +148,9 @@ void publisher::impl::answer(const std::vector<zmq::message_t>& request) {
   };
   for (const auto& [s, payload] : batches) send_reply(opt.topic, be8(s), payload);
   send_reply(std::string(), std::string(8, '\xff'), std::string());  // END: -1 as signed BE8, empty payload
+  std::lock_guard<std::mutex> lock(mu);
+  stats.replay_dropped += dropped;
+  ++stats.replies_done;
 }
 
 void publisher::impl::serve_replay() {
@@ -166,6 +194,8 @@ publisher::publisher(publisher_options opt) : impl_(std::make_unique<impl>()) {
     const auto rep = dp_endpoint(d.opt.replay_bind, d.opt.dp_rank);
     if (!rep) throw std::runtime_error("cannot offset endpoint by DP rank: " + d.opt.replay_bind);
     d.router.set(zmq::sockopt::linger, 0);
+    d.router.set(zmq::sockopt::sndhwm, d.opt.replay_sndhwm);
+    d.router.set(zmq::sockopt::router_mandatory, 1);  // see answer(): counts the silent drops
     try {
       bind_endpoint(d.router, *rep);
     } catch (const zmq::error_t& e) {

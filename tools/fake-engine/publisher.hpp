@@ -1,7 +1,11 @@
 #pragma once
 // The engine side of the ZMQ wire (shared/spec/engine-wire.md §1): a PUB socket sending
 // [topic, seq BE8, payload] and an optional ROUTER replay socket serving the last `buffer_steps`
-// encoded batches. Test hooks force the faults a subscriber must survive: skipped seqs (a gap),
+// encoded batches. The replay side answers like vLLM's `_service_replay` (vllm-project/vllm,
+// vllm/distributed/kv_events.py at 0181ea3) and SGLang's copy of it: every ring entry >= start,
+// then END, in one tight loop into a ROUTER with ZMQ's default send high-water mark (1000
+// messages per peer); a message that does not fit is dropped without a word, END included
+// (sgl-project/sglang #38945). So kvrelay's tests see what production sees. Test hooks force the faults a subscriber must survive: skipped seqs (a gap),
 // a seq restart at 0 (a new incarnation) and batches published but never retained (lost history).
 //
 // Thread-safety: publish() and the hooks may be called from any thread (one mutex guards the PUB
@@ -31,6 +35,11 @@ struct publisher_options {
   /// SGLang reply [seq, payload] and end with [END, ""].
   bool replay_topic_frames = false;
   int sndhwm = 100000;
+  /// The replay ROUTER's send high-water mark: ZMQ's default, which neither engine changes.
+  int replay_sndhwm = 1000;
+  /// Wait for room instead of dropping (what sglang #38945 proposes; no released engine does
+  /// it). Only for a test that needs a whole reply; kvrelay must never rely on it.
+  bool replay_lossless = false;
   int linger_ms = 500;  // how long close() may wait to flush queued live messages
   /// An XPUB instead of a PUB (the same on the wire), so wait_for_subscriber() can see a
   /// subscription arrive: kvrelay-replay starts a recorded stream only once someone listens.
@@ -81,7 +90,9 @@ class publisher {
   struct counters {
     uint64_t published = 0;
     uint64_t replay_requests = 0;    // well-formed requests served
-    uint64_t replay_batches = 0;     // batches sent in replies
+    uint64_t replay_batches = 0;     // batches a reply covered (sent or dropped)
+    uint64_t replay_dropped = 0;     // reply messages dropped at the high-water mark (END too)
+    uint64_t replies_done = 0;       // requests whose reply loop has finished
     uint64_t ignored_requests = 0;   // malformed requests, dropped without a reply
   };
   counters stats() const;
