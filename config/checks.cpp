@@ -212,8 +212,11 @@ outcome<void> validate(daemon_config& c, std::vector<std::string>* notes) {
   }
 
   if (c.engines.empty())
-    return invalid(located(c, "engine", "no engine configured: add an [[engine]] table "
-                                        "or pass --replica-id and --model-id"));
+    return invalid(located(c, "engine",
+                           "no engine configured: add an [[engine]] table, or pass "
+                           "--engine-url and --replica-id (an engine that says where its "
+                           "events are), or --engine-endpoint, --replica-id and --model-id "
+                           "(the Go sidecar's flags)"));
   if (c.engines.size() > max_engines)
     return fail("engine", "too many engines (at most " + std::to_string(max_engines) + ")");
   if (auto s = check_identity(c); !s) return s;

@@ -339,8 +339,9 @@ TEST(Validate, RequiredIdentityR09) {
             "hash_scheme in [[engine]] or --hash-scheme)");
   EXPECT_EQ(check("[[engine]]\nreplica_id = \"r\"\nmodel_id = \"m\"\ntenant_id = \"\"\n"), "");
   EXPECT_EQ(check("[server]\naddress = \"h:1\"\n"),
-            "t.toml: engine: no engine configured: add an [[engine]] table or pass --replica-id and "
-            "--model-id");
+            "t.toml: engine: no engine configured: add an [[engine]] table, or pass --engine-url "
+            "and --replica-id (an engine that says where its events are), or --engine-endpoint, "
+            "--replica-id and --model-id (the Go sidecar's flags)");
 }
 
 TEST(Validate, DuplicateReplicaIds) {
@@ -491,8 +492,9 @@ TEST(ApplyFlags, FileWithoutEnginesGetsOneFromFlags) {
   c = load("[server]\naddress = \"s:1\"\n");
   ASSERT_EQ(err(apply_flags(c, flags({"--config=x.toml"}))), "");
   EXPECT_EQ(err(validate(c)),
-            "t.toml: engine: no engine configured: add an [[engine]] table or pass --replica-id and "
-            "--model-id");
+            "t.toml: engine: no engine configured: add an [[engine]] table, or pass --engine-url "
+            "and --replica-id (an engine that says where its events are), or --engine-endpoint, "
+            "--replica-id and --model-id (the Go sidecar's flags)");
 }
 
 TEST(ApplyFlags, LoraFlagReplacesTheFileMap) {

@@ -142,6 +142,28 @@ TEST(AdminPort, ReadyzFlipsWhenTheServerAnswers) {
   EXPECT_NE(http_get(port, "/metrics").body.find("kvrelay_ready 1"), std::string::npos);
 }
 
+// Fail open (issue 26): the probe a pod's readiness hangs on stays 200 while the policy server
+// is away, when /readyz (the full picture) is 503; one outage must not empty a fleet's Service.
+TEST(AdminPort, SelfProbeFailsOpenWhileThePolicyServerIsAway) {
+  fault_env env;
+  env.server.set_black_hole(true);
+  std::string err;
+  ASSERT_TRUE(env.start_daemon(&err)) << err;
+  const auto port = env.d->admin_port();
+  ASSERT_GT(port, 0);
+  env.publish_steps(10);
+  // Decoded: from here only the silent server keeps /readyz at 503.
+  ASSERT_TRUE(wait_until([&] { return env.metric("kvrelay_batches_total") > 0; }, 8s));
+  EXPECT_EQ(http_get(port, "/readyz").status, 503);
+  const auto self = http_get(port, "/readyz/self");
+  EXPECT_EQ(self.status, 200) << self.body;
+  EXPECT_EQ(self.body.rfind("working: 1 pipeline(s) answering", 0), 0u) << self.body;
+  EXPECT_NE(http_get(port, "/metrics").body.find("kvrelay_ready 0"), std::string::npos);
+  env.server.set_black_hole(false);
+  ASSERT_TRUE(wait_until([&] { return http_get(port, "/readyz").status == 200; }, 8s));
+  EXPECT_EQ(http_get(port, "/readyz/self").status, 200);
+}
+
 TEST(AdminPort, MetricsHasTheDocumentedFamilies) {
   fault_env env;
   std::string err;
@@ -238,6 +260,7 @@ TEST(AdminPort, TokenGuardsMutatingEndpoints) {
   // (docs/configuration.md, admin.token_file).
   EXPECT_EQ(http_get(port, "/healthz").status, 200);
   EXPECT_NE(http_get(port, "/readyz").status, 401);
+  EXPECT_EQ(http_get(port, "/readyz/self").status, 200);
   EXPECT_EQ(http_get(port, "/metrics").status, 200);
 }
 
