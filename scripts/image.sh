@@ -181,6 +181,10 @@ if [ -n "$rootfs_only" ]; then
 fi
 
 # -- 4. layer, archive, SBOM -----------------------------------------------------------------------
+# A directory's time is that of the last package unpacked into it, and mmdebstrap's order follows
+# its download cache (a cold and a warm cache differ): every directory gets SOURCE_DATE_EPOCH.
+# Files and links keep their packages' times (or SOURCE_DATE_EPOCH when newer, below).
+find "$rootfs" -type d -exec touch --no-dereference --date="@$SOURCE_DATE_EPOCH" {} +
 (cd "$rootfs" && LC_ALL=C ls -A | LC_ALL=C sort) > "$work/top"
 tar --create --file="$work/layer.tar" --directory="$rootfs" --sort=name --format=posix \
   --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \

@@ -96,6 +96,16 @@ def check_archive(oci_tar, work):
             fail(f"label org.opencontainers.image.{key} missing")
     if labels.get("org.opencontainers.image.licenses") != "Apache-2.0":
         fail("licenses label is not Apache-2.0")
+    # The Containerfile builds the same image for docker and podman: same user, entrypoint, env.
+    cf = open(os.path.join(os.path.dirname(__file__), "..", "..", "Containerfile")).read()
+    final = cf[cf.rindex("FROM scratch"):]
+    if f"USER {UID}:{UID}" not in final:
+        fail("Containerfile: the final stage's USER is not 65532:65532")
+    if 'ENTRYPOINT ["/usr/bin/kvrelay"]' not in final:
+        fail("Containerfile: the final stage's ENTRYPOINT is not [\"/usr/bin/kvrelay\"]")
+    for kv in config.get("Env", []):
+        if kv.split("=")[0] + "=" not in final:
+            fail(f"Containerfile: no ENV {kv.split('=')[0]} (the image has {kv})")
     # What a runtime does with it: copy into an OCI layout, unpack into a bundle.
     layout = os.path.join(work, "layout")
     r = run(["skopeo", "copy", "-q", f"oci-archive:{oci_tar}", f"oci:{layout}:kvrelay"])
