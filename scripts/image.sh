@@ -42,7 +42,7 @@ while [ $# -gt 0 ]; do
     --deb) deb=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --rootfs) rootfs_only=$2; shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '6,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "image.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
