@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Everything after the TOML reader: flags over the file, validation (pure), the files the
 // configuration names (read_files), and the startup sequence that runs them in order.
 #include <algorithm>

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Command-line flags with the grammar of Go's `flag` package, so the Go kvevent-subscriber's
 // sidecar arguments keep working unchanged (reference-behaviour.md §4, C05, C07): `-x` ≡ `--x`,

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Helpers the loader (TOML in and out) and the checks (flags, validation, files) share. Not an
 // API: only config/*.cpp include this.

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // TOML in and out: the field tables, the reader (file:line:col errors), to_toml and the reload
 // diff. Longer than most files because all four walk the same tables, which keeps a key's name,
 // type and printing in one place. Flags, validation and files are in checks.cpp.

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The admin HTTP port: a registry of handlers with help texts, Envoy-style, on kvrelay's own
 // small server (runtime/http_server.hpp: bounded header time, idle time, connections and bodies).

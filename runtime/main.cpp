@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // kvrelay: engine KV-cache events → cache-policy server. The only translation unit outside the
 // library: parse flags, load and validate the configuration and read the files it names (every
 // configuration error exits 2 before anything starts, exactly as `--check` would), run the

@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+#
 # The embedded demo: two fake engines -> kvrelay -> the demo policy server, all on loopback.
 #   engine "vllm-0": the reference's scripted scenario (2 blocks of 128 tokens from token 5000)
 #   engine "vllm-1": a random realistic workload with two LoRA adapters, evictions and replay

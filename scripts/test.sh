@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+#
 # Installs dependencies, builds kvrelay (RelWithDebInfo) and runs every test with ctest.
 # With CI=true it also runs the benchmark harness's smoke mode, the image stage (scripts/image.sh
 # twice: the digests must match; then tests/image/check_image.py runs the image the way the

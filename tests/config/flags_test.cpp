@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The Go-flag-compatible command line (reference C05, C07, §4 table).
 #include "config/flags.hpp"
 

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // TOML loading, flag precedence, validation (C01-C03, R09, clamps R04/S10/N02), A02/A03, the
 // printed effective configuration, the reload diff and the shipped examples. Long because each
 // error text is asserted exactly; checks_test.cpp has the newer checks (files, discovery).

@@ -1,4 +1,8 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+
 """Checks the Kubernetes examples under deploy/kubernetes against the built kvrelay binary.
 
 For every kvrelay container (and init container) it rebuilds the pod's file system in a temporary

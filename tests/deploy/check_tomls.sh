@@ -1,4 +1,8 @@
 #!/bin/sh
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+#
 # Validates every TOML file under the given directories (deploy/ and config/examples/) with
 # `kvrelay --check`, as an operator would before shipping it. Two stand-ins, because the files
 # describe other machines:

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The real binary: signals, exit codes, configuration errors and the version report. The daemon
 // runs as a child process against an in-process policy server and fake engine.
 

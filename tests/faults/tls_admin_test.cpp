@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // TLS and mTLS to the policy server end to end (certificates made with the openssl command line),
 // and the admin port as an operator uses it.
 
