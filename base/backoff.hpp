@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Capped exponential backoff with "equal jitter": attempt n (from 1) waits a uniform time in
 // [d/2, d] with d = min(max, initial · 2^(n−1)), so peers that fail together do not retry in

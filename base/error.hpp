@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // kvrelay's one error type: a stable code plus a one-line context. Codes never change meaning
 // once released (logs, /debug/tree and alerts quote them). messages/fwd.hpp registers the enum

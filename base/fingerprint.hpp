@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The content fingerprint of shared/spec/policy-contract.md §3: XXH3-64 with seed 1337 over the
 // block's token ids (u32 little-endian), chained block to block. The policy server's index keys

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The change a shard's index hands to the debouncer for one (partition, fingerprint). A value
 // type of the base layer: the index produces it, messages carry it, the debouncer coalesces it.

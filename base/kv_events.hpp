@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The typed form of one engine EventBatch, as the wire decoder produces it and the shards
 // consume it. Plain data, no CAF, no msgpack: every layer above the decoder sees only this.

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Structured logging: one JSON object per line on stderr (or `text` for humans), with the
 // reference sidecar's message texts so users' log queries keep working. Thread-safe; cheap when

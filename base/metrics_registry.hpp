@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // kvrelay's own Prometheus registry: counters, gauges and histograms whose series are created
 // once (under a lock) and then updated lock-free from any thread. Actors keep references to their

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // An open-addressing hash set of packed slots, for the tables that grow to millions of entries
 // on the add path: the shard's index and removal directory (u64 engine hashes). Why not absl::flat_hash_set: a SwissTable keeps

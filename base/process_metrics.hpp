@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The standard process_* series every Prometheus exporter is expected to have (the names and
 // meanings client libraries use: CPU seconds, resident and virtual memory, open and maximum file

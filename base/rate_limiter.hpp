@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Lets through at most `burst` events per `period`, then counts what it suppressed and hands the
 // count to the next event it lets through. The one rate limiter of kvrelay: per-batch warnings

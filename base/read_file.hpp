@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Reading a file that configuration names (the TOML file, TLS material, the admin token). Such a
 // path is untrusted: it may name a FIFO (opening it for reading blocks until a writer appears),

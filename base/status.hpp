@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // What an actor says about itself when the admin port asks (`status`): a typed value that
 // travels as a message and is rendered to JSON only at the edge (runtime/). Fields keep the

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Builds the small JSON object each actor returns for `status` (the admin tree). Hand-rolled on
 // purpose: every actor includes it, and a JSON library header would cost every actor TU seconds.

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Happens-before edges ThreadSanitizer cannot see by itself. Debian's CAF is not instrumented:
 // the queues a message travels through (mailboxes, the scheduler's job queues) synchronise with

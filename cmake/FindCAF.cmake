@@ -1,3 +1,7 @@
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+#
 # Debian 12 ships CAF 0.17.6 as headers + shared libraries only: no CMake package, no .pc file.
 # This module finds them and creates the imported targets CAF 0.18+ would export itself
 # (CAF::core, CAF::io), so moving to a newer CAF later changes nothing downstream.

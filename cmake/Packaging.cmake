@@ -1,3 +1,7 @@
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+#
 # Install layout and the Debian package. Included at the end of the top-level CMakeLists.txt.
 #
 #   cmake -S . -B build/pkg -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr \
@@ -6,14 +10,19 @@
 #   DESTDIR=/tmp/stage cmake --install build/pkg                         → a staged tree
 #
 # cpack runs the install step, which builds `all` first: configure the package build without tests
-# and benchmarks. Installed (prefix /usr):
-#   bin/kvrelay, bin/kvrelay-fake-engine, bin/kvrelay-policy-server, bin/kvrelay-route-probe
-#     (the tools install themselves from tools/*/CMakeLists.txt)
+# and benchmarks (scripts/image.sh and scripts/release.sh do). Installed (prefix /usr):
+#   bin/kvrelay                                   the daemon
+#   bin/kvrelay-capture, bin/kvrelay-replay       record an engine's stream / play it back
+#   bin/kvrelay-route-probe                       ask the policy server what a router gets back
+#     (the tools install themselves from tools/*/CMakeLists.txt; the fake engine and the demo
+#     policy server are test tools, component `test-tools`, installed only on request:
+#     cmake --install build/pkg --component test-tools)
 #   /etc/kvrelay/kvrelay.toml                     default config, a dpkg conffile
 #   lib/systemd/system/kvrelay.service            hardened unit (deploy/systemd)
+#   share/doc/kvrelay/copyright                   deploy/debian/copyright (machine-readable)
 #   share/doc/kvrelay/examples/*.toml             config/examples
 #   share/doc/kvrelay/kubernetes/                 deploy/kubernetes
-#   share/doc/kvrelay/*.md                        README and docs/
+#   share/doc/kvrelay/*.md                        README, CHANGELOG and docs/
 # With prefix /usr the config goes to /etc, with /opt/<x> to /etc/opt/<x> (absolute: stage with
 # DESTDIR, not --prefix), otherwise to <prefix>/etc; the unit's paths are rewritten to match.
 
@@ -66,11 +75,40 @@ install(DIRECTORY "${PROJECT_SOURCE_DIR}/config/examples/" DESTINATION "${CMAKE_
         FILES_MATCHING PATTERN "*.toml")
 install(DIRECTORY "${_kvrelay_deploy}/kubernetes/" DESTINATION "${CMAKE_INSTALL_DOCDIR}/kubernetes")
 file(GLOB _kvrelay_docs CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/docs/*.md")
-install(FILES "${PROJECT_SOURCE_DIR}/README.md" ${_kvrelay_docs} DESTINATION "${CMAKE_INSTALL_DOCDIR}")
+install(FILES "${PROJECT_SOURCE_DIR}/README.md" "${PROJECT_SOURCE_DIR}/CHANGELOG.md" ${_kvrelay_docs}
+        DESTINATION "${CMAKE_INSTALL_DOCDIR}")
+# Debian policy 12.5: the licence in /usr/share/doc/<package>/copyright (DEP-5 format).
+install(FILES "${_kvrelay_deploy}/debian/copyright" DESTINATION "${CMAKE_INSTALL_DOCDIR}"
+        PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
 
 # -- CPack: the .deb -----------------------------------------------------------------------------------
-set(KVRELAY_PACKAGE_MAINTAINER "kvrelay maintainers <kvrelay@example.invalid>"
-    CACHE STRING "Maintainer field of the .deb")
+# The Maintainer field: who answers for this build of the package, "Name <email>" (Debian policy
+# 5.6.2). Taken, in order, from -DKVRELAY_PACKAGE_MAINTAINER, from DEBFULLNAME/DEBEMAIL (the
+# variables dch and debmake read), or from git's user.name/user.email in the source tree.
+# scripts/release.sh refuses a placeholder (an .invalid or example address).
+if(NOT KVRELAY_PACKAGE_MAINTAINER)
+  set(_maint "")
+  if(DEFINED ENV{DEBFULLNAME} AND DEFINED ENV{DEBEMAIL})
+    set(_maint "$ENV{DEBFULLNAME} <$ENV{DEBEMAIL}>")
+  else()
+    find_package(Git QUIET)
+    if(GIT_FOUND)
+      execute_process(COMMAND "${GIT_EXECUTABLE}" config user.name WORKING_DIRECTORY "${PROJECT_SOURCE_DIR}"
+                      OUTPUT_VARIABLE _gname OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+      execute_process(COMMAND "${GIT_EXECUTABLE}" config user.email WORKING_DIRECTORY "${PROJECT_SOURCE_DIR}"
+                      OUTPUT_VARIABLE _gmail OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+      if(_gname AND _gmail)
+        set(_maint "${_gname} <${_gmail}>")
+      endif()
+    endif()
+  endif()
+  if(NOT _maint)
+    set(_maint "kvrelay maintainers <kvrelay@example.invalid>")
+    message(STATUS "kvrelay: no maintainer known (set DEBFULLNAME and DEBEMAIL, or "
+                   "-DKVRELAY_PACKAGE_MAINTAINER); the .deb says ${_maint}")
+  endif()
+  set(KVRELAY_PACKAGE_MAINTAINER "${_maint}" CACHE STRING "Maintainer field of the .deb")
+endif()
 set(KVRELAY_PACKAGE_RELEASE "1" CACHE STRING "Debian revision of the .deb (<version>-<release>)")
 
 set(CPACK_PACKAGE_NAME "kvrelay")
@@ -92,6 +130,8 @@ set(CPACK_DEBIAN_PACKAGE_SECTION "net")
 set(CPACK_DEBIAN_PACKAGE_PRIORITY "optional")
 # Depends from the binaries' real shared-library needs (dpkg-shlibdeps, from dpkg-dev).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# TLS to the policy server verifies against the system roots when server.ca_file is not set.
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "ca-certificates")
 file(CONFIGURE OUTPUT "${PROJECT_BINARY_DIR}/packaging/conffiles" CONTENT "${_kvrelay_conffile}\n")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     "${PROJECT_BINARY_DIR}/packaging/conffiles"

@@ -1,3 +1,7 @@
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+#
 # kvrelay_add_subdirs([EXCLUDE name...]): adds every direct sub-folder of the current source folder
 # that has a CMakeLists.txt, so a new actor, tool or test area is picked up without editing its
 # parent.

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Everything after the TOML reader: flags over the file, validation (pure), the files the
 // configuration names (read_files), and the startup sequence that runs them in order.
 #include <algorithm>
@@ -212,8 +216,11 @@ outcome<void> validate(daemon_config& c, std::vector<std::string>* notes) {
   }
 
   if (c.engines.empty())
-    return invalid(located(c, "engine", "no engine configured: add an [[engine]] table "
-                                        "or pass --replica-id and --model-id"));
+    return invalid(located(c, "engine",
+                           "no engine configured: add an [[engine]] table, or pass "
+                           "--engine-url and --replica-id (an engine that says where its "
+                           "events are), or --engine-endpoint, --replica-id and --model-id "
+                           "(the Go sidecar's flags)"));
   if (c.engines.size() > max_engines)
     return fail("engine", "too many engines (at most " + std::to_string(max_engines) + ")");
   if (auto s = check_identity(c); !s) return s;

@@ -1,7 +1,12 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #include "config/flags.hpp"
 
 #include <algorithm>
 
+#include "config/internal.hpp"
 #include "config/values.hpp"
 
 namespace kvrelay::config {
@@ -233,7 +238,14 @@ flag_parse_result parse_flags(const std::vector<std::string>& args) {
         r.status = flag_parse_result::outcome::help;
         return r;
       }
-      return fail("flag provided but not defined: --" + std::string(name));
+      // Go's wording (a log query may look for it), then the likely flag: a typo in an
+      // injected sidecar's arguments should name its fix on the one line a crash loop shows.
+      std::string msg = "flag provided but not defined: --" + std::string(name);
+      std::vector<std::string_view> names{"help"};
+      for (const auto& s : table()) names.emplace_back(s.name);
+      if (auto guess = detail::closest_match(name, names); !guess.empty())
+        msg += "; did you mean --" + guess + "?";
+      return fail(std::move(msg));
     }
     std::string next;
     const bool is_bool = spec->type[0] == '\0';

@@ -1,8 +1,13 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Command-line flags with the grammar of Go's `flag` package, so the Go kvevent-subscriber's
 // sidecar arguments keep working unchanged (reference-behaviour.md §4, C05, C07): `-x` ≡ `--x`,
 // `--x v` ≡ `--x=v`, booleans as `--x` or `--x=false`, `--` ends the flags. Pure and testable;
-// main.cpp maps the outcome to an exit code (help → 0, error → 2 after printing usage()).
+// main.cpp maps the outcome to an exit code (help → 0, error → 2 after the error line and a
+// pointer to --help; an unknown flag's line names the closest flag).
 
 #include <chrono>
 #include <cstdint>
@@ -63,7 +68,7 @@ struct flag_parse_result {
   enum class outcome : uint8_t {
     ok,     // run (or --check / --version: see values)
     help,   // -h / --help: print usage() to stdout, exit 0
-    error,  // print `error` and usage() to stderr, exit 2
+    error,  // print `error` and a pointer to --help to stderr, exit 2
   };
   outcome status = outcome::ok;
   flag_values values;

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Helpers the loader (TOML in and out) and the checks (flags, validation, files) share. Not an
 // API: only config/*.cpp include this.
@@ -6,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "config/settings.hpp"
 
@@ -20,6 +25,10 @@ std::string trim(std::string_view s);
 
 /// Go's strconv.ParseInt(s, 10, 64): optional sign, decimal digits only.
 bool parse_decimal_int64(std::string_view s, int64_t& out);
+
+/// The candidate closest to `name` by edit distance when it is a likely typo (at most 2 edits),
+/// else "": the did-you-mean of unknown TOML keys and unknown flags.
+std::string closest_match(std::string_view name, const std::vector<std::string_view>& candidates);
 
 /// "engine[3]".
 std::string engine_path(size_t i);

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // TOML in and out: the field tables, the reader (file:line:col errors), to_toml and the reload
 // diff. Longer than most files because all four walk the same tables, which keeps a key's name,
 // type and printing in one place. Flags, validation and files are in checks.cpp.
@@ -16,6 +20,7 @@
 
 namespace kvrelay::config {
 
+using detail::closest_match;
 using detail::engine_path;
 using detail::max_engines;
 using detail::parse_decimal_int64;
@@ -303,13 +308,12 @@ class reader {
   bool unknown(const toml::key& k, const std::string& path,
                const std::vector<std::string_view>& allowed) {
     const std::string name(k.str());
-    std::string list, guess;
-    size_t best = 3;  // suggest only close matches (a typo, not a different word)
+    std::string list;
     for (auto a : allowed) {
       if (!list.empty()) list += ", ";
       list += a;
-      if (size_t d = edit_distance(name, a); d < best) best = d, guess = std::string(a);
     }
+    const std::string guess = closest_match(name, allowed);
     std::string msg = "unknown key";
     if (!guess.empty()) msg += "; did you mean \"" + guess + "\"?";
     return fail(k.source(), path, msg + " (allowed: " + list + ")");
@@ -565,6 +569,14 @@ std::string trim(std::string_view s) {
   if (b == std::string_view::npos) return {};
   auto e = s.find_last_not_of(ws);
   return std::string(s.substr(b, e - b + 1));
+}
+
+std::string closest_match(std::string_view name, const std::vector<std::string_view>& candidates) {
+  std::string guess;
+  size_t best = 3;  // suggest only close matches (a typo, not a different word)
+  for (auto c : candidates)
+    if (size_t d = edit_distance(name, c); d < best) best = d, guess = std::string(c);
+  return guess;
 }
 
 std::string engine_path(size_t i) { return "engine[" + std::to_string(i) + "]"; }

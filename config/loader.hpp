@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Loading, merging and checking the configuration. Nothing here throws out of the API: a TOML
 // file is untrusted input, and every failure comes back as one line of text that names the file,

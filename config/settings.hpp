@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The daemon's configuration as plain data. The member initialisers below are the ONE place a
 // default lives: the TOML loader, the flag parser's usage text, `to_toml` and docs/configuration.md

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Parsers and checks for the value kinds configuration uses, shared by the TOML loader and the
 // flag parser so a value means the same thing on both paths. Each returns an error text (empty

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Every actor interface of kvrelay, in one place (VAST style). One pipeline per engine source:
 //   ingress → decoder → shard (every adapter partition) → debouncer → emitter;  scraper → emitter.

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // What engine discovery tells the daemon (issue 14): for each engine with a URL, the effective
 // settings of each of its pipelines (one per DP rank) with where every value came from, or why

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // kvrelay's atoms and the message types CAF may carry. Everything that travels between actors is
 // either a CAF built-in (integers, strings, atoms) or one of the shared_ptr<const T> below, which

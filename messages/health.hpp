@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Facts about a pipeline that its supervisor owns (readiness, /debug/engines), told by the actor
 // that observes each one. Sent on change only, never per batch: the supervisor is the one owner

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Plain data that travels between a pipeline's actors. No CAF here: messages/fwd.hpp declares
 // these (as shared_ptr<const T>) sendable, messages/actors.hpp names the interfaces.

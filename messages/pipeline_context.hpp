@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // What every actor of one pipeline is told about where it lives, instead of a row of arguments
 // to each spawn function: its name (the "replica" log field and metric label), who it reports as,

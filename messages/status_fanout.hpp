@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Asks several actors for `status` and delivers one actor_status with their answers as children.
 // CAF 0.17 has no fan_out_request; this is the small version the admin tree needs. Include only

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The supervision vocabulary: which unit of a pipeline restarts (a timer's payload), which
 // actor a fault injection targets, and how a shutdown drain ended. Enums instead of names, so a typo is a compile error and no

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #include "messages/system_setup.hpp"
 
 #include <caf/actor_system_config.hpp>

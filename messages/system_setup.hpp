@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // What every actor system that runs kvrelay actors needs before it is built: the type-ID block,
 // the error category renderer, and CAF's own logs kept quiet (and out of the working directory).

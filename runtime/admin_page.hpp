@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // GET / on the admin port: kvrelay's admin page, one self-contained HTML file
 // (runtime/admin_page.html: inline CSS and JS, no external assets, no build step of its own)

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #include "runtime/admin_server.hpp"
 
 #include <netdb.h>
@@ -62,6 +66,10 @@ bool parse_adapter_id(const std::string& text, int64_t& id) {
   id = one.begin()->first;
   return true;
 }
+
+// /readyz/self: how long kvrelay's actors may take to answer before kvrelay counts as not
+// working; below the probes' 3 s timeout (deploy/kubernetes/sidecar).
+constexpr std::chrono::milliseconds self_probe_timeout{1500};
 
 http_response reply(int status, std::string body, std::string type = "text/plain") {
   http_response r;
@@ -169,6 +177,23 @@ struct admin_server::impl {
           std::string body = ok ? "ready\n" : "not ready\n";
           for (const auto& w : why) body += "- " + w + "\n";
           res = reply(ok ? 200 : 503, std::move(body));
+        });
+    // Fail open (issue 26): a cache-hint sidecar must never take its engine out of service, so
+    // the probe a pod's readiness hangs on asks only whether kvrelay itself works -- its root
+    // actor answers in time -- and never depends on the engine or the policy server. The full
+    // picture stays on /readyz, kvrelay_ready and the KvrelayNotReady alert.
+    add("GET", "/readyz/self",
+        "200 while kvrelay itself works (its actors answer), whatever the engine and the policy "
+        "server do: the probe for a pod's readiness; /readyz has the full picture",
+        [this](const http_request&, http_response& res) {
+          const auto views = b.client.status(self_probe_timeout);
+          if (!views)
+            return void(res = reply(503, "not working: kvrelay's actors did not answer within " +
+                                             std::to_string(self_probe_timeout.count()) +
+                                             " ms\n"));
+          res = reply(200, "working: " + std::to_string(views->pipelines.size()) +
+                               " pipeline(s) answering; readiness toward the engine and the "
+                               "policy server is on /readyz\n");
         });
     add("GET", "/metrics", "Prometheus metrics (text format 0.0.4)",
         [this](const http_request&, http_response& res) {

@@ -1,8 +1,14 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The admin HTTP port: a registry of handlers with help texts, Envoy-style, on kvrelay's own
 // small server (runtime/http_server.hpp: bounded header time, idle time, connections and bodies).
 //   GET  /healthz          process alive (answered on the I/O thread: never waits for actors)
 //   GET  /readyz           every pipeline decoded a batch (or caught up) and the server answered
+//   GET  /readyz/self      kvrelay itself works (its actors answer); never depends on the engine
+//                          or the server: the fail-open probe for a pod's readiness
 //   GET  /metrics          Prometheus text
 //   GET  /debug/tree       every actor: kind, state, mailbox, restarts, last error, uptime;
 //                          engine discovery (what it asked, found, last error, retries)

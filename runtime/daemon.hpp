@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The daemon as an object: builds the actor system, one supervised pipeline per engine source
 // (per DP rank), the root actor that owns their handles (runtime/daemon_actor.hpp) and the admin

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The daemon's root actor (messages/actors.hpp, `daemon_actor`): the one owner of the pipeline
 // handles and of what is known about each pipeline, and the one place admin commands go through

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Engines with a URL (issue 14), from the daemon's side: what the configuration says about each
 // (the explicit values and where they were set) for the discovery merge, and the configuration

@@ -1,3 +1,7 @@
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+#
 # cmake -DIN=page.html -DOUT=page.cpp -P embed_page.cmake: writes a C++ file defining
 # kvrelay::admin_page_html() as the page's bytes (a raw string literal; the page never contains
 # its closing delimiter, which is checked here).

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // An HTTP/1.1 request head as the admin port's server reads it, and the response it writes:
 // parsing and formatting only (no sockets), so it lives in the core and is tested as pure logic.

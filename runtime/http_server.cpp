@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The admin port's server (what it bounds and why: http_server.hpp). ~480 lines on purpose: one
 // connection state machine (idle → head → body → handling → writing → linger), its deadlines and
 // the I/O loop read best in one place; parsing lives in http_request.cpp.

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // A small HTTP/1.1 server for the admin port, built for what that port must survive (issue 16,
 // item 3) instead of cpp-httplib 0.11.4, whose server gives each connection one of its 8

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // kvrelay: engine KV-cache events → cache-policy server. The only translation unit outside the
 // library: parse flags, load and validate the configuration and read the files it names (every
 // configuration error exits 2 before anything starts, exactly as `--check` would), run the
@@ -28,6 +32,16 @@ namespace {
 
 constexpr auto drain_deadline = std::chrono::seconds(5);
 
+// The log's format and level as the configuration says, before the first line is written: the
+// daemon applies them again when it starts, but "kvevent-subscriber starting" (and a
+// configuration error) come first.
+void apply_log_settings(kvrelay::config::log_format format, kvrelay::config::log_level level) {
+  using namespace kvrelay;
+  log::set_json(format == config::log_format::json);
+  log::level l = log::level::info;
+  if (log::parse_level(config::to_string(level), l)) log::set_level(l);
+}
+
 int wait_signal(const sigset_t& set) {
   int sig = 0;
   while (sigwait(&set, &sig) != 0) {
@@ -49,10 +63,18 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (parsed.status == config::flag_parse_result::outcome::error) {
-    std::cerr << parsed.error << "\n" << config::usage(argv[0]);
+    // One line that names the fix, not the whole usage: in a crash-looping sidecar's log the
+    // error must not scroll away behind sixty lines of flags.
+    std::cerr << parsed.error << "\n" << "Run '" << argv[0] << " --help' to list every flag.\n";
     return 2;
   }
   const auto& flags = parsed.values;
+  // --log-format / --log-level rule from the first line on, even for a configuration error.
+  {
+    const config::log_settings defaults;
+    apply_log_settings(flags.log_format_v.value_or(defaults.format),
+                       flags.log_level_v.value_or(defaults.level));
+  }
   if (flags.version) {
     std::cout << version_report();
     return 0;
@@ -65,6 +87,7 @@ int main(int argc, char** argv) {
     log::error(cfg.error().headline, {{"err", cfg.error().context}});
     return 2;
   }
+  apply_log_settings(cfg.value().log.format, cfg.value().log.level);
   for (const auto& n : notes) log::warn(n);
 
   // Signals go to this thread only: block them before any other thread exists.

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // How a configuration becomes pipelines: each pipeline's context and options (one per engine, or
 // per DP rank), and the spawning of one engine's pipelines (a merged-DP engine's replica

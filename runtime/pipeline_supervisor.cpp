@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The pipeline supervisor's shell (rules: runtime/supervision.hpp). ~510 lines on purpose: it
 // executes the protocol's actions, owns the pipeline's health, answers status and runs the
 // shutdown drain, all on the one state; each part is short.

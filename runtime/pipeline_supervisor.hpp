@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // One pipeline's supervisor: the actor shell around supervision_protocol (runtime/supervision.hpp,
 // whose numbered rules say when what restarts). Children: the emitter and the scraper (side

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The edge where typed status becomes JSON (the admin port and the tests' view of it). Every
 // document is built with the JSON library, so names from the wire or the config (adapters,

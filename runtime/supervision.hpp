@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // A pipeline supervisor's restart and teardown policy, as a pure protocol (no CAF, no clock, no
 // timers): the shell (runtime/pipeline_supervisor.cpp) feeds it what happened and executes the

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Versions kvrelay was built with and runs with (for --version, /debug and kvrelay_build_info).
 

@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+#
 # End-to-end benchmark: load generator (fake engine workload, ZMQ PUB) → kvrelay → counting policy
 # server (gRPC), all on TCP loopback, plus the same-run floor (msgpack parse + XXH3 over the very
 # payloads published). See BENCHMARKS.md for what each figure means.

@@ -1,4 +1,8 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+
 """Checks that #include arrows point one way: base <- messages <- actors <- runtime.
 
   base/      may include base/ only, and no CAF, gRPC, ZMQ or HTTP headers (pure, cheap);

@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+#
 # The embedded demo: two fake engines -> kvrelay -> the demo policy server, all on loopback.
 #   engine "vllm-0": the reference's scripted scenario (2 blocks of 128 tokens from token 5000)
 #   engine "vllm-1": a random realistic workload with two LoRA adapters, evictions and replay
@@ -13,7 +17,7 @@ cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 cmake --preset default >/dev/null
 cmake --build --preset default --target kvrelay_bin kvrelay-fake-engine kvrelay-policy-server \
-  kvrelay-route-probe
+  kvrelay-route-probe kvrelay-capture kvrelay-replay
 
 B=build/default
 WORK=$(mktemp -d /tmp/kvrelay-demo.XXXXXX)
@@ -100,6 +104,7 @@ say "SIGTERM: kvrelay drains and exits"
 kill -TERM "$KV"
 set +e; wait "$KV"; rc=$?; set -e
 echo "kvrelay exited with $rc"
+say "also built, for a bug report (docs/operations.md): $B/tools/capture/kvrelay-capture records an engine's stream, $B/tools/replay/kvrelay-replay plays it back"
 say "logs are in $WORK"
 tail -n 3 "$WORK/kvrelay.log"
 exit "$rc"

@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+#
 # How often an idle kvrelay wakes up: starts a demo policy server, N fake engines that publish one
 # batch and then stay quiet (PUB + replay ROUTER), and a daemon with N pipelines on loopback; lets
 # them settle, then counts every thread's context switches (voluntary + involuntary, from

@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+#
 # Installs kvrelay's build and test dependencies from Debian 12's archive (apt-get only; nothing
 # else is downloaded). Idempotent: packages already installed are skipped, and apt is not touched
 # at all when everything is present.

@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+#
 # The sanitizer and fuzz stages CI runs after the main test suite:
 #   1. every libFuzzer target (preset `fuzz`) on its checked-in corpus for FUZZ_SECONDS each;
 #   2. the integration and fault suites (label `integration`: actors, the daemon in process and

@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+#
 # Runs fault tests over and over, one process per run, until one fails or the count is reached:
 # the way to show a test is not flaky (issue 16 asks for 200 clean runs in a row, idle and with a
 # busy core). Not in CI: 200 runs of the default set take 15-20 minutes on a 2-core machine.

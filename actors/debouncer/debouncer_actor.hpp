@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The debouncer's shells around debounce::protocol (debouncer_protocol.hpp holds the rules):
 // coalesces shard ops to their final state per (adapter, fingerprint) and hands ordered units

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Longer than ~400 lines on purpose: one protocol, its rules numbered in the header; each input
 // is short, and splitting them from the internals they share would scatter every rule.
 #include "actors/debouncer/debouncer_protocol.hpp"

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The debouncer's protocol (issue 11): what to send the policy server, when, and what to do when
 // it is away. Pure logic: no CAF, no timers, no clock of its own. The shell (debouncer_actor.cpp)

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The debouncer's store: pending index changes coalesced to their final state per
 // (adapter, fingerprint). Order between different keys never matters to the server, so memory

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The decoder's protocol: one raw payload in, the steps the shell executes out. Pure logic (no
 // CAF): the decoder actor unpacks messages, calls this, sends the steps in order and turns the

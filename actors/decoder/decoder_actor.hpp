@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The decoder: raw ZMQ payloads → typed events → the shard's work. A shell around batch_router
 // (the protocol: adapters, groups, media, epochs, clears cutting a batch), which owns what is

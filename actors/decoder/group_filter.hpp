@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Which KV-cache groups of a hybrid model we index (engine-wire.md "Hybrid models", following
 // Dynamo's zmq_wire filter): only main-attention groups (full, MLA, sink-full). A sliding-window

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // One file on purpose (~1.3 k lines): the cursor, the token fast path, the field tables and the
 // parser share types no other file should see, and the hot path relies on them inlining.
 #include "actors/decoder/wire_decoder.hpp"

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Decodes one engine EventBatch payload (msgpack, shared/spec/engine-wire.md §2-§4) into the typed
 // kv_event_batch of messages/kv_events.hpp. Pure logic: no CAF, no sockets, no msgpack headers

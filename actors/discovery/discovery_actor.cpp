@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #include "actors/discovery/discovery_actor.hpp"
 
 #include <caf/actor_system.hpp>

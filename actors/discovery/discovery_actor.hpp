@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The discovery actor (issue 14): one for the daemon, watching every engine that has a URL. It
 // runs each engine's discovery_protocol (engine_watch), executes its actions (fetches on

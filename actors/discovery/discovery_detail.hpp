@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Internals shared by the discovery parser's translation units (engine_discovery.cpp for the
 // dispatch, vLLM and /v1/models; sglang_server_info.cpp for SGLang). Not for use outside

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Explicit settings versus what an engine said about itself (issue 14): given what the
 // configuration states for one engine with a URL and what discovery learnt, the effective

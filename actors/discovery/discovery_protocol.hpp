@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Discovery of one engine over time (issue 14), the pure half of the discovery actor: when to
 // ask the engine where its publishers are, what to make of the answer, when the pipelines must

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The dispatch between dialects, vLLM's /kv_event_sources shapes and /v1/models. SGLang's
 // /server_info is in sglang_server_info.cpp; shared helpers in discovery_detail.cpp.
 #include "actors/discovery/engine_discovery.hpp"

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Engine discovery, the pure half (issue 14; the response shapes and their sources are in
 // docs/discovery.md). Given the engine URL and the raw HTTP answers of its discovery endpoints,

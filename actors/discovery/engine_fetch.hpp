@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Engine discovery, the fetching half: asks an engine's HTTP server the questions
 // engine_discovery.hpp reads the answers to, over the scraper's HTTP client (one kept-alive

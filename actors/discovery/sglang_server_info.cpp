@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // SGLang's /server_info: the `kv_events` descriptor (sglang #25844), its per-rank `publishers`
 // list (#38032), and the raw `kv_events_config` string before either (rules 5, 7 and 9 of
 // engine_discovery.hpp).

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The emitter's shell: unpacks messages, feeds unit_sequencer, executes its actions on the port,
 // records the RPC metrics. Every decision about what goes on the wire is the sequencer's.
 #include "actors/emitter/emitter_actor.hpp"

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The emitter: the only actor that talks to the policy server. It takes ordered units from the
 // debouncer and stats from the scraper; unit_sequencer (the protocol, rules S1-S11) decides

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The gRPC policy_port: builds the protobuf messages of each action and runs them through
 // policy_client; completions and channel changes go to the port_inbox.
 //

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The emitter's gRPC client to the cache-policy server (spec/policy-contract.md §2).
 //
 // A plain class (no CAF) so the emitter actor can own it and the tests can drive it directly.

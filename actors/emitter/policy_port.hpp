@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // What the emitter shell sends through: the policy server as the sequencer's actions need it
 // (a clear, a unit's stream, one eviction, a stats update), and the inbox that brings

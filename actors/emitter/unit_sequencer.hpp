@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The emitter's protocol: which RPC goes out when, and how each unit is answered
 // (messages/pipeline.hpp, rules U1-U4, is the contract with the debouncer). Pure logic: no gRPC,

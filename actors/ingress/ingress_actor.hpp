@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The ingress actor: owns the event source (the ZMQ thread, zmq_source) of one engine and lets it
 // forward what it delivers straight to the decoder (anon_send from the ZMQ thread: no hop through

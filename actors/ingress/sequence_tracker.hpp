@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Per-publisher sequence state machine of the ingress (DESIGN.md "Sequence numbers", "Cold start
 // catch-up"; shared/spec/engine-wire.md §1 replay protocol and §5 gaps). Pure logic: no ZMQ, no

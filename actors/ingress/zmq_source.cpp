@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The ingress ZMQ thread (rules: sequence_tracker.hpp; the thread's contract: zmq_source.hpp).
 // ~580 lines on purpose: the three sockets (SUB, replay DEALER, monitor), the poll loop and the
 // execution of the tracker's actions all work on the one thread-private impl; split, each part

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The ingress' ZMQ side: one std::thread that owns the SUB socket (live stream) and, when a replay
 // endpoint is configured, a DEALER per replay request; it validates frames, runs the

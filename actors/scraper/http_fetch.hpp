@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // A small HTTP GET client for an engine's HTTP server: the scraper's /metrics URL, and the
 // discovery endpoints on the same origin (get(path)). One connection is kept alive across calls.
 // Never throws; every failure comes back as an error string. httplib stays in the .cpp (Debian's

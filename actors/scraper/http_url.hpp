@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The one parser of plain-http URLs (the scraper's /metrics URL, discovery's engine URL). Pure,
 // so it lives in kvrelay_core; the client that uses it (http_fetch.hpp) needs httplib and does not.

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Engine metric profiles (vLLM, SGLang): turn one parsed /metrics exposition into the
 // ReplicaStats values kvrelay reports, with the reference's rules (reference-behaviour.md §1.8,
 // §1.9). scraper_logic carries the hit-rate baseline across ticks. No I/O, no logging: warnings

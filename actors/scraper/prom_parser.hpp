@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Prometheus exposition parser (text format 0.0.4 and OpenMetrics 1.0) for engine /metrics
 // bodies. Our own: the engine is untrusted input, so it is strict (a malformed line is an error
 // naming its line number), bounded (bodies over kMaxPrometheusBody are refused) and never throws.

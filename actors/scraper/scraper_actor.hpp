@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The scraper: every interval, GET the engine's /metrics (on its own fetch thread: a slow engine
 // must not block a CAF worker), turn it into ReplicaStats with the engine's metric profile, and

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The stats path's stale-signal state machine (reference-behaviour.md S04-S08, S15) as a pure
 // class: the scraper actor reports each tick's outcome and logs what it is handed, so tests can
 // count log lines by level without a logger.

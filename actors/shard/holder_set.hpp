@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Data-parallel merged mode: several DP ranks of one engine report as ONE replica, so a block
 // evicted by one rank may still be cached by another. holder_set remembers which ranks hold each

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The shard's protocol: every adapter partition of one pipeline (one positional_index each) and
 // the directory that routes removals, which name no adapter, to the partitions holding their

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // One file on purpose (~550 lines): the packed entry, its copy fields, the cap queue and the rules
 // I1-I7 share the entry layout, which must stay private to keep the slot at 20 bytes.
 #include "actors/shard/positional_index.hpp"

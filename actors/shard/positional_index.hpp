@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The reverse map of one (pipeline, adapter) partition: engine block hash → our prefix
 // fingerprint, cumulative token count and, per tier, how many physical copies the engine holds.

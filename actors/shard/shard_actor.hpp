@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The shard: every adapter partition of one pipeline (actors/shard/partition_set.hpp), as an
 // actor. Partitions keep adapters apart (each has its own reverse map, resident cap and

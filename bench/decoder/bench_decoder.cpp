@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Decoder throughput against the parse floor, in one run (DESIGN.md "Performance budget").
 //   bench_decoder --benchmark_counters_tabular=true
 // Payload: one EventBatch of 32 BlockStored events × 4 blocks × 16 random token ids (vLLM era-G

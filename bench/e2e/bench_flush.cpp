@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The debouncer's side of the hot path, which bench/decoder and bench/shard do not cover:
 //   DebouncerCoalesce  pending_set::apply of shard ops (a quarter re-touch keys already pending,
 //                      one in 16 is an eviction) and a take() per 4096 adds: ns per op

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // kvrelay-bench-loadgen: the engine side of the end-to-end benchmark. It pre-generates a realistic
 // workload with the fake engine's workload model (block size 16, prompts of 512–8192 tokens with
 // Zipf-shared system prefixes, LoRA traffic over 8 adapters, LRU evictions once the cache is full,

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // kvrelay-bench-sink: a policy server for the end-to-end benchmark. It stores nothing; it counts
 // what kvrelay reports and records, for every CacheStateUpdate that carries added prefixes, the
 // time from the update's timestamp_us (the newest engine batch time in that flush, R12) to

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The emitter's eviction path alone: units of evictions from a stand-in debouncer, through the
 // real emitter and gRPC port, to a policy server on loopback. Prints one JSON line per
 // configuration: evictions/s (wall) and CPU µs per eviction. `rpc` with max_in_flight 64 and one

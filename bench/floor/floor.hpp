@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The same-run floor of DESIGN.md "Performance budget": what any consumer of these payloads must
 // pay at least — a msgpack-cxx parse of every payload plus XXH3 (content + chain) over the same

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The floor's bookkeeping (the timings themselves are never asserted: the machine is shared).
 #include <gtest/gtest.h>
 

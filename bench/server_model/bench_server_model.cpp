@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // bench_server_model: what one eviction costs the reference policy server in each of kvrelay's
 // eviction modes, and how long a LookupRoute waits, on the model in server_model.hpp, at 100 k and
 // 1 M resident keys (one tenant and model, 4 replicas, a fifth of the keys under 8 LoRA adapters).

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // A C++ model of the reference policy server's index (cachebox-project/inference-cache,
 // internal/index; the facts are in tools/policy-server/policy_index.hpp, no code was copied), for

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Positional index: update cost per block and heap per resident block.
 //   bench_shard --benchmark_counters_tabular=true
 // time_per_block is CPU time per block (an inverted rate counter, printed as e.g. "120ns");

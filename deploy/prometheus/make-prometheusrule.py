@@ -1,4 +1,8 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+
 """Writes deploy/kubernetes/monitoring/prometheusrule.yaml from deploy/prometheus/kvrelay-rules.yaml.
 
 The rules file is the source (promtool tests it); the PrometheusRule carries the same groups for

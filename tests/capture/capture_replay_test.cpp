@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Capture and replay end to end, on loopback: a fake engine (with its replay ring) feeds kvrelay
 // while kvrelay-capture's loop records it; the capture, replayed as fast as possible into a
 // fresh kvrelay and policy server, gives the same index as the live run. The committed capture

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Checks beyond the TOML reader: every configuration error found before anything starts (the
 // admin port's loopback rule, the files a configuration names: bounded, regular files only),
 // the server / admin keys of issues 12, 13 and 16, and engine discovery's settings (issue 14).

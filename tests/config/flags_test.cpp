@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The Go-flag-compatible command line (reference C05, C07, §4 table).
 #include "config/flags.hpp"
 
@@ -80,8 +84,16 @@ TEST(ParseFlags, UnknownFlagIsAUsageError) {
   EXPECT_EQ(r.status, outcome::error);
   EXPECT_EQ(r.error, "flag provided but not defined: --no-such-flag");
   // Kubernetes-injected sidecars pass --flag=value (C07): a typo must not start silently.
+  // The likely flag is named on the same line (two edits at most; a different word gets none).
   r = parse({"--replicaid=r"});
-  EXPECT_EQ(r.error, "flag provided but not defined: --replicaid");
+  EXPECT_EQ(r.error, "flag provided but not defined: --replicaid; did you mean --replica-id?");
+  r = parse({"-engine-endpont", "tcp://h:1"});
+  EXPECT_EQ(r.error,
+            "flag provided but not defined: --engine-endpont; did you mean --engine-endpoint?");
+  r = parse({"--hepl"});
+  EXPECT_EQ(r.error, "flag provided but not defined: --hepl; did you mean --help?");
+  r = parse({"--colour=red"});
+  EXPECT_EQ(r.error, "flag provided but not defined: --colour");
 }
 
 TEST(ParseFlags, HelpOutcome) {

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // libFuzzer harness for the configuration front door: TOML text, command lines and value
 // grammars are untrusted. Beyond "never crash, never throw", it checks one invariant: a
 // configuration that loads and validates prints (to_toml) to text that loads back to the same

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // What the configuration tests share: parse text as "t.toml", the error line of an outcome, flags
 // from a list of arguments, and a scratch directory for files a configuration names.

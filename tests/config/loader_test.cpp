@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // TOML loading, flag precedence, validation (C01-C03, R09, clamps R04/S10/N02), A02/A03, the
 // printed effective configuration, the reload diff and the shipped examples. Long because each
 // error text is asserted exactly; checks_test.cpp has the newer checks (files, discovery).
@@ -339,8 +343,9 @@ TEST(Validate, RequiredIdentityR09) {
             "hash_scheme in [[engine]] or --hash-scheme)");
   EXPECT_EQ(check("[[engine]]\nreplica_id = \"r\"\nmodel_id = \"m\"\ntenant_id = \"\"\n"), "");
   EXPECT_EQ(check("[server]\naddress = \"h:1\"\n"),
-            "t.toml: engine: no engine configured: add an [[engine]] table or pass --replica-id and "
-            "--model-id");
+            "t.toml: engine: no engine configured: add an [[engine]] table, or pass --engine-url "
+            "and --replica-id (an engine that says where its events are), or --engine-endpoint, "
+            "--replica-id and --model-id (the Go sidecar's flags)");
 }
 
 TEST(Validate, DuplicateReplicaIds) {
@@ -491,8 +496,9 @@ TEST(ApplyFlags, FileWithoutEnginesGetsOneFromFlags) {
   c = load("[server]\naddress = \"s:1\"\n");
   ASSERT_EQ(err(apply_flags(c, flags({"--config=x.toml"}))), "");
   EXPECT_EQ(err(validate(c)),
-            "t.toml: engine: no engine configured: add an [[engine]] table or pass --replica-id and "
-            "--model-id");
+            "t.toml: engine: no engine configured: add an [[engine]] table, or pass --engine-url "
+            "and --replica-id (an engine that says where its events are), or --engine-endpoint, "
+            "--replica-id and --model-id (the Go sidecar's flags)");
 }
 
 TEST(ApplyFlags, LoraFlagReplacesTheFileMap) {

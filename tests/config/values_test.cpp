@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Value grammars shared by the TOML loader and the flags: Go durations and ints, sizes,
 // endpoints, URLs, addresses and data-parallel rank endpoints.
 #include "config/values.hpp"

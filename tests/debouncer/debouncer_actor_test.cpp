@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The debouncer's shells under CAF's deterministic scheduler: recorders stand in for the emitter,
 // the decoder and the supervisor; the test answers units and moves the clock. No sockets.
 #include <gtest/gtest.h>

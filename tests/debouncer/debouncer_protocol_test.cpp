@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The debouncer's protocol driven directly through its rules (debouncer_protocol.hpp): windows,
 // credits, epochs, outage and resync, reconnects, never-sent pairs, merged DP ranks, drains.
 #include "actors/debouncer/debouncer_protocol.hpp"

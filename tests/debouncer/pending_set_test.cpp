@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The debouncer's coalescing rules: final state per (adapter, fingerprint), clear supersedes,
 // L2 downgrades keep their eviction time, the bound turns into a resync.
 #include "actors/debouncer/pending_set.hpp"

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The decoder's protocol (actors/decoder/batch_router.hpp, rules R1-R6), driven directly.
 #include "actors/decoder/batch_router.hpp"
 

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The decoder shell under CAF's deterministic scheduler: it executes the router's steps in order
 // (work to its shard, clears to the shard and the debouncer), publishes the router's counters and
 // returns credit; the shard it spawned turns the work into ops for the debouncer.

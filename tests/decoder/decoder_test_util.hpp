@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Builders for decoder test inputs: hex dumps (engine-wire.md §7) and msgpack-cxx packers.
 

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Hybrid-model group filtering (engine-wire.md "Hybrid models").
 #include "actors/decoder/group_filter.hpp"
 

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Reference behaviours D01–D22 (reference-behaviour.md §1.1) and engine-wire.md's "MUST accept" /
 // "SHOULD reject" lists, built with msgpack-cxx's packer. Long because it walks those lists item
 // by item.

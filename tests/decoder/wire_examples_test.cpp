@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Every hex dump of shared/spec/engine-wire.md §7, fed to the decoder as raw bytes.
 #include "decoder_test_util.hpp"
 

@@ -1,15 +1,23 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+
 """Checks the Kubernetes examples under deploy/kubernetes against the built kvrelay binary.
 
 For every kvrelay container (and init container) it rebuilds the pod's file system in a temporary
 directory -- ConfigMaps from the kustomization's configMapGenerator files, Secrets as stand-in
 files, emptyDirs as empty directories -- maps every mount path into it, expands $(VAR) from the
-container's env, runs init containers' commands with /bin/sh, and runs the main container's
-arguments with --check appended. It then holds the manifests to what the deployment notes
-promise: probes on /readyz and /healthz at the admin port the configuration really listens on,
-a Prometheus scrape annotation for that port, and (sidecar) POD_NAMESPACE as the tenant.
+container's env, runs init containers (a shell command with /bin/sh; kvrelay's image with its
+ENTRYPOINT, kvrelay, and the container's args: the image has no shell, so no kvrelay container
+may ask for one), and runs the main container's arguments with --check appended. It then holds
+the manifests to what the deployment notes promise: readiness on /readyz/self (sidecar: fail
+open, the engine pod must not leave its Service because kvrelay cannot reach the policy server)
+or /readyz (DaemonSet), liveness on /healthz, at the admin port the configuration really listens
+on, a Prometheus scrape annotation for that port, and (sidecar) POD_NAMESPACE as the tenant.
 Finally it starts the container's command for real and sends the probes' and Prometheus' requests
-without a token (they must answer), and a POST without the token (it must get 401).
+without a token (they must answer; the sidecar's readiness probe 200 with no engine and no
+server), and a POST without the token (it must get 401).
 
 The prometheus-operator resources (monitoring/) are held to the workloads: every workload is
 scraped by a PodMonitor or a ServiceMonitor whose selector matches its pods (through a Service
@@ -149,7 +157,7 @@ def http_status(url, method="GET"):
         return None
 
 
-def check_probes_live(where, kvrelay, args):
+def check_probes_live(where, kvrelay, args, readiness_path):
     """Runs the container's command for real (admin port moved to a free one, as the manifest's
     port may be taken here) and asks what the kubelet and Prometheus would ask, without a token:
     the token in the config must not lock the probes out, and must still guard the POSTs."""
@@ -173,6 +181,12 @@ def check_probes_live(where, kvrelay, args):
         ready = http_status(base + "/readyz")
         if ready not in (200, 503):  # 503 here: no engine runs on this machine
             fail(where, f"GET /readyz without a token answers {ready}, not 200 or 503")
+        if readiness_path == "/readyz/self":
+            # Fail open: no engine and no policy server here, and the pod is still ready.
+            status = http_status(base + readiness_path)
+            if status != 200:
+                fail(where, f"GET {readiness_path} answers {status} with the engine and the "
+                            "server away; the sidecar's readiness must not depend on them")
         if http_status(base + "/metrics") != 200:
             fail(where, "GET /metrics without a token is not 200 (Prometheus sends none)")
         post = http_status(base + "/debug/adapters?id=9&name=x", method="POST")
@@ -251,19 +265,29 @@ def check_pod(where, kdir, pod_meta, pod, generated, kvrelay, sidecar):
         fs.rewrite_files()
 
         for ic in pod.get("initContainers", []):
-            if "kvrelay" not in ic["image"]:
-                continue
             env = container_env(ic, pod_name)
-            cmd = [fs.map_paths(expand_k8s_vars(a, env)) for a in ic.get("command", []) + ic.get("args", [])]
-            if cmd[:2] != ["/bin/sh", "-c"]:
-                fail(where, f"init container {ic['name']}: expected /bin/sh -c, got {cmd[:2]}")
+            command = [fs.map_paths(expand_k8s_vars(a, env)) for a in ic.get("command", [])]
+            args = [fs.map_paths(expand_k8s_vars(a, env)) for a in ic.get("args", [])]
+            if "kvrelay" in ic["image"]:
+                # kvrelay's image: ENTRYPOINT /usr/bin/kvrelay, no shell (scripts/image.sh).
+                if command and command != ["/usr/bin/kvrelay"]:
+                    fail(where, f"init container {ic['name']} runs {command[:2]}; kvrelay's image "
+                                "has no shell: give args (or command /usr/bin/kvrelay)")
+                    continue
+                r = subprocess.run([kvrelay] + args, capture_output=True, text=True)
+            elif command[:2] == ["/bin/sh", "-c"]:
+                run_env = dict(os.environ, PATH=bindir + ":" + os.environ.get("PATH", "/usr/bin:/bin"), **env)
+                r = subprocess.run(["/bin/sh", "-c", " ".join(command[2:] + args)], env=run_env,
+                                   capture_output=True, text=True)
+            else:
+                fail(where, f"init container {ic['name']}: cannot run {command[:2]} here")
                 continue
-            run_env = dict(os.environ, PATH=bindir + ":" + os.environ.get("PATH", "/usr/bin:/bin"), **env)
-            r = subprocess.run(["/bin/sh", "-c", cmd[2]], env=run_env, capture_output=True, text=True)
             if r.returncode != 0:
                 fail(where, f"init container {ic['name']} exits {r.returncode}: {first_line(r.stderr)}")
 
         c = kv_containers[0]
+        if c.get("command") and c["command"] != ["/usr/bin/kvrelay"]:
+            fail(where, f"the kvrelay container overrides the image's ENTRYPOINT with {c['command']}")
         env = container_env(c, pod_name)
         args = [fs.map_paths(expand_k8s_vars(a, env)) for a in c.get("command", [])[1:] + c.get("args", [])]
         for a in args:
@@ -278,8 +302,9 @@ def check_pod(where, kdir, pod_meta, pod, generated, kvrelay, sidecar):
 
         admin = admin_port_from_check(r.stdout, where)
         workloads.append((where, pod_meta.get("labels", {}), c, admin))
-        check_probes_live(where, kvrelay, args)
-        probes = {"readinessProbe": "/readyz", "livenessProbe": "/healthz"}
+        readiness = "/readyz/self" if sidecar else "/readyz"
+        check_probes_live(where, kvrelay, args, readiness)
+        probes = {"readinessProbe": readiness, "livenessProbe": "/healthz"}
         for probe, path in probes.items():
             http = c.get(probe, {}).get("httpGet")
             if not http:

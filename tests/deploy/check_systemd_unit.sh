@@ -1,4 +1,8 @@
 #!/bin/sh
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+#
 # `systemd-analyze verify` on deploy/systemd/kvrelay.service. verify exits 0 even for unknown
 # keys or unparsable values (it only warns), so any diagnostic counts as a failure here.
 # The unit names the installed /usr/bin/kvrelay; that path is pointed at the built binary so the

@@ -1,21 +1,31 @@
 #!/bin/sh
-# Validates every TOML file under deploy/ with `kvrelay --check`, as an operator would before
-# shipping it. Two stand-ins, because the files describe other machines:
-#   - a file key (ca_file, cert_file, key_file, token_file) names a secret that exists only where
-#     the file is deployed; it is pointed at a readable stand-in file, the rest is checked as is;
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+#
+# Validates every TOML file under the given directories (deploy/ and config/examples/) with
+# `kvrelay --check`, as an operator would before shipping it. Two stand-ins, because the files
+# describe other machines:
+#   - a file key names a secret that exists only where the file is deployed; it is pointed at a
+#     readable stand-in: a PEM block for ca_file, cert_file and key_file (kvrelay checks that they
+#     hold one), a one-line token for token_file; the rest is checked as is;
 #   - a file without [[engine]] is the base of a sidecar whose engine comes from flags; it is
 #     checked with a stand-in engine identity (the Kubernetes test runs it with the real flags).
 # Before trusting a pass it makes sure the harness can fail: a broken copy must be rejected.
-# Usage: check_tomls.sh KVRELAY_BINARY DEPLOY_DIR
+# Usage: check_tomls.sh KVRELAY_BINARY DEPLOY_DIR [MORE_DIRS...]
 set -u
 kvrelay=$1
 deploy=$2
+shift
+dirs="$*"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo stand-in > "$tmp/stand-in"
+printf -- '-----BEGIN CERTIFICATE-----\nc3RhbmQtaW4=\n-----END CERTIFICATE-----\n' > "$tmp/stand-in.pem"
 
 check() {  # check FILE -> kvrelay's exit code; its stderr in $tmp/err
-  sed -E 's#^([[:space:]]*(ca_file|cert_file|key_file|token_file)[[:space:]]*=[[:space:]]*)"[^"]+"#\1"'"$tmp"'/stand-in"#' \
+  sed -E -e 's#^([[:space:]]*(ca_file|cert_file|key_file)[[:space:]]*=[[:space:]]*)"[^"]+"#\1"'"$tmp"'/stand-in.pem"#' \
+    -e 's#^([[:space:]]*token_file[[:space:]]*=[[:space:]]*)"[^"]+"#\1"'"$tmp"'/stand-in"#' \
     "$1" > "$tmp/candidate.toml"
   if grep -q '^[[:space:]]*\[\[engine\]\]' "$tmp/candidate.toml"; then
     "$kvrelay" --config "$tmp/candidate.toml" --check > "$tmp/out" 2> "$tmp/err"
@@ -25,7 +35,8 @@ check() {  # check FILE -> kvrelay's exit code; its stderr in $tmp/err
   fi
 }
 
-files=$(find "$deploy" -name '*.toml' | sort)
+# shellcheck disable=SC2086 # the directories are words
+files=$(find $dirs -name '*.toml' | sort)
 count=0
 failed=0
 for f in $files; do
@@ -48,8 +59,9 @@ if [ -n "$first" ]; then
   fi
 fi
 
-if [ "$count" -lt 3 ]; then
-  echo "FAIL found $count TOML files under $deploy; expected the default config and both Kubernetes ones"
+deploy_count=$(find "$deploy" -name '*.toml' | wc -l)
+if [ "$deploy_count" -lt 3 ]; then
+  echo "FAIL found $deploy_count TOML files under $deploy; expected the default config and both Kubernetes ones"
   failed=$((failed + 1))
 fi
 echo "$count files, $failed failure(s)"

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The discovery actor for real: its fetch threads ask the fake engine's HTTP server (publishers
 // bound at port 0) and the listener hears targets with the endpoints the engine bound, the
 // waiting reason while the engine is not ready, and a retarget after the engine moved.

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The discovery protocol of one engine over time (actors/discovery/discovery_protocol.hpp, rules
 // D1-D7), driven directly: answers are parsed bodies, time is an argument.
 #include "actors/discovery/discovery_protocol.hpp"

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The discovery actor's shell under the deterministic scheduler: fetches go to a port the test
 // answers, timers fire when the test moves the clock, and the listener is a recorder. No sockets.
 #include <gtest/gtest.h>

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The discovery parser against every response shape in docs/discovery.md and every failure its
 // rules name (actors/discovery/engine_discovery.hpp). Pure: answers are built in the test.
 #include "actors/discovery/engine_discovery.hpp"

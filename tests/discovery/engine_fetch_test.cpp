@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // What the discovery fetch asks, in which order, and how it reports a server that is not there,
 // against a real httplib server on 127.0.0.1 (actors/discovery/engine_fetch.hpp).
 #include "actors/discovery/engine_fetch.hpp"

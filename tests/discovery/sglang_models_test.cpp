@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // SGLang's /server_info shapes (rules 5, 7, 9), /v1/models (rule 10) and the quoting of what
 // arrived (rule 11). See docs/discovery.md for where each shape comes from.
 #include <gtest/gtest.h>

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Zero-config end to end (issue 14) over real loopback sockets: fake engines whose HTTP server
 // says where their publishers are → an in-process daemon given only `engine.url` → the policy
 // server. vLLM-style DP=2 at port 0, SGLang-style, an engine restarted on new ports while the

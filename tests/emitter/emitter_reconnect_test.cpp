@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The emitter against the real demo policy server over loopback gRPC: when the server goes away
 // and a new, empty one starts on the same port, the reconnect listener hears `reconnected`
 // without any unit or stats call being made (the engine is quiet: issue 12 item 3).

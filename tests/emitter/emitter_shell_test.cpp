@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The emitter's shell under CAF's deterministic scheduler, with the RPC layer replaced by a fake
 // port: what the sequencer decides reaches the port, completions come back through the inbox,
 // answers reach the unit's sender, the reconnect listener hears about a reconnect, and the RPC

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // policy_client against a real gRPC server on loopback: delivery, acks, concurrency, failure
 // codes, deadlines, teardown with calls in flight, and TLS / mTLS with certificates generated at
 // run time.

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The port's inbox and rpc mode's deferred eviction completions: completions wake the actor a
 // batch at a time, and the end of a burst always wakes it, whatever order RPC threads run in.
 #include "actors/emitter/policy_port.hpp"

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The emitter's protocol driven directly: ordering (S1-S4), failures (S5, S6 = U3), answers
 // (S7), stats (S8), reconnects (S9), rate-limited logs (S10) and the deadline back-off (S11).
 #include "actors/emitter/unit_sequencer.hpp"

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Helpers shared by the eviction tests: the eviction mode as the configuration sets it, and the
 // mode the running emitter actually uses (so a test can never pass in the wrong mode).

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Ordering end to end in each eviction mode (expire is the one that needs it most: an eviction
 // there is an entry of the unit's stream, stamped 1 µs after the epoch, and a later add must
 // refresh it): add → evict → add of one key inside one window and across windows, a clear

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // An eviction storm end to end, in each eviction mode: a fake engine with a 4 Ki-block cache
 // publishes 100 k+ blocks as fast as it can (one eviction per stored block once full), kvrelay
 // relays them to the demo policy server, and once kvrelay has drained the server's *fresh*

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The real admin port surviving its own clients (issue 16, item 3), against the in-process
 // daemon with its default limits (64 connections, 5 s per request, 30 s idle, 64 KiB bodies):
 // slow-loris and idle connections do not stop the probes, a refused body is never read (RSS

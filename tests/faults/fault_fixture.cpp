@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The fault fixture (fault_fixture.hpp): a daemon, an engine model and a server under faults,
 // and child processes for the signal tests. ~480 lines: one fixture every fault test shares.
 #include "tests/faults/fault_fixture.hpp"

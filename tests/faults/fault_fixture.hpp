@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Shared pieces of the fault tests: a model of what the engine holds (so every test can compare
 // the policy server's index with the truth instead of with counters), a snapshot of what the

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The debouncer's side of a policy-server outage, on real sockets (issue 16 item 2): while the
 // server is away nothing but the resync's probe is sent and nothing piles up; on its return the
 // clear goes first, then the re-report, and no eviction of a prefix it never held.

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The real binary: signals, exit codes, configuration errors and the version report. The daemon
 // runs as a child process against an in-process policy server and fake engine.
 
@@ -5,6 +9,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <regex>
@@ -213,6 +218,62 @@ TEST(ProcessConfig, NonLoopbackAdminWithoutTokenExitsTwo) {
     expect_refused_before_start(dir, dir.file("kvrelay.toml"), "kvrelay.toml:8:10: admin.listen",
                                 "is not a loopback address; set admin.token_file");
   }
+}
+
+// A typo in an injected sidecar's arguments: the one line a crash-looping container shows names
+// the flag meant, and the usage does not bury it (issue 26).
+TEST(ProcessConfig, UnknownFlagNamesTheLikelyFlagOnOneLine) {
+  temp_dir dir;
+  child_process p({binary, "--replicaid=vllm-0", "--model-id=m"}, dir.path());
+  const auto code = p.wait(10s);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 2);
+  const auto err = p.err();
+  EXPECT_EQ(err.rfind("flag provided but not defined: --replicaid; did you mean --replica-id?\n", 0),
+            0u)
+      << err;
+  EXPECT_NE(err.find("--help"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 2) << err;
+  EXPECT_EQ(p.out(), "");
+}
+
+// The first line (and every line) follows --log-format / [log] format; before, the daemon set the
+// format when it started, after "kvevent-subscriber starting" was already written as JSON.
+TEST(ProcessLog, TextFormatHoldsFromTheFirstLine) {
+  temp_dir dir;
+  dir.write("text.toml", "[log]\nformat = \"text\"\n");
+  const std::vector<std::string> engine{"--replica-id=r", "--model-id=m",
+                                        "--server=127.0.0.1:9", "--engine-metrics-url=",
+                                        "--admin-listen=", "--engine-endpoint=tcp://127.0.0.1:9"};
+  for (const bool by_flag : {true, false}) {
+    SCOPED_TRACE(by_flag ? "--log-format text" : "[log] format = \"text\"");
+    std::vector<std::string> args{binary};
+    if (by_flag) args.push_back("--log-format=text");
+    else args.insert(args.end(), {"--config", dir.file("text.toml")});
+    args.insert(args.end(), engine.begin(), engine.end());
+    child_process p(args, dir.path());
+    ASSERT_GT(p.pid(), 0);
+    // The event that proves the first lines are out: the pipeline subscribed.
+    const auto deadline = std::chrono::steady_clock::now() + 15s;
+    while (p.err().find("subscribed to engine KV events") == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline && !p.wait(50ms).has_value()) {
+    }
+    p.signal(SIGTERM);
+    const auto code = p.wait(10s);
+    ASSERT_TRUE(code.has_value());
+    EXPECT_EQ(*code, 0) << p.err();
+    const auto err = p.err();
+    ASSERT_NE(err.find("subscribed to engine KV events"), std::string::npos) << err;
+    EXPECT_NE(err.find(" INFO kvevent-subscriber starting "), std::string::npos) << err;
+    EXPECT_EQ(err.find('{'), std::string::npos) << "a JSON line under text format:\n" << err;
+  }
+  // A configuration error is written in the flag's format too.
+  child_process bad({binary, "--log-format=text", "--replica-id=r"}, dir.path());
+  const auto code = bad.wait(10s);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 2);
+  EXPECT_NE(bad.err().find(" ERROR invalid config"), std::string::npos) << bad.err();
+  EXPECT_EQ(bad.err().find('{'), std::string::npos) << bad.err();
 }
 
 TEST(ProcessVersion, NamesTheLibrariesItRunsWith) {

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Issue 22, first part: a restart must not invent a loss. The fake engine answers a replay like
 // vLLM and SGLang do (one tight loop into a ROUTER queue of 1000 messages; what does not fit is
 // dropped, END included), so a cold start against a ring that holds far more than that gets

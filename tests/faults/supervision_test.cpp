@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Supervision and resync under faults, in process: after each fault the policy server's index must
 // equal what the engine holds (nothing lost, nothing stale), not merely "some RPCs happened".
 

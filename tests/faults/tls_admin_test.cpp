@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // TLS and mTLS to the policy server end to end (certificates made with the openssl command line),
 // and the admin port as an operator uses it.
 
@@ -132,6 +136,14 @@ TEST(AdminPort, ReadyzFlipsWhenTheServerAnswers) {
   env.publish_steps(10);
   std::this_thread::sleep_for(500ms);
   EXPECT_EQ(http_get(port, "/readyz").status, 503);
+  // Fail open (issue 26): the probe a pod's readiness hangs on stays 200 while the policy server
+  // is away; one outage must not empty a fleet's Service. kvrelay_ready keeps the full picture.
+  ASSERT_TRUE(wait_until([&] { return env.metric("kvrelay_batches_total") > 0; }, 8s));
+  const auto self = http_get(port, "/readyz/self");
+  EXPECT_EQ(self.status, 200) << self.body;
+  EXPECT_EQ(self.body.rfind("working: 1 pipeline(s) answering", 0), 0u) << self.body;
+  EXPECT_EQ(http_get(port, "/readyz").status, 503);
+  EXPECT_NE(http_get(port, "/metrics").body.find("kvrelay_ready 0"), std::string::npos);
   env.server.set_black_hole(false);
   // Publishing right after start races the cold-start replay; a failure here with thousands of
   // replays_requested and 0 batches is the tracker wedge SequenceTrackerFaults.ColdReplay...
@@ -140,6 +152,7 @@ TEST(AdminPort, ReadyzFlipsWhenTheServerAnswers) {
       << env.ingress_field("batches");
   EXPECT_EQ(env.wait_consistent(), "");
   EXPECT_NE(http_get(port, "/metrics").body.find("kvrelay_ready 1"), std::string::npos);
+  EXPECT_EQ(http_get(port, "/readyz/self").status, 200);
 }
 
 TEST(AdminPort, MetricsHasTheDocumentedFamilies) {
@@ -238,6 +251,7 @@ TEST(AdminPort, TokenGuardsMutatingEndpoints) {
   // (docs/configuration.md, admin.token_file).
   EXPECT_EQ(http_get(port, "/healthz").status, 200);
   EXPECT_NE(http_get(port, "/readyz").status, 401);
+  EXPECT_EQ(http_get(port, "/readyz/self").status, 200);
   EXPECT_EQ(http_get(port, "/metrics").status, 200);
 }
 

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Deterministic reproductions of two sequence-tracker faults first seen end to end in this folder
 // (AdminPort.ReadyzFlipsWhenTheServerAnswers wedged once; EngineRestart.AfterCatchingUpOnlyFromReplay).
 // Pure logic: the exact order of live batches, replay replies and END that triggers each.

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Golden vectors (F01–F10 of reference-behaviour.md) and the long-input XXH3 path.
 #include "base/fingerprint.hpp"
 

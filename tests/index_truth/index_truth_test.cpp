@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Index truth end to end (issue 12): fake engine → kvrelay → policy server on loopback sockets.
 // Every test states what the engine holds and waits (bounded) until the server's index for the
 // replica is exactly that: lost removals in a partition's first batch, physical copies, the

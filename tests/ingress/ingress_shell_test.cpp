@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The ingress actor shell under CAF's deterministic scheduler, with its source injected (no ZMQ,
 // no sockets, no sleeps): what reaches the decoder and the supervisor, when counters are
 // published, how it dies and how it drains. The source's own protocol is tested in

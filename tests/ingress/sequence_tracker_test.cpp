@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Unit tests of the ingress sequence state machine: every rule (ST1-ST11) of sequence_tracker.hpp,
 // driven through its public API with string payloads and read back as a compact action trace.
 

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Integration tests of the ingress ZMQ thread against a fake engine in the test: an XPUB (a PUB
 // that shows us when the subscription has arrived, so no slow-joiner sleeps) and a ROUTER replay
 // endpoint, both on 127.0.0.1 with kernel-chosen ports.

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The end-to-end harness (harness.hpp): fake engines, the demo policy server and an in-process
 // daemon on loopback. ~500 lines: binding retries, config, publishing, the server's view and the
 // metric readers are what every e2e test shares; keeping them in one place is the point.

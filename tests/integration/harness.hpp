@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // End-to-end harness: a policy server, one fake engine per DP rank and an in-process kvrelay
 // daemon, all on loopback, plus the helpers a pipeline test needs (publish a batch in any wire

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // DP merged mode end to end on real sockets: two engine ranks, one replica on the server. The
 // server's index must equal what the ranks hold together: an eviction reaches it only when no
 // rank holds the prefix, a rank's clear removes only what that rank alone held, and only the

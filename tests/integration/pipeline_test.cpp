@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The whole pipeline end to end over real loopback sockets: fake engine (ZMQ PUB + replay ROUTER)
 // → in-process kvrelay daemon → policy server (gRPC). Every test asserts what the policy server
 // finally holds, with the reference behaviours of shared/spec/reference-behaviour.md (R, L, A, E)

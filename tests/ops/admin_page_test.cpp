@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The admin page (GET /) against a live daemon: served as one self-contained HTML file without
 // the token, and rendered by headless Chromium (Debian `chromium`): after its scripts ran, the
 // DOM shows every actor of /debug/tree with its state, a crashed and restarted emitter with its

@@ -1,4 +1,8 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+
 """Holds the Prometheus rules, the Grafana dashboard and the metrics table of docs/operations.md
 to what a running kvrelay really exports (tests/ops/ops_test.cpp scrapes one and calls this).
 

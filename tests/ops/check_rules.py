@@ -1,4 +1,8 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+
 """Checks kvrelay's Prometheus rules (deploy/prometheus/) with promtool and holds them to what
 docs/operations.md and the PrometheusRule promise.
 

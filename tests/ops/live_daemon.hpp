@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // A daemon the way an operator meets it, for the tests of what operators look at (/metrics,
 // the dashboard's and rules' metric names, the admin page): the e2e harness (fake engine with a

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // /metrics of a live daemon, held to what Prometheus and the shipped dashboards expect:
 // `promtool check metrics` accepts it, the standard exporter families are there, and every
 // metric the rules, the dashboard and the docs' metrics table name is one it exports

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Every message of inferencecache.v1alpha1.InferenceCache crosses a real gRPC server and client on
 // loopback, fully populated, and arrives byte-identical: the contract compiles and is wire-whole.
 #include <gtest/gtest.h>

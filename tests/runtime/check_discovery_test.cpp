@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // `kvrelay --check` with an engine URL asks the engine once and prints what it answers, or why
 // it cannot be asked now, in words an operator reads (not httplib's enumerator names).
 #include <gtest/gtest.h>

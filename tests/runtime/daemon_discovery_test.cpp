@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The root actor's side of discovery under the deterministic scheduler: an engine with a URL is
 // "waiting" until a target arrives, a target spawns its pipelines (through the spawn seam), the
 // same pipelines again only refresh the origins, changed ones replace the old pipelines. The

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The admin port's request parser and response writer, as pure logic (runtime/http_request.hpp).
 
 #include <gtest/gtest.h>

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The admin port's HTTP server on loopback, with small limits so deadlines pass quickly: framing
 // checks happen before a body is read, deadlines close slow and idle clients, a full house
 // makes room for a newcomer, handlers that never block answer while every worker is busy.

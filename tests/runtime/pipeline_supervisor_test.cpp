@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The supervisor's actor shell under the deterministic scheduler: fake children stand in for the
 // real actors (through the pipeline_children seam), the test crashes them and moves the clock.
 // The rules themselves are tested on the pure protocol (supervision_protocol_test.cpp); here:

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Raw TCP clients for the admin port tests: what a misbehaving client does (a header one byte at
 // a time, a connection that never speaks, a body the server should never read), which no HTTP

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The supervisor's restart and teardown policy, driven directly (runtime/supervision.hpp, rules
 // 1-10): no actors, no clock but the one the test passes in.
 

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The scraper's /metrics profiles, rule by rule (reference-behaviour.md §1.8 M01-M19, the vLLM
 // and SGLang families, cache size and sleep state): ~680 lines because each engine version's
 // families get their own small tests against the shared fixtures.

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The scraper actor shell under CAF's deterministic scheduler, with its fetcher injected (no HTTP,
 // no threads, no sleeps): the tick asks for a fetch, the test answers as the fetch thread would,
 // and the recorders see what goes to the emitter and to the supervisor. The pure parts

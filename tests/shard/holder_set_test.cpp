@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Data-parallel merged mode: an eviction reaches the server only when no rank holds the key.
 #include "actors/shard/holder_set.hpp"
 

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The shard's protocol (actors/shard/partition_set.hpp, rules S1-S6): partitions declared by
 // work, batch order across partitions, removals routed by the hash directory.
 #include "actors/shard/partition_set.hpp"

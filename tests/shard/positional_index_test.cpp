@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The reverse map: reference-behaviour.md §1.3 P01–P09, §1.4 A04–A05, DESIGN.md's "beyond the
 // reference" rules (unknown parent policy, tiers, taint, resident cap) and the index's own I1–I7
 // (copies). Long because it is one table of rules, each with its own test, plus two properties.

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The open-addressing table (base/probe_table.hpp, rules T1-T6) against
 // std::unordered_map under random inserts, erases and look-ups over a small key universe, so
 // clusters form, wrap around the array's end and are cut by erases.

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The shard shell under CAF's deterministic scheduler: work in, one shard_ops per touched
 // partition out (epoch, batch time, store flag), clears by epoch, resync in chunks, /metrics.
 #include <gtest/gtest.h>

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // A fake engine /metrics endpoint on a real loopback HTTP socket (cpp-httplib, port 0), for the
 // scraper's end-to-end tests. What it answers is switchable while it runs:

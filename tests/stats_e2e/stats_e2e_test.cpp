@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The load-statistics path end to end over real loopback sockets: a fake engine /metrics endpoint
 // (HTTP, cpp-httplib) → the in-process kvrelay daemon (scraper fetch thread → scraper_logic →
 // stats_tracker / silent_stream_detector → emitter) → the demo policy server (gRPC), whose

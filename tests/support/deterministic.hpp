@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Actor tests without sockets or sleeps: an actor system on CAF's deterministic test coordinator
 // (nothing runs until the test says so; timers fire when the test advances the clock) and a

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The deterministic fixture itself: time moves only when the test moves it, and a recorder sees
 // what the actor under test sends. Driven through the debouncer, whose flush window is a timer.
 #include <gtest/gtest.h>

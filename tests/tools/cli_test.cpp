@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The two executables' command lines: the reference fake engine's flags, validation and EXPECT
 // lines (shared/spec/reference-behaviour.md §6, C05 flag forms), and the policy server's flags.
 #include <gtest/gtest.h>

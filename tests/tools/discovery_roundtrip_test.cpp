@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Discovery for real: the fake engine's HTTP server (both dialects, every vLLM shape, DP > 1,
 // publishers at port 0) → kvrelay's fetch and parser → a ZMQ SUB on the endpoints it found
 // receives a batch, and a DEALER on the replay endpoint gets the batch back. In process (the

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The fake engine's event sources: the reference's scripted scenario (E01–E03 of
 // shared/spec/reference-behaviour.md) and the random workload's cache consistency.
 #include <gtest/gtest.h>

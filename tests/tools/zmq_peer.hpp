@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Raw ZMQ peers of the fake engine for tests: a SUB, a replay DEALER, the slow-joiner publish loop
 // (shared/spec/engine-wire.md §1 framing). An IPv6 endpoint turns the socket's IPv6 mode on.

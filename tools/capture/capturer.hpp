@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // kvrelay-capture's loop: a SUB socket on the engine's live endpoint (every topic under the
 // prefix, every message whatever its shape) and, with a replay endpoint, one DEALER request for

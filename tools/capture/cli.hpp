@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The little flag grammar kvrelay-capture and kvrelay-replay share: `--x v` and `--x=v` (one or
 // two dashes), durations and sizes as kvrelay's configuration reads them (config/values.hpp).

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The capture file (docs/capture-format.md): what kvrelay-capture writes and kvrelay-replay
 // plays. A versioned header (magic, version, a JSON description), then records, each one ZMQ

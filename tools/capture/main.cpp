@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // kvrelay-capture: records an engine's KV-event stream (live, and its replay ring if given) to
 // a capture file (docs/capture-format.md) for bug reports and for kvrelay-replay.
 #include <atomic>

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The fake engine's HTTP server, in either engine's dialect (docs/discovery.md has the shapes
 // and their sources): vLLM's GET /kv_event_sources, SGLang's GET /server_info (and its older

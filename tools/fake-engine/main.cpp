@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // kvrelay-fake-engine: publishes engine KV-cache events over ZMQ like vLLM/SGLang do.
 // Default mode is the reference fake engine (shared/spec/reference-behaviour.md §6): one
 // pre-built payload republished every -interval. `--workload random` publishes a seeded random

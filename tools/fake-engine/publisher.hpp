@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The engine side of the ZMQ wire (shared/spec/engine-wire.md §1): a PUB socket sending
 // [topic, seq BE8, payload] and an optional ROUTER replay socket serving the last `buffer_steps`

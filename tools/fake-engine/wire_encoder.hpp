@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Encodes engine EventBatches exactly as the engines put them on the wire, in every era of
 // shared/spec/engine-wire.md §0 (vLLM tuple eras A..G, vLLM map eras H/I, SGLang tuple S1/S2 with

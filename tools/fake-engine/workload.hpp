@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // Event sources for the fake engine: a seeded random workload that behaves like a serving engine's
 // prefix cache (shared system prompts, LoRA traffic, LRU evictions, clears, CPU offload, hybrid

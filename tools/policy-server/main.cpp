@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // kvrelay-policy-server: a small inferencecache.v1alpha1.InferenceCache server for demos and
 // end-to-end tests. SIGUSR1 writes the JSON index dump to --dump-file (also written at exit).
 #include <atomic>

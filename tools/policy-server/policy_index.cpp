@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Over ~400 lines: ingest, events, lookup, the sweep, test accessors and the dump all work on the
 // one private impl (interned names, partitions); split, they would need it in a shared header.
 #include "tools/policy-server/policy_index.hpp"

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The demo policy server's index, with the real server's ingest semantics
 // (shared/spec/policy-contract.md §2), its freshness rule, and a longest-prefix LookupRoute (§1).

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // An in-process inferencecache.v1alpha1.InferenceCache server over a policy_index, for tests,
 // benchmarks and the demo. All eight RPCs answer (the four the daemon never calls answer minimal

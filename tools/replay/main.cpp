@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // kvrelay-replay: plays a capture (kvrelay-capture, docs/capture-format.md) as the engine did:
 // a PUB with the recorded messages and, if asked, a replay ROUTER, so kvrelay (or anything that
 // subscribes to engines) can be pointed at it.

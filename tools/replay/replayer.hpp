@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // kvrelay-replay's engine: serves a capture (tools/capture/kvcap.hpp) the way the engine did.
 // The live records go out on a PUB (an XPUB, to see the first subscriber) at the recorded pace

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // kvrelay-route-probe: asks a policy server what a router would get for a prompt, the way a
 // gateway does it: fingerprint the prompt's tokens block by block (actors/shard/fingerprint.hpp)
 // and send the chain in LookupRouteRequest.block_hashes. Used by the demo and by operators to

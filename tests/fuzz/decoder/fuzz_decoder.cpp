@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // libFuzzer target for the engine-wire decoder: no input may crash, hang, leak, or break the
 // batch invariants the shards rely on. Each input also goes through the decoder's protocol and
 // the shard's partitions, whose hash directory must never hold more than the indexes do.

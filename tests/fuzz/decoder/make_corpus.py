@@ -1,4 +1,8 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The kvrelay Authors
+#
+# SPDX-License-Identifier: Apache-2.0
+
 """Writes the decoder seed corpus (tests/fuzz/corpus/decoder/): every hex dump of
 shared/spec/engine-wire.md §7 as a full EventBatch payload, plus a few generated batches.
 Self-contained (a tiny msgpack writer) so it needs no Python packages. Deterministic."""

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // libFuzzer target: the engine discovery parser on arbitrary answers. The first byte picks which
 // answer the rest of the input is (and its status); the bodies come from an engine's HTTP server
 // we do not control, so nothing here may crash, hang, throw or accept a non-dialable endpoint.

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // libFuzzer target: the Prometheus parser and both metric profiles on arbitrary bytes. The body
 // comes from an untrusted engine endpoint; nothing in here may crash, hang or throw.
 #include <cmath>
