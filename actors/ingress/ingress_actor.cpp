@@ -56,13 +56,16 @@ struct ingress_series {
     replay_malformed = bad("replay_malformed");
     replay_bad_end = bad("replay_bad_end");
     bytes = &m.counter("kvrelay_received_bytes_total", "Live payload bytes received");
+    unsequenced = &m.counter("kvrelay_unsequenced_batches_total",
+                             "Live batches without a sequence number (ATOM #869): no gap can be "
+                             "detected on such a stream");
     in_flight = &m.gauge("kvrelay_ingress_in_flight",
                          "Batches handed to the decoder, not yet decoded");
     connected = &m.gauge("kvrelay_engine_connected", "1 when the SUB socket has an engine peer");
   }
   counter_series *gaps, *replays_requested, *replays_succeeded, *replays_failed, *recovered,
       *lost, *history_lost, *skipped, *resets, *duplicates, *bad_frame_count, *bad_seq_size,
-      *reserved_seq, *replay_malformed, *replay_bad_end, *bytes;
+      *reserved_seq, *replay_malformed, *replay_bad_end, *bytes, *unsequenced;
   gauge_series *in_flight, *connected;
 };
 
@@ -124,6 +127,7 @@ void publish(ingress_self self) {
   m.replay_malformed->advance(f.replay_malformed, q.replay_malformed);
   m.replay_bad_end->advance(f.replay_bad_end, q.replay_bad_end);
   m.bytes->advance(f.bytes, q.bytes);
+  m.unsequenced->advance(f.unsequenced, q.unsequenced);
   m.in_flight->set(static_cast<double>(now.in_flight));
   m.connected->set(now.connected ? 1 : 0);
   if (st.ctx.health && now.connected != st.told_connected) {
@@ -220,6 +224,7 @@ actor_status status_of(ingress_self self) {
   j.add("catching_up", stats.catching_up);
   j.add("running", s.source->running());
   j.add("messages", stats.frames.messages);
+  j.add("unsequenced_batches", stats.frames.unsequenced);
   j.add("batches", stats.tracker.batches);
   j.add("gaps", stats.tracker.gaps);
   j.add("replays_requested", stats.tracker.replays_requested);

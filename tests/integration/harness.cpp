@@ -147,6 +147,7 @@ struct harness::impl {
     p.topic = opt.engine.topic;
     p.dp_rank = rank;
     p.linger_ms = 0;
+    p.unsequenced = opt.unsequenced;
     return p;
   }
 
