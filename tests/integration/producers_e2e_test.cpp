@@ -177,5 +177,50 @@ TEST_F(Producers, OneBadEventOfEachKindCostsOnlyItself) {
   EXPECT_TRUE(wait_on_server(a, false));
 }
 
+// Issue 24, part 3: a source that stores at CPU and never removes (LMCache's multi-process mode),
+// at ten times its tier's bound. kvrelay holds the bound, evicts what it lets go, and so the
+// server's entries for the replica stay bounded too; its memory does not follow the stream.
+TEST_F(Producers, StoreOnlyTierAtTenTimesItsBoundStaysBounded) {
+  constexpr int64_t bound = 50;
+  harness_options o;
+  o.engine.max_t2_blocks_per_adapter = bound;
+  start(o);
+  const label_list r = {{"replica", h->replica()}};
+  const auto resident = [&] { return h->metric_sum("kvrelay_resident_blocks", r); };
+  double resident_at_2x = 0;
+  fake::encode_options eo = era_of(wire_era::i);
+  for (uint32_t batch = 0; batch < 50; ++batch) {  // 50 batches x 10 blocks = 10x the bound
+    std::vector<fake::fake_event> events;
+    for (uint32_t k = 0; k < 10; ++k) {
+      const uint32_t n = batch * 10 + k;
+      auto ev = stored(u_hashes({100000 + n}), token_range(20000 + n * 16, 16), bs);
+      ev.medium = std::string("CPU");  // LMCache MP: canonical "CPU", and never a removal
+      events.push_back(std::move(ev));
+    }
+    h->publish(events, eo);
+    if (batch == 9) {
+      ASSERT_TRUE(harness::wait_until([&] { return resident() == bound; })) << resident();
+      resident_at_2x = resident();
+    }
+  }
+  // Barrier: a GPU block published last is on the server, so everything before it went out.
+  const auto sentinel = token_range(900000, 16);
+  h->publish({stored(u_hashes({999}), sentinel, bs)}, eo);
+  ASSERT_TRUE(wait_on_server(sentinel));
+  EXPECT_TRUE(harness::wait_until([&] { return resident() == bound + 1; })) << resident();
+  EXPECT_EQ(resident(), resident_at_2x + 1) << "flat from 2x to 10x the bound";
+  EXPECT_TRUE(harness::wait_until([&] {
+    return h->metric_sum("kvrelay_index_blocks_total",
+                         {{"replica", h->replica()}, {"outcome", "t2_cap_dropped"}}) == 450;
+  }));
+  // The server holds the last `bound` CPU blocks and the sentinel, nothing older.
+  EXPECT_TRUE(harness::wait_until([&] { return h->total_prefixes() == bound + 1; }))
+      << h->total_prefixes();
+  for (uint32_t n = 450; n < 500; ++n)
+    EXPECT_TRUE(on_server(token_range(20000 + n * 16, 16))) << n;
+  for (uint32_t n = 0; n < 450; n += 50)
+    EXPECT_TRUE(on_server(token_range(20000 + n * 16, 16), false)) << n;
+}
+
 }  // namespace
 }  // namespace kvrelay::e2e
