@@ -124,6 +124,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static partition_set parts([] {
     index_options o;
     o.max_resident = 64;
+    o.max_t2_blocks = 8;  // I8: the bounded tiers' order queues under arbitrary input
+    o.max_t3_blocks = 8;
     return o;
   }());
   static router_output out;
@@ -137,7 +139,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   check(parts.size() <= 4);
   size_t held = 0;
-  for (uint32_t i = 0; i < parts.size(); ++i) held += parts.index(i).size();
+  for (uint32_t i = 0; i < parts.size(); ++i) {
+    held += parts.index(i).size();
+    check(parts.index(i).tier_blocks(tier::t2) <= 8 && parts.index(i).tier_blocks(tier::t3) <= 8);
+  }
   check(parts.directory_size() <= held);
   return 0;
 }
