@@ -28,7 +28,8 @@ class group_filter {
   ///    when learned as non-main; we trust what we learned instead. Once the engine has stated
   ///    kinds (vLLM ≥ era G), a kind-less store is an offload placeholder of its group (vLLM
   ///    #51243 keeps them for Mamba and sliding-window groups: no tokens, block_size 0, their
-  ///    group's index, no kind), so group 0 is no longer presumed main for it.
+  ///    group's index, no kind; kv_connector/v1/offloading/events.py _placeholder_stored
+  ///    @ 896c8e6e20f0), so group 0 is no longer presumed main for it.
   bool admit(const block_stored& e);
 
   /// Whether a removal may evict: the same rule as a stored event without a kind. A removal

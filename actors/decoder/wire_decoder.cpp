@@ -747,7 +747,8 @@ class parser {
         return de::none;
       }
       case event_kind::cleared: {
-        // WD4: slots after the tag (ATOM's medium among them) are ignored (reference D21).
+        // WD4: slots after the tag are ignored (reference D21), ATOM's medium among them
+        // (ROCm/ATOM atom/distributed/kv_events.py @ 0290bb3f917f: [tag, medium]).
         if ((r = skip(n - 1)) != de::none) return r;
         begin_cleared(slot());
         ++used;
@@ -988,7 +989,7 @@ class parser {
         // Kept as a byte range and judged in finish_stored(): in a map, lora_name may follow.
         return capture_list(x.extra_begin, x.extra_end, de::bad_extra_keys,
                             "extra_keys is neither nil nor an array");
-      case field::mm_keys:
+      case field::mm_keys:  // TensorRT-LLM _torch/pyexecutor/kv_cache_events.py @ 13599e98c71c
         return capture_list(x.mm_begin, x.mm_end, de::bad_extra_keys,
                             "mm_keys is neither nil nor an array");
       case field::component_types: return components(x);
@@ -1027,7 +1028,8 @@ class parser {
     return de::none;
   }
 
-  // SGLang component_types (WD5): nil or an array of strings; notes whether "full" is among them.
+  // SGLang component_types (WD5; sgl-project/sglang #32514, its wire-shape unit test): nil or an
+  // array of strings; notes whether the full-attention component is among them.
   de components(stored_extras& x) {
     if (c_.take_nil()) return de::none;
     uint32_t n;
@@ -1131,7 +1133,8 @@ class parser {
     for (; i < n; ++i) {
       if (p == end) return fail(de::truncated, "token_ids");
       if (cursor::str_header(*p)) {
-        // WD5: a TensorRT-LLM multimodal digest; its block is tainted in finish_stored().
+        // WD5: a TensorRT-LLM multimodal digest, hex (NVIDIA/TensorRT-LLM kv_cache_manager_v2/
+        // eventData.cpp decodeEventBlock @ 13599e98c71c); its block is tainted in finish_stored().
         cursor sc(p, end);
         std::string_view digest;
         if ((r = sc.str(digest, de::bad_tokens)) != de::none) return fail(r, "token_ids");
@@ -1309,7 +1312,8 @@ class parser {
     uint32_t first = x.salted ? 0 : n;
     if (x.extra_begin != nullptr)
       first = std::min(first, first_tainted(x.extra_begin, x.extra_end, n, &s.lora_name));
-    if (x.mm_begin != nullptr) first = std::min(first, first_tainted(x.mm_begin, x.mm_end, n, nullptr));
+    if (x.mm_begin != nullptr)
+      first = std::min(first, first_tainted(x.mm_begin, x.mm_end, n, nullptr));
     if (first_str_token_ != no_str_token && s.block_size > 0) {
       // block_size > 0 is checked above whenever tokens are present.
       const uint64_t width = s.eagle_bigram ? 2 : 1;

@@ -346,7 +346,8 @@ void zmq_source::impl::drain_sub(zmq::socket_t& sub) {
 void zmq_source::impl::on_live(multipart& mp) {
   ++frames.messages;
   // ROCm ATOM #869 builds publish [payload], or [topic, payload], with no sequence number
-  // (docs/producers.md): delivered as they come, past the tracker, which has nothing to order.
+  // (ROCm/ATOM atom/distributed/kv_events.py ZmqEventPublisher._run @ 0290bb3f917f;
+  // docs/producers.md): delivered as they come, past the tracker, which has nothing to order.
   // An 8-byte second frame is a seq without its payload, not a batch.
   if (mp.count == 1 || (mp.count == 2 && mp.part[1].size() != 8)) {
     zmq::message_t& payload = mp.part[mp.count - 1];

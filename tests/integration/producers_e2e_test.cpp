@@ -36,7 +36,9 @@ fake::encode_options era_of(wire_era era) {
 
 // A signed hash the way TensorRT-LLM writes one: the first 8 digest bytes as int64 (negative
 // about half the time).
-fake_hash trt_hash(uint64_t n) { return fake_hash::i(-static_cast<int64_t>(0x7100000000000000ULL + n)); }
+fake_hash trt_hash(uint64_t n) {
+  return fake_hash::i(-static_cast<int64_t>(0x7100000000000000ULL + n));
+}
 
 struct Producers : ::testing::Test {
   std::unique_ptr<harness> h;

@@ -18,8 +18,9 @@ namespace kvrelay::fake {
 
 /// Wire era (spec §0). S1 = SGLang tuples without medium, S2 = with medium (salted stores add
 /// the slot-7 metadata map, which is era S3 on the wire), S4 = SGLang tagged maps. trt =
-/// TensorRT-LLM's native publisher (#17023), atom0 = ROCm ATOM #869 (12-slot tuples, published
-/// in one frame without a sequence number), atom = ATOM #1316 (13 slots, token_offset, framed
+/// TensorRT-LLM's native publisher (#17023; _torch/pyexecutor/kv_cache_events.py @ 13599e98c71c),
+/// atom0 = ROCm ATOM #869 (atom/distributed/kv_events.py @ 0290bb3f917f: 12-slot tuples, one
+/// frame, no sequence number), atom = ATOM #1316 (@ 757925479b3b: 13 slots, token_offset, framed
 /// like vLLM). docs/producers.md has their bytes.
 enum class wire_era : uint8_t { a, b, c, d, e, f, g, h, i, s1, s2, s4, trt, atom0, atom };
 
