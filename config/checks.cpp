@@ -298,6 +298,10 @@ outcome<void> validate(daemon_config& c, std::vector<std::string>* notes) {
         return fail(p + "replay_endpoint", err);
     if (e.max_blocks_per_adapter < 0)
       return fail(p + "max_blocks_per_adapter", "must be >= 0 (0 = no limit)");
+    if (e.max_t2_blocks_per_adapter < 0)
+      return fail(p + "max_t2_blocks_per_adapter", "must be >= 0 (0 = no limit)");
+    if (e.max_t3_blocks_per_adapter < 0)
+      return fail(p + "max_t3_blocks_per_adapter", "must be >= 0 (0 = no limit)");
     if (!e.metrics.url.empty())
       if (auto err = check_url(e.metrics.url); !err.empty()) return fail(p + "metrics.url", err);
     if (e.metrics.cache_size_bytes < 0) return fail(p + "metrics.cache_size_bytes", "must be >= 0");

@@ -248,6 +248,8 @@ const field_def<engine_settings> engine_fields[] = {
     KVRELAY_FIELD(engine_settings, "unknown_parent", unknown_parent),
     KVRELAY_FIELD(engine_settings, "index_salted", index_salted),
     KVRELAY_FIELD(engine_settings, "max_blocks_per_adapter", max_blocks_per_adapter),
+    KVRELAY_FIELD(engine_settings, "max_t2_blocks_per_adapter", max_t2_blocks_per_adapter),
+    KVRELAY_FIELD(engine_settings, "max_t3_blocks_per_adapter", max_t3_blocks_per_adapter),
 };
 
 const field_def<metrics_settings> metrics_fields[] = {

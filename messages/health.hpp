@@ -23,6 +23,8 @@ enum class health_fact : uint8_t {
   history_skipped,      // ingress: its first batch here came after 0 (the ring was shorter)
   history_lost,         // ingress: history was lost mid-stream (the pipeline clears)
   engine_cleared,       // decoder: AllBlocksCleared: the engine's cache is empty, like the index
+  removal_lost,         // decoder: a BlockRemoved/AllBlocksCleared it could not decode: the index
+                        //   may hold blocks the engine dropped
   engine_asleep,        // scraper: the engine sleeps (its cache discarded): clear the pipeline
   engine_awake,         // scraper: the engine woke up
   events_silent,        // scraper: the engine's /metrics show prefix-cache activity, no KV events

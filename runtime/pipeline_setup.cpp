@@ -23,6 +23,8 @@ index_options to_index_options(const config::engine_settings& e) {
   o.index_salted = e.index_salted;
   o.ignore_block_removed = false;  // L2 downgrades are the debouncer's job (own CSU, L03)
   o.max_resident = static_cast<size_t>(std::max<int64_t>(e.max_blocks_per_adapter, 0));
+  o.max_t2_blocks = static_cast<size_t>(std::max<int64_t>(e.max_t2_blocks_per_adapter, 0));
+  o.max_t3_blocks = static_cast<size_t>(std::max<int64_t>(e.max_t3_blocks_per_adapter, 0));
   return o;
 }
 

@@ -243,6 +243,10 @@ constexpr const char* incomplete_since_start =
     "degraded (still ready): index incomplete since start: the engine's replay ring did not "
     "reach back to its first batch, so what it cached before is unknown until it clears its "
     "cache";
+constexpr const char* incomplete_since_removal =
+    "degraded (still ready): index may hold blocks the engine dropped: a BlockRemoved or "
+    "AllBlocksCleared could not be decoded (kvrelay_malformed_events_total); it matches again "
+    "once the engine clears its cache or restarts";
 constexpr const char* incomplete_since_loss =
     "degraded (still ready): index incomplete since engine history was lost: what the engine "
     "cached before the loss is unknown until it clears its cache";
@@ -260,6 +264,7 @@ void on_health(pipeline_state& st, health_fact f) {
     case health_fact::history_skipped: st.index_incomplete = incomplete_since_start; break;
     case health_fact::history_lost: st.index_incomplete = incomplete_since_loss; break;
     case health_fact::engine_cleared: st.index_incomplete = nullptr; break;
+    case health_fact::removal_lost: st.index_incomplete = incomplete_since_removal; break;
     case health_fact::engine_asleep: st.engine_asleep = true; st.index_incomplete = nullptr; break;
     case health_fact::engine_awake: st.engine_asleep = false; break;
     case health_fact::events_silent:   // the scraper's gauge and log say it; discovery hears it

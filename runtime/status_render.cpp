@@ -79,7 +79,16 @@ std::string render_engines(const std::vector<pipeline_view>& pipelines) {
       for (const auto& [key, origin] : p.origins) o[key] = origin;
     }
     j["connected"] = s.flag("engine_connected");
-    j["last_seq"] = dec ? dec->integer("last_seq", 0) : 0;
+    // An engine that sends no sequence numbers (ATOM #869) has no last seq: none is made up.
+    const actor_status* ing = s.child("ingress");
+    const bool unsequenced = ing != nullptr && ing->integer("unsequenced_batches", 0) > 0;
+    j["sequence"] = unsequenced ? "none: the engine sends no sequence numbers, so lost batches "
+                                  "cannot be detected or replayed"
+                                : "per batch";
+    if (unsequenced)
+      j["last_seq"] = nullptr;
+    else
+      j["last_seq"] = dec ? dec->integer("last_seq", 0) : 0;
     j["batches"] = dec ? dec->integer("batches", 0) : 0;
     j["events"] = dec ? dec->integer("events", 0) : 0;
     j["ready"] = s.flag("ready");

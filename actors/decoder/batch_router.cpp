@@ -38,6 +38,8 @@ void batch_router::reset(router_output& out) const {
   out.unmapped_ids.clear();
   out.unknown_media.clear();
   out.partition_limit_hit = false;
+  out.malformed.clear();
+  out.removal_lost = false;
 }
 
 shard_work& batch_router::work(double ts) {
@@ -138,7 +140,7 @@ void batch_router::on_batch(const char* data, size_t size, router_output& out) {
   if (!told_first_) out.first_batch = told_first_ = true;
 
   uint32_t partition = 0;
-  // R3, R5, R6 for either kind of event; false when it goes no further.
+  // BR3, BR5, BR6 for either kind of event; false when it goes no further.
   const auto admit = [&](size_t type, const auto& e) {
     const auto m = static_cast<size_t>(e.medium.id);
     ++stats_.events_by_medium[type][m];
@@ -149,7 +151,9 @@ void batch_router::on_batch(const char* data, size_t size, router_output& out) {
     }
     return admit_medium(e.medium, out);
   };
-  for (auto& ev : batch_.events) {
+  size_t after_clear = 0;  // decoded events before the first one after the batch's last clear
+  for (size_t k = 0; k < batch_.events.size(); ++k) {
+    kv_event& ev = batch_.events[k];
     switch (ev.type) {
       case event_type::stored:
         if (!admit(router_stats::stored, ev.stored) || !resolve(ev.stored, out, partition)) break;
@@ -164,10 +168,32 @@ void batch_router::on_batch(const char* data, size_t size, router_output& out) {
       case event_type::cleared:
         ++stats_.cleared;
         clear(out, engine_ts_to_us(batch_.ts), "AllBlocksCleared");
+        after_clear = k + 1;
         break;
     }
   }
   flush(out);
+  note_faults(after_clear, out);
+}
+
+void batch_router::note_faults(size_t after_clear, router_output& out) {
+  const auto& faults = decoder_.faults();
+  if (faults.empty()) return;
+  out.malformed.assign(faults.begin(), faults.end());
+  bool lost = false;
+  for (const event_fault& f : faults) {
+    ++stats_.malformed[static_cast<size_t>(f.kind)][static_cast<size_t>(f.reason)];
+    ++stats_.malformed_total;
+    if (f.kind != event_kind::removed && f.kind != event_kind::cleared) continue;
+    ++stats_.removals_lost;
+    // One before a clear of the same batch was made good by that clear.
+    lost = lost || f.decoded_before >= after_clear;
+  }
+  // Said once per epoch: a clear (the engine's, or ours after a loss) makes the index match.
+  if (lost && lost_epoch_ != epoch_) {
+    out.removal_lost = true;
+    lost_epoch_ = epoch_;
+  }
 }
 
 void batch_router::on_history_lost(router_output& out) {

@@ -35,6 +35,8 @@ struct decoder_series {
   std::array<std::array<counter_series*, medium_count>, 2> blocks{};
   std::array<counter_series*, 64> dropped{};  // by decode_error; the last one: wrong_dp_rank
   std::map<std::string, counter_series*> unknown_media;
+  // BR7: by event kind and decode_error, resolved on first use.
+  std::array<std::array<counter_series*, decode_error_count>, event_kind_count> malformed{};
 };
 
 struct decoder_state {
@@ -49,6 +51,7 @@ struct decoder_state {
   shard_actor shard;
 
   rate_limiter bad_batch_log{5, 10'000};
+  rate_limiter bad_event_log{5, 10'000};
   decoder_series series;
   router_stats published;  // what /metrics already has
 
@@ -111,6 +114,37 @@ void publish(decoder_state& st) {
     }
     was.unknown_medium = now.unknown_medium;
   }
+  if (now.malformed_total != was.malformed_total) {
+    for (size_t k = 0; k < event_kind_count; ++k) {
+      for (size_t r = 0; r < decode_error_count; ++r) {
+        if (now.malformed[k][r] == was.malformed[k][r]) continue;
+        auto*& s = se.malformed[k][r];
+        if (s == nullptr)
+          s = &st.ctx.counter(
+              "kvrelay_malformed_events_total",
+              "Events skipped as undecodable, by type and reason (the rest of the batch applies)",
+              {{"type", to_string(static_cast<event_kind>(k))},
+               {"reason", to_string(static_cast<decode_error>(r))}});
+        s->advance(now.malformed[k][r], was.malformed[k][r]);
+      }
+    }
+    was.malformed_total = now.malformed_total;
+  }
+}
+
+// BR7: one line per skipped event (rate limited); a lost removal says what it costs.
+void log_malformed(decoder_state& st, uint64_t seq) {
+  for (const event_fault& f : st.out.malformed) {
+    uint64_t suppressed = 0;
+    if (!st.bad_event_log.allow(suppressed)) continue;
+    const bool removal = f.kind == event_kind::removed || f.kind == event_kind::cleared;
+    log::warn(removal ? "skipping an undecodable removal: the index may hold blocks the engine "
+                        "dropped until it clears its cache (index incomplete)"
+                      : "skipping an undecodable event; the rest of its batch applies",
+              {{"replica", st.ctx.name}, {"seq", seq}, {"event", f.index},
+               {"type", to_string(f.kind)}, {"reason", to_string(f.reason)}, {"err", f.what},
+               {"suppressed", suppressed}});
+  }
 }
 
 // Executes what the protocol decided, in its order.
@@ -126,6 +160,7 @@ void execute(decoder_self self, uint64_t seq) {
                  {"err", out.detail}, {"suppressed", suppressed}});
   }
   if (out.wrong_rank) drop_series(st, wrong_rank_slot, "wrong_dp_rank").inc();
+  log_malformed(st, seq);
   if (out.first_batch && st.ctx.health) self->send(st.ctx.health, health_fact::batch_decoded);
   for (const auto& name : out.new_partitions)
     log::info("adapter partition created", {{"replica", st.ctx.name}, {"adapter", name}});
@@ -154,6 +189,8 @@ void execute(decoder_self self, uint64_t seq) {
   }
   out.steps.clear();
   if (engine_cleared && st.ctx.health) self->send(st.ctx.health, health_fact::engine_cleared);
+  // After engine_cleared: the router said it only for a loss after the batch's last clear.
+  if (out.removal_lost && st.ctx.health) self->send(st.ctx.health, health_fact::removal_lost);
   publish(st);
 }
 
@@ -239,6 +276,8 @@ decoder_actor::behavior_type decoder_fn(decoder_self self, pipeline_context ctx,
         j.add("events", rs.events);
         j.add("last_seq", s.last_seq);
         j.add("dropped", rs.dropped);
+        j.add("malformed_events", rs.malformed_total);
+        j.add("removals_lost", rs.removals_lost);
         j.add("epoch", s.router.epoch());
         j.add("partitions", s.router.partitions());
         j.add("groups_learned", s.router.groups_learned());

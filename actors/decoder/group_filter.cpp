@@ -18,11 +18,11 @@ bool group_filter::admit(const block_stored& e) {
     }
     return e.kind == group_kind::main;
   }
-  return !e.group_idx || admit_group(*e.group_idx);
+  return !e.group_idx || admit_group(*e.group_idx, kinds_.empty());
 }
 
 bool group_filter::admit(const block_removed& e) const {
-  return !e.group_idx || admit_group(*e.group_idx);
+  return !e.group_idx || admit_group(*e.group_idx, true);
 }
 
 group_kind group_filter::kind_of(int64_t group) const {
@@ -30,10 +30,10 @@ group_kind group_filter::kind_of(int64_t group) const {
   return it == kinds_.end() ? group_kind::unspecified : it->second;
 }
 
-bool group_filter::admit_group(int64_t group) const {
+bool group_filter::admit_group(int64_t group, bool presume_zero) const {
   auto it = kinds_.find(group);
   if (it != kinds_.end()) return it->second == group_kind::main;
-  return group == 0;
+  return presume_zero && group == 0;
 }
 
 }  // namespace kvrelay

@@ -28,8 +28,12 @@ class group_filter {
   ///  - a kind is present: indexable iff it is a main kind;
   ///  - neither group_idx nor kind: indexable (single-group engines);
   ///  - group_idx without kind: indexable iff the group was learned as main, or it was never
-  ///    learned and is group 0. Dynamo accepts group 0 even when learned as non-main; we trust
-  ///    what we learned instead.
+  ///    learned, is group 0, and no group at all was learned yet. Dynamo accepts group 0 even
+  ///    when learned as non-main; we trust what we learned instead. Once the engine has stated
+  ///    kinds (vLLM ≥ era G), a kind-less store is an offload placeholder of its group (vLLM
+  ///    #51243 keeps them for Mamba and sliding-window groups: no tokens, block_size 0, their
+  ///    group's index, no kind; kv_connector/v1/offloading/events.py _placeholder_stored
+  ///    @ 896c8e6e20f0), so group 0 is no longer presumed main for it.
   bool admit(const block_stored& e);
 
   /// Whether a removal may evict: the same rule as a stored event without a kind. A removal
@@ -45,7 +49,7 @@ class group_filter {
   size_t learned() const noexcept { return kinds_.size(); }
 
  private:
-  bool admit_group(int64_t group) const;
+  bool admit_group(int64_t group, bool presume_zero) const;
 
   std::unordered_map<int64_t, group_kind> kinds_;
 };

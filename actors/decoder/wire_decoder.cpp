@@ -43,6 +43,17 @@ const char* to_string(decode_error e) noexcept {
     case decode_error::bad_spec: return "bad_spec";
     case decode_error::bad_origin: return "bad_origin";
     case decode_error::bad_copy_counts: return "bad_copy_counts";
+    case decode_error::bad_components: return "bad_components";
+  }
+  return "unknown";
+}
+
+const char* to_string(event_kind k) noexcept {
+  switch (k) {
+    case event_kind::stored: return "stored";
+    case event_kind::removed: return "removed";
+    case event_kind::cleared: return "cleared";
+    case event_kind::unknown: return "unknown";
   }
   return "unknown";
 }
@@ -102,6 +113,8 @@ class cursor {
 
   size_t left() const { return static_cast<size_t>(end - p); }
   bool at_end() const { return p == end; }
+  static bool array_header(uint8_t b) { return (b & 0xf0) == 0x90 || b == 0xdc || b == 0xdd; }
+  static bool str_header(uint8_t b) { return (b & 0xe0) == 0xa0 || (b >= 0xd9 && b <= 0xdb); }
 
   bool take_nil() {
     if (p != end && *p == 0xc0) {
@@ -462,6 +475,7 @@ group_kind classify_kind(std::string_view s) {
 enum class field : uint8_t {
   unknown, type, block_hashes, parent, token_ids, block_size, lora_id, medium, lora_name,
   extra_keys, group_idx, spec_kind, spec_window, cache_salt, locality, origin, remaining_copies,
+  mm_keys, component_types,
 };
 
 field field_of(std::string_view k) {
@@ -471,7 +485,10 @@ field field_of(std::string_view k) {
       if (equals(k, "medium")) return field::medium;
       if (equals(k, "origin")) return field::origin;
       return field::unknown;
-    case 7: return equals(k, "lora_id") ? field::lora_id : field::unknown;
+    case 7:
+      if (equals(k, "lora_id")) return field::lora_id;
+      if (equals(k, "mm_keys")) return field::mm_keys;
+      return field::unknown;
     case 8: return equals(k, "locality") ? field::locality : field::unknown;
     case 9:
       if (equals(k, "token_ids")) return field::token_ids;
@@ -490,6 +507,7 @@ field field_of(std::string_view k) {
       return equals(k, "remaining_copy_counts") ? field::remaining_copies : field::unknown;
     case 28:
       return equals(k, "kv_cache_spec_sliding_window") ? field::spec_window : field::unknown;
+    case 15: return equals(k, "component_types") ? field::component_types : field::unknown;
     default: return field::unknown;
   }
 }
@@ -503,13 +521,11 @@ constexpr field stored_slots[] = {
 constexpr field removed_slots[] = {field::type, field::block_hashes, field::medium,
                                    field::group_idx};
 
-enum class tag_kind : uint8_t { stored, removed, cleared, unknown };
-
-tag_kind tag_of(std::string_view t) {
-  if (equals(t, "BlockStored")) return tag_kind::stored;
-  if (equals(t, "BlockRemoved")) return tag_kind::removed;
-  if (equals(t, "AllBlocksCleared")) return tag_kind::cleared;
-  return tag_kind::unknown;
+event_kind tag_of(std::string_view t) {
+  if (equals(t, "BlockStored")) return event_kind::stored;
+  if (equals(t, "BlockRemoved")) return event_kind::removed;
+  if (equals(t, "AllBlocksCleared")) return event_kind::cleared;
+  return event_kind::unknown;
 }
 
 /// What one BlockStored carried besides its typed fields, resolved after all fields are read
@@ -519,15 +535,19 @@ struct stored_extras {
   bool has_tokens = false;
   bool has_block_size = false;
   bool salted = false;
+  bool components = false;      // SGLang component_types was present (WD5)
+  bool full_component = false;  //   and named the full-attention component
   const uint8_t* extra_begin = nullptr;  // extra_keys bytes, validated as nil or array
   const uint8_t* extra_end = nullptr;
+  const uint8_t* mm_begin = nullptr;     // TensorRT-LLM mm_keys bytes, likewise
+  const uint8_t* mm_end = nullptr;
 };
 
 class parser {
  public:
   parser(const wire_decoder::limits& lim, kv_event_batch& out, std::vector<kv_event>& spare,
-         const uint8_t* p, size_t n)
-      : lim_(lim), out_(out), spare_(spare), c_(p, p + n) {}
+         std::vector<event_fault>& faults, const uint8_t* p, size_t n)
+      : lim_(lim), out_(out), spare_(spare), faults_(faults), c_(p, p + n) {}
 
   de run() {
     de r = envelope();
@@ -546,6 +566,11 @@ class parser {
   de fail(de code, const char* why) {
     what = why;
     return code;
+  }
+  // A batch total went over its limit (WD1): the payload goes, not just this event.
+  de fail_batch(de code, const char* why) {
+    batch_limit_ = true;
+    return fail(code, why);
   }
 
   de envelope() {
@@ -622,6 +647,7 @@ class parser {
   de events() {
     used = 0;  // a duplicated "events" key: the last one wins
     out_.skipped_unknown = 0;
+    faults_.clear();
     if (c_.take_nil()) return de::none;  // reference D21: nil events = zero events
     uint32_t n;
     const de r = c_.array(n, de::bad_events);
@@ -629,8 +655,20 @@ class parser {
     if (n > lim_.max_events) return fail(de::too_many_events, "too many events");
     for (uint32_t i = 0; i < n; ++i) {
       event_index = i;
+      const uint8_t* const start = c_.p;
+      const size_t used_before = used;
+      kind_ = event_kind::unknown;
       const de e = event();
-      if (e != de::none) return e;
+      if (e == de::none) continue;
+      if (batch_limit_) return e;
+      used = used_before;  // a wrapped event can fail after its inner event was counted
+      // WD2: the event's own end, found from its start; bytes that are no msgpack are WD1's.
+      c_.p = start;
+      const de s = c_.skip(1);
+      if (s != de::none) return fail(s, "malformed msgpack value");
+      faults_.push_back(event_fault{i, static_cast<uint32_t>(used), kind_, e,
+                                    what != nullptr ? what : to_string(e)});
+      what = nullptr;
     }
     event_index = -1;
     return de::none;
@@ -682,8 +720,9 @@ class parser {
     std::string_view tag;
     de r = c_.str(tag, de::bad_tag);
     if (r != de::none) return fail(r, "event tag is not a string");
-    switch (tag_of(tag)) {
-      case tag_kind::stored: {
+    kind_ = tag_of(tag);
+    switch (kind_) {
+      case event_kind::stored: {
         if (n < 5) return fail(de::missing_field, "BlockStored needs at least 5 fields");
         kv_event& e = slot();
         begin_stored(e);
@@ -698,7 +737,7 @@ class parser {
         ++used;
         return de::none;
       }
-      case tag_kind::removed: {
+      case event_kind::removed: {
         if (n < 2) return fail(de::missing_field, "BlockRemoved needs block_hashes");
         kv_event& e = slot();
         begin_removed(e);
@@ -711,13 +750,15 @@ class parser {
         ++used;
         return de::none;
       }
-      case tag_kind::cleared: {
-        if ((r = skip(n - 1)) != de::none) return r;  // reference D21: extras ignored
+      case event_kind::cleared: {
+        // WD4: slots after the tag are ignored (reference D21), ATOM's medium among them
+        // (ROCm/ATOM atom/distributed/kv_events.py @ 0290bb3f917f: [tag, medium]).
+        if ((r = skip(n - 1)) != de::none) return r;
         begin_cleared(slot());
         ++used;
         return de::none;
       }
-      case tag_kind::unknown: break;
+      case event_kind::unknown: break;
     }
     if ((r = skip(n - 1)) != de::none) return r;
     ++out_.skipped_unknown;
@@ -748,20 +789,37 @@ class parser {
     }
     if (!have_tag) return fail(de::missing_field, "map event without \"type\"");
     c_.p = body;
-    const tag_kind kind = tag_of(tag);
-    if (kind == tag_kind::unknown || kind == tag_kind::cleared) {
+    const event_kind kind = tag_of(tag);
+    kind_ = kind;
+    if (kind == event_kind::unknown) {
       if ((r = skip(uint64_t{n} * 2)) != de::none) return r;
-      if (kind == tag_kind::unknown) {
-        ++out_.skipped_unknown;
-      } else {
-        begin_cleared(slot());
-        ++used;
+      ++out_.skipped_unknown;
+      return de::none;
+    }
+    if (kind == event_kind::cleared) {
+      for (uint32_t i = 0; i < n; ++i) {  // WD4: only "medium" is looked at
+        std::string_view key;
+        r = c_.str(key, de::bad_event);
+        if (r == de::none && equals(key, "medium")) {
+          if ((r = cleared_medium()) != de::none) return r;
+          continue;
+        }
+        if (r == de::none) {
+          r = skip(1);
+        } else if (r == de::bad_event) {  // non-string key: not ours
+          r = skip(2);
+        } else {
+          return fail(r, "malformed msgpack value");
+        }
+        if (r != de::none) return r;
       }
+      begin_cleared(slot());
+      ++used;
       return de::none;
     }
     kv_event& e = slot();
     stored_extras x;
-    if (kind == tag_kind::stored) {
+    if (kind == event_kind::stored) {
       begin_stored(e);
     } else {
       begin_removed(e);
@@ -775,7 +833,7 @@ class parser {
       }
       if (r != de::none) return fail(r, "malformed msgpack value");
       const field f = field_of(key);
-      if (kind == tag_kind::stored) {
+      if (kind == event_kind::stored) {
         r = stored_field(f, e.stored, x, false);
       } else if (f == field::block_hashes) {
         x.has_hashes = true;
@@ -785,7 +843,7 @@ class parser {
       }
       if (r != de::none) return r;
     }
-    if (kind == tag_kind::removed) {
+    if (kind == event_kind::removed) {
       if (!x.has_hashes) return fail(de::missing_field, "block_hashes is required");
       finish_removed(e.removed);
     } else if ((r = finish_stored(e.stored, x)) != de::none) {
@@ -793,6 +851,13 @@ class parser {
     }
     ++used;
     return de::none;
+  }
+
+  // WD4: nil or a string; kvrelay clears every tier either way.
+  de cleared_medium() {
+    std::string_view s;
+    bool is_str;
+    return nil_or_str(s, is_str, de::bad_medium, "AllBlocksCleared medium is not nil or a str");
   }
 
   static void begin_stored(kv_event& e) {
@@ -891,7 +956,7 @@ class parser {
       return fail(de::too_many_hashes, "too many remaining_copy_counts");
     batch_hashes_ += n;
     if (batch_hashes_ > lim_.max_hashes_per_batch)
-      return fail(de::too_many_hashes, "too many block hashes in the batch");
+      return fail_batch(de::too_many_hashes, "too many block hashes in the batch");
     rm.remaining_copies.resize(n);
     for (uint32_t i = 0; i < n; ++i) {
       wire_int v;
@@ -920,21 +985,18 @@ class parser {
       case field::medium: return medium(s.medium);
       case field::locality: return locality(s.medium);
       case field::origin: return origin(s.origin);
-      case field::lora_name: return lora_name(s.lora_name, x);
-      case field::extra_keys: {
+      case field::lora_name: return lora_name(s.lora_name, x, array_form);
+      case field::extra_keys:
+        // WD5: an SGLang metadata map lands at slot 8 when component_types holds slot 7.
+        if (array_form && x.components && !c_.at_end() && is_map_header(*c_.p))
+          return metadata_map(x);
         // Kept as a byte range and judged in finish_stored(): in a map, lora_name may follow.
-        x.extra_begin = x.extra_end = nullptr;
-        if (c_.take_nil()) return de::none;
-        const uint8_t* begin = c_.p;
-        uint32_t n;
-        de r = c_.array(n, de::bad_extra_keys);
-        if (r != de::none) return fail(r, "extra_keys is neither nil nor an array");
-        c_.p = begin;
-        if ((r = skip(1)) != de::none) return r;
-        x.extra_begin = begin;
-        x.extra_end = c_.p;
-        return de::none;
-      }
+        return capture_list(x.extra_begin, x.extra_end, de::bad_extra_keys,
+                            "extra_keys is neither nil nor an array");
+      case field::mm_keys:  // TensorRT-LLM _torch/pyexecutor/kv_cache_events.py @ 13599e98c71c
+        return capture_list(x.mm_begin, x.mm_end, de::bad_extra_keys,
+                            "mm_keys is neither nil nor an array");
+      case field::component_types: return components(x);
       case field::group_idx: return group(s.group_idx);
       case field::spec_kind: return spec_kind(s.kind);
       case field::spec_window: return spec_window(s.sliding_window);
@@ -951,6 +1013,41 @@ class parser {
       case field::unknown: return skip(1);
     }
     return skip(1);
+  }
+
+  static bool is_map_header(uint8_t b) { return (b & 0xf0) == 0x80 || b == 0xde || b == 0xdf; }
+
+  // nil, or one whole array whose bytes are kept for finish_stored() to judge.
+  de capture_list(const uint8_t*& begin_out, const uint8_t*& end_out, de code, const char* why) {
+    begin_out = end_out = nullptr;
+    if (c_.take_nil()) return de::none;
+    const uint8_t* begin = c_.p;
+    uint32_t n;
+    de r = c_.array(n, code);
+    if (r != de::none) return fail(r, why);
+    c_.p = begin;
+    if ((r = skip(1)) != de::none) return r;
+    begin_out = begin;
+    end_out = c_.p;
+    return de::none;
+  }
+
+  // SGLang component_types (WD5; sgl-project/sglang #32514, its wire-shape unit test): nil or an
+  // array of strings; notes whether the full-attention component is among them.
+  de components(stored_extras& x) {
+    if (c_.take_nil()) return de::none;
+    uint32_t n;
+    de r = c_.array(n, de::bad_components);
+    if (r != de::none) return fail(r, "component_types is not nil or an array");
+    x.components = true;
+    for (uint32_t i = 0; i < n; ++i) {
+      std::string_view name;
+      r = c_.str(name, de::bad_components);
+      if (r != de::none) return fail(r, "component_types item is not a str");
+      if (iequals_lower(name, "full") || iequals_lower(name, "full_attention"))
+        x.full_component = true;
+    }
+    return de::none;
   }
 
   de one_hash(engine_hash& h, de on_type) {
@@ -978,7 +1075,7 @@ class parser {
     if (n > lim_.max_hashes_per_event) return fail(de::too_many_hashes, "too many block hashes");
     batch_hashes_ += n;
     if (batch_hashes_ > lim_.max_hashes_per_batch)
-      return fail(de::too_many_hashes, "too many block hashes in the batch");
+      return fail_batch(de::too_many_hashes, "too many block hashes in the batch");
     out.resize(n);
     for (uint32_t i = 0; i < n; ++i) {
       r = one_hash(out[i], de::bad_hash);
@@ -1006,6 +1103,7 @@ class parser {
 
   de tokens(block_stored& s) {
     s.eagle_bigram = false;
+    first_str_token_ = no_str_token;
     if (c_.take_nil()) {  // reference D17: nil tokens = none
       s.token_ids.clear();
       return de::none;
@@ -1038,6 +1136,17 @@ class parser {
     }
     for (; i < n; ++i) {
       if (p == end) return fail(de::truncated, "token_ids");
+      if (cursor::str_header(*p)) {
+        // WD5: a TensorRT-LLM multimodal digest, hex (NVIDIA/TensorRT-LLM kv_cache_manager_v2/
+        // eventData.cpp decodeEventBlock @ 13599e98c71c); its block is tainted in finish_stored().
+        cursor sc(p, end);
+        std::string_view digest;
+        if ((r = sc.str(digest, de::bad_tokens)) != de::none) return fail(r, "token_ids");
+        p = sc.p;
+        dst[i] = 0;
+        first_str_token_ = std::min<uint64_t>(first_str_token_, i);
+        continue;
+      }
       r = read_token(p, end, dst[i]);
       if (r != de::none) {
         return fail(r, r == de::bad_tokens ? "token id out of uint32 range or not an int"
@@ -1052,7 +1161,7 @@ class parser {
     if (n > lim_.max_tokens_per_event) return fail(de::too_many_tokens, "too many token ids");
     batch_tokens_ += n;
     if (batch_tokens_ > lim_.max_tokens_per_batch)
-      return fail(de::too_many_tokens, "too many token ids in the batch");
+      return fail_batch(de::too_many_tokens, "too many token ids in the batch");
     return de::none;
   }
 
@@ -1105,11 +1214,11 @@ class parser {
     return de::none;
   }
 
-  de lora_name(std::optional<std::string>& out, stored_extras& x) {
-    if (c_.take_nil()) {
-      out.reset();
-      return de::none;
-    }
+  // Array slot 7 is vLLM's lora_name (str), an SGLang metadata map, or SGLang's component_types
+  // (WD5); a map event's "lora_name" is a str (a map is read as metadata too).
+  de lora_name(std::optional<std::string>& out, stored_extras& x, bool array_form) {
+    out.reset();
+    if (c_.take_nil()) return de::none;
     std::string_view s;
     de r = c_.str(s, de::bad_lora);
     if (r == de::none) {
@@ -1117,11 +1226,16 @@ class parser {
       return de::none;
     }
     if (r != de::bad_lora) return fail(r, "lora_name");
-    // SGLang puts a metadata map in this slot ({"cache_salt": ...}); a salt taints the event.
+    if (is_map_header(*c_.p)) return metadata_map(x);
+    if (array_form && c_.array_header(*c_.p)) return components(x);
+    return fail(de::bad_lora, "lora_name is not nil, a str or a metadata map");
+  }
+
+  // SGLang's metadata map ({"cache_salt": ..., "session_id": ...}); a salt taints the event.
+  de metadata_map(stored_extras& x) {
     uint32_t n;
-    r = c_.map(n, de::bad_lora);
-    if (r != de::none) return fail(r, "lora_name is not nil, a str or a metadata map");
-    out.reset();
+    de r = c_.map(n, de::bad_lora);
+    if (r != de::none) return fail(r, "metadata map");
     for (uint32_t i = 0; i < n; ++i) {
       std::string_view key;
       r = c_.str(key, de::bad_lora);
@@ -1199,17 +1313,29 @@ class parser {
       return fail(de::bad_block_size, "block_size must be > 0 when token_ids are present");
     apply_locality(s.medium);
     const uint32_t n = static_cast<uint32_t>(s.block_hashes.size());
-    s.first_tainted_block = x.salted ? 0 : n;
-    if (!x.salted && x.extra_begin != nullptr) {
-      s.first_tainted_block = first_tainted(x.extra_begin, x.extra_end, n, s.lora_name);
+    uint32_t first = x.salted ? 0 : n;
+    if (x.extra_begin != nullptr)
+      first = std::min(first, first_tainted(x.extra_begin, x.extra_end, n, &s.lora_name));
+    if (x.mm_begin != nullptr)
+      first = std::min(first, first_tainted(x.mm_begin, x.mm_end, n, nullptr));
+    if (first_str_token_ != no_str_token && s.block_size > 0) {
+      // block_size > 0 is checked above whenever tokens are present.
+      const uint64_t width = s.eagle_bigram ? 2 : 1;
+      const uint64_t block = first_str_token_ / width / static_cast<uint64_t>(s.block_size);
+      first = static_cast<uint32_t>(std::min<uint64_t>(first, block));
     }
+    s.first_tainted_block = first;
+    // WD5: without its full-attention component the block is not a reusable prefix here.
+    if (x.components && !x.full_component && s.kind == group_kind::unspecified)
+      s.kind = group_kind::other;
     return de::none;
   }
 
-  /// First block whose extra_keys entry holds anything but the LoRA name. The bytes were
-  /// validated as one well-formed array when they were captured.
+  /// First block whose extra_keys entry holds anything but the LoRA name (mm_keys: `lora` is
+  /// null, so anything at all). The bytes were validated as one well-formed array when they
+  /// were captured.
   static uint32_t first_tainted(const uint8_t* begin, const uint8_t* end, uint32_t n_blocks,
-                                const std::optional<std::string>& lora) {
+                                const std::optional<std::string>* lora) {
     cursor c(begin, end);
     uint32_t m;
     if (c.array(m, de::bad_extra_keys) != de::none) return 0;
@@ -1219,20 +1345,28 @@ class parser {
       if (c.array(k, de::bad_extra_keys) != de::none) return i;  // a bare value: not clean
       for (uint32_t j = 0; j < k; ++j) {
         std::string_view s;
-        if (c.str(s, de::bad_extra_keys) != de::none || !lora || s != *lora) return i;
+        if (lora == nullptr || c.str(s, de::bad_extra_keys) != de::none || !*lora ||
+            s != **lora)
+          return i;
       }
     }
     // Blocks that extra_keys does not describe cannot be shown clean.
     return m < n_blocks ? m : n_blocks;
   }
 
+  static constexpr uint64_t no_str_token = ~uint64_t{0};
+
   const wire_decoder::limits& lim_;
   kv_event_batch& out_;
   std::vector<kv_event>& spare_;
+  std::vector<event_fault>& faults_;
   cursor c_;
   uint64_t batch_hashes_ = 0;  // totals, so many mid-sized events cannot add up to gigabytes
   uint64_t batch_tokens_ = 0;
   bool wrapped_ = false;       // inside a bin-wrapped event
+  bool batch_limit_ = false;   // a batch total was exceeded: WD1, not WD2
+  event_kind kind_ = event_kind::unknown;   // the event being read, by its tag
+  uint64_t first_str_token_ = no_str_token;  // first string token id of this store (WD5)
 };
 
 }  // namespace
@@ -1242,6 +1376,7 @@ decode_error wire_decoder::decode(const char* data, size_t size, kv_event_batch&
   out.ts = 0.0;
   out.dp_rank.reset();
   out.skipped_unknown = 0;
+  faults_.clear();
   de r;
   size_t used = 0;
   const char* what = nullptr;
@@ -1254,7 +1389,7 @@ decode_error wire_decoder::decode(const char* data, size_t size, kv_event_batch&
     what = "null payload";
   } else {
     const auto* p = reinterpret_cast<const uint8_t*>(data);
-    parser ps(limits_, out, spare_, p, size);
+    parser ps(limits_, out, spare_, faults_, p, size);
     r = ps.run();
     used = ps.used;
     what = ps.what;
@@ -1262,6 +1397,7 @@ decode_error wire_decoder::decode(const char* data, size_t size, kv_event_batch&
   }
   if (r != de::none) {
     used = 0;  // never half-applied
+    faults_.clear();
     out.ts = 0.0;
     out.dp_rank.reset();
     out.skipped_unknown = 0;

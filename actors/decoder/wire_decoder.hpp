@@ -8,14 +8,36 @@
 // here (the reader is a small hand-written one over the bytes, so nothing in the payload can make
 // it allocate more than the payload itself justifies).
 //
-// Error policy (reference D20, engine-wire "SHOULD reject"): any malformed event drops the whole
-// batch; the batch then comes back empty. The one exception is an unknown event tag: that event
-// alone is skipped and counted in `skipped_unknown` (engine-wire "MUST accept" 10).
+// Rules (WD = wire decoder; the tests name them):
+//  WD1. A payload that is not a batch is dropped whole: not msgpack, truncated, bytes after the
+//       envelope, over a limit (payload size, event count, the batch totals of hashes and
+//       tokens), a top level that is neither array nor map, a ts that is not a number, an
+//       "events" that is neither array nor nil, or an event whose bytes are not msgpack (its end
+//       cannot be found). decode() returns the reason and no events.
+//  WD2. One bad event costs one event (reference D20 dropped the batch; Dynamo #14530 shows why
+//       not): an event that is well-formed msgpack but no valid event (a field of the wrong
+//       type, a required field missing, over a per-event limit, neither array nor map, a tag
+//       that is not a string) is skipped and reported in faults() with its index, its kind (from
+//       its tag; `unknown` when the tag cannot be read) and the reason. Every other event of the
+//       batch is decoded, in order.
+//  WD3. An unknown tag skips its event, whatever its fields hold, and counts it in
+//       `skipped_unknown` (engine-wire "MUST accept" 10). It is not a fault.
+//  WD4. AllBlocksCleared may carry a `medium` (ROCm ATOM #869): kvrelay clears every tier either
+//       way (it has no per-tier clear). In the array form every slot after the tag is ignored
+//       (reference D21: unnamed extras); in the map form a "medium" key must be nil or a string,
+//       else the event is a fault (WD2), like any named field of the wrong type.
+//  WD5. Producer extensions read without harm (docs/producers.md): TensorRT-LLM's `mm_keys` and
+//       string token ids (multimodal digests) taint the blocks they cover; SGLang's
+//       `component_types` (array slot 7, or a key) without the full component make the store
+//       unindexable (kind `other`, like a non-main group), and an SGLang metadata map may then
+//       follow at slot 8; ATOM's trailing `token_offset` and every unknown key or slot are
+//       ignored.
 //
-// Rules where the sources disagree, stated once here:
+// Field rules where the sources disagree, stated once here:
 // - block_size: must be an integer. When token_ids is non-empty it must be > 0 (reference D13);
 //   when token_ids is empty or nil, any value is accepted (legacy CPU-offload "location update"
-//   events carry `token_ids=[]` with block_size 0, engine-wire §3 medium notes).
+//   events carry `token_ids=[]` with block_size 0, engine-wire §3 medium notes, and so do vLLM's
+//   Mamba/sliding-window offload placeholders, #43468/#51243: well-formed, never a fault).
 // - Map events need `block_hashes` (Stored and Removed); a map BlockStored also needs the keys
 //   `token_ids` (value may be nil) and `block_size` (reference D03/D04). Array BlockStored needs at
 //   least 5 slots (D11), array BlockRemoved at least 2 (D20).
@@ -24,7 +46,12 @@
 //   ("now" to the policy server) instead of dropping the batch.
 // - extra_keys: an entry that is nil, empty, or holds only the event's lora_name string is clean;
 //   anything else taints that block. When extra_keys is shorter than block_hashes the blocks it
-//   does not describe are treated as tainted (we cannot tell they are clean).
+//   does not describe are treated as tainted (we cannot tell they are clean). TensorRT-LLM's
+//   `mm_keys` (one list of multimodal segments per block) is judged the same way: a nil or empty
+//   entry is clean, anything else taints its block, a short list taints the blocks it misses.
+// - token_ids items are u32 ints, [a, b] pairs (SGLang EAGLE) or strings: TensorRT-LLM writes a
+//   multimodal digest as its hex string (#17023); the block holding it, and every later one, is
+//   tainted (its id reads as 0).
 // - A `cache_salt` (top-level map key, or in an SGLang slot-7 metadata map) that is not nil
 //   taints every block of the event.
 // - medium: every value in engine-wire §3 maps to a tier (medium_info.id names it); any other
@@ -36,7 +63,7 @@
 //   array form carries neither: no array-era producer has them.
 // - Bin-wrapped events (an llm-d storage publisher: `[ts, [bin(event), ...]]`): the bin holds
 //   exactly one msgpack event, decoded like any other under the same limits; a bin inside it,
-//   or bytes after the event, drop the batch.
+//   or bytes after the event, make that event a fault (WD2).
 
 #include "base/kv_events.hpp"
 
@@ -74,10 +101,29 @@ enum class decode_error : uint8_t {
   bad_spec,         // kv_cache_spec_kind not nil/str, or sliding window not nil/int
   bad_origin,       // origin not nil/str
   bad_copy_counts,  // remaining_copy_counts not nil / an array of non-negative ints
+  bad_components,   // component_types not nil / an array of strings (SGLang, WD5)
 };
 
 /// Stable snake_case name of `e` ("none" for decode_error::none).
 const char* to_string(decode_error e) noexcept;
+/// decode_error values, for arrays indexed by one.
+inline constexpr size_t decode_error_count = static_cast<size_t>(decode_error::bad_components) + 1;
+
+/// What an event was by its tag, for WD2's faults. `unknown`: the tag could not be read (not a
+/// string, no "type" key, an event that is neither array nor map).
+enum class event_kind : uint8_t { stored, removed, cleared, unknown };
+inline constexpr size_t event_kind_count = 4;
+/// "stored", "removed", "cleared", "unknown": metric label values.
+const char* to_string(event_kind k) noexcept;
+
+/// One event WD2 skipped.
+struct event_fault {
+  uint32_t index = 0;        // its position in the batch's events
+  uint32_t decoded_before = 0;  // how many decoded events precede it (where it sits among them)
+  event_kind kind = event_kind::unknown;
+  decode_error reason = decode_error::none;
+  const char* what = "";     // a short static text, e.g. "block_size is required"
+};
 
 /// Not thread-safe: one instance per pipeline (it keeps released events for reuse).
 class wire_decoder {
@@ -99,16 +145,19 @@ class wire_decoder {
   explicit wire_decoder(const limits& l) : limits_(l) {}
 
   /// Decodes one payload into `out`, reusing the capacity of its vectors. On success returns
-  /// decode_error::none; otherwise `out` holds no events and, if `detail` is given, it receives a
-  /// short human-readable reason (e.g. "event 2: block_size is required"). Never throws on bad
-  /// input (std::bad_alloc can still escape if the process is out of memory).
+  /// decode_error::none, with the events that decoded in `out` and those that did not (WD2) in
+  /// faults(); otherwise (WD1) `out` holds no events, faults() is empty and, if `detail` is
+  /// given, it receives a short human-readable reason (e.g. "event 2: truncated"). Never throws
+  /// on bad input (std::bad_alloc can still escape if the process is out of memory).
   decode_error decode(const char* data, size_t size, kv_event_batch& out,
                       std::string* detail = nullptr);
 
-  const limits& get_limits() const noexcept { return limits_; }
+  /// The events the last decode() skipped (WD2), in batch order.
+  const std::vector<event_fault>& faults() const noexcept { return faults_; }
 
  private:
   limits limits_;
+  std::vector<event_fault> faults_;
   /// Events released from earlier batches, kept so their vectors' buffers are reused.
   std::vector<kv_event> spare_;
 };

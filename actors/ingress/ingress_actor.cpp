@@ -87,6 +87,10 @@ constexpr counter_row<ingress::frame_counters> frame_rows[] = {
      &ingress::frame_counters::replay_bad_end},
     {"kvrelay_received_bytes_total", "Live payload bytes received", nullptr, nullptr,
      &ingress::frame_counters::bytes},
+    {"kvrelay_unsequenced_batches_total",
+     "Live batches without a sequence number (ATOM #869): no gap can be detected on such a "
+     "stream",
+     nullptr, nullptr, &ingress::frame_counters::unsequenced},
 };
 
 // The series of one table, resolved once at spawn (created at 0: dashboards see them).
@@ -263,6 +267,7 @@ actor_status status_of(ingress_self self) {
   j.add("phase", ingress::to_string(stats.phase));
   j.add("running", s.source->running());
   j.add("messages", stats.frames.messages);
+  j.add("unsequenced_batches", stats.frames.unsequenced);
   j.add("batches", stats.tracker.batches);
   j.add("gaps", stats.tracker.gaps);
   j.add("replays_requested", stats.tracker.replays_requested);

@@ -354,6 +354,18 @@ void zmq_source::impl::drain_sub(zmq::socket_t& sub) {
 
 void zmq_source::impl::on_live(multipart& mp) {
   ++frames.messages;
+  // ROCm ATOM #869 builds publish [payload], or [topic, payload], with no sequence number
+  // (ROCm/ATOM atom/distributed/kv_events.py ZmqEventPublisher._run @ 0290bb3f917f;
+  // docs/producers.md): delivered as they come, past the tracker, which has nothing to order.
+  // An 8-byte second frame is a seq without its payload, not a batch.
+  if (mp.count == 1 || (mp.count == 2 && mp.part[1].size() != 8)) {
+    zmq::message_t& payload = mp.part[mp.count - 1];
+    ++frames.unsequenced;
+    frames.bytes += payload.size();
+    delivered.fetch_add(1, std::memory_order_relaxed);
+    sink(take_batch(payload, 0, false));
+    return;
+  }
   if (mp.count != 3) return reject(frames.bad_frame_count, 0, "frame count", mp.count);
   if (mp.part[1].size() != 8) return reject(frames.bad_seq_size, 1, "seq size", mp.part[1].size());
   const uint64_t seq = read_be8(mp.part[1]);
@@ -550,7 +562,7 @@ void zmq_source::impl::publish_stats() {
   s.connects = connects;
   s.disconnects = disconnects;
   s.connected = peers > 0;
-  s.live = tracker.live_confirmed();
+  s.live = tracker.live_confirmed() || frames.unsequenced > 0;  // a live batch, either way
   s.catching_up = tracker.replay_outstanding() || tracker.probing();
   s.phase = tracker.phase();
   bool changed = false;

@@ -155,7 +155,8 @@ struct zmq_source_options {
 struct frame_counters {
   uint64_t messages = 0;          // live multipart messages received
   uint64_t bytes = 0;             // live payload bytes accepted
-  uint64_t bad_frame_count = 0;   // live message with ≠ 3 frames
+  uint64_t bad_frame_count = 0;   // live message with ≠ 3 frames (and not unsequenced)
+  uint64_t unsequenced = 0;       // [payload] / [topic, payload]: no seq (ATOM #869), delivered
   uint64_t bad_seq_size = 0;      // live seq frame not 8 bytes
   uint64_t reserved_seq = 0;      // live seq = eight 0xFF (the END marker) on a data batch
   uint64_t replay_malformed = 0;  // reply not [""(, topic), seq8, payload]

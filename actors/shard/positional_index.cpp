@@ -9,6 +9,7 @@
 #include <absl/container/flat_hash_map.h>
 
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <string>
 #include <utility>
@@ -96,9 +97,10 @@ index_op make_op(index_op::kind k, const entry& e, uint32_t tiers, bool introduc
 
 }  // namespace
 
-// max_resident only: engine hashes in first-store order. A forgotten block's queue item is not
-// searched for; it is counted stale and skipped when it reaches the front (a hash can be
-// forgotten and stored again, so "resident" alone cannot tell a stale item from a live one).
+// max_resident: engine hashes in first-store order; a bounded tier (I8): the hashes it holds in
+// store order. A forgotten block's queue item is not searched for; it is counted stale and
+// skipped when it reaches the front (a hash can be forgotten and stored again, so "resident"
+// alone cannot tell a stale item from a live one).
 // One logical queue kept as two: bin items carry their position in it, so the common int items
 // cost 8 bytes and need no tag. Allocated only when a cap is set: a partition without one (most
 // of a LoRA fleet's) pays nothing for it.
@@ -151,6 +153,22 @@ struct cap_queue {
     return h.is_bytes() ? take(stale_bins, h.bytes) : take(stale_ints, h.value);
   }
 
+  // Churn leaves stale items behind; a queue rebuilt before they outnumber the live ones stays
+  // proportional to what it orders.
+  bool bloated(size_t live) const noexcept { return pushed - popped > 2 * live + 1024; }
+
+  // The same order without the stale items; `live(h)` says whether an item still counts.
+  template <class Live>
+  std::unique_ptr<cap_queue> compacted(Live live) {
+    auto out = std::make_unique<cap_queue>();
+    engine_hash h;
+    while (pop(h)) {
+      if (consume_stale(h) || !live(h)) continue;
+      out->push(h);
+    }
+    return out;
+  }
+
   size_t heap_bytes() const noexcept {
     return ints.size() * sizeof(uint64_t) + bins.size() * sizeof(std::pair<uint64_t, std::string>) +
            stale_ints.capacity() * (sizeof(std::pair<const uint64_t, uint32_t>) + 1) +
@@ -164,12 +182,73 @@ struct positional_index::impl {
   probe_table<int_slot> ints;  // u64 engine hashes: nearly all
   absl::flat_hash_map<std::string, entry> bins;  // bin/str engine hashes: rare
   std::unique_ptr<cap_queue> fifo;               // max_resident only
+  // I8, by tier index (1 = T2, 2 = T3; 0 unused): the bound, the blocks holding a copy there in
+  // store order, and how many. Allocated only for a bounded tier.
+  std::array<size_t, 3> tier_cap{};
+  std::array<std::unique_ptr<cap_queue>, 3> tier_fifo;
+  std::array<size_t, 3> tier_count{};
   residency_observer* observer = nullptr;
 
   std::vector<uint32_t> scratch;  // EAGLE: first id of each pair of one block
 
   explicit impl(index_options o) : opts(o) {
     if (opts.max_resident != 0) fifo = std::make_unique<cap_queue>();
+    tier_cap = {0, opts.max_t2_blocks, opts.max_t3_blocks};
+    for (unsigned ti = 1; ti < 3; ++ti)
+      if (tier_cap[ti] != 0) tier_fifo[ti] = std::make_unique<cap_queue>();
+  }
+
+  bool bounded(unsigned ti) const noexcept { return tier_fifo[ti] != nullptr; }
+
+  // I8: tier `ti` got a copy of `h` (`had`: it held one already, so the block moves back).
+  void tier_stored(const engine_hash& h, unsigned ti, bool had) {
+    if (!bounded(ti)) return;
+    if (had) {
+      tier_fifo[ti]->mark_stale(h);
+    } else {
+      ++tier_count[ti];
+    }
+    tier_fifo[ti]->push(h);
+    if (tier_fifo[ti]->bloated(tier_count[ti])) compact_tier(ti);
+  }
+
+  // I8: tier `ti` no longer holds `h` (a removal, the global cap).
+  void tier_gone(const engine_hash& h, unsigned ti) {
+    if (!bounded(ti)) return;
+    tier_fifo[ti]->mark_stale(h);
+    --tier_count[ti];
+    if (tier_fifo[ti]->bloated(tier_count[ti])) compact_tier(ti);
+  }
+
+  void compact_tier(unsigned ti) {
+    tier_fifo[ti] = tier_fifo[ti]->compacted([&](const engine_hash& h) {
+      const entry* e = find(h);
+      return e != nullptr && e->copies(ti) != 0;
+    });
+  }
+
+  // I8: drops the least recently stored blocks of every tier over its bound.
+  void enforce_tier_caps(std::vector<index_op>& out) {
+    for (unsigned ti = 1; ti < 3; ++ti) {
+      engine_hash h;
+      while (bounded(ti) && tier_count[ti] > tier_cap[ti] && tier_fifo[ti]->pop(h)) {
+        if (tier_fifo[ti]->consume_stale(h)) continue;
+        const entry* e = find(h);
+        if (e == nullptr || e->copies(ti) == 0) continue;  // a gone copy's item is stale
+        const uint32_t old_tiers = e->tiers();
+        e->set_copies(ti, 0);
+        --tier_count[ti];
+        ++(ti == 1 ? stats.t2_cap_drops : stats.t3_cap_drops);
+        const uint32_t tiers = e->tiers();
+        if (tiers != 0) {
+          if (!e->tainted() && warmest(tiers) != warmest(old_tiers))
+            out.push_back(make_op(index_op::kind::upsert, *e, tiers));
+          continue;
+        }
+        if (!e->tainted()) out.push_back(make_op(index_op::kind::evict, *e, old_tiers));
+        forget(h);
+      }
+    }
   }
 
   size_t size() const noexcept { return ints.size() + bins.size(); }
@@ -193,6 +272,12 @@ struct positional_index::impl {
   }
 
   void erase(const engine_hash& h) {
+    if (bounded(1) || bounded(2)) {
+      if (const entry* e = find(h)) {
+        for (unsigned ti = 1; ti < 3; ++ti)
+          if (e->copies(ti) != 0) tier_gone(h, ti);
+      }
+    }
     if (h.is_bytes())
       bins.erase(h.bytes);
     else
@@ -209,9 +294,10 @@ struct positional_index::impl {
     return fingerprint::content(scratch.data(), bs);
   }
 
-  // One more copy at tier `ti` of a held block, by the copy rules I1-I3.
-  void add_copy(const entry& e, unsigned ti, store_origin origin) {
+  // One more copy at tier `ti` of a held block, by the copy rules I1-I3 (and I8's order).
+  void add_copy(const engine_hash& h, const entry& e, unsigned ti, store_origin origin) {
     const uint32_t n = e.copies(ti);
+    tier_stored(h, ti, n != 0);
     if (n == 0) {
       e.set_copies(ti, 1);
     } else if (origin == store_origin::reused) {
@@ -232,6 +318,7 @@ struct positional_index::impl {
     bool introduces = inserted;
     if (inserted) {
       e->set_copies(ti, 1);
+      tier_stored(h, ti, false);
       if (fifo) fifo->push(h);
       if (observer != nullptr) observer->added(h);
     } else {
@@ -240,7 +327,7 @@ struct positional_index::impl {
         ++stats.fingerprint_changes;
       }
       introduces = e->tainted() || e->fp != fp;
-      add_copy(*e, ti, origin);
+      add_copy(h, *e, ti, origin);
     }
     e->assign(fp, count, taint);
     if (taint) {
@@ -262,7 +349,7 @@ struct positional_index::impl {
       }
       ++stats.location_updates;
       const uint32_t old_tiers = e->tiers();
-      add_copy(*e, ti, ev.origin);
+      add_copy(h, *e, ti, ev.origin);
       const uint32_t tiers = e->tiers();
       if (!e->tainted() && warmest(tiers) != warmest(old_tiers))
         out.push_back(make_op(index_op::kind::upsert, *e, tiers));
@@ -273,18 +360,11 @@ struct positional_index::impl {
     erase(h);
     if (!fifo) return;
     fifo->mark_stale(h);
-    // Churn under the cap leaves stale items behind; rebuild before they outnumber live ones.
-    if (fifo->pushed - fifo->popped > 2 * size() + 1024) compact_fifo();
+    if (fifo->bloated(size())) compact_fifo();
   }
 
   void compact_fifo() {
-    auto live = std::make_unique<cap_queue>();
-    engine_hash h;
-    while (fifo->pop(h)) {
-      if (fifo->consume_stale(h) || find(h) == nullptr) continue;
-      live->push(h);
-    }
-    fifo = std::move(live);
+    fifo = fifo->compacted([&](const engine_hash& h) { return find(h) != nullptr; });
   }
 
   void enforce_cap(std::vector<index_op>& out) {
@@ -325,6 +405,7 @@ struct positional_index::impl {
     }
     const uint32_t old_tiers = e->tiers();
     e->set_copies(ti, 0);
+    tier_gone(h, ti);
     const uint32_t tiers = e->tiers();
     if (tiers != 0) {
       if (!e->tainted() && warmest(tiers) != warmest(old_tiers)) {
@@ -350,6 +431,10 @@ struct positional_index::impl {
     ints.clear();
     bins.clear();
     if (fifo) fifo = std::make_unique<cap_queue>();
+    for (unsigned ti = 1; ti < 3; ++ti) {
+      if (bounded(ti)) tier_fifo[ti] = std::make_unique<cap_queue>();
+      tier_count[ti] = 0;
+    }
   }
 };
 
@@ -372,6 +457,7 @@ void positional_index::stored(const block_stored& ev, std::vector<index_op>& out
   }
   if (ev.token_ids.empty()) {
     m.location_update(ev, out);
+    m.enforce_tier_caps(out);
     return;
   }
   if (ev.block_size <= 0) {
@@ -431,6 +517,7 @@ void positional_index::stored(const block_stored& ev, std::vector<index_op>& out
     }
   }
   m.enforce_cap(out);
+  m.enforce_tier_caps(out);
 }
 
 const uint32_t* positional_index::usable_counts(const block_removed& ev) {
@@ -470,6 +557,10 @@ void positional_index::clear() {
 
 size_t positional_index::size() const noexcept { return impl_->size(); }
 
+size_t positional_index::tier_blocks(tier t) const noexcept {
+  return impl_->tier_count[tier_index(t)];
+}
+
 bool positional_index::contains(const engine_hash& h) const { return impl_->find(h) != nullptr; }
 
 uint32_t positional_index::copies(const engine_hash& h, tier t) const {
@@ -506,6 +597,8 @@ size_t positional_index::heap_bytes() const noexcept {
   for (const auto& kv : m.bins)
     if (kv.first.capacity() > 15) bytes += kv.first.capacity() + 1;
   if (m.fifo) bytes += sizeof(cap_queue) + m.fifo->heap_bytes();
+  for (const auto& q : m.tier_fifo)
+    if (q) bytes += sizeof(cap_queue) + q->heap_bytes();
   return bytes;
 }
 

@@ -33,6 +33,14 @@
 //      changes nothing (the decoder filters both first; this is the index's own guard).
 //  I7. `index_op::introduces` is set on the upsert of a key new to the partition: a new block,
 //      a re-store under another fingerprint, or a formerly tainted block indexed now.
+//  I8. Bounded tiers. With max_t2_blocks / max_t3_blocks set, at most that many blocks hold a
+//      copy at T2 / T3. They are kept in store order, a store of a block the tier already holds
+//      moving it to the back (least recently stored goes first: kvrelay never sees a hit). Over
+//      the bound, the front block loses the tier: when another tier holds it, it downgrades (an
+//      upsert if its warmest tier changed), else it is evicted and forgotten; counted in
+//      t2_cap_drops / t3_cap_drops. For sources that store and never remove (LMCache's
+//      multi-process mode, LMCache #5076: BlockStored "CPU", no BlockRemoved, no clear): a tier
+//      that sends removals stays under a bound above its real capacity and never meets it.
 //
 // Pure logic: no CAF, no I/O; untrusted input never throws and never crashes.
 
@@ -65,6 +73,10 @@ struct index_options {
   /// At most this many remembered blocks (0 = unlimited). Over it, the blocks stored first are
   /// forgotten first and evicted. Costs ~8 bytes per block, only when set.
   size_t max_resident = 0;
+  /// I8: at most this many blocks with a copy at T2 / T3 (0 = unbounded). ~8 bytes per block
+  /// held at the tier, only when set.
+  size_t max_t2_blocks = 0;
+  size_t max_t3_blocks = 0;
 };
 
 /// Counters since construction (clear() does not reset them). "events" count BlockStored or
@@ -95,6 +107,8 @@ struct index_stats {
   uint64_t evictions = 0;                // evict ops from removals
   uint64_t l2_downgrades = 0;            // ignore_block_removed: removals turned into T2 upserts
   uint64_t cap_evictions = 0;            // blocks forgotten because of max_resident
+  uint64_t t2_cap_drops = 0;             // T2 copies dropped by max_t2_blocks (I8)
+  uint64_t t3_cap_drops = 0;             // T3 copies dropped by max_t3_blocks (I8)
   uint64_t clears = 0;
 };
 
@@ -158,6 +172,8 @@ class positional_index {
 
   /// Remembered blocks, tainted ones included (what max_resident bounds).
   size_t size() const noexcept;
+  /// Blocks holding a copy at `t`, counted only for a bounded tier (I8); 0 otherwise.
+  size_t tier_blocks(tier t) const noexcept;
   bool contains(const engine_hash& h) const;
   /// Copies counted for `h` at tier `t` (0 when absent).
   uint32_t copies(const engine_hash& h, tier t) const;

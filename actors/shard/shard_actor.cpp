@@ -52,6 +52,8 @@ constexpr outcome outcomes[] = {
     {"evicted", &index_stats::evictions},
     {"l2_downgrade", &index_stats::l2_downgrades},
     {"cap_evicted", &index_stats::cap_evictions},
+    {"t2_cap_dropped", &index_stats::t2_cap_drops},
+    {"t3_cap_dropped", &index_stats::t3_cap_drops},
     {"token_overflow_event", &index_stats::token_overflow},
 };
 constexpr size_t outcome_count = sizeof outcomes / sizeof outcomes[0];

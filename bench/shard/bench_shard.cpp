@@ -284,6 +284,16 @@ void FingerprintOnly(benchmark::State& state) {
 }
 BENCHMARK(FingerprintOnly)->Unit(benchmark::kMillisecond);
 
+// One 4-block event whose hashes and tokens a loop refills in place.
+block_stored event_to_refill() {
+  block_stored ev;
+  ev.token_ids.resize(blocks_per_event * block_size);
+  ev.block_size = block_size;
+  ev.first_tainted_block = blocks_per_event;
+  ev.block_hashes.resize(blocks_per_event);
+  return ev;
+}
+
 // Memory per resident block with 1M int-hash 16-token blocks: what the process's resident set
 // grew by (which would also count outgrown arrays an arena kept: the second case runs after the
 // first freed its index, as a rebuild after a clear does), what malloc handed out (mallinfo2
@@ -294,11 +304,7 @@ void IndexMemory1M(benchmark::State& state) {
   opts.max_resident = static_cast<size_t>(state.range(0));
   std::vector<index_op> out;
   out.reserve(16);
-  block_stored ev;
-  ev.token_ids.resize(blocks_per_event * block_size);
-  ev.block_size = block_size;
-  ev.first_tainted_block = blocks_per_event;
-  ev.block_hashes.resize(blocks_per_event);
+  block_stored ev = event_to_refill();
   std::mt19937_64 rng(3);
   for (auto _ : state) {
     malloc_trim(0);
@@ -321,5 +327,49 @@ void IndexMemory1M(benchmark::State& state) {
   }
 }
 BENCHMARK(IndexMemory1M)->Arg(0)->Arg(2000000)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// A source that stores at T2 and never removes (LMCache's multi-process mode, #5076), fed ten
+// times the tier's bound of 100 k blocks: resident blocks and memory after 1x and after 10x the
+// bound (positional_index rule I8). Arg 0: no bound (what kvrelay did before), for comparison.
+void StoreOnlyTier(benchmark::State& state) {
+  constexpr size_t bound = 100000;
+  constexpr size_t events = 10 * bound / blocks_per_event;
+  index_options opts;
+  opts.max_t2_blocks = state.range(0) != 0 ? bound : 0;
+  std::vector<index_op> out;
+  out.reserve(16);
+  block_stored ev = event_to_refill();
+  ev.medium.id = kvrelay::medium_id::cpu;
+  ev.medium.tier = kvrelay::tier::t2;
+  std::mt19937_64 rng(5);
+  for (auto _ : state) {
+    malloc_trim(0);
+    const size_t rss0 = resident_bytes();
+    auto idx = std::make_unique<positional_index>(opts);
+    size_t rss1 = 0, est1 = 0, evicts = 0;
+    for (size_t e = 0; e < events; ++e) {
+      for (auto& h : ev.block_hashes) h.value = rng();
+      for (auto& t : ev.token_ids) t = static_cast<uint32_t>(rng() % 151936);
+      out.clear();
+      idx->stored(ev, out);
+      for (const auto& op : out) evicts += op.op == index_op::kind::evict ? 1 : 0;
+      if ((e + 1) * blocks_per_event == bound) {
+        rss1 = resident_bytes();
+        est1 = idx->heap_bytes();
+      }
+    }
+    const size_t rss10 = resident_bytes();
+    state.counters["resident"] = static_cast<double>(idx->size());
+    state.counters["evictions_sent"] = static_cast<double>(evicts);
+    state.counters["rss_mb_at_1x"] = static_cast<double>(rss1 - rss0) / 1e6;
+    state.counters["rss_mb_at_10x"] = static_cast<double>(rss10 - rss0) / 1e6;
+    state.counters["est_mb_at_1x"] = static_cast<double>(est1) / 1e6;
+    state.counters["est_mb_at_10x"] = static_cast<double>(idx->heap_bytes()) / 1e6;
+    state.counters["time_per_block"] = benchmark::Counter(
+        static_cast<double>(events * blocks_per_event),
+        benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  }
+}
+BENCHMARK(StoreOnlyTier)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -99,6 +99,8 @@ l2_tier = true
 unknown_parent = "root"
 index_salted = true
 max_blocks_per_adapter = 0
+max_t2_blocks_per_adapter = 5000
+max_t3_blocks_per_adapter = 0
 
 [engine.adapters]
 1 = "sql-lora"
@@ -145,6 +147,8 @@ TEST(LoadToml, ReadsEveryKey) {
   EXPECT_EQ(e.unknown_parent, unknown_parent::root);
   EXPECT_TRUE(e.index_salted);
   EXPECT_EQ(e.max_blocks_per_adapter, 0);
+  EXPECT_EQ(e.max_t2_blocks_per_adapter, 5000);
+  EXPECT_EQ(e.max_t3_blocks_per_adapter, 0);
   EXPECT_EQ(e.adapters, (std::map<int64_t, std::string>{{1, "sql-lora"}, {-2, "neg"}}));
   EXPECT_EQ(e.metrics.url, "https://10.0.0.1:8443/metrics");
   EXPECT_EQ(e.metrics.interval, milliseconds{3000});
@@ -159,7 +163,7 @@ TEST(LoadToml, RecordsWhereEachKeyCameFrom) {
   daemon_config c = load(full);
   EXPECT_EQ(c.origin.at("server.address"), "t.toml:2:11");
   EXPECT_EQ(c.origin.at("engine[0].window"), "t.toml:30:10");
-  EXPECT_EQ(c.origin.at("engine[0].metrics.url"), "t.toml:42:7");
+  EXPECT_EQ(c.origin.at("engine[0].metrics.url"), "t.toml:44:7");
 }
 
 TEST(LoadToml, MissingKeysTakeDefaults) {
@@ -192,7 +196,8 @@ TEST(LoadTomlErrors, UnknownKeyNamesItAndSuggests) {
             "t.toml:4:1: engine[0].windw: unknown key; did you mean \"window\"? (allowed: "
             "replica_id, url, model_id, tenant_id, hash_scheme, endpoint, replay_endpoint, topic, "
             "dp_size, dp_mode, window, reconnect_backoff, discovery_retry_max, l2_tier, "
-            "unknown_parent, index_salted, max_blocks_per_adapter, metrics, adapters)");
+            "unknown_parent, index_salted, max_blocks_per_adapter, max_t2_blocks_per_adapter, "
+            "max_t3_blocks_per_adapter, metrics, adapters)");
   // Not close to anything: no guess.
   EXPECT_EQ(load_error("[log]\ncolour = true\n"),
             "t.toml:2:1: log.colour: unknown key (allowed: format, level)");
@@ -742,7 +747,7 @@ TEST(Docs, EveryKeyAndFlagIsDocumented) {
     ++keys;
     EXPECT_NE(doc.find("`" + line.substr(0, eq) + "`"), std::string::npos) << line;
   }
-  EXPECT_EQ(keys, 12u + 7u + 2u + 17u + 6u);
+  EXPECT_EQ(keys, 12u + 7u + 2u + 19u + 6u);
   for (const auto& name : flag_names())
     EXPECT_NE(doc.find("`--" + name), std::string::npos) << name;
 }

@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The decoder's protocol (actors/decoder/batch_router.hpp, rules R1-R6), driven directly.
+// The decoder's protocol (actors/decoder/batch_router.hpp, rules BR1-BR7), driven directly.
 #include "actors/decoder/batch_router.hpp"
 
 #include <gtest/gtest.h>
@@ -61,7 +61,7 @@ std::string steps(const router_output& out) {
   return s;
 }
 
-TEST(BatchRouter, R2AClearMidBatchCutsTheWorkAndBumpsTheEpoch) {
+TEST(BatchRouter, BR2AClearMidBatchCutsTheWorkAndBumpsTheEpoch) {
   batch_router r;
   const auto out = route(r, {store_ev(1), clear_ev(), store_ev(2), remove_ev(2)});
   EXPECT_EQ(steps(out), "w1:s1@0 | clear2 | w2:s2@0,r2");
@@ -70,7 +70,7 @@ TEST(BatchRouter, R2AClearMidBatchCutsTheWorkAndBumpsTheEpoch) {
   EXPECT_STREQ(out.steps[1].reason, "AllBlocksCleared");
 }
 
-TEST(BatchRouter, R2AClearBetweenStoresAndRemovals) {
+TEST(BatchRouter, BR2AClearBetweenStoresAndRemovals) {
   batch_router r;
   const auto out = route(r, {store_ev(1), store_ev(2), clear_ev(), remove_ev(1), remove_ev(2)});
   EXPECT_EQ(steps(out), "w1:s1@0,s2@0 | clear2 | w2:r1,r2");
@@ -79,7 +79,7 @@ TEST(BatchRouter, R2AClearBetweenStoresAndRemovals) {
   EXPECT_EQ(steps(twice), "clear3 | clear4");
 }
 
-TEST(BatchRouter, R4PartitionsCreatedMidBatchAreNamedByTheWorkThatUsesThem) {
+TEST(BatchRouter, BR4PartitionsCreatedMidBatchAreNamedByTheWorkThatUsesThem) {
   batch_router r;
   auto out = route(r, {remove_ev(9), store_ev(1), store_ev(2, "sql-lora"), remove_ev(2),
                        store_ev(3, "sql-lora")});
@@ -98,7 +98,7 @@ TEST(BatchRouter, R4PartitionsCreatedMidBatchAreNamedByTheWorkThatUsesThem) {
   EXPECT_EQ(r.partitions(), 4u);
 }
 
-TEST(BatchRouter, R4AdapterByNameThenIdMapElseDroppedAndWarnedOnce) {
+TEST(BatchRouter, BR4AdapterByNameThenIdMapElseDroppedAndWarnedOnce) {
   router_options o;
   o.adapters = {{7, "mapped"}};
   batch_router r(o);
@@ -115,7 +115,7 @@ TEST(BatchRouter, R4AdapterByNameThenIdMapElseDroppedAndWarnedOnce) {
   EXPECT_EQ(steps(out), "w1:s6@2");
 }
 
-TEST(BatchRouter, R4PartitionsAreBounded) {
+TEST(BatchRouter, BR4PartitionsAreBounded) {
   router_options o;
   o.max_partitions = 2;
   batch_router r(o);
@@ -127,7 +127,7 @@ TEST(BatchRouter, R4PartitionsAreBounded) {
   EXPECT_EQ(r.stats().partition_limited, 2u);
 }
 
-TEST(BatchRouter, R5UnknownMediaAreNotRoutedCountedByValueAndWarnedOnce) {
+TEST(BatchRouter, BR5UnknownMediaAreNotRoutedCountedByValueAndWarnedOnce) {
   batch_router r;
   auto out = route(r, {store_ev(1, std::nullopt, std::nullopt, "QUANTUM"),
                        remove_ev(1, "QUANTUM"), store_ev(2, std::nullopt, std::nullopt, "FS"),
@@ -147,7 +147,7 @@ TEST(BatchRouter, R5UnknownMediaAreNotRoutedCountedByValueAndWarnedOnce) {
   EXPECT_GT(r.stats().unknown_media.at("other"), 0u);
 }
 
-TEST(BatchRouter, R6EventsAndBlocksAreCountedByMedium) {
+TEST(BatchRouter, BR6EventsAndBlocksAreCountedByMedium) {
   batch_router r;
   route(r, {store_ev(1), store_ev(2, std::nullopt, std::nullopt, "CPU"), remove_ev(1, "gpu"),
             remove_ev(2, "lmcache-l2-redis"), clear_ev()});
@@ -162,7 +162,7 @@ TEST(BatchRouter, R6EventsAndBlocksAreCountedByMedium) {
   EXPECT_EQ(st.events, 5u);
 }
 
-TEST(BatchRouter, R3NonMainGroupsAreFilteredAndIncarnationForgetsThem) {
+TEST(BatchRouter, BR3NonMainGroupsAreFilteredAndIncarnationForgetsThem) {
   batch_router r;
   auto swa = M({{"type", S("BlockStored")}, {"block_hashes", Hashes({1})},
                 {"parent_block_hash", Nil()}, {"token_ids", Toks(k16)}, {"block_size", I(16)},
@@ -183,7 +183,7 @@ TEST(BatchRouter, R3NonMainGroupsAreFilteredAndIncarnationForgetsThem) {
   EXPECT_STREQ(out.steps[0].reason, "history lost");
 }
 
-TEST(BatchRouter, R1UndecodableAndWrongRankBatchesAreDroppedWhole) {
+TEST(BatchRouter, BR1UndecodableAndWrongRankBatchesAreDroppedWhole) {
   router_options o;
   o.expected_dp_rank = 0;
   batch_router r(o);
@@ -206,6 +206,79 @@ TEST(BatchRouter, R1UndecodableAndWrongRankBatchesAreDroppedWhole) {
   EXPECT_EQ(r.stats().dropped, 2u);
   EXPECT_EQ(r.stats().wrong_rank, 1u);
   EXPECT_EQ(r.stats().decoded, 2u);
+}
+
+// A removal whose block_hashes is a str: the decoder skips it (WD2).
+item bad_remove_ev() {
+  return M({{"type", S("BlockRemoved")}, {"block_hashes", S("oops")}, {"medium", S("GPU")}});
+}
+item bad_store_ev() {
+  return M({{"type", S("BlockStored")}, {"block_hashes", Hashes({5})}, {"token_ids", Toks(k16)},
+            {"block_size", S("16")}});
+}
+
+TEST(BatchRouter, BR7SkippedEventsAreCountedAndTheRestRoutesInOrder) {
+  batch_router r;
+  const auto out = route(r, {store_ev(1), bad_store_ev(), remove_ev(1), bad_remove_ev(),
+                             A({I(7), Hashes({1})}), store_ev(2)});
+  EXPECT_EQ(steps(out), "w1:s1@0,r1,s2@0");
+  ASSERT_EQ(out.malformed.size(), 3u);
+  EXPECT_EQ(out.malformed[0].index, 1u);
+  EXPECT_EQ(out.malformed[1].kind, event_kind::removed);
+  EXPECT_EQ(out.malformed[2].kind, event_kind::unknown);
+  EXPECT_TRUE(out.removal_lost);
+  const auto& st = r.stats();
+  EXPECT_EQ(st.malformed_total, 3u);
+  EXPECT_EQ(st.removals_lost, 1u);
+  EXPECT_EQ(st.malformed[static_cast<size_t>(event_kind::stored)]
+                        [static_cast<size_t>(decode_error::bad_block_size)],
+            1u);
+  EXPECT_EQ(st.malformed[static_cast<size_t>(event_kind::removed)]
+                        [static_cast<size_t>(decode_error::bad_hash)],
+            1u);
+  EXPECT_EQ(st.malformed[static_cast<size_t>(event_kind::unknown)]
+                        [static_cast<size_t>(decode_error::bad_tag)],
+            1u);
+  EXPECT_EQ(st.decoded, 1u) << "the batch itself decoded";
+  EXPECT_EQ(st.dropped, 0u);
+}
+
+TEST(BatchRouter, BR7RemovalLostIsSaidOncePerEpochAndAClearAfterItMakesItGood) {
+  batch_router r;
+  EXPECT_TRUE(route(r, {bad_remove_ev()}).removal_lost);
+  EXPECT_FALSE(route(r, {bad_remove_ev()}).removal_lost) << "once until a clear";
+  EXPECT_EQ(r.stats().removals_lost, 2u) << "but every one is counted";
+  // A clear after it in the same batch makes the index match again: nothing to say.
+  EXPECT_FALSE(route(r, {bad_remove_ev(), clear_ev()}).removal_lost);
+  // One after the batch's last clear is lost in the new epoch.
+  EXPECT_TRUE(route(r, {clear_ev(), bad_remove_ev()}).removal_lost);
+  // Our own clears count too (lost history, a new incarnation).
+  router_output out;
+  r.on_history_lost(out);
+  EXPECT_TRUE(route(r, {bad_remove_ev()}).removal_lost);
+  // A malformed AllBlocksCleared is a lost removal of everything.
+  r.on_incarnation_reset(out);
+  const auto cleared = route(r, {M({{"type", S("AllBlocksCleared")}, {"medium", I(1)}})});
+  ASSERT_EQ(cleared.malformed.size(), 1u);
+  EXPECT_EQ(cleared.malformed[0].kind, event_kind::cleared);
+  EXPECT_TRUE(cleared.removal_lost);
+  EXPECT_TRUE(cleared.steps.empty()) << "not applied";
+  // A bad store says nothing of the sort.
+  r.on_history_lost(out);
+  EXPECT_FALSE(route(r, {bad_store_ev()}).removal_lost);
+}
+
+TEST(BatchRouter, BR1WrongRankBatchesCountNoFaults) {
+  router_options o;
+  o.expected_dp_rank = 0;
+  batch_router r(o);
+  const std::string other = batch({bad_remove_ev()}, 3);
+  router_output out;
+  r.on_batch(other.data(), other.size(), out);
+  EXPECT_TRUE(out.wrong_rank);
+  EXPECT_TRUE(out.malformed.empty());
+  EXPECT_FALSE(out.removal_lost);
+  EXPECT_EQ(r.stats().malformed_total, 0u);
 }
 
 TEST(BatchRouter, EmptyAndUnknownOnlyBatchesProduceNoWork) {

@@ -87,6 +87,35 @@ struct fixture {
 // Every block here has the same tokens, hence the same fingerprint.
 uint64_t fp_mod() { return fingerprint::content(k16.data(), 16) % 1000; }
 
+// BR7 through the shell: the good events of a batch with a bad one are indexed, the bad one is
+// counted by kind and reason, and an undecodable removal tells the supervisor.
+TEST(DecoderActor, ASkippedRemovalIsCountedAndTellsTheSupervisor) {
+  fixture f;
+  const item bad_removal =
+      M({{"type", S("BlockRemoved")}, {"block_hashes", S("oops")}, {"medium", S("GPU")}});
+  f.send(0, {store_ev(1), bad_removal, store_ev(2, "sql-lora")});
+  const std::string f1 = std::to_string(fp_mod());
+  using L = std::vector<std::pair<uint64_t, std::string>>;
+  EXPECT_EQ(f.ops()[""], (L{{1, "+" + f1}}));
+  EXPECT_EQ(f.ops()["sql-lora"], (L{{1, "+" + f1}})) << "the event after the bad one applies";
+  EXPECT_EQ(f.metric("kvrelay_malformed_events_total",
+                     {{"type", "removed"}, {"reason", "bad_hash"}}),
+            1);
+  EXPECT_EQ(f.metric("kvrelay_batches_total"), 1) << "the batch is not dropped";
+  EXPECT_EQ(f.health.all<health_fact>(),
+            (std::vector<health_fact>{health_fact::batch_decoded, health_fact::removal_lost}));
+  // Said once until a clear; the clear makes the index match again, the next loss is said.
+  f.send(1, {bad_removal});
+  f.send(2, {clear_ev(), bad_removal});
+  EXPECT_EQ(f.health.all<health_fact>(),
+            (std::vector<health_fact>{health_fact::batch_decoded, health_fact::removal_lost,
+                                      health_fact::engine_cleared, health_fact::removal_lost}));
+  EXPECT_EQ(f.metric("kvrelay_malformed_events_total",
+                     {{"type", "removed"}, {"reason", "bad_hash"}}),
+            3);
+  EXPECT_EQ(f.credits, 3u);
+}
+
 TEST(DecoderActor, ExecutesStepsInOrderAndTheShardRoutesRemovals) {
   fixture f;
   // A clear between a base store and a LoRA store + removal in the LoRA partition's first batch.

@@ -166,12 +166,14 @@ struct decoded {
   decode_error err = decode_error::none;
   kv_event_batch batch;
   std::string detail;
+  std::vector<event_fault> faults;  // WD2: the events skipped
 };
 
 inline decoded decode(const std::string& bytes, const wire_decoder::limits& l = {}) {
   wire_decoder d(l);
   decoded r;
   r.err = d.decode(bytes.data(), bytes.size(), r.batch, &r.detail);
+  r.faults = d.faults();
   return r;
 }
 

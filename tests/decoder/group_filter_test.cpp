@@ -61,6 +61,18 @@ TEST(GroupFilter, NonMainRemovalsNeverEvict) {
   EXPECT_TRUE(f.admit(removed(std::nullopt)));
 }
 
+// vLLM #51243: Mamba / sliding-window groups keep placeholder offload stores (no tokens,
+// block_size 0, their group's index, no kind). Once kinds were stated, group 0 is not presumed.
+TEST(GroupFilter, KindlessStoreOfUnlearnedGroupZeroAfterKindsWereStated) {
+  group_filter f;
+  f.admit(stored(1, group_kind::main));  // full attention is group 1 here
+  EXPECT_FALSE(f.admit(stored(0, group_kind::unspecified))) << "a placeholder of group 0";
+  EXPECT_TRUE(f.admit(stored(1, group_kind::unspecified))) << "learned main";
+  EXPECT_TRUE(f.admit(removed(0))) << "removals keep the old rule (era F engines)";
+  group_filter era_f;  // an engine that never states kinds: group 0 is presumed main
+  EXPECT_TRUE(era_f.admit(stored(0, group_kind::unspecified)));
+}
+
 TEST(GroupFilter, LatestKindWinsAndResetForgets) {
   group_filter f;
   f.admit(stored(2, group_kind::other));

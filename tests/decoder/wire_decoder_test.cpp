@@ -16,13 +16,28 @@
 namespace kvrelay::test {
 namespace {
 
-// Asserts the batch was rejected with `code` and came back empty.
+// WD1: asserts the payload was rejected with `code` and came back empty.
 void expect_reject(const std::string& bytes, decode_error code, const char* why = "") {
   const auto d = decode(bytes);
   EXPECT_EQ(d.err, code) << why << " got " << to_string(d.err) << " (" << d.detail << ")";
   EXPECT_TRUE(d.batch.events.empty()) << why;
+  EXPECT_TRUE(d.faults.empty()) << why;
   EXPECT_EQ(d.batch.skipped_unknown, 0u) << why;
   EXPECT_FALSE(d.detail.empty()) << why;
+}
+
+// WD2: asserts the batch decoded with exactly one event skipped for `code`, and `good` others
+// kept.
+void expect_skipped(const std::string& bytes, decode_error code, const char* why = "",
+                    size_t good = 0) {
+  const auto d = decode(bytes);
+  EXPECT_EQ(d.err, decode_error::none) << why << ": " << to_string(d.err) << " (" << d.detail
+                                       << ")";
+  ASSERT_EQ(d.faults.size(), 1u) << why;
+  EXPECT_EQ(d.faults[0].reason, code) << why << " got " << to_string(d.faults[0].reason) << " ("
+                                      << d.faults[0].what << ")";
+  EXPECT_NE(std::string(d.faults[0].what), "") << why;
+  EXPECT_EQ(d.batch.events.size(), good) << why;
 }
 
 decoded ok(const std::string& bytes) {
@@ -87,8 +102,11 @@ TEST(WireDecoderReference, D03_MapBlockStoredRequiresBlockSize) {
   const auto d = decode(batch({M({{"type", S("BlockStored")},
                                   {"block_hashes", Hashes({1})},
                                   {"token_ids", Toks(k16)}})}));
-  EXPECT_EQ(d.err, decode_error::missing_field);
-  EXPECT_NE(d.detail.find("block_size is required"), std::string::npos) << d.detail;
+  EXPECT_EQ(d.err, decode_error::none);
+  ASSERT_EQ(d.faults.size(), 1u);
+  EXPECT_EQ(d.faults[0].reason, decode_error::missing_field);
+  EXPECT_EQ(d.faults[0].kind, event_kind::stored);
+  EXPECT_STREQ(d.faults[0].what, "block_size is required");
   EXPECT_TRUE(d.batch.events.empty());
 }
 
@@ -100,17 +118,17 @@ TEST(WireDecoderReference, D04_MapRequiredAndOptionalKeys) {
                               {"block_size", I(16)}})}));
   EXPECT_TRUE(d.batch.events.at(0).stored.token_ids.empty());
   EXPECT_FALSE(d.batch.events.at(0).stored.parent.has_value());
-  expect_reject(batch({M({{"type", S("BlockStored")}, {"block_hashes", Hashes({1})},
+  expect_skipped(batch({M({{"type", S("BlockStored")}, {"block_hashes", Hashes({1})},
                           {"block_size", I(16)}})}),
                 decode_error::missing_field, "no token_ids key");
-  expect_reject(batch({M({{"type", S("BlockStored")}, {"token_ids", Toks(k16)},
+  expect_skipped(batch({M({{"type", S("BlockStored")}, {"token_ids", Toks(k16)},
                           {"block_size", I(16)}})}),
                 decode_error::missing_field, "stored without block_hashes");
-  expect_reject(batch({M({{"type", S("BlockRemoved")}, {"medium", S("GPU")}})}),
+  expect_skipped(batch({M({{"type", S("BlockRemoved")}, {"medium", S("GPU")}})}),
                 decode_error::missing_field, "removed without block_hashes");
-  expect_reject(batch({M({{"block_hashes", Hashes({1})}})}), decode_error::missing_field,
+  expect_skipped(batch({M({{"block_hashes", Hashes({1})}})}), decode_error::missing_field,
                 "no type");
-  expect_reject(batch({M({{"type", I(3)}})}), decode_error::bad_tag, "non-string type");
+  expect_skipped(batch({M({{"type", I(3)}})}), decode_error::bad_tag, "non-string type");
 }
 
 TEST(WireDecoderReference, D05_ParentAndTokensKept) {
@@ -153,20 +171,20 @@ TEST(WireDecoderReference, D09_NegativeHashTwosComplementAndBadTypes) {
   EXPECT_EQ(d.batch.events.at(0).removed.block_hashes.at(1).value,
             static_cast<uint64_t>(int64_t{-3046181290577587917}));
   for (const item& bad : {F64(1.5), Bool(true), A({I(1)}), M({{"a", I(1)}}), Bin(""), S("")}) {
-    expect_reject(batch({A({S("BlockRemoved"), A({bad})})}), decode_error::bad_hash,
+    expect_skipped(batch({A({S("BlockRemoved"), A({bad})})}), decode_error::bad_hash,
                   "hash of a wrong type");
   }
 }
 
-TEST(WireDecoderReference, D10_NilHashRejectsBatch) {
-  expect_reject(batch({stored16(), A({S("BlockStored"), A({I(1), Nil()}), Nil(),
-                                      Toks(iota_tokens(0, 32)), I(16)})}),
-                decode_error::bad_hash);
+TEST(WireDecoderReference, D10_NilHashCostsItsEvent) {
+  expect_skipped(batch({stored16(), A({S("BlockStored"), A({I(1), Nil()}), Nil(),
+                                       Toks(iota_tokens(0, 32)), I(16)})}),
+                 decode_error::bad_hash, "nil hash", 1);
 }
 
 TEST(WireDecoderReference, D11_TruncatedTupleRejected) {
-  expect_reject(batch({A({S("BlockStored"), Hashes({1}), Nil()})}), decode_error::missing_field);
-  expect_reject(batch({A({S("BlockStored"), Hashes({1}), Nil(), Toks(k16)})}),
+  expect_skipped(batch({A({S("BlockStored"), Hashes({1}), Nil()})}), decode_error::missing_field);
+  expect_skipped(batch({A({S("BlockStored"), Hashes({1}), Nil(), Toks(k16)})}),
                 decode_error::missing_field, "4 fields");
 }
 
@@ -178,19 +196,19 @@ TEST(WireDecoderReference, D12_NoLoraFieldOrNilLora) {
 }
 
 TEST(WireDecoderReference, D13_NonPositiveBlockSizeWithTokensRejected) {
-  expect_reject(batch({stored_tuple({1}, Nil(), k16, 0)}), decode_error::bad_block_size, "bs 0");
-  expect_reject(batch({stored_tuple({1}, Nil(), k16, -1)}), decode_error::bad_block_size,
+  expect_skipped(batch({stored_tuple({1}, Nil(), k16, 0)}), decode_error::bad_block_size, "bs 0");
+  expect_skipped(batch({stored_tuple({1}, Nil(), k16, -1)}), decode_error::bad_block_size,
                 "bs -1");
-  expect_reject(batch({M({{"type", S("BlockStored")},
+  expect_skipped(batch({M({{"type", S("BlockStored")},
                           {"block_hashes", Hashes({1})},
                           {"token_ids", Toks(k16)},
                           {"block_size", I(0)}})}),
                 decode_error::bad_block_size, "map bs 0");
-  expect_reject(batch({A({S("BlockStored"), Hashes({1}), Nil(), Toks(k16), S("16")})}),
+  expect_skipped(batch({A({S("BlockStored"), Hashes({1}), Nil(), Toks(k16), S("16")})}),
                 decode_error::bad_block_size, "string bs");
-  expect_reject(batch({A({S("BlockStored"), Hashes({1}), Nil(), Toks(k16), Nil()})}),
+  expect_skipped(batch({A({S("BlockStored"), Hashes({1}), Nil(), Toks(k16), Nil()})}),
                 decode_error::bad_block_size, "nil bs");
-  expect_reject(batch({A({S("BlockStored"), Hashes({1}), Nil(), Toks(k16), A({I(16)})})}),
+  expect_skipped(batch({A({S("BlockStored"), Hashes({1}), Nil(), Toks(k16), A({I(16)})})}),
                 decode_error::bad_block_size, "list bs (early example subscriber)");
 }
 
@@ -210,10 +228,11 @@ TEST(WireDecoderReference, D14_LoraIdCarried) {
   EXPECT_EQ(d.batch.events.at(0).stored.lora_id, 7);
 }
 
-TEST(WireDecoderReference, D15_UndecodableLoraIdDropsBatch) {
-  expect_reject(batch({stored16(), A({S("BlockStored"), Hashes({1}), Nil(), Toks(k16), I(16),
-                                      A({I(1)})})}),
-                decode_error::bad_lora);
+TEST(WireDecoderReference, D15_UndecodableLoraIdCostsItsEvent) {
+  // Never decoded as "no adapter": the event goes (WD2), the rest of the batch stays.
+  expect_skipped(batch({stored16(), A({S("BlockStored"), Hashes({1}), Nil(), Toks(k16), I(16),
+                                       A({I(1)})})}),
+                 decode_error::bad_lora, "array lora_id", 1);
 }
 
 TEST(WireDecoderReference, D16_LoraIdWidths) {
@@ -231,27 +250,28 @@ TEST(WireDecoderReference, D16_LoraIdWidths) {
             int64_t{1} << 62);
   EXPECT_EQ(ok(with_lora(I(std::numeric_limits<int64_t>::min()))).batch.events.at(0).stored.lora_id,
             std::numeric_limits<int64_t>::min());
-  expect_reject(with_lora(U(uint64_t{1} << 63)), decode_error::bad_lora, "uint > 2^63-1");
-  expect_reject(with_lora(S("7")), decode_error::bad_lora, "str");
-  expect_reject(with_lora(F64(7.0)), decode_error::bad_lora, "float");
-  expect_reject(with_lora(Bool(false)), decode_error::bad_lora, "bool");
+  expect_skipped(with_lora(U(uint64_t{1} << 63)), decode_error::bad_lora, "uint > 2^63-1");
+  expect_skipped(with_lora(S("7")), decode_error::bad_lora, "str");
+  expect_skipped(with_lora(F64(7.0)), decode_error::bad_lora, "float");
+  expect_skipped(with_lora(Bool(false)), decode_error::bad_lora, "bool");
 }
 
 TEST(WireDecoderReference, D17_TokenRangeAndNilTokens) {
   auto with_tokens = [](item toks) {
     return batch({A({S("BlockStored"), Hashes({1}), Nil(), std::move(toks), I(1)})});
   };
-  expect_reject(with_tokens(A({I(1), I(-1)})), decode_error::bad_tokens, "negative");
-  expect_reject(with_tokens(A({U(uint64_t{1} << 32)})), decode_error::bad_tokens, "2^32");
+  expect_skipped(with_tokens(A({I(1), I(-1)})), decode_error::bad_tokens, "negative");
+  expect_skipped(with_tokens(A({U(uint64_t{1} << 32)})), decode_error::bad_tokens, "2^32");
   const auto d = decode(with_tokens(A({I(-1)})));
-  EXPECT_NE(d.detail.find("token id out of uint32 range"), std::string::npos) << d.detail;
+  ASSERT_EQ(d.faults.size(), 1u);
+  EXPECT_NE(std::string(d.faults[0].what).find("token id out of uint32 range"), std::string::npos);
   const auto max = ok(with_tokens(A({U(4294967295u), [](packer& p) { p.pack_fix_uint64(7); },
                                      [](packer& p) { p.pack_fix_int32(9); }})));
   EXPECT_EQ(max.batch.events.at(0).stored.token_ids,
             (std::vector<uint32_t>{4294967295u, 7, 9}));
   EXPECT_TRUE(ok(with_tokens(Nil())).batch.events.at(0).stored.token_ids.empty());
-  expect_reject(with_tokens(A({F64(1.0)})), decode_error::bad_tokens, "float token");
-  expect_reject(with_tokens(S("abc")), decode_error::bad_tokens, "str token_ids");
+  expect_skipped(with_tokens(A({F64(1.0)})), decode_error::bad_tokens, "float token");
+  expect_skipped(with_tokens(S("abc")), decode_error::bad_tokens, "str token_ids");
 }
 
 TEST(WireDecoderReference, D17_TokensOfEveryEncodingRoundTrip) {
@@ -300,16 +320,17 @@ TEST(WireDecoderReference, D19_SGLangEnvelopeRank3) {
   EXPECT_EQ(d.batch.events[0].stored.token_ids, iota_tokens(0, 64));
 }
 
-TEST(WireDecoderReference, D20_AnyMalformedEventDropsWholeBatch) {
+// Deliberately not the reference (D20 dropped the whole batch): WD2, one bad event costs one.
+TEST(WireDecoderReference, D20_AMalformedEventCostsOnlyItself) {
   const item good = stored16();
-  expect_reject(batch({good, A({})}), decode_error::bad_event, "empty tuple");
-  expect_reject(batch({good, A({I(1), Hashes({1})})}), decode_error::bad_tag, "int tag");
-  expect_reject(batch({good, A({S("BlockRemoved")})}), decode_error::missing_field,
-                "short BlockRemoved");
-  expect_reject(batch({good, Nil()}), decode_error::bad_event, "nil event");
-  expect_reject(batch({good, M({{"block_hashes", Hashes({1})}})}), decode_error::missing_field,
-                "map without type");
-  expect_reject(batch({good, I(5)}), decode_error::bad_event, "int event");
+  expect_skipped(batch({good, A({})}), decode_error::bad_event, "empty tuple", 1);
+  expect_skipped(batch({good, A({I(1), Hashes({1})})}), decode_error::bad_tag, "int tag", 1);
+  expect_skipped(batch({good, A({S("BlockRemoved")})}), decode_error::missing_field,
+                 "short BlockRemoved", 1);
+  expect_skipped(batch({good, Nil()}), decode_error::bad_event, "nil event", 1);
+  expect_skipped(batch({good, M({{"block_hashes", Hashes({1})}})}), decode_error::missing_field,
+                 "map without type", 1);
+  expect_skipped(batch({good, I(5)}), decode_error::bad_event, "int event", 1);
 }
 
 TEST(WireDecoderReference, D21_ExtraFieldsIgnoredAndNilEvents) {
@@ -328,10 +349,14 @@ TEST(WireDecoderReference, D22_DecoderRecoversAfterBadBatch) {
   wire_decoder dec;
   kv_event_batch out;
   const std::string bad = batch({stored16(), A({S("BlockStored"), A({Nil()}), Nil(), Nil(), I(1)})});
+  const std::string broken = batch({stored16()}) + "\x01";
   const std::string good = batch({stored16()});
   EXPECT_EQ(dec.decode(good.data(), good.size(), out), decode_error::none);
   EXPECT_EQ(out.events.size(), 1u);
-  EXPECT_EQ(dec.decode(bad.data(), bad.size(), out), decode_error::bad_hash);
+  EXPECT_EQ(dec.decode(bad.data(), bad.size(), out), decode_error::none);  // WD2
+  EXPECT_EQ(out.events.size(), 1u);
+  EXPECT_EQ(dec.faults().size(), 1u);
+  EXPECT_EQ(dec.decode(broken.data(), broken.size(), out), decode_error::trailing_bytes);
   EXPECT_TRUE(out.events.empty());
   EXPECT_EQ(dec.decode(good.data(), good.size(), out), decode_error::none);
   ASSERT_EQ(out.events.size(), 1u);
@@ -423,9 +448,9 @@ TEST(WireDecoderAccept, ParentForms) {
             engine_hash::from_int(static_cast<uint64_t>(int64_t{-9})));
   EXPECT_EQ(ok(batch({stored16(Bin("abcd"))})).batch.events[0].stored.parent->bytes, "abcd");
   EXPECT_EQ(ok(batch({stored16(S("p"))})).batch.events[0].stored.parent->bytes, "p");
-  expect_reject(batch({stored16(F64(1))}), decode_error::bad_parent, "float parent");
-  expect_reject(batch({stored16(Bin(""))}), decode_error::bad_parent, "empty bin parent");
-  expect_reject(batch({stored16(A({}))}), decode_error::bad_parent, "array parent");
+  expect_skipped(batch({stored16(F64(1))}), decode_error::bad_parent, "float parent");
+  expect_skipped(batch({stored16(Bin(""))}), decode_error::bad_parent, "empty bin parent");
+  expect_skipped(batch({stored16(A({}))}), decode_error::bad_parent, "array parent");
 }
 
 TEST(WireDecoderAccept, Slot7StrNilOrSGLangMetadataMap) {
@@ -441,7 +466,7 @@ TEST(WireDecoderAccept, Slot7StrNilOrSGLangMetadataMap) {
   EXPECT_FALSE(salted.batch.events[0].stored.lora_name.has_value());
   const auto unsalted = ok(with7(M({{"session_id", S("s")}, {"cache_salt", Nil()}})));
   EXPECT_EQ(unsalted.batch.events[0].stored.first_tainted_block, 2u);
-  expect_reject(with7(I(3)), decode_error::bad_lora, "int lora_name");
+  expect_skipped(with7(I(3)), decode_error::bad_lora, "int lora_name");
 }
 
 TEST(WireDecoderAccept, TopLevelCacheSaltInMapTaints) {
@@ -463,12 +488,12 @@ TEST(WireDecoderAccept, EagleBigramTokensFlattened) {
   const auto& s = d.batch.events.at(0).stored;
   EXPECT_TRUE(s.eagle_bigram);
   EXPECT_EQ(s.token_ids, (std::vector<uint32_t>{1, 2, 3, 4000000000u}));
-  expect_reject(batch({A({S("BlockStored"), Hashes({1}), Nil(), A({A({I(1), I(2)}), I(3)}),
+  expect_skipped(batch({A({S("BlockStored"), Hashes({1}), Nil(), A({A({I(1), I(2)}), I(3)}),
                           I(2)})}),
                 decode_error::bad_tokens, "mixed ints and pairs");
-  expect_reject(batch({A({S("BlockStored"), Hashes({1}), Nil(), A({A({I(1), I(-2)})}), I(2)})}),
+  expect_skipped(batch({A({S("BlockStored"), Hashes({1}), Nil(), A({A({I(1), I(-2)})}), I(2)})}),
                 decode_error::bad_tokens, "negative in pair");
-  expect_reject(batch({A({S("BlockStored"), Hashes({1}), Nil(), A({A({I(1), I(2), I(3)})}),
+  expect_skipped(batch({A({S("BlockStored"), Hashes({1}), Nil(), A({A({I(1), I(2), I(3)})}),
                           I(2)})}),
                 decode_error::bad_tokens, "triple");
 }
@@ -497,8 +522,8 @@ TEST(WireDecoderAccept, ExtraKeysTaintRules) {
   EXPECT_EQ(first(ok(with_extra(A({Nil(), Nil(), Nil(), A({S("x")})})))), 3u);
   // a bare non-array entry is not clean
   EXPECT_EQ(first(ok(with_extra(A({Nil(), S("salt"), Nil()})))), 1u);
-  expect_reject(with_extra(S("oops")), decode_error::bad_extra_keys, "str extra_keys");
-  expect_reject(with_extra(I(1)), decode_error::bad_extra_keys, "int extra_keys");
+  expect_skipped(with_extra(S("oops")), decode_error::bad_extra_keys, "str extra_keys");
+  expect_skipped(with_extra(I(1)), decode_error::bad_extra_keys, "int extra_keys");
 }
 
 TEST(WireDecoderAccept, MediumMapping) {
@@ -544,7 +569,7 @@ TEST(WireDecoderAccept, MediumMapping) {
   EXPECT_EQ(tier_of(Nil()).id, medium_id::none);
   EXPECT_TRUE(tier_of(Nil()).known());
   EXPECT_EQ(tier_of(S(std::string(300, 'x'))).text.size(), 64u) << "unknown text is bounded";
-  expect_reject(batch({A({S("BlockRemoved"), Hashes({1}), I(1)})}), decode_error::bad_medium);
+  expect_skipped(batch({A({S("BlockRemoved"), Hashes({1}), I(1)})}), decode_error::bad_medium);
 }
 
 TEST(WireDecoderAccept, RemoteLocalityIsNeverWarmerThanT3) {
@@ -574,7 +599,7 @@ TEST(WireDecoderAccept, RemoteLocalityIsNeverWarmerThanT3) {
                                {"medium", S("STORAGE")}, {"locality", S("REMOTE")}})}));
   EXPECT_EQ(rm.batch.events.at(0).removed.medium.tier, tier::t3);
   EXPECT_TRUE(rm.batch.events.at(0).removed.medium.remote);
-  expect_reject(batch({M({{"type", S("BlockRemoved")}, {"block_hashes", Hashes({1})},
+  expect_skipped(batch({M({{"type", S("BlockRemoved")}, {"block_hashes", Hashes({1})},
                           {"medium", S("GPU")}, {"locality", I(1)}})}),
                 decode_error::bad_medium);
 }
@@ -593,7 +618,7 @@ TEST(WireDecoderAccept, OriginOfAStore) {
   EXPECT_EQ(origin_of(S("NEW")), store_origin::fresh);
   EXPECT_EQ(origin_of(S("SOMETHING_ELSE")), store_origin::unspecified);
   EXPECT_EQ(origin_of(Nil()), store_origin::unspecified);
-  expect_reject(batch({M({{"type", S("BlockStored")}, {"block_hashes", Hashes({1})},
+  expect_skipped(batch({M({{"type", S("BlockStored")}, {"block_hashes", Hashes({1})},
                           {"parent_block_hash", Nil()}, {"token_ids", Toks(k16)},
                           {"block_size", I(16)}, {"origin", I(3)}})}),
                 decode_error::bad_origin);
@@ -615,9 +640,9 @@ TEST(WireDecoderAccept, RemainingCopyCountsOnARemoval) {
   // Its length is the index's business: decoded as sent.
   d = ok(batch({removed_with(A({I(1)}))}));
   EXPECT_EQ(d.batch.events.at(0).removed.remaining_copies.size(), 1u);
-  expect_reject(batch({removed_with(A({I(-1), I(0)}))}), decode_error::bad_copy_counts);
-  expect_reject(batch({removed_with(A({S("1"), I(0)}))}), decode_error::bad_copy_counts);
-  expect_reject(batch({removed_with(I(1))}), decode_error::bad_copy_counts);
+  expect_skipped(batch({removed_with(A({I(-1), I(0)}))}), decode_error::bad_copy_counts);
+  expect_skipped(batch({removed_with(A({S("1"), I(0)}))}), decode_error::bad_copy_counts);
+  expect_skipped(batch({removed_with(I(1))}), decode_error::bad_copy_counts);
   // A reused event slot carries no stale counts.
   wire_decoder dec;
   kv_event_batch out;
@@ -649,13 +674,13 @@ TEST(WireDecoderAccept, BinWrappedEventsDecodeLikeAnyOther) {
   EXPECT_EQ(d.batch.skipped_unknown, 1u);
   EXPECT_EQ(d.batch.events.size(), 1u);
   // A wrapped event that is malformed, has bytes after it, is not msgpack or wraps a bin again
-  // drops the batch, as an unwrapped one would.
-  expect_reject(batch({Bin(enc(A({S("BlockStored"), Hashes({1})})))}), decode_error::missing_field);
-  expect_reject(batch({Bin(stored + "\x01")}), decode_error::bad_event, "trailing");
-  expect_reject(batch({Bin(stored.substr(0, stored.size() - 3))}), decode_error::truncated);
-  expect_reject(batch({Bin(std::string("\xc1"))}), decode_error::bad_event, "not msgpack");
-  expect_reject(batch({Bin(enc(Bin(stored)))}), decode_error::bad_event, "nested");
-  expect_reject(batch({Bin("")}), decode_error::truncated, "empty bin");
+  // costs itself (WD2): the bin delimits it.
+  expect_skipped(batch({Bin(enc(A({S("BlockStored"), Hashes({1})})))}), decode_error::missing_field);
+  expect_skipped(batch({Bin(stored + "\x01")}), decode_error::bad_event, "trailing");
+  expect_skipped(batch({Bin(stored.substr(0, stored.size() - 3))}), decode_error::truncated);
+  expect_skipped(batch({Bin(std::string("\xc1"))}), decode_error::bad_event, "not msgpack");
+  expect_skipped(batch({Bin(enc(Bin(stored)))}), decode_error::bad_event, "nested");
+  expect_skipped(batch({Bin("")}), decode_error::truncated, "empty bin");
   // The same limits: the hashes inside bins add up per batch.
   wire_decoder::limits l;
   l.max_hashes_per_batch = 2;
@@ -679,12 +704,12 @@ TEST(WireDecoderAccept, GroupAndSpecFields) {
   EXPECT_EQ(s0(ok(with(I(3), S("something_new"), Nil()))).kind, group_kind::other);
   EXPECT_EQ(s0(ok(with(Nil(), Nil(), Nil()))).kind, group_kind::unspecified);
   EXPECT_EQ(s0(ok(with(I(1), S("sliding_window"), I(4096)))).sliding_window, 4096);
-  expect_reject(with(I(-1), Nil(), Nil()), decode_error::bad_group, "negative group");
-  expect_reject(with(S("0"), Nil(), Nil()), decode_error::bad_group, "str group");
-  expect_reject(with(U(uint64_t{1} << 63), Nil(), Nil()), decode_error::bad_group, "huge group");
-  expect_reject(with(I(0), I(1), Nil()), decode_error::bad_spec, "int kind");
-  expect_reject(with(I(0), Nil(), S("w")), decode_error::bad_spec, "str window");
-  expect_reject(batch({A({S("BlockRemoved"), Hashes({1}), Nil(), I(-2)})}),
+  expect_skipped(with(I(-1), Nil(), Nil()), decode_error::bad_group, "negative group");
+  expect_skipped(with(S("0"), Nil(), Nil()), decode_error::bad_group, "str group");
+  expect_skipped(with(U(uint64_t{1} << 63), Nil(), Nil()), decode_error::bad_group, "huge group");
+  expect_skipped(with(I(0), I(1), Nil()), decode_error::bad_spec, "int kind");
+  expect_skipped(with(I(0), Nil(), S("w")), decode_error::bad_spec, "str window");
+  expect_skipped(batch({A({S("BlockRemoved"), Hashes({1}), Nil(), I(-2)})}),
                 decode_error::bad_group, "removed negative group");
 }
 
@@ -720,7 +745,8 @@ TEST(WireDecoderReject, NotMsgpackTrailingAndTruncated) {
     EXPECT_NE(d.err, decode_error::none) << "cut at " << cut;
     EXPECT_TRUE(d.batch.events.empty());
   }
-  expect_reject(hex("92 cb 41 da 55 6e 40 20 00 00 91 c1"), decode_error::bad_event, "c1 event");
+  // An event whose bytes are not msgpack has no end to skip to: WD1.
+  expect_reject(hex("92 cb 41 da 55 6e 40 20 00 00 91 c1"), decode_error::not_msgpack, "c1 event");
   expect_reject(enc(A({F64(1), A({M({{"type", S("X")}, {"a", Raw(hex("c1"))}})})})),
                 decode_error::not_msgpack, "c1 in a skipped value");
   expect_reject(hex("c1"), decode_error::bad_envelope, "c1 top level");
@@ -754,6 +780,113 @@ TEST(WireDecoderReject, DeepNestingDoesNotRecurse) {
                 decode_error::truncated, "unterminated nesting");
 }
 
+// ---- WD2: one bad event costs one event ------------------------------------------------------
+
+// Issue 24's report: one map-era batch of a good store, a store whose block_hashes is a str and
+// whose token_ids is a map, and a good store on a new root. Both good ones decode.
+TEST(WireDecoderFaults, IssueBatchKeepsBothGoodStores) {
+  auto good = [](uint64_t h, uint32_t first) {
+    return M({{"type", S("BlockStored")}, {"block_hashes", Hashes({h})},
+              {"parent_block_hash", Nil()}, {"token_ids", Toks(iota_tokens(first, 16))},
+              {"block_size", I(16)}, {"lora_id", Nil()}, {"medium", S("GPU")},
+              {"lora_name", Nil()}});
+  };
+  const auto d = decode(batch({good(1, 0), M({{"type", S("BlockStored")},
+                                              {"block_hashes", S("deadbeef")},
+                                              {"parent_block_hash", Nil()},
+                                              {"token_ids", M({{"a", I(1)}})},
+                                              {"block_size", I(16)}}),
+                               good(2, 100)}));
+  ASSERT_EQ(d.err, decode_error::none) << d.detail;
+  ASSERT_EQ(d.batch.events.size(), 2u);
+  EXPECT_EQ(d.batch.events[0].stored.block_hashes.at(0).value, 1u);
+  EXPECT_EQ(d.batch.events[1].stored.block_hashes.at(0).value, 2u);
+  EXPECT_EQ(d.batch.events[1].stored.token_ids, iota_tokens(100, 16));
+  ASSERT_EQ(d.faults.size(), 1u);
+  EXPECT_EQ(d.faults[0].index, 1u);
+  EXPECT_EQ(d.faults[0].kind, event_kind::stored);
+  EXPECT_EQ(d.faults[0].reason, decode_error::bad_hash);
+}
+
+// One undecodable event of each kind, between good ones: the good ones decode in order, the bad
+// ones are reported by index, kind and reason, and where they sat among the good ones.
+TEST(WireDecoderFaults, OneBadOfEachKindTheRestInOrder) {
+  const auto d = decode(batch({
+      stored_tuple({1}, Nil(), k16, 16),                                          // 0 good
+      A({S("BlockStored"), Hashes({2}), Nil(), Toks(k16), S("16")}),              // 1 stored
+      A({S("BlockRemoved"), Hashes({1})}),                                        // 2 good
+      A({S("BlockRemoved"), S("not a list")}),                                    // 3 removed
+      M({{"type", S("AllBlocksCleared")}, {"medium", A({})}}),                    // 4 cleared
+      stored_tuple({3}, Nil(), k16, 16),                                          // 5 good
+      A({F64(2.5), Hashes({1})}),                                                 // 6 unknown
+      A({S("FutureEvent"), M({{"x", A({Nil(), F64(1)})}}), S("bad fields")}),     // 7 skipped
+      M({{"type", S("BlockRemoved")}, {"block_hashes", Hashes({3})}}),            // 8 good
+  }));
+  ASSERT_EQ(d.err, decode_error::none) << d.detail;
+  ASSERT_EQ(d.batch.events.size(), 4u);
+  EXPECT_EQ(d.batch.events[0].stored.block_hashes.at(0).value, 1u);
+  EXPECT_EQ(d.batch.events[1].type, event_type::removed);
+  EXPECT_EQ(d.batch.events[2].stored.block_hashes.at(0).value, 3u);
+  EXPECT_EQ(d.batch.events[3].removed.block_hashes.at(0).value, 3u);
+  EXPECT_EQ(d.batch.skipped_unknown, 1u) << "an unknown tag is no fault, whatever its fields (WD3)";
+  ASSERT_EQ(d.faults.size(), 4u);
+  const struct {
+    uint32_t index, before;
+    event_kind kind;
+    decode_error reason;
+  } want[] = {{1, 1, event_kind::stored, decode_error::bad_block_size},
+              {3, 2, event_kind::removed, decode_error::bad_hash},
+              {4, 2, event_kind::cleared, decode_error::bad_medium},
+              {6, 3, event_kind::unknown, decode_error::bad_tag}};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(d.faults[i].index, want[i].index) << i;
+    EXPECT_EQ(d.faults[i].decoded_before, want[i].before) << i;
+    EXPECT_EQ(d.faults[i].kind, want[i].kind) << i;
+    EXPECT_EQ(d.faults[i].reason, want[i].reason) << i << ": " << d.faults[i].what;
+  }
+}
+
+TEST(WireDecoderFaults, AFailedEventLeavesNothingInTheNextOne) {
+  // The bad store fails after its hashes and tokens were read into the slot the next event gets.
+  const auto d = decode(batch({A({S("BlockStored"), Hashes({7, 8}), U(9), Toks(iota_tokens(0, 32)),
+                                  I(16), A({I(1)})}),
+                               A({S("BlockStored"), Hashes({5}), Nil(), Toks(k16), I(16)})}));
+  ASSERT_EQ(d.batch.events.size(), 1u);
+  const auto& s = d.batch.events[0].stored;
+  EXPECT_EQ(s.block_hashes, (std::vector<engine_hash>{engine_hash::from_int(5)}));
+  EXPECT_FALSE(s.parent.has_value());
+  EXPECT_EQ(s.token_ids, k16);
+  EXPECT_EQ(d.faults.at(0).reason, decode_error::bad_lora);
+}
+
+TEST(WireDecoderFaults, FaultsAreForTheLastDecodeOnly) {
+  wire_decoder dec;
+  kv_event_batch out;
+  const std::string bad = batch({A({S("BlockRemoved"), S("x")}), stored16()});
+  ASSERT_EQ(dec.decode(bad.data(), bad.size(), out), decode_error::none);
+  EXPECT_EQ(dec.faults().size(), 1u);
+  const std::string good = batch({stored16()});
+  ASSERT_EQ(dec.decode(good.data(), good.size(), out), decode_error::none);
+  EXPECT_TRUE(dec.faults().empty());
+  // A payload that is not a batch reports no faults even after bad events (WD1 wins).
+  const std::string broken = bad + "x";
+  ASSERT_EQ(dec.decode(broken.data(), broken.size(), out), decode_error::trailing_bytes);
+  EXPECT_TRUE(dec.faults().empty());
+  EXPECT_TRUE(out.events.empty());
+}
+
+TEST(WireDecoderFaults, ClearedMediumArrayExtrasIgnoredMapKeyChecked) {
+  // ATOM #869: AllBlocksCleared may name a medium; kvrelay clears everything either way.
+  auto d = decode(batch({A({S("AllBlocksCleared"), S("CPU")}), A({S("AllBlocksCleared"), Nil()}),
+                         A({S("AllBlocksCleared"), I(1), S("extra")}),
+                         M({{"type", S("AllBlocksCleared")}, {"medium", S("GPU")}}),
+                         M({{"type", S("AllBlocksCleared")}, {"medium", Nil()}, {"x", I(1)}})}));
+  EXPECT_EQ(d.batch.events.size(), 5u);
+  EXPECT_TRUE(d.faults.empty());
+  expect_skipped(batch({M({{"type", S("AllBlocksCleared")}, {"medium", I(3)}})}),
+                 decode_error::bad_medium, "map medium of the wrong type");
+}
+
 // ---- limits and buffer reuse -----------------------------------------------------------------
 
 TEST(WireDecoderLimits, EachLimitEnforced) {
@@ -763,10 +896,15 @@ TEST(WireDecoderLimits, EachLimitEnforced) {
             decode_error::too_many_events);
   EXPECT_EQ(decode(batch({stored16(), stored16()}), l).err, decode_error::none);
 
+  // Per-event limits cost the event (WD2); batch totals cost the batch (WD1).
   l = {};
   l.max_hashes_per_event = 2;
-  EXPECT_EQ(decode(batch({A({S("BlockRemoved"), Hashes({1, 2, 3})})}), l).err,
-            decode_error::too_many_hashes);
+  auto over = decode(batch({A({S("BlockRemoved"), Hashes({1, 2, 3})}), stored16()}), l);
+  EXPECT_EQ(over.err, decode_error::none);
+  ASSERT_EQ(over.faults.size(), 1u);
+  EXPECT_EQ(over.faults[0].reason, decode_error::too_many_hashes);
+  EXPECT_EQ(over.faults[0].kind, event_kind::removed);
+  EXPECT_EQ(over.batch.events.size(), 1u);
   l = {};
   l.max_hashes_per_batch = 3;
   EXPECT_EQ(decode(batch({A({S("BlockRemoved"), Hashes({1, 2})}),
@@ -776,15 +914,16 @@ TEST(WireDecoderLimits, EachLimitEnforced) {
             decode_error::too_many_hashes);
   l = {};
   l.max_tokens_per_event = 15;
-  EXPECT_EQ(decode(batch({stored16()}), l).err, decode_error::too_many_tokens);
+  over = decode(batch({stored16()}), l);
+  ASSERT_EQ(over.faults.size(), 1u);
+  EXPECT_EQ(over.faults[0].reason, decode_error::too_many_tokens);
   l = {};
   l.max_tokens_per_event = 3;
-  EXPECT_EQ(decode(batch({A({S("BlockStored"), Hashes({1}), Nil(), A({A({I(1), I(2)}), A({I(3), I(4)})}),
-                             I(2)})}),
-                   l)
-                .err,
-            decode_error::too_many_tokens)
-      << "EAGLE pairs count twice";
+  over = decode(batch({A({S("BlockStored"), Hashes({1}), Nil(), A({A({I(1), I(2)}), A({I(3), I(4)})}),
+                          I(2)})}),
+                l);
+  ASSERT_EQ(over.faults.size(), 1u) << "EAGLE pairs count twice";
+  EXPECT_EQ(over.faults[0].reason, decode_error::too_many_tokens);
   l = {};
   l.max_tokens_per_batch = 20;
   EXPECT_EQ(decode(batch({stored16(), stored16()}), l).err, decode_error::too_many_tokens);
@@ -800,10 +939,16 @@ TEST(WireDecoderLimits, ErrorNamesAreStableSnakeCase) {
   EXPECT_STREQ(to_string(decode_error::none), "none");
   EXPECT_STREQ(to_string(decode_error::bad_block_size), "bad_block_size");
   EXPECT_STREQ(to_string(decode_error::trailing_bytes), "trailing_bytes");
-  for (int i = 0; i <= static_cast<int>(decode_error::bad_spec); ++i) {
+  for (size_t i = 0; i < decode_error_count; ++i) {
     const std::string s = to_string(static_cast<decode_error>(i));
+    EXPECT_NE(s, "unknown");
     for (char c : s) EXPECT_TRUE((c >= 'a' && c <= 'z') || c == '_') << s;
   }
+  EXPECT_STREQ(to_string(decode_error::bad_components), "bad_components");
+  EXPECT_STREQ(to_string(event_kind::stored), "stored");
+  EXPECT_STREQ(to_string(event_kind::removed), "removed");
+  EXPECT_STREQ(to_string(event_kind::cleared), "cleared");
+  EXPECT_STREQ(to_string(event_kind::unknown), "unknown");
 }
 
 TEST(WireDecoderReuse, BuffersReusedAcrossBatches) {

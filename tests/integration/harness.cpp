@@ -151,6 +151,7 @@ struct harness::impl {
     p.topic = opt.engine.topic;
     p.dp_rank = rank;
     p.linger_ms = 0;
+    p.unsequenced = opt.unsequenced;
     return p;
   }
 

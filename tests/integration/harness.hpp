@@ -65,6 +65,9 @@ struct harness_options {
   bool replay = true;                   // give the daemon a replay endpoint
   size_t ring_size = 10000;             // replay ring, in batches
   bool replay_topic_frames = false;     // 3-frame replay replies (vLLM >= v0.26)
+  /// The engines publish without a sequence frame (ROCm ATOM #869: [payload], or [topic,
+  /// payload] with a topic); use with replay = false.
+  bool unsequenced = false;
   /// Every rank binds its own ephemeral ports (a vLLM at port 0) instead of base port + rank;
   /// only a daemon that discovers the endpoints (engine.url) can then find ranks > 0.
   bool any_ports = false;

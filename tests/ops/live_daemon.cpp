@@ -103,6 +103,13 @@ bool live_daemon::drive(int rounds) {
   }
   // A batch the decoder must drop whole (kvrelay_batches_dropped_total), and the stream goes on.
   h_->publish_raw(std::string("\xff\x00\x01", 3));
+  // An event it must skip alone (kvrelay_malformed_events_total): [BlockStored, [h], nil].
+  auto short_store = e2e::stored(e2e::u_hashes({980'000 + next_token_}),
+                                 e2e::token_range(next_token_, block), block);
+  short_store.truncate_slots = 3;
+  fake::encode_options tuple_era = opt;
+  tuple_era.era = fake::wire_era::c;
+  h_->publish({short_store}, tuple_era);
   // An event at a medium nobody knows (kvrelay_unknown_medium_events_total): never indexed.
   auto odd = e2e::stored(e2e::u_hashes({990'000 + next_token_}),
                          e2e::token_range(next_token_, block), block);
@@ -116,6 +123,7 @@ bool live_daemon::drive(int rounds) {
   h_->publish({e2e::stored(e2e::u_hashes({999'000 + next_token_}), sentinel, block)}, opt);
   const bool delivered = e2e::harness::wait_until(
       [&] { return h_->metric_sum("kvrelay_batches_dropped_total") >= 1 &&
+                   h_->metric_sum("kvrelay_malformed_events_total") >= 1 &&
                    h_->metric_sum("kvrelay_unknown_medium_events_total") >= 1 &&
                    h_->total_prefixes() > 0 &&
                    h_->metric_sum("kvrelay_event_age_seconds_count") > 0 &&

@@ -791,6 +791,111 @@ TEST(PositionalIndex, CapCountsTaintedBlocksAndEvictsThemSilently) {
   EXPECT_EQ(idx.stats().cap_evictions, 1u);
 }
 
+// --- I8: bounded tiers ------------------------------------------------------------------------
+
+std::vector<uint32_t> tokens_of(uint64_t h) { return iota(static_cast<uint32_t>(h) * 100, 16); }
+uint64_t fp_of(uint64_t h) {
+  const auto t = tokens_of(h);
+  return fp::content(t.data(), bs);
+}
+block_stored root_at(uint64_t h, tier t) { return store({h}, tokens_of(h), std::nullopt, t); }
+
+TEST(PositionalIndex, I8AStoreOnlyTierKeepsItsBoundLeastRecentlyStoredFirst) {
+  index_options o;
+  o.max_t2_blocks = 3;
+  positional_index idx(o);
+  for (uint64_t h = 1; h <= 3; ++h) apply(idx, root_at(h, tier::t2));
+  EXPECT_EQ(apply(idx, root_at(4, tier::t2)),
+            (std::vector<index_op>{upsert(fp_of(4), 16, tier::t2), evict(fp_of(1), 16, tier::t2)}));
+  // A re-store moves a block to the back: 3 outlives 2 now.
+  apply(idx, root_at(3, tier::t2));
+  EXPECT_EQ(apply(idx, root_at(5, tier::t2)),
+            (std::vector<index_op>{upsert(fp_of(5), 16, tier::t2), evict(fp_of(2), 16, tier::t2)}));
+  EXPECT_EQ(apply(idx, root_at(6, tier::t2)),
+            (std::vector<index_op>{upsert(fp_of(6), 16, tier::t2), evict(fp_of(4), 16, tier::t2)}));
+  EXPECT_EQ(idx.size(), 3u);
+  EXPECT_EQ(idx.tier_blocks(tier::t2), 3u);
+  EXPECT_EQ(idx.stats().t2_cap_drops, 3u);
+  EXPECT_EQ(idx.stats().evictions, 0u) << "not removals";
+  EXPECT_FALSE(idx.contains(engine_hash::from_int(1)));
+  // GPU stores are not bounded by it.
+  for (uint64_t h = 10; h < 20; ++h) apply(idx, root_at(h, tier::t1));
+  EXPECT_EQ(idx.size(), 13u);
+}
+
+TEST(PositionalIndex, I8ADroppedCopyLeavesTheOtherTiers) {
+  index_options o;
+  o.max_t2_blocks = 1;
+  positional_index idx(o);
+  apply(idx, root_at(1, tier::t1));
+  apply(idx, store({1}, {}, std::nullopt, tier::t2));  // location update: also on CPU
+  // 2 at T2 pushes 1's CPU copy out: 1 stays on GPU, its warmest tier unchanged: no op.
+  EXPECT_EQ(apply(idx, root_at(2, tier::t2)),
+            (std::vector<index_op>{upsert(fp_of(2), 16, tier::t2)}));
+  EXPECT_EQ(idx.copies(engine_hash::from_int(1), tier::t2), 0u);
+  EXPECT_EQ(idx.copies(engine_hash::from_int(1), tier::t1), 1u);
+  // So its GPU removal evicts instead of downgrading to a CPU copy kvrelay no longer vouches for.
+  EXPECT_EQ(apply(idx, removal({1})), (std::vector<index_op>{evict(fp_of(1), 16)}));
+  // A T2 drop with a T3 copy left downgrades to T3.
+  apply(idx, root_at(3, tier::t3));
+  EXPECT_EQ(apply(idx, store({3}, {}, std::nullopt, tier::t2)),
+            (std::vector<index_op>{upsert(fp_of(3), 16, tier::t2), evict(fp_of(2), 16, tier::t2)}))
+      << "3 now holds the one T2 place, which was 2's";
+  EXPECT_EQ(apply(idx, root_at(4, tier::t2)),
+            (std::vector<index_op>{upsert(fp_of(4), 16, tier::t2), upsert(fp_of(3), 16, tier::t3)}));
+  EXPECT_EQ(idx.stats().t2_cap_drops, 3u);
+}
+
+TEST(PositionalIndex, I8RemovalsAndClearsKeepTheCountExact) {
+  index_options o;
+  o.max_t2_blocks = 2;
+  positional_index idx(o);
+  apply(idx, root_at(1, tier::t2));
+  apply(idx, root_at(2, tier::t2));
+  apply(idx, removal({1}, tier::t2));  // a removal frees a place
+  EXPECT_EQ(idx.tier_blocks(tier::t2), 1u);
+  EXPECT_EQ(apply(idx, root_at(3, tier::t2)),
+            (std::vector<index_op>{upsert(fp_of(3), 16, tier::t2)}));
+  idx.clear();
+  EXPECT_EQ(idx.tier_blocks(tier::t2), 0u);
+  apply(idx, root_at(4, tier::t2));
+  apply(idx, root_at(5, tier::t2));
+  EXPECT_EQ(idx.stats().t2_cap_drops, 0u);
+  // The global cap forgetting a block frees its tier place too.
+  index_options g;
+  g.max_resident = 1;
+  g.max_t3_blocks = 5;
+  positional_index both(g);
+  apply(both, root_at(1, tier::t3));
+  apply(both, root_at(2, tier::t3));
+  EXPECT_EQ(both.tier_blocks(tier::t3), 1u);
+}
+
+// A store-only source at ten times the bound: the index and its memory stay where the bound
+// puts them, and every block it lets go is evicted (the server's entries stay bounded too).
+TEST(PositionalIndex, I8StoreOnlySourceAtTenTimesTheBoundStaysFlat) {
+  index_options o;
+  o.max_t2_blocks = 2000;
+  positional_index idx(o);
+  std::map<uint64_t, int> server;
+  size_t heap_at_twice = 0;
+  for (uint64_t h = 0; h < 20000; ++h) {
+    std::vector<index_op> out;
+    idx.stored(store({h + 1}, iota(static_cast<uint32_t>(h) * 16, 16), std::nullopt, tier::t2),
+               out);
+    for (const auto& op : out) {
+      if (op.op == index_op::kind::upsert) ++server[op.fingerprint];
+      else server.erase(op.fingerprint);
+    }
+    ASSERT_LE(idx.size(), 2000u);
+    if (h == 3999) heap_at_twice = idx.heap_bytes();
+  }
+  EXPECT_EQ(idx.size(), 2000u);
+  EXPECT_EQ(server.size(), 2000u);
+  EXPECT_EQ(idx.stats().t2_cap_drops, 18000u);
+  EXPECT_LE(idx.heap_bytes(), heap_at_twice) << "no growth from 2x to 10x the bound";
+}
+
 // --- resync, clear, memory --------------------------------------------------------------------
 
 TEST(PositionalIndex, ForEachResidentReportsIndexedBlocksWithWarmestTier) {
@@ -911,6 +1016,15 @@ void check_server_view_matches(index_options o, uint32_t seed) {
     if (o.max_resident != 0) {
       ASSERT_LE(idx.size(), o.max_resident);
     }
+    // I8: each bounded tier within its bound, and its count exact.
+    for (const auto& [t, cap] : {std::pair<tier, size_t>{tier::t2, o.max_t2_blocks},
+                                 std::pair<tier, size_t>{tier::t3, o.max_t3_blocks}}) {
+      if (cap == 0) continue;
+      size_t held = 0;
+      idx.for_each_hash([&](const engine_hash& h) { held += idx.copies(h, t) != 0 ? 1 : 0; });
+      ASSERT_EQ(idx.tier_blocks(t), held) << "step " << step;
+      ASSERT_LE(held, cap) << "step " << step;
+    }
   }
   // The walk must have gone through the interesting paths, or it proves little.
   const auto& st = idx.stats();
@@ -925,6 +1039,12 @@ void check_server_view_matches(index_options o, uint32_t seed) {
   }
   if (o.max_resident != 0) {
     EXPECT_GT(st.cap_evictions, 100u);
+  }
+  if (o.max_t2_blocks != 0) {
+    EXPECT_GT(st.t2_cap_drops, 100u);
+  }
+  if (o.max_t3_blocks != 0) {
+    EXPECT_GT(st.t3_cap_drops, 100u);
   }
 }
 
@@ -1004,6 +1124,16 @@ TEST(PositionalIndexProperty, OpsKeepServerViewEqualToIndexWithCap) {
   o.unknown_parent = unknown_parent_policy::root;
   o.max_resident = 6;
   check_server_view_matches(o, 3);
+}
+
+TEST(PositionalIndexProperty, OpsKeepServerViewEqualToIndexWithTierBounds) {
+  index_options o;
+  o.unknown_parent = unknown_parent_policy::root;
+  o.max_t2_blocks = 4;
+  o.max_t3_blocks = 3;
+  check_server_view_matches(o, 4);
+  o.max_resident = 8;  // both kinds of bound at once
+  check_server_view_matches(o, 5);
 }
 
 }  // namespace

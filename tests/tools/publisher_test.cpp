@@ -44,6 +44,26 @@ TEST_F(Publisher, LiveMessagesAreTopicSeqPayload) {
   EXPECT_EQ(b[2], "b");
 }
 
+// ROCm ATOM #869: [payload] with no topic, [topic, payload] with one; never a seq frame.
+TEST_F(Publisher, UnsequencedFramingOfAtom869) {
+  publisher_options o;
+  o.unsequenced = true;
+  publisher p(o);
+  auto s = sub(p.live_endpoint(), "");
+  const auto one = join(p, s, "payload");
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0], "payload");
+  publisher_options t;
+  t.unsequenced = true;
+  t.topic = "atom";
+  publisher q(t);
+  auto s2 = sub(q.live_endpoint(), "atom");
+  const auto two = join(q, s2, "payload");
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0], "atom");
+  EXPECT_EQ(two[1], "payload");
+}
+
 TEST_F(Publisher, SeqStartsAtZeroAndSubscriberPrefixFilters) {
   publisher_options o;
   o.topic = "other";

@@ -8,6 +8,7 @@
 
 #include <msgpack.hpp>
 
+#include "tests/decoder/producer_bytes.hpp"
 #include "tools/fake-engine/wire_encoder.hpp"
 
 namespace kvrelay::fake {
@@ -393,7 +394,96 @@ TEST(WireEncoder, TruncatedTupleForFaultInjection) {
   expect_bytes(encode_event(full, wire_era::s1), S1_STORED, 60);
 }
 
+// ---- docs/producers.md: the fake engine writes each producer's bytes ------------------------
+
+std::string batch_of(const std::vector<fake_event>& events, wire_era era) {
+  encode_options o;
+  o.era = era;
+  o.ts = TS;
+  o.dp_rank = 0;
+  return encode_batch(events, o);
+}
+
+TEST(WireEncoder, TensorRtLlmMapEventsInAPositionalEnvelope) {
+  namespace pb = kvrelay::test::producer;
+  EXPECT_EQ(to_hex(batch_of({stored(fake_hash::i(Hs), fake_hash::i(Ps))}, wire_era::trt)),
+            to_hex(bytes(pb::trt_stored_env)));
+  EXPECT_EQ(to_hex(batch_of({removed(fake_hash::i(Hs))}, wire_era::trt)),
+            to_hex(bytes(pb::trt_removed_env)));
+  auto mm = stored(fake_hash::i(Hs), fake_hash::i(Ps));
+  const std::string digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+  for (uint32_t i = 4; i < 16; ++i) mm.token_ids[i] = 151933 + i;
+  mm.token_digests = {{3, digest}};
+  mm.mm_keys = std::vector<std::vector<mm_key>>{{mm_key{digest, 0, std::nullopt}}};
+  EXPECT_EQ(to_hex(batch_of({mm}, wire_era::trt)), to_hex(bytes(pb::trt_mm_env)));
+}
+
+TEST(WireEncoder, AtomBothEras) {
+  namespace pb = kvrelay::test::producer;
+  fake_event cleared;
+  cleared.t = fake_event::type::cleared;
+  EXPECT_EQ(to_hex(batch_of({stored(fake_hash::u(H), fake_hash::u(P)), removed(fake_hash::u(H)),
+                             cleared},
+                            wire_era::atom0)),
+            to_hex(bytes(pb::atom0_env)));
+  EXPECT_TRUE(is_unsequenced(wire_era::atom0));
+  EXPECT_FALSE(is_unsequenced(wire_era::atom));
+  // #1316: the same store with token_offset; the dump's first event.
+  auto st = stored(fake_hash::u(H), fake_hash::u(P));
+  st.token_offset = 16;
+  auto remote = stored(fake_hash::u(H + 1), std::nullopt);
+  remote.medium = std::string("REMOTE");
+  remote.token_offset = 0;
+  const std::string want = to_hex(bytes(pb::atom_env));
+  const std::string got = to_hex(batch_of({st, remote, removed(fake_hash::u(H))}, wire_era::atom));
+  // The dump ends with an ATOM-only BlockTransferred the fake engine does not write: compare
+  // everything up to it (the events array header differs: 3 vs 4 events).
+  const std::string head = "93 cb 41 da 55 6e 40 20 00 00 ";
+  ASSERT_EQ(got.substr(0, head.size()), head);
+  EXPECT_EQ(got.substr(head.size(), 2), "93");
+  const std::string events = got.substr(head.size() + 3, got.size() - head.size() - 3 - 3);
+  EXPECT_EQ(want.substr(head.size() + 3, events.size()), events);
+}
+
+TEST(WireEncoder, VllmPlaceholderSessionAndSGLangComponents) {
+  namespace pb = kvrelay::test::producer;
+  fake_event ph;
+  ph.t = fake_event::type::stored;
+  ph.block_hashes = {fake_hash::u(H)};
+  ph.block_size = 0;
+  ph.medium = std::string("CPU");
+  ph.group_idx = 1;
+  EXPECT_EQ(to_hex(batch_of({ph}, wire_era::i)), to_hex(bytes(pb::vllm_placeholder_env)));
+  auto se = stored(fake_hash::u(H), fake_hash::u(P));
+  se.extra_keys = std::vector<block_extra_keys>{std::nullopt};
+  se.group_idx = 0;
+  se.spec_kind = std::string("full_attention");
+  se.session_id = std::string("sess-1");
+  EXPECT_EQ(to_hex(batch_of({se}, wire_era::i)), to_hex(bytes(pb::vllm_session_env)));
+  auto full = stored(fake_hash::i(Hs), std::nullopt);
+  full.component_types = std::vector<std::string>{"full", "swa"};
+  auto mamba = full;
+  mamba.component_types = std::vector<std::string>{"mamba"};
+  auto none = stored(fake_hash::i(Hs), std::nullopt);
+  auto salted = full;
+  salted.component_types = std::vector<std::string>{"full"};
+  salted.cache_salt = std::string("tenant-a");
+  // The dump's third store writes component_types nil (the option on, nothing to say): the
+  // fake engine writes that store without the slot, so compare the others event by event.
+  const std::string want = to_hex(bytes(pb::sglang_components_env));
+  for (const auto* ev : {&full, &mamba, &salted}) {
+    const std::string one = to_hex(encode_event(*ev, wire_era::s2));
+    EXPECT_NE(want.find(one), std::string::npos) << one;
+  }
+  EXPECT_NE(want.find(to_hex(encode_event(none, wire_era::s2)).substr(3)), std::string::npos);
+}
+
 TEST(WireEncoder, ParseEraAndHex) {
+  EXPECT_EQ(parse_era("trt"), wire_era::trt);
+  EXPECT_EQ(parse_era("Atom0"), wire_era::atom0);
+  EXPECT_EQ(parse_era("ATOM"), wire_era::atom);
+  EXPECT_STREQ(era_name(wire_era::atom0), "ATOM0");
+  EXPECT_TRUE(is_map_era(wire_era::trt));
   EXPECT_EQ(parse_era("a"), wire_era::a);
   EXPECT_EQ(parse_era("S3"), wire_era::s2);
   EXPECT_EQ(parse_era("s4"), wire_era::s4);

@@ -70,7 +70,8 @@ const char* k_usage =
     "  --replay-bind EP      ROUTER replay endpoint (off by default)\n"
     "  --buffer-steps N      replay ring size in batches (default 10000)\n"
     "  --replay-topic        reply in the v0.26+ [topic, seq, payload] form\n"
-    "  --era ERA             A..I, S1, S2, S3, S4 (default A scripted, C random)\n"
+    "  --era ERA             A..I, S1..S4, TRT (TensorRT-LLM), ATOM0 (ATOM #869: one frame,\n"
+    "                        no seq), ATOM (#1316) (default A scripted, C random)\n"
     "  --hash MODE           int | u64 | i64 | bytes (default int: signed for A/B/SGLang)\n"
     "  --workload MODE       scripted (default) | random\n"
     "  --rate R              random workload batches per second (default 10)\n"
@@ -81,6 +82,8 @@ const char* k_usage =
     "  --capacity N          random workload: GPU blocks before LRU eviction (default 4096)\n"
     "  --clear-prob P        random workload: AllBlocksCleared probability per batch (default 0)\n"
     "  --cpu-offload         random workload: also store blocks on a CPU tier\n"
+    "  --cpu-capacity N      random workload: CPU blocks before LRU eviction (default 16384)\n"
+    "  --cpu-store-only      random workload: CPU evictions are silent (LMCache MP)\n"
     "  --hybrid              random workload: full_attention group 0 + sliding_window group 1\n"
     "Engine HTTP server (docs/development.md, docs/discovery.md):\n"
     "  --http-port N         serve HTTP on N (0 = ephemeral; default off)\n"
@@ -167,8 +170,9 @@ struct flags {
   std::string workload = "scripted";
   double rate = 10;
   int64_t count = 0, seed = 1, dp_size = 1, lora_adapters = 0, capacity = 4096;
+  int64_t cpu_capacity = 16384;
   double clear_prob = 0;
-  bool cpu_offload = false, hybrid = false;
+  bool cpu_offload = false, hybrid = false, cpu_store_only = false;
   int64_t http_port = -1;
   std::string http_host = "127.0.0.1", dialect, vllm_shape = "keyed", model = "fake-model";
   std::string metrics_file;
@@ -187,11 +191,12 @@ flags parse(int argc, char** argv) {
       {"block-size", &f.block_size}, {"num-blocks", &f.num_blocks}, {"events", &f.events},
       {"start-token", &f.start_token}, {"buffer-steps", &f.buffer_steps}, {"count", &f.count},
       {"seed", &f.seed}, {"dp-size", &f.dp_size}, {"lora-adapters", &f.lora_adapters},
-      {"capacity", &f.capacity}, {"http-port", &f.http_port}};
+      {"capacity", &f.capacity}, {"http-port", &f.http_port}, {"cpu-capacity", &f.cpu_capacity}};
   const std::map<std::string, double*> doubles = {{"rate", &f.rate}, {"clear-prob", &f.clear_prob}};
   const std::map<std::string, bool*> bools = {{"omit-token-ids", &f.omit_token_ids},
                                               {"replay-topic", &f.replay_topic},
                                               {"cpu-offload", &f.cpu_offload},
+                                              {"cpu-store-only", &f.cpu_store_only},
                                               {"hybrid", &f.hybrid},
                                               {"events-disabled", &f.events_disabled}};
   for (int i = 1; i < argc; ++i) {
@@ -238,7 +243,8 @@ flags parse(int argc, char** argv) {
 
 // Hashes in the era's customary integer signedness unless --hash forces a mode.
 fake_hash to_mode(const fake_hash& h, const std::string& mode, wire_era era) {
-  const bool signed_default = era == wire_era::a || era == wire_era::b || is_sglang(era);
+  const bool signed_default =
+      era == wire_era::a || era == wire_era::b || is_sglang(era) || era == wire_era::trt;
   if (mode == "bytes") {
     std::string digest(24, '\0');
     for (int i = 7; i >= 0; --i) digest.push_back(static_cast<char>((h.value >> (8 * i)) & 0xff));
@@ -327,7 +333,9 @@ int main(int argc, char** argv) {
     po.topic = f.topic;
     po.buffer_steps = static_cast<size_t>(f.buffer_steps);
     po.dp_rank = static_cast<int>(rank);
-    po.replay_topic_frames = f.replay_topic;
+    // TensorRT-LLM replies with the topic like vLLM >= 0.26; ATOM #869 has no seq to send.
+    po.replay_topic_frames = f.replay_topic || era == wire_era::trt;
+    po.unsequenced = is_unsequenced(era);
     try {
       pubs.push_back(std::make_unique<publisher>(po));
     } catch (const std::exception& e) {
@@ -347,12 +355,16 @@ int main(int argc, char** argv) {
       wo.hashes = f.hash == "bytes" ? hash_mode::bytes
                   : f.hash == "u64" ? hash_mode::u64
                   : f.hash == "i64" ? hash_mode::i64
-                  : (era == wire_era::a || era == wire_era::b || is_sglang(era)) ? hash_mode::i64
-                                                                                 : hash_mode::u64;
+                  : (era == wire_era::a || era == wire_era::b || is_sglang(era) ||
+                     era == wire_era::trt)
+                      ? hash_mode::i64
+                      : hash_mode::u64;
       wo.lora_adapters = static_cast<size_t>(std::max<int64_t>(0, f.lora_adapters));
       wo.capacity_blocks = static_cast<size_t>(std::max<int64_t>(1, f.capacity));
       wo.clear_probability = f.clear_prob;
       wo.cpu_offload = f.cpu_offload;
+      wo.cpu_capacity_blocks = static_cast<size_t>(std::max<int64_t>(1, f.cpu_capacity));
+      wo.cpu_removals = !f.cpu_store_only;
       wo.hybrid = f.hybrid;
       loads.push_back(std::make_unique<workload>(wo));
     }

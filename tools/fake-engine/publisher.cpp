@@ -223,6 +223,12 @@ uint64_t publisher::publish(const std::string& payload, bool retain) {
   std::lock_guard<std::mutex> lock(d.mu);
   const uint64_t s = d.seq++;
   if (d.stopped) return s;
+  if (d.opt.unsequenced) {
+    if (!d.opt.topic.empty()) d.pub.send(zmq::buffer(d.opt.topic), zmq::send_flags::sndmore);
+    d.pub.send(zmq::buffer(payload), zmq::send_flags::none);
+    ++d.stats.published;
+    return s;
+  }
   d.pub.send(zmq::buffer(d.opt.topic), zmq::send_flags::sndmore);
   d.pub.send(zmq::buffer(be8(s)), zmq::send_flags::sndmore);
   d.pub.send(zmq::buffer(payload), zmq::send_flags::none);

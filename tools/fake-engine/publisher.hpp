@@ -38,6 +38,9 @@ struct publisher_options {
   /// vLLM ≥ v0.26 replies [topic, seq, payload] and ends with ["", END, ""]; older vLLM and all
   /// SGLang reply [seq, payload] and end with [END, ""].
   bool replay_topic_frames = false;
+  /// ROCm ATOM #869 builds: no sequence frame, [payload] (or [topic, payload] with a topic),
+  /// nothing kept for replay (that era had none). docs/producers.md.
+  bool unsequenced = false;
   int sndhwm = 100000;
   /// The replay ROUTER's send high-water mark: ZMQ's default, which neither engine changes.
   int replay_sndhwm = 1000;

@@ -68,7 +68,37 @@ void pack_tokens(packer& pk, const fake_event& ev) {
     return;
   }
   pk.pack_array(static_cast<uint32_t>(ev.token_ids.size()));
-  for (uint32_t t : ev.token_ids) pk.pack_uint32(t);
+  auto digest = ev.token_digests.begin();  // in position order
+  for (size_t i = 0; i < ev.token_ids.size(); ++i) {
+    if (digest != ev.token_digests.end() && digest->first == i) {
+      pack_str(pk, digest->second);
+      ++digest;
+    } else {
+      pk.pack_uint32(ev.token_ids[i]);
+    }
+  }
+}
+
+// TensorRT-LLM's mm_keys: per block, a list of tagged maps {type: "mm_key", hash, start_offset,
+// uuid?} (msgspec, omit_defaults: uuid only when set).
+void pack_mm_keys(packer& pk, const std::vector<std::vector<mm_key>>& blocks) {
+  pk.pack_array(static_cast<uint32_t>(blocks.size()));
+  for (const auto& keys : blocks) {
+    pk.pack_array(static_cast<uint32_t>(keys.size()));
+    for (const auto& k : keys) {
+      pk.pack_map(k.uuid ? 4 : 3);
+      pack_str(pk, "type");
+      pack_str(pk, "mm_key");
+      pack_str(pk, "hash");
+      pack_str(pk, k.hash);
+      pack_str(pk, "start_offset");
+      pk.pack_int64(k.start_offset);
+      if (k.uuid) {
+        pack_str(pk, "uuid");
+        pack_str(pk, *k.uuid);
+      }
+    }
+  }
 }
 
 void pack_extra_keys(packer& pk, const std::optional<std::vector<block_extra_keys>>& keys) {
@@ -100,7 +130,8 @@ size_t stored_fields(wire_era era) {
     case wire_era::d: return 7;
     case wire_era::e: return 8;
     case wire_era::f: return 9;
-    default: return 11;  // G
+    case wire_era::atom: return 12;  // G's 11 + token_offset
+    default: return 11;  // G, ATOM #869
   }
 }
 
@@ -112,11 +143,22 @@ size_t removed_fields(wire_era era) {
   }
 }
 
+// ATOM #869 defaults group_idx to 0; everyone else to nil.
+void pack_group(packer& pk, const fake_event& ev, wire_era era) {
+  if (era == wire_era::atom0 && !ev.group_idx) {
+    pk.pack_int64(0);
+    return;
+  }
+  pack_opt_int(pk, ev.group_idx);
+}
+
 void encode_stored_tuple(packer& pk, const fake_event& ev, wire_era era) {
   const size_t n = stored_fields(era);
-  // SGLang's salted subclass appends a metadata map after medium (era S3 on the wire).
+  // SGLang's salted subclass appends a metadata map after medium (era S3 on the wire), after
+  // component_types when that is on (slot 7).
   const bool salt_map = era == wire_era::s2 && ev.cache_salt.has_value();
-  pk.pack_array(static_cast<uint32_t>(1 + n + (salt_map ? 1 : 0)));
+  const bool components = era == wire_era::s2 && ev.component_types.has_value();
+  pk.pack_array(static_cast<uint32_t>(1 + n + (salt_map ? 1 : 0) + (components ? 1 : 0)));
   pack_str(pk, "BlockStored");
   pack_hashes(pk, ev.block_hashes);
   pack_parent(pk, ev.parent);
@@ -124,6 +166,10 @@ void encode_stored_tuple(packer& pk, const fake_event& ev, wire_era era) {
   pk.pack_int64(ev.block_size);
   pack_opt_int(pk, ev.lora_id);
   if (n >= 6) pack_opt_str(pk, ev.medium);
+  if (components) {
+    pk.pack_array(static_cast<uint32_t>(ev.component_types->size()));
+    for (const auto& c : *ev.component_types) pack_str(pk, c);
+  }
   if (salt_map) {
     pk.pack_map(1);
     pack_str(pk, "cache_salt");
@@ -131,11 +177,12 @@ void encode_stored_tuple(packer& pk, const fake_event& ev, wire_era era) {
   }
   if (n >= 7) pack_opt_str(pk, ev.lora_name);
   if (n >= 8) pack_extra_keys(pk, ev.extra_keys);
-  if (n >= 9) pack_opt_int(pk, ev.group_idx);
+  if (n >= 9) pack_group(pk, ev, era);
   if (n >= 11) {
     pack_opt_str(pk, ev.spec_kind);
     pack_opt_int(pk, ev.sliding_window);
   }
+  if (n >= 12) pack_opt_int(pk, ev.token_offset);
 }
 
 void encode_removed_tuple(packer& pk, const fake_event& ev, wire_era era) {
@@ -144,20 +191,23 @@ void encode_removed_tuple(packer& pk, const fake_event& ev, wire_era era) {
   pack_str(pk, "BlockRemoved");
   pack_hashes(pk, ev.block_hashes);
   if (n >= 2) pack_opt_str(pk, ev.medium);
-  if (n >= 3) pack_opt_int(pk, ev.group_idx);
+  if (n >= 3) pack_group(pk, ev, era);
 }
 
 // msgspec map structs with omit_defaults: fields without a default are always written (nil
 // included); defaulted fields only when not None. Key order = declaration order.
 void encode_stored_map(packer& pk, const fake_event& ev, wire_era era) {
   const bool sglang = era == wire_era::s4;
+  const bool trt = era == wire_era::trt;
+  const bool with_locality = (era == wire_era::i || trt) && ev.locality;
   uint32_t count = 8;  // type, block_hashes, parent, token_ids, block_size, lora_id, medium, +1
   if (sglang) {
     count = 7 + (ev.cache_salt ? 1 : 0);
   } else {
     count += (ev.extra_keys ? 1 : 0) + (ev.group_idx ? 1 : 0) + (ev.spec_kind ? 1 : 0) +
-             (ev.sliding_window ? 1 : 0) + (era == wire_era::i && ev.locality ? 1 : 0) +
-             (era == wire_era::i && ev.origin ? 1 : 0);
+             (ev.sliding_window ? 1 : 0) + (with_locality ? 1 : 0) +
+             (era == wire_era::i && ev.origin ? 1 : 0) +
+             (era == wire_era::i && ev.session_id ? 1 : 0) + (trt && ev.mm_keys ? 1 : 0);
   }
   pk.pack_map(count);
   pack_str(pk, "type");
@@ -199,7 +249,7 @@ void encode_stored_map(packer& pk, const fake_event& ev, wire_era era) {
     pack_str(pk, "kv_cache_spec_sliding_window");
     pk.pack_int64(*ev.sliding_window);
   }
-  if (era == wire_era::i && ev.locality) {
+  if (with_locality) {
     pack_str(pk, "locality");
     pack_str(pk, *ev.locality);
   }
@@ -207,13 +257,22 @@ void encode_stored_map(packer& pk, const fake_event& ev, wire_era era) {
     pack_str(pk, "origin");
     pack_str(pk, *ev.origin);
   }
+  if (era == wire_era::i && ev.session_id) {
+    pack_str(pk, "session_id");
+    pack_str(pk, *ev.session_id);
+  }
+  if (trt && ev.mm_keys) {
+    pack_str(pk, "mm_keys");
+    pack_mm_keys(pk, *ev.mm_keys);
+  }
 }
 
 void encode_removed_map(packer& pk, const fake_event& ev, wire_era era) {
   const bool sglang = era == wire_era::s4;
+  const bool with_locality = (era == wire_era::i || era == wire_era::trt) && ev.locality;
   uint32_t count = 3;
   if (!sglang)
-    count += (ev.group_idx ? 1 : 0) + (era == wire_era::i && ev.locality ? 1 : 0) +
+    count += (ev.group_idx ? 1 : 0) + (with_locality ? 1 : 0) +
              (era == wire_era::i && ev.remaining_copy_counts ? 1 : 0);
   pk.pack_map(count);
   pack_str(pk, "type");
@@ -227,7 +286,7 @@ void encode_removed_map(packer& pk, const fake_event& ev, wire_era era) {
     pack_str(pk, "group_idx");
     pk.pack_int64(*ev.group_idx);
   }
-  if (era == wire_era::i && ev.locality) {
+  if (with_locality) {
     pack_str(pk, "locality");
     pack_str(pk, *ev.locality);
   }
@@ -279,7 +338,15 @@ void encode_into(packer& pk, const fake_event& ev, wire_era era) {
     case fake_event::type::removed:
       if (map) encode_removed_map(pk, ev, era); else encode_removed_tuple(pk, ev, era);
       break;
-    case fake_event::type::cleared: encode_tag_only(pk, "AllBlocksCleared", map); break;
+    case fake_event::type::cleared:
+      if (era == wire_era::atom0 || era == wire_era::atom) {
+        pk.pack_array(2);  // ATOM: [tag, medium] (nil: every medium)
+        pack_str(pk, "AllBlocksCleared");
+        pack_opt_str(pk, ev.cleared_medium);
+        break;
+      }
+      encode_tag_only(pk, "AllBlocksCleared", map);
+      break;
     case fake_event::type::unknown: encode_tag_only(pk, ev.unknown_tag, map); break;
   }
 }
@@ -293,7 +360,8 @@ std::optional<wire_era> parse_era(const std::string& text) {
       {"A", wire_era::a},   {"B", wire_era::b},   {"C", wire_era::c},   {"D", wire_era::d},
       {"E", wire_era::e},   {"F", wire_era::f},   {"G", wire_era::g},   {"H", wire_era::h},
       {"I", wire_era::i},   {"S1", wire_era::s1}, {"S2", wire_era::s2}, {"S3", wire_era::s2},
-      {"S4", wire_era::s4}};
+      {"S4", wire_era::s4}, {"TRT", wire_era::trt}, {"ATOM0", wire_era::atom0},
+      {"ATOM", wire_era::atom}};
   for (const auto& [name, era] : names) {
     if (t == name) return era;
   }
@@ -314,6 +382,9 @@ const char* era_name(wire_era era) noexcept {
     case wire_era::s1: return "S1";
     case wire_era::s2: return "S2";
     case wire_era::s4: return "S4";
+    case wire_era::trt: return "TRT";
+    case wire_era::atom0: return "ATOM0";
+    case wire_era::atom: return "ATOM";
   }
   return "?";
 }
@@ -323,8 +394,10 @@ bool is_sglang(wire_era era) noexcept {
 }
 
 bool is_map_era(wire_era era) noexcept {
-  return era == wire_era::h || era == wire_era::i || era == wire_era::s4;
+  return era == wire_era::h || era == wire_era::i || era == wire_era::s4 || era == wire_era::trt;
 }
+
+bool is_unsequenced(wire_era era) noexcept { return era == wire_era::atom0; }
 
 void encode_event(const fake_event& ev, wire_era era, std::string& out) {
   string_sink sink{&out};

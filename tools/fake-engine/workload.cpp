@@ -129,9 +129,11 @@ struct workload::impl {
   // (has_parent, parent) rather than std::optional: g++ 12 warns maybe-uninitialized on it.
   fake_event stored_event(const std::vector<uint64_t>& hashes, bool has_parent, uint64_t parent,
                           const std::vector<uint32_t>& tokens, int adapter, const char* medium,
-                          int64_t group) const {
+                          int64_t group, size_t first_block) const {
     fake_event ev;
     ev.t = fake_event::type::stored;
+    // ATOM #1316 (written only in that era): the first block's position in the sequence.
+    ev.token_offset = static_cast<int64_t>(first_block) * opt.block_size;
     for (uint64_t h : hashes) ev.block_hashes.push_back(wire_hash(h));
     if (has_parent) ev.parent = wire_hash(parent);
     ev.token_ids = tokens;
@@ -216,12 +218,14 @@ struct workload::impl {
     const std::vector<uint32_t> fresh_tokens(
         tokens.begin() + static_cast<std::ptrdiff_t>(first_new * bs),
         tokens.begin() + static_cast<std::ptrdiff_t>(nblocks * bs));
-    stores.push_back(stored_event(fresh, has_parent, parent, fresh_tokens, adapter, "GPU", 0));
+    stores.push_back(
+        stored_event(fresh, has_parent, parent, fresh_tokens, adapter, "GPU", 0, first_new));
 
     if (opt.hybrid) {
       // The sliding-window group stores the same blocks, then drops those outside its window
       // while the full-attention group keeps them: a consumer must not lose the prefix.
-      stores.push_back(stored_event(fresh, has_parent, parent, fresh_tokens, adapter, "GPU", 1));
+      stores.push_back(
+          stored_event(fresh, has_parent, parent, fresh_tokens, adapter, "GPU", 1, first_new));
       const size_t window_blocks =
           static_cast<size_t>(std::max<int64_t>(1, opt.sliding_window / opt.block_size));
       if (nblocks > window_blocks) {
@@ -243,7 +247,8 @@ struct workload::impl {
         const auto cpu_evicted = cpu.evict_for(to_cpu.size(), opt.cpu_capacity_blocks, tick);
         if (!cpu_evicted.empty()) {
           stats.cpu_evicted += cpu_evicted.size();
-          removals.push_back(removed_event(cpu_evicted, "CPU", 0));
+          // LMCache's multi-process mode (#5076) evicts from its CPU store silently.
+          if (opt.cpu_removals) removals.push_back(removed_event(cpu_evicted, "CPU", 0));
         }
         for (size_t b = first_cpu; b < nblocks; ++b) {
           cpu.touch(hashes[b], tick, static_cast<uint32_t>(b));
@@ -257,7 +262,8 @@ struct workload::impl {
         const std::vector<uint32_t> run_tokens(
             tokens.begin() + static_cast<std::ptrdiff_t>(first_cpu * bs),
             tokens.begin() + static_cast<std::ptrdiff_t>(nblocks * bs));
-        stores.push_back(stored_event(run, cpu_has_parent, cpu_parent, run_tokens, adapter, "CPU", 0));
+        stores.push_back(stored_event(run, cpu_has_parent, cpu_parent, run_tokens, adapter, "CPU", 0,
+                                      first_cpu));
       }
     }
   }

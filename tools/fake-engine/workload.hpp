@@ -41,6 +41,7 @@ struct workload_options {
   uint64_t clear_after_blocks = 0;   // one AllBlocksCleared once this many were stored (0: none)
   bool cpu_offload = false;          // copy stored blocks to a CPU tier (medium "CPU")
   size_t cpu_capacity_blocks = 16384;
+  bool cpu_removals = true;          // false: CPU evictions are silent (LMCache MP, #5076)
   bool hybrid = false;               // group 0 full_attention + group 1 sliding_window
   int64_t sliding_window = 128;      // tokens kept by the sliding-window group
   uint32_t vocab = 32000;

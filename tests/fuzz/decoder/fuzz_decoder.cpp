@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -27,13 +28,26 @@ void check_medium(const kvrelay::medium_info& m) {
 }
 
 void check_batch(kvrelay::decode_error err, const kvrelay::kv_event_batch& b,
-                 const std::string& detail) {
+                 const std::vector<kvrelay::event_fault>& faults, const std::string& detail) {
   using namespace kvrelay;
   if (err != decode_error::none) {
-    // Never half-applied.
-    check(b.events.empty() && b.skipped_unknown == 0 && !detail.empty());
+    // Never half-applied (WD1).
+    check(b.events.empty() && b.skipped_unknown == 0 && faults.empty() && !detail.empty());
     check(std::string(to_string(err)) != "unknown");
     return;
+  }
+  // WD2: faults in batch order, each placed among the decoded events, each with a reason.
+  uint32_t last_index = 0;
+  uint32_t last_before = 0;
+  for (size_t i = 0; i < faults.size(); ++i) {
+    const event_fault& f = faults[i];
+    check(f.reason != decode_error::none && f.what != nullptr && f.what[0] != '\0');
+    check(static_cast<size_t>(f.kind) < event_kind_count);
+    check(i == 0 || f.index > last_index);
+    check(f.decoded_before >= last_before && f.decoded_before <= b.events.size());
+    check(f.decoded_before <= f.index);
+    last_index = f.index;
+    last_before = f.decoded_before;
   }
   for (const kv_event& e : b.events) {
     if (e.type == event_type::stored) {
@@ -71,7 +85,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const char* p = reinterpret_cast<const char*>(data);
   std::string detail;
   decode_error err = roomy.decode(p, size, reused, &detail);
-  check_batch(err, reused, detail);
+  check_batch(err, reused, roomy.faults(), detail);
   for (const kv_event& e : reused.events) {
     if (e.type == event_type::stored) groups.admit(e.stored);
     if (e.type == event_type::removed) groups.admit(e.removed);
@@ -80,12 +94,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kv_event_batch fresh;
   detail.clear();
   const decode_error err2 = tight.decode(p, size, fresh, &detail);
-  check_batch(err2, fresh, detail);
-  // Tighter limits can only turn success into a too_many_* error, never the reverse.
+  check_batch(err2, fresh, tight.faults(), detail);
+  // Tighter limits can only turn success into a too_many_* error, or a decoded event into a
+  // too_many_* fault, never the reverse.
   if (err != decode_error::none) check(err2 != decode_error::none);
   if (err == decode_error::none && err2 == decode_error::none) {
-    check(fresh.events.size() == reused.events.size());
+    const auto& rf = roomy.faults();
+    const auto& tf = tight.faults();
+    check(fresh.events.size() + tf.size() == reused.events.size() + rf.size());
+    check(tf.size() >= rf.size());
     check(fresh.skipped_unknown == reused.skipped_unknown);
+    size_t j = 0;  // every roomy fault is a tight fault too, with the same reason
+    for (const event_fault& f : tf) {
+      const bool limit =
+          f.reason == decode_error::too_many_hashes || f.reason == decode_error::too_many_tokens;
+      if (j < rf.size() && rf[j].index == f.index) {
+        check(rf[j].reason == f.reason || limit);  // a limit may be met before the bad field
+        ++j;
+      } else {
+        check(limit);
+      }
+    }
+    check(j == rf.size());
   }
 
   // The same bytes through the protocols: a small partition cap and a resident cap so that
@@ -98,6 +128,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static partition_set parts([] {
     index_options o;
     o.max_resident = 64;
+    o.max_t2_blocks = 8;  // I8: the bounded tiers' order queues under arbitrary input
+    o.max_t3_blocks = 8;
     return o;
   }());
   static router_output out;
@@ -111,7 +143,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   check(parts.size() <= 4);
   size_t held = 0;
-  for (uint32_t i = 0; i < parts.size(); ++i) held += parts.index(i).size();
+  for (uint32_t i = 0; i < parts.size(); ++i) {
+    held += parts.index(i).size();
+    check(parts.index(i).tier_blocks(tier::t2) <= 8 && parts.index(i).tier_blocks(tier::t3) <= 8);
+  }
   check(parts.directory_size() <= held);
   return 0;
 }

@@ -177,7 +177,60 @@ def generated(rng):
     return out
 
 
+# docs/producers.md: the newer producers' batches, written the way each producer writes them
+# (msgspec rules of shared/spec/engine-wire.md §2; sources cited in that page). `--hex` prints
+# them for the page and tests/decoder/producers_test.cpp.
+TS = F64(1767225600.5)
+TOKS = [151644, 872, 198] + list(range(100, 113))
+H, P = 0xBF17EF8473EC96E9, 0x834AB12F98A3DCB0            # vLLM/ATOM-style u64 hashes
+HS, PS = -8529349790023047566, -5132147273039293687      # first 8 digest bytes, signed (TRT, SGLang)
+DIGEST = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+
+def producers():
+    trt_stored = {"type": "BlockStored", "block_hashes": [HS], "parent_block_hash": PS,
+                  "token_ids": TOKS, "block_size": 16, "lora_id": None, "medium": "GPU",
+                  "lora_name": None}
+    trt_mm = dict(trt_stored)
+    trt_mm["token_ids"] = TOKS[:3] + [DIGEST] + list(range(151937, 151949))
+    trt_mm["mm_keys"] = [[{"type": "mm_key", "hash": DIGEST, "start_offset": 0}]]
+    atom0_stored = ["BlockStored", [H], P, TOKS, 16, None, "GPU", None, None, 0, None, None]
+    atom_stored = ["BlockStored", [H], P, TOKS, 16, None, "GPU", None, None, None, None, None, 16]
+    atom_remote = ["BlockStored", [H + 1], None, TOKS, 16, None, "REMOTE", None, None, None, None,
+                   None, 0]
+    placeholder = {"type": "BlockStored", "block_hashes": [H], "parent_block_hash": None,
+                   "token_ids": [], "block_size": 0, "lora_id": None, "medium": "CPU",
+                   "lora_name": None, "group_idx": 1}
+    session = {"type": "BlockStored", "block_hashes": [H], "parent_block_hash": P,
+               "token_ids": TOKS, "block_size": 16, "lora_id": None, "medium": "GPU",
+               "lora_name": None, "extra_keys": [None], "group_idx": 0,
+               "kv_cache_spec_kind": "full_attention", "session_id": "sess-1"}
+    sgl_full = ["BlockStored", [HS], None, TOKS, 16, None, "GPU", ["full", "swa"]]
+    sgl_mamba = ["BlockStored", [HS], None, TOKS, 16, None, "GPU", ["mamba"]]
+    sgl_nil = ["BlockStored", [HS], None, TOKS, 16, None, "GPU", None]
+    sgl_salted = ["BlockStored", [HS], None, TOKS, 16, None, "GPU", ["full"],
+                  {"cache_salt": "tenant-a"}]
+    return {
+        "trt_stored_env": pack([TS, [trt_stored], 0]),
+        "trt_removed_env": pack([TS, [{"type": "BlockRemoved", "block_hashes": [HS],
+                                       "medium": "GPU"}], 0]),
+        "trt_mm_env": pack([TS, [trt_mm], 0]),
+        "atom0_env": pack([TS, [atom0_stored, ["BlockRemoved", [H], "GPU", 0],
+                                ["AllBlocksCleared", None]], 0]),
+        "atom_env": pack([TS, [atom_stored, atom_remote, ["BlockRemoved", [H], "GPU", None],
+                               ["BlockTransferred", [H], "GPU", "CPU", None]], 0]),
+        "vllm_placeholder_env": pack([TS, [placeholder], 0]),
+        "vllm_session_env": pack([TS, [session], 0]),
+        "sglang_components_env": pack([TS, [sgl_full, sgl_mamba, sgl_nil, sgl_salted], 0]),
+    }
+
+
 def main():
+    if sys.argv[1:] == ["--hex"]:
+        for name, data in producers().items():
+            print(name, len(data))
+            print(data.hex(" "))
+        return
     os.makedirs(OUT, exist_ok=True)
     files = {}
     for name, ev in EVENTS.items():
@@ -185,6 +238,7 @@ def main():
     for name, b in BATCHES.items():
         files["spec_" + name] = h(b)
     files.update(generated(random.Random(1337)))
+    files.update({"prod_" + k: v for k, v in producers().items()})
     for name, data in sorted(files.items()):
         with open(os.path.join(OUT, name + ".msgpack"), "wb") as f:
             f.write(data)
