@@ -19,8 +19,13 @@
 //  ST1 Incarnation reset: `s <= last live seq`. PUB/SUB never re-sends and never reorders, so a
 //      live sequence that does not increase can only come from a new publisher (engine restart,
 //      usually back to 0). Caught up from the ring alone (no live watermark yet), a first live
-//      seq of 0, or one far below what was delivered, is one too. The buffer is discarded, an
-//      outstanding replay cancelled, and the new incarnation starts cold (ST5).
+//      seq below what was delivered is either the late live copy of a batch the ring already
+//      gave (the live and replay sockets are not ordered with each other) or a new engine's:
+//      seq alone cannot tell, the bytes can (a batch carries its engine's timestamp). It is a
+//      late duplicate only when the ring delivered that very seq with the same bytes
+//      (`payload_digest`; the last `late_duplicate_window` replayed deliveries are remembered
+//      until the first live batch); anything else is a new incarnation. The buffer is
+//      discarded, an outstanding replay cancelled, and the new incarnation starts cold (ST5).
 //  ST2 Reorder buffer: while the ring is being read (phase `replaying`), live batches wait in a
 //      bounded buffer; whatever is contiguous with the last delivered seq goes out at once, so
 //      memory holds only what sits above a hole. Outgrowing the buffer gives the replay up: the
@@ -82,16 +87,20 @@
 // (`tracker_phase`); what is known of the position is `next_expected()`, and whether the
 // consumer holds any of this incarnation's history is `history_from()` (unset: cold).
 //
-// Payload: any movable type whose size in bytes is `payload_bytes(p)`: `p.size()` by default, or
-// an overload found by argument-dependent lookup (the ZMQ source's shared raw_batch). The tracker
-// never inspects the bytes.
+// Payload: any movable type whose size in bytes is `payload_bytes(p)` and whose content hashes to
+// `payload_digest(p)` (ST1 only): `p.size()` and a hash of `p.data()` by default, or overloads
+// found by argument-dependent lookup (the ZMQ source's shared raw_batch). The tracker never
+// interprets the bytes.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -101,6 +110,13 @@ namespace kvrelay::ingress {
 template <class P>
 auto payload_bytes(const P& p) -> decltype(static_cast<size_t>(p.size())) {
   return static_cast<size_t>(p.size());
+}
+
+/// A hash of a payload's bytes (ST1 tells a late duplicate from a new engine's batch by it).
+template <class P>
+auto payload_digest(const P& p) -> decltype(static_cast<uint64_t>(p.size()), p.data(), uint64_t{}) {
+  return std::hash<std::string_view>{}(
+      std::string_view(reinterpret_cast<const char*>(p.data()), static_cast<size_t>(p.size())));
 }
 
 /// Why a range of sequence numbers will never be delivered.
@@ -233,12 +249,12 @@ class sequence_tracker {
     if (phase_ == tracker_phase::unstarted) start(out);  // a live batch proves the peer
     if (last_live_ && seq <= *last_live_) return reset_incarnation(seq, std::move(p), out);
     // ST1 without a live watermark (caught up from the ring alone, or resumed): a first live seq
-    // below what was delivered is a late duplicate only when it is close behind; seq 0 or one
-    // far below means a new engine process whose counter restarted.
-    if (!last_live_ && next_ && seq < *next_ &&
-        (seq == 0 || *next_ - seq > late_duplicate_window))
+    // below what was delivered is a late duplicate only when the ring gave that seq with the
+    // same bytes; otherwise a new engine process whose counter restarted sent it.
+    if (!last_live_ && next_ && seq < *next_ && !replayed_before(seq, p))
       return reset_incarnation(seq, std::move(p), out);
     last_live_ = seq;
+    replayed_digests_.clear();  // ST1 needs them only until the first live batch
     const bool late_join = phase_ == tracker_phase::probe_wait;  // ST6: the subscription works
     if (late_join) phase_ = tracker_phase::streaming;
     if (phase_ == tracker_phase::replaying) {
@@ -384,6 +400,10 @@ class sequence_tracker {
       emit(out, action_kind::first_batch, seq);  // ST7
       history_from_ = seq;
     }
+    if (replayed && !last_live_) {
+      if (replayed_digests_.size() == late_duplicate_window) replayed_digests_.pop_front();
+      replayed_digests_.emplace_back(seq, payload_digest(p));
+    }
     action a = make(action_kind::deliver, seq);
     a.replayed = replayed;
     a.payload = std::move(p);
@@ -514,6 +534,7 @@ class sequence_tracker {
     phase_ = tracker_phase::streaming;
     c_.discarded_on_reset += buffer_.size();
     buffer_.clear();
+    replayed_digests_.clear();
     c_.buffered = 0;
     c_.buffered_bytes = 0;
     next_.reset();
@@ -532,9 +553,16 @@ class sequence_tracker {
     deliver(seq, std::move(p), false, out);
   }
 
-  /// How far behind the replayed position a first live batch may be and still count as a late
-  /// duplicate (the live socket and the replay socket are not ordered with each other).
-  static constexpr uint64_t late_duplicate_window = 1024;
+  // ST1: whether the ring delivered `seq` with these very bytes before any live batch arrived.
+  bool replayed_before(uint64_t seq, const Payload& p) const {
+    for (auto it = replayed_digests_.rbegin(); it != replayed_digests_.rend(); ++it)
+      if (it->first == seq) return it->second == payload_digest(p);
+    return false;
+  }
+
+  /// How many replayed deliveries ST1 remembers: how far behind the ring's position a first live
+  /// batch may be and still count as a late duplicate.
+  static constexpr size_t late_duplicate_window = 1024;
 
   tracker_options opts_;
   tracker_counters c_;
@@ -542,6 +570,7 @@ class sequence_tracker {
   std::optional<uint64_t> next_;          // the next seq to deliver, once known
   std::optional<uint64_t> history_from_;  // unset: cold (ST5)
   std::optional<uint64_t> last_live_;
+  std::deque<std::pair<uint64_t, uint64_t>> replayed_digests_;  // ST1: (seq, payload_digest)
   // The outstanding request (phase_ == replaying).
   replay_reason why_ = replay_reason::repair;
   uint64_t asked_from_ = 0;

@@ -45,6 +45,10 @@ namespace kvrelay {
 
 /// The tracker's payload size for the shared batches the source delivers (found by ADL).
 inline size_t payload_bytes(const raw_batch_ptr& b) noexcept { return b ? b->size : 0; }
+/// The tracker's hash of a shared batch's bytes (ST1; found by ADL).
+inline uint64_t payload_digest(const raw_batch_ptr& b) noexcept {
+  return b ? std::hash<std::string_view>{}(std::string_view(b->data, b->size)) : 0;
+}
 
 }  // namespace kvrelay
 

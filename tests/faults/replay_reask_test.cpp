@@ -56,5 +56,21 @@ TEST(ReplayReask, ColdStartAgainstABusyEngineEndsExactWithNoLossDeclared) {
   }
 }
 
+// A stop while the ring is still being read (a rolling update during a catch-up) must end the
+// daemon: nothing of the catch-up may keep an actor or the source thread alive.
+TEST(ReplayReask, StopDuringACatchUpEnds) {
+  fault_env::options o;
+  o.buffer_steps = 10000;
+  fault_env env(o);
+  env.publish_steps(5000);
+  std::string err;
+  ASSERT_TRUE(env.start_daemon(&err, /*sync=*/false)) << err;
+  ASSERT_TRUE(wait_until([&] { return env.ingress_field("replays_requested") > 0; }, 10s));
+  EXPECT_TRUE(env.ingress_flag("catching_up")) << "precondition: stopped during the catch-up";
+  const auto t0 = std::chrono::steady_clock::now();
+  env.d->stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+}
+
 }  // namespace
 }  // namespace kvrelay::faults

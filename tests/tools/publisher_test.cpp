@@ -152,9 +152,16 @@ TEST_F(Publisher, ReplayPastTheHighWaterMarkIsDroppedLikeTheEnginesDo) {
   publisher_options o;
   o.replay_bind = "tcp://127.0.0.1:*";
   publisher p(o);
-  const std::string body(512, 'x');
+  // Deterministic on any machine: 5001 replies of 4 KiB (20 MiB) never fit what can be in flight
+  // while nobody reads: the ROUTER's 1000-message queue (4 MiB), the kernel's send buffer (at most
+  // tcp_wmem's 4 MiB) and receive buffer (4 KiB here) and the DEALER's 1000-message queue.
+  const std::string body(4096, 'x');
   for (int i = 0; i < 5000; ++i) p.publish(body);
-  auto d = dealer(p.replay_endpoint());
+  zmq::socket_t d(ctx, zmq::socket_type::dealer);
+  d.set(zmq::sockopt::linger, 0);
+  d.set(zmq::sockopt::rcvtimeo, 2000);
+  d.set(zmq::sockopt::rcvbuf, 4096);
+  d.connect(p.replay_endpoint());
   d.send(zmq::message_t(), zmq::send_flags::sndmore);
   d.send(zmq::buffer(be8(0)), zmq::send_flags::none);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
