@@ -2,7 +2,8 @@
 # Validates every TOML file under deploy/ with `kvrelay --check`, as an operator would before
 # shipping it. Two stand-ins, because the files describe other machines:
 #   - a file key (ca_file, cert_file, key_file, token_file) names a secret that exists only where
-#     the file is deployed; it is pointed at a readable stand-in file, the rest is checked as is;
+#     the file is deployed; it is pointed at a readable stand-in file, and a state dir at a
+#     writable stand-in directory; the rest is checked as is;
 #   - a file without [[engine]] is the base of a sidecar whose engine comes from flags; it is
 #     checked with a stand-in engine identity (the Kubernetes test runs it with the real flags).
 # Before trusting a pass it makes sure the harness can fail: a broken copy must be rejected.
@@ -15,7 +16,10 @@ trap 'rm -rf "$tmp"' EXIT
 echo stand-in > "$tmp/stand-in"
 
 check() {  # check FILE -> kvrelay's exit code; its stderr in $tmp/err
-  sed -E 's#^([[:space:]]*(ca_file|cert_file|key_file|token_file)[[:space:]]*=[[:space:]]*)"[^"]+"#\1"'"$tmp"'/stand-in"#' \
+  # A state dir (the durable index's) names a directory of the deployed machine: a writable
+  # stand-in directory.
+  sed -E -e 's#^([[:space:]]*(ca_file|cert_file|key_file|token_file)[[:space:]]*=[[:space:]]*)"[^"]+"#\1"'"$tmp"'/stand-in"#' \
+    -e 's#^([[:space:]]*dir[[:space:]]*=[[:space:]]*)"[^"]+"#\1"'"$tmp"'/state"#' \
     "$1" > "$tmp/candidate.toml"
   if grep -q '^[[:space:]]*\[\[engine\]\]' "$tmp/candidate.toml"; then
     "$kvrelay" --config "$tmp/candidate.toml" --check > "$tmp/out" 2> "$tmp/err"
