@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -17,9 +18,30 @@ constexpr bool little_endian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
 
 // -- writing (SF5: fixed widths, little-endian) ------------------------------------------------
 
+// Appends to a buffer handed out in pieces (or only counts, for the body's length); the
+// checksum follows everything handed out.
 class writer {
  public:
-  explicit writer(std::string& out) : out_(out) {}
+  writer() = default;  // counting only
+  writer(const std::function<void(std::string_view)>* out, size_t piece)
+      : out_(out), piece_(piece), state_(XXH3_createState()) {
+    XXH3_64bits_reset(state_);
+    buf_.reserve(piece + 64);
+  }
+  ~writer() {
+    if (state_) XXH3_freeState(state_);
+  }
+  writer(const writer&) = delete;
+  writer& operator=(const writer&) = delete;
+
+  size_t count() const { return count_; }
+
+  void bytes(const void* p, size_t n) {
+    count_ += n;
+    if (!out_) return;
+    buf_.append(static_cast<const char*>(p), n);
+    if (buf_.size() >= piece_) flush();
+  }
   template <class T>
   void num(T v) {
     static_assert(std::is_integral_v<T>, "integers only");
@@ -28,7 +50,7 @@ class writer {
     char b[sizeof(U)];
     for (size_t i = 0; i < sizeof(U); ++i, u = static_cast<U>(u >> 8))
       b[i] = static_cast<char>(u & 0xff);
-    out_.append(b, sizeof b);
+    bytes(b, sizeof b);
   }
   void f64(double v) {
     uint64_t bits = 0;
@@ -37,24 +59,39 @@ class writer {
   }
   void str(std::string_view s) {
     num(static_cast<uint32_t>(s.size()));
-    out_.append(s.data(), s.size());
+    bytes(s.data(), s.size());
   }
   void record(const block_record& r) {
     if constexpr (little_endian) {
-      char b[block_record_bytes];
-      std::memcpy(b, &r.hash, 8);
-      std::memcpy(b + 8, &r.fingerprint, 8);
-      std::memcpy(b + 16, &r.meta, 4);
-      out_.append(b, sizeof b);
+      bytes(&r, block_record_bytes);  // packed, little-endian: the disk layout itself
     } else {
-      num(r.hash);
-      num(r.fingerprint);
-      num(r.meta);
+      num(uint64_t{r.hash});
+      num(uint64_t{r.fingerprint});
+      num(uint32_t{r.meta});
     }
+  }
+  // SF3: the checksum of everything so far, appended, and the rest handed out.
+  void finish() {
+    if (!out_) return;
+    flush();
+    const uint64_t sum = XXH3_64bits_digest(state_);
+    char b[8];
+    for (size_t i = 0; i < 8; ++i) b[i] = static_cast<char>((sum >> (8 * i)) & 0xff);
+    (*out_)(std::string_view(b, sizeof b));
   }
 
  private:
-  std::string& out_;
+  void flush() {
+    if (buf_.empty()) return;
+    XXH3_64bits_update(state_, buf_.data(), buf_.size());
+    (*out_)(buf_);
+    buf_.clear();
+  }
+  const std::function<void(std::string_view)>* out_ = nullptr;
+  size_t piece_ = 0;
+  XXH3_state_t* state_ = nullptr;
+  std::string buf_;
+  size_t count_ = 0;
 };
 
 // -- reading (SF4: every read checked against what is left) ----------------------------------
@@ -99,9 +136,7 @@ class reader {
     if (!take(block_record_bytes)) return r;
     const char* p = in_.data() + pos_ - block_record_bytes;
     if constexpr (little_endian) {
-      std::memcpy(&r.hash, p, 8);
-      std::memcpy(&r.fingerprint, p + 8, 8);
-      std::memcpy(&r.meta, p + 16, 4);
+      std::memcpy(static_cast<void*>(&r), p, block_record_bytes);
     } else {
       pos_ -= block_record_bytes;
       r.hash = num<uint64_t>();
@@ -240,19 +275,23 @@ const char* to_string(fault f) noexcept {
   return "unknown";
 }
 
+void encode(const pipeline_snapshot& s, const std::function<void(std::string_view)>& out,
+            size_t piece) {
+  writer counter;
+  write_body(counter, s);
+  writer w(&out, std::max<size_t>(piece, 64));
+  w.bytes(magic, sizeof magic);
+  w.num(format_version);
+  w.num(uint32_t{0});
+  w.num(static_cast<uint64_t>(counter.count()));
+  write_body(w, s);
+  w.finish();
+}
+
 std::string encode(const pipeline_snapshot& s) {
   std::string out;
   out.reserve(header_bytes + 512 + s.blocks() * block_record_bytes + trailer_bytes);
-  out.append(magic, sizeof magic);
-  writer w(out);
-  w.num(format_version);
-  w.num(uint32_t{0});
-  w.num(uint64_t{0});  // body length, patched below
-  write_body(w, s);
-  const uint64_t body = out.size() - header_bytes;
-  for (size_t i = 0; i < 8; ++i)
-    out[16 + i] = static_cast<char>((body >> (8 * i)) & 0xff);
-  w.num(checksum(out));
+  encode(s, [&out](std::string_view piece) { out.append(piece.data(), piece.size()); });
   return out;
 }
 

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -66,11 +67,15 @@ struct evidence {
 
 /// One block as the index holds it: engine hash, fingerprint, and the index's meta word (token
 /// count, copies per tier, taint: positional_index's own layout, which SF1's version pins).
+/// Packed: 20 bytes in memory as on disk (a snapshot of 1 M blocks holds 20 MB of them).
+#pragma pack(push, 1)
 struct block_record {
   uint64_t hash = 0;
   uint64_t fingerprint = 0;
   uint32_t meta = 0;
 };
+#pragma pack(pop)
+static_assert(sizeof(block_record) == 20, "block_record is not packed");
 /// The same for a block whose engine hash is bytes (vLLM with int hashes off, LMCache).
 struct bytes_record {
   std::string hash;
@@ -118,7 +123,11 @@ struct decode_result {
   std::string detail;  // one line for the log
 };
 
-/// SF5: the file's bytes.
+/// SF5: the file's bytes, in order, handed to `out` in pieces of about `piece` bytes (a snapshot
+/// is written without ever being whole in memory; the checksum is computed on the way).
+void encode(const pipeline_snapshot& s, const std::function<void(std::string_view)>& out,
+            size_t piece = size_t{1} << 20);
+/// All of it at once.
 std::string encode(const pipeline_snapshot& s);
 /// SF1-SF4.
 decode_result decode(std::string_view bytes);

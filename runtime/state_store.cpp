@@ -1,6 +1,7 @@
 #include "runtime/state_store.hpp"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -135,20 +136,23 @@ std::string snapshot_file(const std::string& dir, const std::string& pipeline,
   return out + name + "-" + hex + ".kvsnap";
 }
 
-outcome<void> write_atomically(const std::string& path, std::string_view bytes) {
+outcome<void> write_atomically(const std::string& path, const file_producer& produce,
+                               size_t* written) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return io_failure("cannot create", tmp, errno);
-  if (!write_all(fd, bytes) || ::fsync(fd) != 0) {
-    const int e = errno;
-    ::close(fd);
+  int error = 0;
+  size_t total = 0;
+  produce([&](std::string_view piece) {
+    if (error != 0) return;
+    if (!write_all(fd, piece)) error = errno;
+    total += piece.size();
+  });
+  if (error == 0 && ::fsync(fd) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error != 0) {
     ::unlink(tmp.c_str());
-    return io_failure("cannot write", tmp, e);
-  }
-  if (::close(fd) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    return io_failure("cannot write", tmp, e);
+    return io_failure("cannot write", tmp, error);
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int e = errno;
@@ -163,7 +167,14 @@ outcome<void> write_atomically(const std::string& path, std::string_view bytes) 
   const int e = errno;
   ::close(dfd);
   if (!synced) return io_failure("cannot fsync", dir, e);
+  if (written) *written = total;
   return {};
+}
+
+outcome<void> write_atomically(const std::string& path, std::string_view bytes) {
+  return write_atomically(path, [bytes](const std::function<void(std::string_view)>& sink) {
+    sink(bytes);
+  });
 }
 
 // -- state_store ---------------------------------------------------------------------------
@@ -193,6 +204,11 @@ void state_store::loop() {
       jobs_.pop_front();
     }
     j.run();
+    // A cut's partition images (20 B per block) are freed with the job; hand the pages back
+    // rather than keep a snapshot's worth of heap for the next one (glibc raises its mmap
+    // threshold after such a free, so they would stay in the arena).
+    j = job{};
+    ::malloc_trim(0);
   }
 }
 
@@ -298,9 +314,11 @@ write_report state_store::do_write(const snapshot_ptr& s, const snapshot::eviden
   }
   s->who = opts_.who;
   s->engine = incarnation;
-  const std::string bytes = snapshot::encode(*s);
-  r.bytes = bytes.size();
-  const auto w = write_atomically(opts_.file, bytes);
+  // Streamed: the file is never whole in memory (only the cut's partition images are).
+  const auto w = write_atomically(
+      opts_.file,
+      [&s](const std::function<void(std::string_view)>& sink) { snapshot::encode(*s, sink); },
+      &r.bytes);
   r.seconds = seconds_d(std::chrono::steady_clock::now() - t0).count();
   if (!w) {
     r.what = write_report::outcome::failed;

@@ -48,7 +48,13 @@ struct state_options {
 std::string snapshot_file(const std::string& dir, const std::string& pipeline,
                           const snapshot::identity& who);
 
-/// `bytes` to `path` atomically (temporary file, fsync, rename, fsync of the directory).
+/// A file's bytes, handed piece by piece to the writer's sink.
+using file_producer = std::function<void(const std::function<void(std::string_view)>& sink)>;
+
+/// The produced bytes to `path` atomically (temporary file, fsync, rename, fsync of the
+/// directory); the size written in `written`.
+outcome<void> write_atomically(const std::string& path, const file_producer& produce,
+                               size_t* written = nullptr);
 outcome<void> write_atomically(const std::string& path, std::string_view bytes);
 
 class state_store {

@@ -12,12 +12,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <set>
 #include <thread>
 
 #include "base/snapshot_format.hpp"
 #include "tests/faults/fault_fixture.hpp"
 #include "tools/fake-engine/engine_http.hpp"
+#include "tools/fake-engine/publisher.hpp"
+#include "tools/fake-engine/wire_encoder.hpp"
 
 namespace kvrelay::faults {
 namespace {
@@ -253,6 +256,161 @@ TEST(DurableIndex, ARestartLongerThanTheRingDiscardsAndClears) {
         return true;
       },
       10s));
+}
+
+// -- several pipelines: DP ranks and node mode -------------------------------------------------
+
+// One engine publisher (or DP rank of one) with its own truth.
+struct source {
+  source(const std::string& live, const std::string& replay, int64_t rank, uint64_t seed)
+      : model([seed] {
+          engine_model::options m;
+          m.seed = seed;
+          return m;
+        }()),
+        dp_rank(rank) {
+    fake::publisher_options p;
+    p.bind = live;
+    p.replay_bind = replay;
+    p.topic = topic;
+    p.buffer_steps = 1000;  // the whole history: these tests are about one file per pipeline
+    p.linger_ms = 0;
+    p.dp_rank = rank;
+    pub = std::make_unique<fake::publisher>(p);
+  }
+  void steps(size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      fake::encode_options eo;
+      eo.era = fake::wire_era::d;
+      // Adds carry the batch time: a stale one would be invisible (the server's TTL).
+      eo.ts = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                  .count();
+      eo.dp_rank = dp_rank;
+      pub->publish(fake::encode_batch(model.step(), eo));
+    }
+  }
+  engine_model model;
+  int64_t dp_rank;
+  std::unique_ptr<fake::publisher> pub;
+};
+
+std::string wait_exact(policy::policy_server& server, const std::string& replica_id,
+                       const engine_model& model) {
+  std::string diff;
+  wait_until(
+      [&] {
+        diff = describe_diff(model.expected(), server_view(server, replica_id));
+        return diff.empty();
+      },
+      10s);
+  return diff;
+}
+
+void sigterm(std::unique_ptr<kvrelay::daemon>& d) {
+  d->drain(5s);
+  d->stop();
+  d.reset();
+}
+
+// DP=2 (separate): each rank is its own pipeline with its own file, restored on its own.
+TEST(DurableIndex, EachDpRankKeepsAndRestoresItsOwnSnapshot) {
+  fault_env::options o;
+  o.start_engine = false;
+  fault_env env(o);
+  temp_dir dir;
+  engine_metrics metrics;
+  // Ranks bind base + rank: find a free base for the live and the replay ports.
+  std::vector<std::unique_ptr<source>> ranks;
+  std::mt19937 rng(std::random_device{}());
+  int base = 0;
+  for (int attempt = 0; attempt < 50 && ranks.size() < 2; ++attempt) {
+    ranks.clear();
+    base = 20000 + static_cast<int>(rng() % 30000);
+    try {
+      for (int r = 0; r < 2; ++r)
+        ranks.push_back(std::make_unique<source>(
+            "tcp://127.0.0.1:" + std::to_string(base), "tcp://127.0.0.1:" + std::to_string(base + 2),
+            r, 7 + static_cast<uint64_t>(r)));
+    } catch (const std::exception&) {
+      ranks.clear();
+    }
+  }
+  ASSERT_EQ(ranks.size(), 2u) << "no free port pair";
+  auto cfg = make_config(env.server.target(), "tcp://127.0.0.1:" + std::to_string(base),
+                         "tcp://127.0.0.1:" + std::to_string(base + 2));
+  cfg.engines[0].dp_size = 2;
+  cfg.engines[0].metrics.url = metrics.url();
+  cfg.state.dir = dir.path() + "/state";
+  cfg.state.interval = 200ms;
+  auto d = std::make_unique<kvrelay::daemon>(cfg);
+  std::string err;
+  ASSERT_TRUE(d->start(err)) << err;
+  for (auto& r : ranks) r->steps(150);
+  const std::string id0 = std::string(replica) + "-dp0", id1 = std::string(replica) + "-dp1";
+  ASSERT_EQ(wait_exact(env.server, id0, ranks[0]->model), "");
+  ASSERT_EQ(wait_exact(env.server, id1, ranks[1]->model), "");
+  sigterm(d);
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(cfg.state.dir)) files += e.path().extension() == ".kvsnap";
+  EXPECT_EQ(files, 2u) << "one file per rank";
+  for (auto& r : ranks) r->steps(10);
+  d = std::make_unique<kvrelay::daemon>(cfg);
+  ASSERT_TRUE(d->start(err)) << err;
+  EXPECT_EQ(wait_exact(env.server, id0, ranks[0]->model), "");
+  EXPECT_EQ(wait_exact(env.server, id1, ranks[1]->model), "");
+  const auto restored = [&](const std::string& id) {
+    return d->metrics().value("kvrelay_snapshot_restores_total",
+                              {{"replica", id}, {"outcome", "restored"}});
+  };
+  EXPECT_EQ(restored(id0), 1);
+  EXPECT_EQ(restored(id1), 1);
+  sigterm(d);
+}
+
+// Node mode: several engines, one file each, restored (or discarded) independently.
+TEST(DurableIndex, NodeModeEnginesAreRestoredIndependently) {
+  fault_env::options o;
+  o.start_engine = false;
+  fault_env env(o);
+  temp_dir dir;
+  engine_metrics metrics_a, metrics_b;
+  source a("tcp://127.0.0.1:*", "tcp://127.0.0.1:*", 0, 21);
+  source b("tcp://127.0.0.1:*", "tcp://127.0.0.1:*", 0, 22);
+  auto cfg = make_config(env.server.target(), a.pub->live_endpoint(), a.pub->replay_endpoint());
+  cfg.engines[0].replica_id = "gpu0";
+  cfg.engines[0].metrics.url = metrics_a.url();
+  cfg.engines.push_back(cfg.engines[0]);
+  cfg.engines[1].replica_id = "gpu1";
+  cfg.engines[1].endpoint = b.pub->live_endpoint();
+  cfg.engines[1].replay_endpoint = b.pub->replay_endpoint();
+  cfg.engines[1].metrics.url = metrics_b.url();
+  cfg.state.dir = dir.path() + "/state";
+  cfg.state.interval = 200ms;
+  auto d = std::make_unique<kvrelay::daemon>(cfg);
+  std::string err;
+  ASSERT_TRUE(d->start(err)) << err;
+  a.steps(150);
+  b.steps(150);
+  ASSERT_EQ(wait_exact(env.server, "gpu0", a.model), "");
+  ASSERT_EQ(wait_exact(env.server, "gpu1", b.model), "");
+  sigterm(d);
+  // While kvrelay is down, gpu1's engine restarts (a new process, its cache empty).
+  b.pub->restart_incarnation();
+  b.model.forget();
+  metrics_b.restarted();
+  a.steps(10);
+  b.steps(30);
+  d = std::make_unique<kvrelay::daemon>(cfg);
+  ASSERT_TRUE(d->start(err)) << err;
+  EXPECT_EQ(wait_exact(env.server, "gpu0", a.model), "");
+  EXPECT_EQ(wait_exact(env.server, "gpu1", b.model), "") << "cold: its ring holds all of it";
+  const auto value = [&](const std::string& id, const char* name, label_set l) {
+    l.insert(l.begin(), {"replica", id});
+    return d->metrics().value(name, l);
+  };
+  EXPECT_EQ(value("gpu0", "kvrelay_snapshot_restores_total", {{"outcome", "restored"}}), 1);
+  EXPECT_EQ(value("gpu1", "kvrelay_snapshot_discards_total", {{"reason", "engine_restarted"}}), 1);
+  sigterm(d);
 }
 
 TEST(DurableIndex, AnUnwritableStateDirFailsTheStartWithPathAndReason) {

@@ -52,10 +52,10 @@ void expect_same(const pipeline_snapshot& a, const pipeline_snapshot& b) {
     const auto& y = b.partitions[p];
     EXPECT_EQ(x.adapter, y.adapter);
     ASSERT_EQ(x.blocks.size(), y.blocks.size());
-    for (size_t i = 0; i < x.blocks.size(); ++i) {
-      EXPECT_EQ(x.blocks[i].hash, y.blocks[i].hash);
-      EXPECT_EQ(x.blocks[i].fingerprint, y.blocks[i].fingerprint);
-      EXPECT_EQ(x.blocks[i].meta, y.blocks[i].meta);
+    for (size_t i = 0; i < x.blocks.size(); ++i) {  // packed: by value, not by reference
+      EXPECT_EQ(uint64_t{x.blocks[i].hash}, uint64_t{y.blocks[i].hash});
+      EXPECT_EQ(uint64_t{x.blocks[i].fingerprint}, uint64_t{y.blocks[i].fingerprint});
+      EXPECT_EQ(uint32_t{x.blocks[i].meta}, uint32_t{y.blocks[i].meta});
     }
     ASSERT_EQ(x.byte_blocks.size(), y.byte_blocks.size());
     for (size_t i = 0; i < x.byte_blocks.size(); ++i) {
@@ -89,6 +89,24 @@ TEST(SnapshotFormat, EncodingIsDeterministicAndLittleEndian) {
   EXPECT_EQ(a, b);
   EXPECT_EQ(a.substr(0, 8), std::string("KVRSNAP\0", 8));
   EXPECT_EQ(a.substr(8, 4), std::string("\x01\0\0\0", 4)) << "version 1, little-endian";
+}
+
+// SF5: the streamed encoding is the same bytes, whatever the piece size.
+TEST(SnapshotFormat, StreamedEncodingIsTheSameBytesInAnyPieces) {
+  const auto s = sample(1000);
+  const std::string whole = encode(s);
+  for (size_t piece : {size_t{64}, size_t{100}, size_t{4096}, size_t{1} << 20}) {
+    std::string joined;
+    size_t calls = 0;
+    encode(s, [&](std::string_view p) {
+      joined.append(p.data(), p.size());
+      ++calls;
+    }, piece);
+    EXPECT_EQ(joined, whole) << piece;
+    if (piece == 64) {
+      EXPECT_GT(calls, 100u) << "never the whole file at once";
+    }
+  }
 }
 
 // SF6: 20 bytes per int-keyed block, whatever the count.
