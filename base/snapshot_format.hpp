@@ -99,7 +99,8 @@ struct pipeline_snapshot {
   /// The first seq of the engine's history the index was built from (0: all of it); unset when
   /// the index is incomplete for another reason (history lost since).
   std::optional<uint64_t> history_from;
-  uint64_t epoch = 1;          // the decoder's epoch
+  uint64_t epoch = 1;          // the decoder's epoch at the cut (for the log: a restored data
+                               // path counts its epochs afresh, like its debouncer)
   uint64_t incarnation = 0;    // engine incarnations seen by the data path that took it
   int64_t taken_at_us = 0;     // wall clock of the cut (for the age in logs)
   std::vector<std::pair<int64_t, std::string>> adapters;  // LoRA id → name, runtime-added too

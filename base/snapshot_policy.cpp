@@ -35,8 +35,8 @@ const char* describe(discard_reason r) noexcept {
     case discard_reason::no_evidence:
       return "the snapshot recorded nothing that identifies its engine process";
     case discard_reason::proof_missing:
-      return "the engine's process cannot be identified now (no process_start_time_seconds "
-             "on its /metrics)";
+      return "the engine's process cannot be identified (no process_start_time_seconds on its "
+             "/metrics)";
     case discard_reason::ring_moved_on:
       return "the engine's replay ring no longer reaches back to the snapshot";
   }

@@ -13,7 +13,8 @@
 //       process, different is another.
 //  RD4. No proof is no use: a snapshot that recorded no evidence (`no_evidence`), or an engine
 //       whose evidence cannot be read now (`proof_missing`: no metrics URL, /metrics down, no
-//       process_start_time_seconds, as with vLLM's multi-API-server mode), is discarded.
+//       process_start_time_seconds, as with vLLM's multi-API-server mode and SGLang, whose
+//       /metrics come from prometheus_client's multiprocess collector), is discarded.
 //  RD5. A file that is not a readable snapshot of this release is discarded for that reason
 //       (snapshot_format.hpp SF1-SF4). Whatever the reason, a discard falls back to the cold
 //       start, and the reason is said (log, counter, /readyz, /debug/engines).

@@ -195,7 +195,8 @@ void batch_router::export_state(snapshot::pipeline_snapshot& out) const {
 }
 
 void batch_router::import_state(const snapshot::pipeline_snapshot& in) {
-  epoch_ = std::max<uint64_t>(in.epoch, 1);
+  // The epoch stays 1: a new data path's epochs restart with its debouncer's (the snapshot's
+  // is the old process's count, kept in the file for the log).
   for (const auto& [id, name] : in.adapters) opts_.adapters.emplace(id, name);
   groups_.import_kinds(in.group_kinds);
   partition_ids_.clear();

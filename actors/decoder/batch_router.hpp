@@ -111,7 +111,8 @@ class batch_router {
   /// Durable index (issue 22): the router's part of a snapshot (epoch, adapter map, learnt
   /// groups; the partitions' names come with the shard's images), and the reverse. import_state
   /// takes the partitions in the images' order as ids 0..n-1 (the shard imports them the same
-  /// way), and adds the adapters the configuration does not name (runtime-added ones).
+  /// way), and adds the adapters the configuration does not name (runtime-added ones); the epoch
+  /// stays this data path's (1), like its debouncer's.
   void export_state(snapshot::pipeline_snapshot& out) const;
   void import_state(const snapshot::pipeline_snapshot& in);
 

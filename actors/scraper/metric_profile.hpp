@@ -63,9 +63,11 @@ struct engine_cache_state {
 // prometheus_client's default process collector exports on Linux. vLLM serves the default
 // registry on /metrics with one API server (vllm/v1/metrics/prometheus.py
 // get_prometheus_registry; with --api-server-count > 1 it switches to the multiprocess collector,
-// which has no process metrics); SGLang's /metrics is prometheus_client's too. The durable
-// index's proof that an engine is the same process (base/snapshot_policy.hpp RD3). Absent (or
-// not a positive finite value, or given twice with different values): nullopt.
+// which has no process metrics). SGLang serves only the multiprocess collector
+// (sglang/srt/utils.py add_prometheus_middleware: CollectorRegistry + MultiProcessCollector), so
+// it has none. The durable index's proof that an engine is the same process
+// (base/snapshot_policy.hpp RD3). Absent (or not a positive finite value, or given twice with
+// different values): nullopt.
 std::optional<double> process_start_time(const prom_exposition& exp);
 std::optional<double> process_start_time(std::string_view body);
 

@@ -166,7 +166,10 @@ void on_resync(shard_self self) {
 // new to a server that the start cleared: `introduces`, not `resync`).
 void restore(shard_self self, const snapshot::pipeline_snapshot& s) {
   auto& st = self->state;
-  st.epoch = s.epoch;
+  // A new data path's epochs start at 1, the decoder's and the debouncer's alike (the
+  // snapshot's epoch is the old process's count: an op from a later one would make the
+  // debouncer clear again, F1).
+  st.epoch = 1;
   for (auto& r : st.parts.import_partitions(s.partitions)) {
     for (size_t at = 0; at < r.ops.size(); at += resync_chunk) {
       const size_t end = std::min(r.ops.size(), at + resync_chunk);

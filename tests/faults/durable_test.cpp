@@ -206,6 +206,9 @@ TEST(DurableIndex, ADiscardThatLeavesTheIndexIncompleteIsOnReadyz) {
             std::string::npos)
       << r.body;
   EXPECT_EQ(t.discards("not_a_snapshot"), 1);
+  const auto engines = http_get(env.d->admin_port(), "/debug/engines");
+  EXPECT_NE(engines.body.find("\"restore_reason\":\"not_a_snapshot\""), std::string::npos)
+      << engines.body;
 }
 
 // LoRA: several partitions, and an adapter name added at runtime, survive the restart.
