@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "base/read_file.hpp"
+#include "base/state_dir.hpp"
 #include "config/internal.hpp"
 #include "config/loader.hpp"
 #include "config/values.hpp"
@@ -144,6 +145,7 @@ outcome<void> apply_flags(daemon_config& cfg, const flag_values& f) {
   set(cfg.server.address, f.server, "server.address", "server");
   set(cfg.server.eviction_mode, f.eviction_mode, "server.eviction_mode", "eviction-mode");
   set(cfg.admin.listen, f.admin_listen, "admin.listen", "admin-listen");
+  set(cfg.state.dir, f.state_dir, "state.dir", "state-dir");
   set(cfg.log.format, f.log_format_v, "log.format", "log-format");
   set(cfg.log.level, f.log_level_v, "log.level", "log-level");
   if (cfg.engines.empty()) return {};
@@ -250,6 +252,16 @@ outcome<void> validate(daemon_config& c, std::vector<std::string>* notes) {
     return fail("server.keepalive_timeout",
                 "must be positive and at most " + format_duration(max_keepalive));
 
+  // [state]
+  if (c.state.interval.count() < 0) return fail("state.interval", "must be >= 0 (0 = derived)");
+  if (c.state.ring_batches < 1) return fail("state.ring_batches", "must be at least 1");
+  if (!c.state.dir.empty() && c.origin.find("server.on_shutdown") == c.origin.end()) {
+    // With a state dir a restart restores the index: the server keeps the entries meanwhile
+    // (they age out at its TTL if kvrelay never comes back) instead of a routing hole.
+    c.server.on_shutdown = shutdown_action::keep;
+    c.origin["server.on_shutdown"] = "default with state.dir (" + origin_of(c, "state.dir") + ")";
+  }
+
   // [admin]
   const auto& ad = c.admin;
   if (!ad.listen.empty()) {
@@ -344,6 +356,9 @@ outcome<void> read_files(daemon_config& c) {
     if (text.value().find("-----BEGIN ") == std::string::npos)
       return invalid(located(c, key, subject + " is not a PEM file (no -----BEGIN line)"));
   }
+  if (!c.state.dir.empty())
+    if (auto s = check_state_dir(c.state.dir, /*create=*/false); !s)
+      return invalid(located(c, "state.dir", s.error().context));
   if (!c.admin.token_file.empty()) {
     auto token = read_token_file(c.admin.token_file);
     if (!token) return invalid(located(c, "admin.token_file", token.error().context));

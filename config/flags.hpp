@@ -34,6 +34,7 @@ struct flag_values {
   std::optional<log_level> log_level_v;
   // -- the reference sidecar's (§4), which describe one engine -----------------------------------
   std::optional<std::string> server;
+  std::optional<std::string> state_dir;
   std::optional<std::string> engine_endpoint;
   std::optional<std::string> replay_endpoint;
   std::optional<std::string> topic;

@@ -225,6 +225,12 @@ const field_def<admin_settings> admin_fields[] = {
     KVRELAY_SIZE_FIELD(admin_settings, "max_body_bytes", max_body_bytes),
 };
 
+const field_def<state_settings> state_fields[] = {
+    KVRELAY_FIELD(state_settings, "dir", dir),
+    KVRELAY_FIELD(state_settings, "interval", interval),
+    KVRELAY_FIELD(state_settings, "ring_batches", ring_batches),
+};
+
 const field_def<log_settings> log_fields[] = {
     KVRELAY_FIELD(log_settings, "format", format),
     KVRELAY_FIELD(log_settings, "level", level),
@@ -281,10 +287,12 @@ class reader {
         if (!section(v, "admin", admin_fields, cfg_.admin)) return error();
       } else if (key == "log") {
         if (!section(v, "log", log_fields, cfg_.log)) return error();
+      } else if (key == "state") {
+        if (!section(v, "state", state_fields, cfg_.state)) return error();
       } else if (key == "engine") {
         if (!engines(v)) return error();
       } else {
-        unknown(k, key, {"server", "admin", "log", "engine"});
+        unknown(k, key, {"server", "admin", "state", "log", "engine"});
         return error();
       }
     }
@@ -417,6 +425,7 @@ flat_config flatten(const daemon_config& c) {
   // Compared, never shown: a rotated token is a change the running admin port does not apply.
   out[{"", "admin.token"}] = c.admin.token;
   for (const auto& f : log_fields) out[{"", "log." + std::string(f.key)}] = f.write(c.log);
+  for (const auto& f : state_fields) out[{"", "state." + std::string(f.key)}] = f.write(c.state);
   for (const auto& e : c.engines) {
     const std::string& id = e.replica_id;
     out[{id, ""}] = "present";
@@ -483,6 +492,13 @@ std::string to_toml(const daemon_config& c) {
   });
   out << "\n";
   section("[admin]", admin_fields, c.admin, no, none);
+  out << "\n";
+  section("[state]", state_fields, c.state, no, [&c](std::string_view k) {
+    if (k == "dir" && c.state.dir.empty()) return std::string("# dir \"\": the durable index is off\n");
+    if (k != "interval" || c.state.interval.count() != 0) return std::string();
+    return std::string("# interval \"0s\": a quarter of the replay ring's span at the batch rate, "
+                       "1s to 60s\n");
+  });
   out << "\n";
   section("[log]", log_fields, c.log, no, none);
   const auto all_pipelines = pipelines(c);

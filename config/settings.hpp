@@ -108,6 +108,16 @@ struct admin_settings {
   std::string token;
 };
 
+/// The durable index (issue 22, docs/operations.md "What survives a restart"): where each pipeline
+/// keeps a snapshot of its index, so a kvrelay restart forgets nothing the engine still holds.
+/// Off by default: the reference controller's sidecar has a read-only root and no volume.
+struct state_settings {
+  std::string dir;            // "" = off (--state-dir); created at start when missing
+  milliseconds interval{0};   // between snapshots; 0 = derived: a quarter of the replay ring's
+                              // span at the observed batch rate, 1 s to 60 s
+  int64_t ring_batches = 10000;  // the engine's replay ring (vLLM/SGLang buffer_steps)
+};
+
 struct log_settings {
   log_format format = log_format::json;  // JSON lines on stderr, like the reference (C08)
   log_level level = log_level::info;
@@ -170,6 +180,7 @@ struct engine_settings {
 struct daemon_config {
   server_settings server;
   admin_settings admin;
+  state_settings state;
   log_settings log;
   std::vector<engine_settings> engines;
   /// Where each key's value came from ("file:line:col" or "--flag"), by key path such as

@@ -62,7 +62,10 @@ using shard_actor = caf::typed_actor<
   // Re-reports every resident block as upserts (resync after a server outage or on schedule).
   caf::reacts_to<atom::resync, uint64_t>,
   // Barrier: answers once everything sent to this shard before it has become ops.
-  caf::replies_to<atom::drain>::with<bool>>
+  caf::replies_to<atom::drain>::with<bool>,
+  // Durable index: adds every partition's blocks to the decoder's snapshot (the cut: all work
+  // sent before it is applied) and hands it back.
+  caf::replies_to<atom::snapshot, snapshot_ptr>::with<snapshot_ptr>>
   ::extend_with<supervised_actor>;
 
 /// Turns raw batches into the shard's work; owns the adapter map, the group table and the epoch.
@@ -78,7 +81,9 @@ using decoder_actor = caf::typed_actor<
   // Makes the shard throw (fault injection); true once it was told.
   caf::replies_to<atom::crash, std::string>::with<bool>,
   // Barrier: answers once every batch sent before it has become ops at the debouncer.
-  caf::replies_to<atom::drain>::with<bool>>
+  caf::replies_to<atom::drain>::with<bool>,
+  // Durable index: the pipeline's state after the last batch it decoded (a consistent cut).
+  caf::replies_to<atom::snapshot>::with<snapshot_ptr>>
   ::extend_with<supervised_actor>;
 
 /// Coalesces index changes to their final state and hands ordered units to the emitter.
@@ -192,7 +197,15 @@ using pipeline_actor = caf::typed_actor<
   caf::replies_to<atom::drain, caf::timespan>::with<drain_report>,
   // Adds a LoRA id → name mapping at runtime (kept across data-path restarts); answers once
   // the running decoder applied it, so a caller told "added" never races the next batch.
-  caf::replies_to<atom::adapter, int64_t, std::string>::with<bool>>
+  caf::replies_to<atom::adapter, int64_t, std::string>::with<bool>,
+  // Durable index timer: take and write a snapshot (generation: stale timers are ignored).
+  caf::reacts_to<atom::snapshot, uint64_t>,
+  // Durable index: the restore step's plan for the data path about to start.
+  caf::reacts_to<atom::restore, restore_plan_ptr>,
+  // Durable index: what a write came to (from the writer's thread).
+  caf::reacts_to<atom::saved, write_report>,
+  // Durable index: the shutdown's last write is overdue (generation).
+  caf::reacts_to<atom::saved, uint64_t>>
   ::extend_with<health_listener_actor>;
 
 /// The daemon's root: holds every pipeline's handle and serialises what the admin port and

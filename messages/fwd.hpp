@@ -17,6 +17,7 @@
 #include "messages/discovery.hpp"
 #include "messages/health.hpp"
 #include "messages/pipeline.hpp"
+#include "messages/state.hpp"
 #include "messages/supervision.hpp"
 
 // Atom texts are ≤ 10 characters of [a-z0-9_] (CAF 0.17 stores them in 60 bits). One atom, one
@@ -31,6 +32,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvrelay, caf::first_custom_type_id)
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, resync, "resync")        // re-report everything resident
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, drain, "drain")          // shutdown: flush and answer
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, adapter, "adapter")      // LoRA id → name mapping
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, snapshot, "snapshot")    // durable index: take one (cut)
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, restore, "restore")      // a data path's restore plan
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, saved, "saved")          // a snapshot write's outcome
   // -- supervisor --------------------------------------------------------------------------------
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, restart, "restart")      // timer: a unit's backoff elapsed
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, stable, "stable")        // timer: a unit stayed up a window
@@ -72,6 +76,9 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrelay::drain_report>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrelay::pipeline_view>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::discovery_update_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::discovery_fetch_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::snapshot_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::restore_plan_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrelay::write_report)
 
 // kvrelay::ec travels as a caf::error (exit reasons, failed requests); category "kvrelay".
 CAF_ERROR_CODE_ENUM(kvrelay::ec, "kvrelay")

@@ -17,6 +17,7 @@ const char* to_string(health_fact f) noexcept {
     case health_fact::history_complete: return "history_complete";
     case health_fact::history_skipped: return "history_skipped";
     case health_fact::history_lost: return "history_lost";
+    case health_fact::snapshot_outside_ring: return "snapshot_outside_ring";
     case health_fact::engine_cleared: return "engine_cleared";
     case health_fact::removal_lost: return "removal_lost";
     case health_fact::engine_asleep: return "engine_asleep";

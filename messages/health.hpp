@@ -22,6 +22,8 @@ enum class health_fact : uint8_t {
   history_complete,     // ingress: an engine process' batches are all here, from its seq 0
   history_skipped,      // ingress: its first batch here came after 0 (the ring was shorter)
   history_lost,         // ingress: history was lost mid-stream (the pipeline clears)
+  snapshot_outside_ring,// ingress: the replay ring no longer reached back to a restored
+                        // snapshot (RD6): it is discarded, the pipeline clears
   engine_cleared,       // decoder: AllBlocksCleared: the engine's cache is empty, like the index
   removal_lost,         // decoder: a BlockRemoved/AllBlocksCleared it could not decode: the index
                         //   may hold blocks the engine dropped

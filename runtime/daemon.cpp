@@ -4,6 +4,8 @@
 
 #include "runtime/daemon.hpp"
 
+#include "base/state_dir.hpp"
+
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
@@ -72,6 +74,14 @@ bool daemon::start(std::string& error) {
   auto& d = *impl_;
   log::set_json(d.cfg.log.format == config::log_format::json);
   log::set_level(to_log_level(d.cfg.log.level));
+  // An explicit state dir that cannot be written stops the start, with its path and why
+  // (--check says the same without creating it).
+  if (!d.cfg.state.dir.empty()) {
+    if (auto s = check_state_dir(d.cfg.state.dir, /*create=*/true); !s) {
+      error = "state.dir " + s.error().context;
+      return false;
+    }
+  }
   d.sys_cfg = std::make_unique<caf::actor_system_config>();
   setup_actor_system(*d.sys_cfg);
   tune_scheduler(*d.sys_cfg);

@@ -28,6 +28,13 @@ index_options to_index_options(const config::engine_settings& e) {
   return o;
 }
 
+std::string pipeline_name(const config::daemon_config& cfg, const config::pipeline_settings& ps) {
+  const auto& e = cfg.engines.at(ps.engine_index);
+  return e.dp_size > 1 && e.dp_mode == config::dp_mode::merged
+             ? e.replica_id + "-dp" + std::to_string(ps.dp_rank)
+             : ps.replica_id;
+}
+
 }  // namespace
 
 pipeline_context to_context(const config::daemon_config& cfg,
@@ -35,9 +42,7 @@ pipeline_context to_context(const config::daemon_config& cfg,
                             std::shared_ptr<metrics_registry> metrics) {
   const auto& e = cfg.engines.at(ps.engine_index);
   pipeline_context ctx;
-  ctx.name = e.dp_size > 1 && e.dp_mode == config::dp_mode::merged
-                 ? e.replica_id + "-dp" + std::to_string(ps.dp_rank)
-                 : ps.replica_id;
+  ctx.name = pipeline_name(cfg, ps);
   ctx.identity = replica_identity{ps.replica_id, e.model_id, e.tenant_id, e.hash_scheme};
   ctx.metrics = std::move(metrics);
   return ctx;
@@ -82,6 +87,18 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
     p.emitter.client.cert_file = cfg.server.cert_file;
     p.emitter.client.key_file = cfg.server.key_file;
     p.emitter.client.server_name = cfg.server.server_name;
+  }
+
+  if (!cfg.state.dir.empty()) {
+    // The durable index: one file per pipeline, named by what identifies it (RD1).
+    state_options so;
+    so.who = snapshot::identity{ps.replica_id, e.model_id, e.tenant_id, e.hash_scheme,
+                                ps.endpoint, e.topic, ps.dp_rank};
+    so.file = snapshot_file(cfg.state.dir, pipeline_name(cfg, ps), so.who);
+    so.interval = cfg.state.interval;
+    so.ring_batches = static_cast<uint64_t>(std::max<int64_t>(cfg.state.ring_batches, 1));
+    so.evidence = metrics_evidence(e.metrics.url, std::chrono::seconds(2));
+    p.state = std::move(so);
   }
 
   const bool scrape = !e.metrics.url.empty() &&

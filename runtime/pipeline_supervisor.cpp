@@ -12,7 +12,9 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "actors/emitter/policy_client.hpp"
@@ -20,6 +22,7 @@
 #include "base/tsan.hpp"
 #include "base/metrics_registry.hpp"
 #include "messages/status_fanout.hpp"
+#include "runtime/durable_state.hpp"
 #include "runtime/supervision.hpp"
 
 namespace kvrelay {
@@ -60,6 +63,15 @@ struct pipeline_state {
   // Every monitored child not yet DOWN: which kind and incarnation it is (rule 2 needs both).
   std::map<caf::actor_addr, child_ref> monitored;
   caf::error exit_reason;
+
+  // The durable index (state.dir): null without one. The snapshot timer and the shutdown's
+  // last write carry generations; `datapath_inc` tags a snapshot request with the data path
+  // it went to.
+  std::unique_ptr<durable_state> durable;
+  uint64_t snapshot_gen = 0;
+  uint64_t final_gen = 0;
+  uint64_t datapath_inc = 0;
+  std::function<void()> final_done;  // the shutdown's drain waits for its last write
 
   // Resolved once at spawn.
   counter_series* restarts[3] = {nullptr, nullptr, nullptr};
@@ -113,6 +125,26 @@ void watch(pipeline_self self, const Handle& hdl, actor_kind k, uint64_t incarna
 
 void run(pipeline_self self, supervision_protocol::actions acts);
 
+// The data path's three actors with `o` (the supervisor's options, or a copy that restores).
+bool spawn_datapath(pipeline_self self, uint64_t inc, const pipeline_options& o) {
+  auto& st = self->state;
+  auto h = st.make.datapath(self->system(), st.ctx, o, st.emitter);
+  if (!h.ingress || !h.decoder || !h.debouncer) {
+    for (auto a : {caf::actor_cast<caf::actor>(h.ingress), caf::actor_cast<caf::actor>(h.decoder),
+                   caf::actor_cast<caf::actor>(h.debouncer)})
+      if (a) self->send_exit(a, caf::exit_reason::user_shutdown);
+    return false;
+  }
+  st.ingress = h.ingress;
+  st.decoder = h.decoder;
+  st.debouncer = h.debouncer;
+  st.datapath_inc = inc;
+  watch(self, st.ingress, actor_kind::ingress, inc);
+  watch(self, st.decoder, actor_kind::decoder, inc);
+  watch(self, st.debouncer, actor_kind::debouncer, inc);
+  return true;
+}
+
 // Spawns a unit (rule 1); a factory that returns no actor is a failed spawn (rule 10).
 void spawn_unit(pipeline_self self, pipeline_unit u, uint64_t inc) {
   auto& st = self->state;
@@ -128,21 +160,17 @@ void spawn_unit(pipeline_self self, pipeline_unit u, uint64_t inc) {
       if (st.scraper) self->send(st.scraper, atom::update_v, st.emitter);
       return;
     case pipeline_unit::datapath: {
-      auto h = st.make.datapath(sys, st.ctx, st.opts, st.emitter);
-      if (!h.ingress || !h.decoder || !h.debouncer) {
-        for (auto a : {caf::actor_cast<caf::actor>(h.ingress), caf::actor_cast<caf::actor>(h.decoder),
-                       caf::actor_cast<caf::actor>(h.debouncer)})
-          if (a) self->send_exit(a, caf::exit_reason::user_shutdown);
-        err = "the data path could not be spawned";
-        break;
+      if (st.durable) {
+        // DS1: the restore step first (on the store's thread); the plan spawns the data path.
+        const uint64_t gen = st.durable->begin_restore(inc);
+        const auto me = caf::actor_cast<pipeline_actor>(self);
+        st.durable->store().restore(
+            gen, [me](restore_plan_ptr p) { caf::anon_send(me, atom::restore_v, std::move(p)); });
+        return;
       }
-      st.ingress = h.ingress;
-      st.decoder = h.decoder;
-      st.debouncer = h.debouncer;
-      watch(self, st.ingress, actor_kind::ingress, inc);
-      watch(self, st.decoder, actor_kind::decoder, inc);
-      watch(self, st.debouncer, actor_kind::debouncer, inc);
-      return;
+      if (spawn_datapath(self, inc, st.opts)) return;
+      err = "the data path could not be spawned";
+      break;
     }
     case pipeline_unit::scraper:
       st.scraper = st.make.scraper(sys, st.ctx, st.opts, st.emitter);
@@ -236,6 +264,9 @@ std::vector<std::string> not_ready_reasons(const pipeline_state& st) {
   if (!st.server_ok) out.emplace_back("the policy server has not acknowledged yet");
   if (st.policy->unhealthy()) out.emplace_back("restarts over the intensity limit; retrying slowly");
   if (st.index_incomplete) out.emplace_back(st.index_incomplete);  // "degraded (still ready)"
+  // DS5: a discarded snapshot, while the index is incomplete because of it.
+  if (st.index_incomplete && st.durable && !st.durable->readyz_line().empty())
+    out.emplace_back(st.durable->readyz_line());
   return out;
 }
 
@@ -268,7 +299,8 @@ void on_health(pipeline_state& st, health_fact f) {
     case health_fact::engine_asleep: st.engine_asleep = true; st.index_incomplete = nullptr; break;
     case health_fact::engine_awake: st.engine_asleep = false; break;
     case health_fact::events_silent:   // the scraper's gauge and log say it; discovery hears it
-    case health_fact::events_flowing: break;
+    case health_fact::events_flowing:
+    case health_fact::snapshot_outside_ring: break;  // the durable state's; history_lost follows
   }
   if (was == st.index_incomplete) return;
   if (st.incomplete_gauge) st.incomplete_gauge->set(st.index_incomplete ? 1 : 0);
@@ -304,6 +336,7 @@ void status_of(pipeline_self self, caf::typed_response_promise<actor_status> p) 
   j.add("server_ok", s.server_ok);
   j.add("index_incomplete", s.index_incomplete ? s.index_incomplete : "");
   j.add("engine_asleep", s.engine_asleep);
+  if (s.durable) s.durable->add_status(j);
   actor_status::string_map adapters;
   for (const auto& [id, name] : s.opts.decoder.adapters)
     adapters.emplace_back(std::to_string(id), name);
@@ -360,9 +393,81 @@ void report_leftovers(pipeline_self self, std::shared_ptr<drain_report> report,
     one_done();
 }
 
+// -- the durable index (issue 22; rules DS1-DS5 in runtime/durable_state.hpp) ---------------
+
+void arm_snapshot(pipeline_self self) {
+  auto& st = self->state;
+  self->delayed_send(self, st.durable->next_delay(), atom::snapshot_v, ++st.snapshot_gen);
+}
+
+// Asks the decoder for a cut (its mailbox order makes it consistent with the shard's), judges it
+// (DS3, DS4) and hands it to the writer. `done` runs when nothing is left to wait for: at once
+// when nothing is written, else (final only) when the write reports.
+void take_snapshot(pipeline_self self, bool final, caf::timespan timeout,
+                   std::function<void()> done) {
+  auto& st = self->state;
+  const uint64_t inc = st.datapath_inc;
+  const auto finished = [done]() {
+    if (done) done();
+  };
+  if (!st.decoder || !st.durable || st.durable->restore_pending()) return finished();
+  self->request(st.decoder, timeout, atom::snapshot_v)
+      .then(
+          [=](snapshot_ptr snap) mutable {
+            auto& st = self->state;
+            if (!snap || !st.durable || st.datapath_inc != inc) return finished();
+            const auto d = st.durable->judge(*snap);
+            if (d == durable_state::decision::skip_unchanged) return finished();
+            st.durable->submitted();
+            if (final) st.final_done = done;
+            const auto me = caf::actor_cast<pipeline_actor>(self);
+            st.durable->store().write(
+                std::move(snap), st.durable->incarnation_evidence(),
+                d == durable_state::decision::establish, final,
+                [me](write_report r) { caf::anon_send(me, atom::saved_v, std::move(r)); });
+          },
+          [=](caf::error&) mutable { finished(); });
+}
+
+// DS1: the restore step's plan: the data path starts from the snapshot it names, or cold.
+void on_restore_plan(pipeline_self self, const restore_plan& plan) {
+  auto& st = self->state;
+  if (!st.durable) return;
+  const uint64_t inc = st.durable->pending_incarnation();
+  bool current = false;
+  auto snap = st.durable->on_plan(plan, current);
+  if (!current || st.policy->tearing_down()) return;
+  pipeline_options o = st.opts;
+  if (snap) {
+    // Runtime-added adapter names come back with it and stay for later data paths.
+    for (const auto& [id, name] : snap->adapters) st.opts.decoder.adapters.emplace(id, name);
+    o.decoder.adapters = st.opts.decoder.adapters;
+    o.decoder.restore = snap;
+    o.ingress.source.tracker.resume =
+        ingress::resume_point{snap->next_seq, snap->history_from.value_or(snap->next_seq)};
+    // What the restored index knows of the engine's cache is what it knew when it was taken.
+    on_health(st, !snap->history_from      ? health_fact::history_lost
+                  : *snap->history_from == 0 ? health_fact::history_complete
+                                             : health_fact::history_skipped);
+  }
+  if (!spawn_datapath(self, inc, o)) {
+    run(self, st.policy->spawn_failed(pipeline_unit::datapath, inc,
+                                      "the data path could not be spawned", clock::now()));
+    return;
+  }
+  arm_snapshot(self);
+}
+
+void on_saved(pipeline_self self, const write_report& r) {
+  auto& st = self->state;
+  if (!st.durable) return;
+  st.durable->on_report(r);
+  if (r.final && st.final_done) std::exchange(st.final_done, nullptr)();
+}
+
 // The shutdown drain (the first half of stopping): stop reading, let the decoder and shards
 // finish what was read, then the debouncer's final flush, all within `budget`; the report then
-// says what was not delivered.
+// says what was not delivered. With a state dir the last snapshot is written meanwhile.
 void drain(pipeline_self self, caf::timespan budget,
            caf::typed_response_promise<drain_report> promise) {
   auto& st = self->state;
@@ -388,11 +493,29 @@ void drain(pipeline_self self, caf::timespan budget,
   // debouncer's mailbox by then. Then the debouncer flushes and waits for acks.
   const auto late = [](const caf::error& e) { return e == caf::sec::request_timeout; };
   auto flush = [=]() mutable {
+    // The drain ends when the debouncer's flush and the last snapshot (if any) both have.
+    using step_outcome = std::tuple<bool, const char*, bool>;
+    auto outcome = std::make_shared<step_outcome>(false, "debouncer", false);
+    auto waiting = std::make_shared<int>(self->state.durable ? 2 : 1);
+    auto one_done = [=]() mutable {
+      if (--*waiting == 0) finish(std::get<0>(*outcome), std::get<1>(*outcome), std::get<2>(*outcome));
+    };
+    if (self->state.durable) {
+      self->delayed_send(self, left(), atom::saved_v, ++self->state.final_gen);
+      take_snapshot(self, true, left(), one_done);
+    }
     auto debouncer = self->state.debouncer;
-    if (!debouncer) return finish(false, "debouncer");
+    if (!debouncer) return one_done();
     self->request(debouncer, left(), atom::drain_v)
-        .then([=](bool ok) mutable { finish(ok, ok ? "" : "debouncer"); },
-              [=](caf::error& e) mutable { finish(false, "debouncer", late(e)); });
+        .then(
+            [=](bool ok) mutable {
+              *outcome = step_outcome{ok, ok ? "" : "debouncer", false};
+              one_done();
+            },
+            [=](caf::error& e) mutable {
+              *outcome = step_outcome{false, "debouncer", late(e)};
+              one_done();
+            });
   };
   auto decode = [=]() mutable {
     auto decoder = self->state.decoder;
@@ -440,9 +563,18 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context c
       "1 while the index cannot know all the engine holds (history skipped at start or lost)");
   self->set_down_handler([=](caf::down_msg& m) { on_down(self, m); });
   self->set_exit_handler([=](caf::exit_msg& m) {
-    if (!self->state.policy->tearing_down()) self->state.exit_reason = m.reason;
-    run(self, self->state.policy->teardown_requested());
+    auto& s = self->state;
+    if (!s.policy->tearing_down()) s.exit_reason = m.reason;
+    run(self, s.policy->teardown_requested());
+    if (s.durable && s.durable->restore_pending()) {
+      // The data path was never spawned: its members' DOWNs will not come.
+      const uint64_t inc = s.durable->pending_incarnation();
+      s.durable->abandon_restore();
+      for (auto k : {actor_kind::ingress, actor_kind::decoder, actor_kind::debouncer})
+        run(self, s.policy->child_down(k, inc, "not started (restore step pending)", clock::now()));
+    }
   });
+  if (st.opts.state) st.durable = std::make_unique<durable_state>(st.ctx, *st.opts.state);
   run(self, st.policy->start(clock::now()));
   return {
       [=](atom::status) -> caf::result<actor_status> {
@@ -451,6 +583,8 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context c
         return p;
       },
       [=](health_fact f) {
+        if (f == health_fact::snapshot_outside_ring && self->state.durable)
+          self->state.durable->on_outside_ring();
         on_health(self->state, f);
         tell_discovery(self, f);
         // A sleeping engine discarded its cache: clear like AllBlocksCleared (decoder's epoch).
@@ -485,6 +619,23 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context c
         auto p = self->make_response_promise<drain_report>();
         drain(self, budget, p);
         return p;
+      },
+      [=](atom::snapshot, uint64_t gen) {
+        auto& s = self->state;
+        if (!s.durable || gen != s.snapshot_gen || s.policy->restarting_stopped()) return;
+        if (!s.durable->write_outstanding())
+          take_snapshot(self, false, std::chrono::seconds(10), nullptr);
+        arm_snapshot(self);
+      },
+      [=](atom::restore, restore_plan_ptr plan) {
+        if (plan) on_restore_plan(self, *plan);
+      },
+      [=](atom::saved, write_report& r) { on_saved(self, r); },
+      [=](atom::saved, uint64_t gen) {
+        // The shutdown's last write is overdue: the drain goes on without it (the file keeps
+        // the previous snapshot, or gets this one a little later).
+        auto& s = self->state;
+        if (gen == s.final_gen && s.final_done) std::exchange(s.final_done, nullptr)();
       },
       [=](atom::adapter, int64_t id, std::string& name) -> caf::result<bool> {
         auto& s = self->state;

@@ -23,6 +23,7 @@
 #include "actors/ingress/ingress_actor.hpp"
 #include "actors/scraper/scraper_actor.hpp"
 #include "messages/actors.hpp"
+#include "runtime/state_store.hpp"
 
 namespace caf {
 class actor_system;
@@ -50,6 +51,9 @@ struct pipeline_options {
   discovery_actor discovery;
   uint64_t engine_index = 0;
   int64_t dp_rank = 0;
+  /// The durable index (state.dir, issue 22): this pipeline's snapshot file and how to prove
+  /// its engine. Unset: nothing survives a restart (every data path starts cold).
+  std::optional<state_options> state;
 };
 
 /// The data path's three actors, spawned together.

@@ -98,6 +98,20 @@ std::string render_engines(const std::vector<pipeline_view>& pipelines) {
     if (const auto* v = s.find("index_incomplete"))
       if (const auto* t = std::get_if<std::string>(v)) j["index_incomplete"] = *t;
     j["engine_asleep"] = s.flag("engine_asleep");
+    // The durable index (state.dir): what the start restored, or why not, and the last write.
+    if (const auto* file = s.find("state_file")) {
+      auto& d = j["durable_index"] = nlohmann::ordered_json::object();
+      const auto text = [&s](const char* key) -> std::string {
+        const auto* v = s.find(key);
+        const auto* t = v ? std::get_if<std::string>(v) : nullptr;
+        return t ? *t : std::string();
+      };
+      if (const auto* t = std::get_if<std::string>(file)) d["file"] = *t;
+      d["restore"] = text("restore");
+      d["restore_reason"] = text("restore_reason");
+      d["restore_detail"] = text("restore_detail");
+      d["last_snapshot"] = text("last_snapshot");
+    }
     auto adapters = nlohmann::ordered_json::object();
     if (const auto* v = s.find("adapters"))
       if (const auto* m = std::get_if<actor_status::string_map>(v))

@@ -18,6 +18,8 @@
 # Exit status: 0 when every case ran, kvrelay received every published block without a sequence
 # gap and, in evictdrain, the sink got one eviction per add; 1 otherwise. Figures are reported,
 # never asserted (the machine is shared).
+# The durable case (issue 22: ingestion with a snapshot every second vs none) runs only when
+# --cases names it.
 # The fullcache case (issue 13's full-cache engine, both eviction modes) runs unless --cases names
 # others; KVRELAY_BASELINE=/path/to/kvrelay adds that binary's run of it (its own default eviction
 # mode) to the same run, for "rpc mode at least 2x today's rate"; it adds one to evictdrain too.
@@ -612,6 +614,41 @@ if i1 and i256 and m1 and m256:
     print("[bench] lora fleet: ingest 1 adapter %.0f, 256 adapters %.0f blocks/s (1 / 256 = %.2fx,"
           " target <= 1.3x); B/resident block %.0f vs %.0f (256 / 1 = %.2fx, target <= 1.2x)"
           % (i1, i256, i1 / i256, m1, m256, m256 / m1))
+EOF2
+fi
+
+if has_case durable; then
+  # Issue 22: ingestion while the durable index snapshots every second (state.interval = 1s),
+  # against the same run without a state dir. 1 M resident blocks paced at 250 k/s (the engine
+  # cache never full), so the last snapshots copy a whole 1 M-block index out of the shard: the
+  # block latency (publish -> server receipt) p99 is what a pause would show in. The engine's
+  # incarnation is proved by a static /metrics with process_start_time_seconds.
+  DUR_BLOCKS="$TP_BLOCKS"
+  mkdir -p "$WORK/durable-metrics" "$WORK/durable-state"
+  echo "process_start_time_seconds 1767225600.25" >"$WORK/durable-metrics/metrics"
+  MPORT="$(free_port)"
+  python3 -m http.server "$MPORT" --bind 127.0.0.1 --directory "$WORK/durable-metrics" \
+    >>"$OUT/durable-metrics.log" 2>&1 &
+  MPID=$!
+  printf '[state]\ndir = "%s"\ninterval = "1s"\n' "$WORK/durable-state" >"$WORK/durable.toml"
+  for i in $(seq "$REPEATS"); do
+    run_case "durable-none-$i" single "$DUR_BLOCKS" 250000 "$BIG --floor-repeats 1"
+    rm -rf "$WORK/durable-state"/*
+    run_case_with "durable-1s-$i" "$DUR_BLOCKS" 250000 "$BIG --floor-repeats 1" \
+      --config "$WORK/durable.toml" --engine-metrics-url "http://127.0.0.1:$MPORT/metrics"
+    log "case durable-1s-$i: state dir holds $(ls "$WORK/durable-state" | wc -l) file(s)," \
+        "$(stat -c %s "$WORK"/durable-state/*.kvsnap 2>/dev/null | head -1) bytes"
+  done
+  kill "$MPID" 2>/dev/null || true
+  python3 - "$RESULTS" <<'EOF2' >&2
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+for mode in ("none", "1s"):
+    for r in rows:
+        if r["case"].startswith("durable-%s-" % mode):
+            print("[bench] durable %-4s %s: block latency p50/p99/max %s/%s/%s ms, ingest %s blocks/s"
+                  % (mode, r["case"], r.get("block_lat_p50_ms"), r.get("block_lat_p99_ms"),
+                     r.get("block_lat_max_ms"), r.get("ingest_blocks_per_s")))
 EOF2
 fi
 

@@ -4,6 +4,7 @@
 
 #include "actors/decoder/batch_router.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "base/clock.hpp"
@@ -215,6 +216,24 @@ void batch_router::on_engine_asleep(router_output& out) {
 void batch_router::add_adapter(int64_t id, std::string name) {
   opts_.adapters[id] = std::move(name);
   warned_ids_.erase(id);
+}
+
+void batch_router::export_state(snapshot::pipeline_snapshot& out) const {
+  out.epoch = epoch_;
+  out.adapters.assign(opts_.adapters.begin(), opts_.adapters.end());
+  out.group_kinds = groups_.export_kinds();
+}
+
+void batch_router::import_state(const snapshot::pipeline_snapshot& in) {
+  // The epoch stays 1: a new data path's epochs restart with its debouncer's (the snapshot's
+  // is the old process's count, kept in the file for the log).
+  for (const auto& [id, name] : in.adapters) opts_.adapters.emplace(id, name);
+  groups_.import_kinds(in.group_kinds);
+  partition_ids_.clear();
+  // Ids are positions, as the shard imports them (a name twice keeps its first id).
+  const size_t n = std::min<size_t>(in.partitions.size(), opts_.max_partitions);
+  for (size_t i = 0; i < n; ++i)
+    partition_ids_.emplace(in.partitions[i].adapter, static_cast<uint32_t>(i));
 }
 
 }  // namespace kvrelay

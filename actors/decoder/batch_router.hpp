@@ -43,6 +43,7 @@
 
 #include "actors/decoder/group_filter.hpp"
 #include "actors/decoder/wire_decoder.hpp"
+#include "base/snapshot_format.hpp"
 #include "messages/pipeline.hpp"
 
 namespace kvrelay {
@@ -121,6 +122,14 @@ class batch_router {
   void on_engine_asleep(router_output& out);
   /// A LoRA id → name mapping added at runtime (admin): that id indexes from now on.
   void add_adapter(int64_t id, std::string name);
+
+  /// Durable index (issue 22): the router's part of a snapshot (epoch, adapter map, learnt
+  /// groups; the partitions' names come with the shard's images), and the reverse. import_state
+  /// takes the partitions in the images' order as ids 0..n-1 (the shard imports them the same
+  /// way), and adds the adapters the configuration does not name (runtime-added ones); the epoch
+  /// stays this data path's (1), like its debouncer's.
+  void export_state(snapshot::pipeline_snapshot& out) const;
+  void import_state(const snapshot::pipeline_snapshot& in);
 
   uint64_t epoch() const noexcept { return epoch_; }
   size_t partitions() const noexcept { return partition_ids_.size(); }

@@ -9,6 +9,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <array>
+#include <chrono>
 
 #include "actors/decoder/batch_router.hpp"
 #include "actors/shard/shard_actor.hpp"
@@ -46,6 +47,12 @@ struct decoder_state {
   batch_router router;
   router_output out;
   uint64_t last_seq = 0;
+  // Durable index (the snapshot's position and history, issue 22). Every batch moves the
+  // position, decodable or not: it was applied, as nothing.
+  std::optional<uint64_t> next_seq;          // unset: nothing decoded or restored yet
+  bool awaiting_first = true;                // the incarnation's first batch says its history
+  std::optional<uint64_t> history_from;      // 0: the index holds the engine's whole history
+  uint64_t incarnations = 0;                 // engine incarnation resets seen by this data path
   std::function<void(size_t)> credit;
   debouncer_actor debouncer;
   shard_actor shard;
@@ -209,7 +216,14 @@ decoder_actor::behavior_type decoder_fn(decoder_self self, pipeline_context ctx,
   st.debouncer = std::move(debouncer);
   st.ctx = std::move(ctx);
   st.credit = std::move(credit);
-  st.shard = spawn_shard(self, st.ctx, shard_options{opts.index}, st.debouncer);
+  shard_options so{opts.index, opts.restore};
+  if (opts.restore) {
+    st.router.import_state(*opts.restore);
+    st.next_seq = opts.restore->next_seq;
+    st.history_from = opts.restore->history_from;
+    st.awaiting_first = false;
+  }
+  st.shard = spawn_shard(self, st.ctx, so, st.debouncer);
   const auto& m = st.ctx;
   auto& se = st.series;
   se.batches_ok = &m.counter("kvrelay_batches_total", "Batches decoded");
@@ -231,17 +245,31 @@ decoder_actor::behavior_type decoder_fn(decoder_self self, pipeline_context ctx,
         auto& s = self->state;
         s.router.on_batch(rb->data, rb->size, s.out);
         if (s.out.error == decode_error::none && !s.out.wrong_rank) s.last_seq = rb->seq;
+        s.next_seq = rb->seq + 1;
+        if (s.awaiting_first) {
+          s.awaiting_first = false;
+          s.history_from = rb->seq;
+        }
+        const uint64_t cleared = s.router.stats().cleared;
         execute(self, rb->seq);
+        if (s.router.stats().cleared != cleared) s.history_from = 0;  // the engine's cache is empty
         if (s.credit) s.credit(1);
       },
       [=](ingress_notice_ptr n) {
         auto& s = self->state;
-        if (n->what == ingress_notice::kind::incarnation_reset)
+        if (n->what == ingress_notice::kind::incarnation_reset) {
           s.router.on_incarnation_reset(s.out);
-        else if (n->what == ingress_notice::kind::engine_asleep)
+          ++s.incarnations;
+          s.awaiting_first = true;
+          s.history_from.reset();
+          s.next_seq.reset();
+        } else if (n->what == ingress_notice::kind::engine_asleep) {
           s.router.on_engine_asleep(s.out);
-        else
+          s.history_from = 0;
+        } else {
           s.router.on_history_lost(s.out);
+          s.history_from.reset();
+        }
         execute(self, 0);
       },
       [=](atom::resync) {
@@ -265,6 +293,26 @@ decoder_actor::behavior_type decoder_fn(decoder_self self, pipeline_context ctx,
         self->request(self->state.shard, caf::infinite, atom::drain_v)
             .then([p](bool ok) mutable { p.deliver(ok); },
                   [p](caf::error&) mutable { p.deliver(false); });
+        return p;
+      },
+      [=](atom::snapshot) -> caf::result<snapshot_ptr> {
+        // The cut: every batch before this message is decoded and sent to the shard, which
+        // adds its partitions after applying them (mailbox order). Nothing decoded yet: no
+        // position to resume from, no snapshot (null).
+        auto& s = self->state;
+        if (!s.next_seq) return snapshot_ptr{};
+        auto snap = std::make_shared<snapshot::pipeline_snapshot>();
+        s.router.export_state(*snap);
+        snap->next_seq = *s.next_seq;
+        snap->history_from = s.history_from;
+        snap->incarnation = s.incarnations;
+        snap->taken_at_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+        auto p = self->make_response_promise<snapshot_ptr>();
+        self->request(s.shard, caf::infinite, atom::snapshot_v, std::move(snap))
+            .then([p](snapshot_ptr done) mutable { p.deliver(std::move(done)); },
+                  [p](caf::error& e) mutable { p.deliver(std::move(e)); });
         return p;
       },
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },

@@ -29,6 +29,8 @@ struct decoder_options {
   std::map<int64_t, std::string> adapters; // --lora-adapter-names
   index_options index;                     // for every shard
   std::optional<int64_t> expected_dp_rank; // batches from another rank are dropped
+  /// Durable index (issue 22): the state to start from (a proved snapshot); null = empty.
+  std::shared_ptr<const snapshot::pipeline_snapshot> restore;
 };
 
 /// `credit(n)` returns n batches of in-flight budget to ingress once they are decoded.

@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace kvrelay {
 
@@ -47,6 +49,11 @@ class group_filter {
   void reset() { kinds_.clear(); }
 
   size_t learned() const noexcept { return kinds_.size(); }
+
+  /// Durable index (issue 22): what was learned, and the reverse (at most max_groups, values
+  /// that are no group_kind skipped).
+  std::vector<std::pair<int64_t, uint8_t>> export_kinds() const;
+  void import_kinds(const std::vector<std::pair<int64_t, uint8_t>>& kinds);
 
  private:
   bool admit_group(int64_t group, bool presume_zero) const;

@@ -12,6 +12,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <string_view>
 #include <vector>
 
 #include "base/log.hpp"
@@ -219,7 +220,13 @@ ingress::event_source::sink_fn make_sink(decoder_actor decoder, ingress_actor se
           if constexpr (std::is_same_v<T, raw_batch_ptr>) {
             caf::anon_send(decoder, std::move(e));
           } else if constexpr (std::is_same_v<T, ingress_notice_ptr>) {
-            if (e->what == ingress_notice::kind::history_lost) tell(health_fact::history_lost);
+            if (e->what == ingress_notice::kind::history_lost) {
+              // The ring did not reach back to a restored snapshot (RD6): it is discarded.
+              if (std::string_view(e->reason) == ingress::to_string(
+                                                     ingress::loss_reason::resume_outside_ring))
+                tell(health_fact::snapshot_outside_ring);
+              tell(health_fact::history_lost);
+            }
             caf::anon_send(decoder, std::move(e));
           } else if constexpr (std::is_same_v<T, ingress::history_event>) {
             if (e.complete()) {

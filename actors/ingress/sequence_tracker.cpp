@@ -14,6 +14,7 @@ const char* to_string(loss_reason r) noexcept {
     case loss_reason::history_lost: return "history_lost";
     case loss_reason::replay_failed: return "replay_failed";
     case loss_reason::buffer_overflow: return "buffer_overflow";
+    case loss_reason::resume_outside_ring: return "resume_outside_ring";
   }
   return "unknown";
 }

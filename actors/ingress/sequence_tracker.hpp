@@ -24,8 +24,9 @@
 //      seq alone cannot tell, the bytes can (a batch carries its engine's timestamp). It is a
 //      late duplicate only when the ring delivered that very seq with the same bytes
 //      (`payload_digest`; the last `late_duplicate_window` replayed deliveries are remembered
-//      until the first live batch); anything else is a new incarnation. The buffer is
-//      discarded, an outstanding replay cancelled, and the new incarnation starts cold (ST5).
+//      until the first live batch); anything else (below a resume point, say) is a new
+//      incarnation. The buffer is discarded, an outstanding replay cancelled, and the new
+//      incarnation starts cold (ST5).
 //  ST2 Reorder buffer: while the ring is being read (phase `replaying`), live batches wait in a
 //      bounded buffer; whatever is contiguous with the last delivered seq goes out at once, so
 //      memory holds only what sits above a hole. Outgrowing the buffer gives the replay up: the
@@ -40,9 +41,11 @@
 //      history, so missing history is not a loss (counted as cold_skipped, no action). With a
 //      replay endpoint the tracker starts by asking for everything from seq 0; the executor calls
 //      start() only once its live socket has an engine peer, so the request is not answered from
-//      a ring read before the subscription could exist. resume() starts warm instead: the
-//      consumer already holds everything below the seq it names (a restored snapshot), so what
-//      the ring no longer holds from there on is a loss (ST8).
+//      a ring read before the subscription could exist. With `resume` it starts warm instead: the
+//      consumer already holds everything below the seq it names (a restored snapshot), so it asks
+//      from there and what the ring no longer holds is a loss (ST8, reason resume_outside_ring:
+//      the snapshot is discarded). Every live seq is above it (the engine had published up to it
+//      before kvrelay stopped), so a first live seq below it is a new incarnation (ST1).
 //  ST6 Unconfirmed tail: until the first live batch arrives, nothing proves that the subscription
 //      is in effect. A PUB drops what it sends before it has processed the subscription, and an
 //      engine sends no heartbeat, so batches published after the ring was read and before the
@@ -125,6 +128,7 @@ enum class loss_reason : uint8_t {
   history_lost,        // ST8: the engine's replay ring no longer holds the range
   replay_failed,       // ST10: max_replay_attempts requests in a row got no reply at all
   buffer_overflow,     // ST2: live batches outgrew the reorder buffer while the ring was read
+  resume_outside_ring, // ST5/ST8: the ring no longer reaches back to the resume point
 };
 const char* to_string(loss_reason r) noexcept;
 
@@ -160,6 +164,12 @@ enum class tracker_phase : uint8_t {
 };
 const char* to_string(tracker_phase p) noexcept;
 
+/// Where a restored consumer continues (ST5).
+struct resume_point {
+  uint64_t next = 0;          // the first seq the consumer does not hold
+  uint64_t history_from = 0;  // the first seq of the engine's history it holds (0: all of it)
+};
+
 struct tracker_options {
   bool replay_enabled = false;     // a replay endpoint is configured
   bool cold_start_replay = true;   // with replay: ask for everything (from 0) at start
@@ -167,6 +177,7 @@ struct tracker_options {
   size_t max_buffered_bytes = size_t{64} << 20;
   uint32_t max_replay_attempts = 3;  // ST10: requests in a row without any reply before giving up
   uint32_t tail_probes = 8;        // ST6: re-asks after a catch-up while no live batch was seen
+  std::optional<resume_point> resume{};  // ST5: start warm from here instead of cold
 };
 
 /// Monotonic counters (plus two gauges) for /metrics.
@@ -222,26 +233,20 @@ class sequence_tracker {
   }
 
   /// Call once, when the live socket first has an engine peer: the cold-start replay request, if
-  /// configured (ST5).
+  /// configured, or the resume request (ST5).
   void start(actions& out) {
     if (phase_ != tracker_phase::unstarted) return;
     phase_ = tracker_phase::streaming;
+    if (opts_.resume) {
+      next_ = opts_.resume->next;
+      history_from_ = opts_.resume->history_from;
+      if (opts_.replay_enabled) begin_request(*next_, replay_reason::resume, out);
+      return;
+    }
     if (opts_.replay_enabled && opts_.cold_start_replay) {
       next_ = 0;
       begin_request(0, replay_reason::catch_up, out);
     }
-  }
-
-  /// Instead of start(): the consumer already holds this incarnation's history below `next`
-  /// (from `history_from` on; 0 = all of it), so the tracker continues from `next` warm (ST5).
-  /// With a replay endpoint it asks the ring from `next`; what the ring no longer holds is then
-  /// history lost (ST8), not skipped.
-  void resume(uint64_t next, uint64_t history_from, actions& out) {
-    if (phase_ != tracker_phase::unstarted) return;
-    phase_ = tracker_phase::streaming;
-    next_ = next;
-    history_from_ = history_from;
-    if (opts_.replay_enabled) begin_request(next, replay_reason::resume, out);
   }
 
   /// A live batch. Precondition: seq != UINT64_MAX (the END marker; the source rejects it).
@@ -322,7 +327,10 @@ class sequence_tracker {
     failures_ = 0;
     insert(seq, std::move(p), true, out);
     // ST8: below the first reply the ring holds nothing more.
-    if (first && phase_ == tracker_phase::replaying) drain(seq, loss_reason::history_lost, out);
+    if (first && phase_ == tracker_phase::replaying)
+      drain(seq, why_ == replay_reason::resume ? loss_reason::resume_outside_ring
+                                               : loss_reason::history_lost,
+            out);
   }
 
   /// The END marker of the outstanding replay.
@@ -336,7 +344,10 @@ class sequence_tracker {
       // before asking was published before, so the ring had it and has lost it since.
       uint64_t lost_below = asked_from_;
       if (live_high_at_request_) lost_below = std::max(lost_below, *live_high_at_request_ + 1);
-      drain(lost_below, loss_reason::history_lost, out);
+      drain(lost_below,
+            why_ == replay_reason::resume ? loss_reason::resume_outside_ring
+                                          : loss_reason::history_lost,
+            out);
     }
     reply_ended(out);
   }
@@ -458,7 +469,9 @@ class sequence_tracker {
       // lost on the way (ST10); after an unanswered one the live batches came after the ring
       // was read (ST11). Either way, ask from the hole.
       if (answered) return continue_request(out);
-      return begin_request(*next_, replay_reason::repair, out);
+      // An unanswered resume asked again is still the resume (its loss reason, ST8).
+      return begin_request(*next_, why_ == replay_reason::resume ? why_ : replay_reason::repair,
+                           out);
     }
     ++c_.replays_succeeded;
     finish_request();

@@ -388,4 +388,22 @@ scrape_result scraper_logic::scrape_sglang(const prom_exposition& exp) {
   return r;
 }
 
+std::optional<double> process_start_time(const prom_exposition& exp) {
+  const metric_family* f = exp.find("process_start_time_seconds");
+  if (f == nullptr) return std::nullopt;
+  std::optional<double> value;
+  for (const auto& s : f->samples) {
+    if (!s.suffix.empty() || !std::isfinite(s.value) || s.value <= 0) continue;
+    if (value && *value != s.value) return std::nullopt;  // two processes' worth: no proof
+    value = s.value;
+  }
+  return value;
+}
+
+std::optional<double> process_start_time(std::string_view body) {
+  auto parsed = parse_prometheus(body);
+  if (!parsed.ok) return std::nullopt;
+  return process_start_time(parsed.exposition);
+}
+
 }  // namespace kvrelay

@@ -63,6 +63,18 @@ struct engine_cache_state {
   std::optional<double> in_use_blocks;
 };
 
+// The engine process' start time (Unix seconds): `process_start_time_seconds`, which
+// prometheus_client's default process collector exports on Linux. vLLM serves the default
+// registry on /metrics with one API server (vllm/v1/metrics/prometheus.py
+// get_prometheus_registry; with --api-server-count > 1 it switches to the multiprocess collector,
+// which has no process metrics). SGLang serves only the multiprocess collector
+// (sglang/srt/utils.py add_prometheus_middleware: CollectorRegistry + MultiProcessCollector), so
+// it has none. The durable index's proof that an engine is the same process
+// (base/snapshot_policy.hpp RD3). Absent (or not a positive finite value, or given twice with
+// different values): nullopt.
+std::optional<double> process_start_time(const prom_exposition& exp);
+std::optional<double> process_start_time(std::string_view body);
+
 // Mirrors proto ReplicaStats' value fields (identity is added by the caller).
 struct replica_stats {
   std::int64_t cache_memory_bytes = 0;

@@ -334,6 +334,30 @@ void partition_set::for_each_resident(
   }
 }
 
+void partition_set::export_partitions(std::vector<snapshot::partition_image>& out) const {
+  for (const auto& p : impl_->parts) {
+    out.emplace_back();
+    out.back().adapter = p->name;
+    p->index.export_blocks(out.back());
+  }
+}
+
+std::vector<partition_set::result> partition_set::import_partitions(
+    const std::vector<snapshot::partition_image>& in) {
+  std::vector<result> out;
+  if (!impl_->parts.empty()) return out;
+  for (const auto& image : in) {
+    if (impl_->parts.size() >= max_partitions) break;
+    impl_->add(image.adapter);
+    auto& p = *impl_->parts.back();
+    result r;
+    r.partition = p.id;
+    p.index.import_blocks(image, r.ops);
+    if (!r.ops.empty()) out.push_back(std::move(r));
+  }
+  return out;
+}
+
 const partition_set::counters& partition_set::stats() const noexcept { return impl_->stats; }
 bool partition_set::directory_active() const noexcept { return impl_->parts.size() >= 2; }
 size_t partition_set::directory_size() const noexcept { return impl_->dir.size(); }

@@ -79,6 +79,13 @@ class partition_set {
       const std::function<void(uint32_t partition, uint64_t fingerprint, uint32_t token_count,
                                tier warmest)>& fn) const;
 
+  /// Durable index (issue 22): every partition's blocks, in id order (names included).
+  void export_partitions(std::vector<snapshot::partition_image>& out) const;
+  /// Into an empty set: declares the partitions in order (S1, so home and the directory come out
+  /// as they were) and imports their blocks. One result per partition that holds an indexed
+  /// block: its upserts, for the server.
+  std::vector<result> import_partitions(const std::vector<snapshot::partition_image>& in);
+
   struct counters {
     uint64_t unrouted_hashes = 0;      // removed hashes no partition holds (S3)
     uint64_t shared_hashes = 0;        // removed hashes several partitions held (S4)

@@ -588,6 +588,38 @@ void positional_index::for_each_resident(
     if (!kv.second.tainted()) fn(kv.second.fp, kv.second.count(), warmest(kv.second.tiers()));
 }
 
+void positional_index::export_blocks(snapshot::partition_image& out) const {
+  out.blocks.reserve(out.blocks.size() + impl_->ints.size());
+  impl_->ints.for_each([&](const int_slot& s) {
+    out.blocks.push_back(snapshot::block_record{s.key, s.e.fp, s.e.meta});
+  });
+  for (const auto& kv : impl_->bins)
+    out.byte_blocks.push_back(snapshot::bytes_record{kv.first, kv.second.fp, kv.second.meta});
+}
+
+void positional_index::import_blocks(const snapshot::partition_image& in,
+                                     std::vector<index_op>& out) {
+  impl& m = *impl_;
+  const size_t cap = m.opts.max_resident == 0 ? ~size_t{0} : m.opts.max_resident;
+  const auto take = [&](const engine_hash& h, const entry& from) {
+    if (m.size() >= cap) return;
+    auto [e, inserted] = m.emplace(h);
+    if (!inserted) return;  // a hash twice in one image: the first wins
+    e->fp = from.fp;
+    e->meta = from.meta;
+    if (m.fifo) m.fifo->push(h);
+    if (m.observer != nullptr) m.observer->added(h);
+    if (!e->tainted() && e->tiers() != 0)
+      out.push_back(make_op(index_op::kind::upsert, *e, e->tiers(), true));
+  };
+  engine_hash h;
+  for (const auto& r : in.blocks) {
+    h.value = r.hash;
+    take(h, entry{r.fingerprint, r.meta});
+  }
+  for (const auto& r : in.byte_blocks) take(engine_hash{0, r.hash}, entry{r.fingerprint, r.meta});
+}
+
 size_t positional_index::heap_bytes() const noexcept {
   const impl& m = *impl_;
   // The int table's slots are the whole of it; a Swiss table (bins) adds a control byte per slot;

@@ -52,6 +52,7 @@
 
 #include "base/index_op.hpp"
 #include "base/kv_events.hpp"
+#include "base/snapshot_format.hpp"
 
 namespace kvrelay {
 
@@ -187,6 +188,16 @@ class positional_index {
   /// Every indexed (not tainted) block with its warmest tier, for resync. Order is unspecified.
   void for_each_resident(const std::function<void(uint64_t fingerprint, uint32_t token_count,
                                                   tier warmest)>& fn) const;
+
+  /// Durable index (issue 22): every remembered block as the index holds it (tainted ones
+  /// included), appended to `out`. Order is unspecified; with max_resident it is the table's,
+  /// not the cap's (a restored partition forgets blocks in that order, a cap being a memory
+  /// bound, not what the engine holds).
+  void export_blocks(snapshot::partition_image& out) const;
+  /// Into an empty index: the blocks export_blocks gave, told to the observer. Past
+  /// max_resident, the rest is not taken (nothing was reported yet). Appends an upsert marked
+  /// `introduces` per indexed block: what the restored index holds, for the server.
+  void import_blocks(const snapshot::partition_image& in, std::vector<index_op>& out);
 
   /// Approximate heap bytes held by the maps and the cap queue (for /metrics).
   size_t heap_bytes() const noexcept;

@@ -8,6 +8,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -167,6 +168,28 @@ void on_resync(shard_self self) {
     if (!chunks[p].empty()) send_ops(self, p, 0, false, true, std::move(chunks[p]));
 }
 
+// Durable index: the restored partitions' blocks, as upserts in chunks (like a re-report, but
+// new to a server that the start cleared: `introduces`, not `resync`).
+void restore(shard_self self, const snapshot::pipeline_snapshot& s) {
+  auto& st = self->state;
+  // A new data path's epochs start at 1, the decoder's and the debouncer's alike (the
+  // snapshot's epoch is the old process's count: an op from a later one would make the
+  // debouncer clear again, F1).
+  st.epoch = 1;
+  for (auto& r : st.parts.import_partitions(s.partitions)) {
+    for (size_t at = 0; at < r.ops.size(); at += resync_chunk) {
+      const size_t end = std::min(r.ops.size(), at + resync_chunk);
+      send_ops(self, r.partition, 0, false, false,
+               std::vector<index_op>(r.ops.begin() + static_cast<ptrdiff_t>(at),
+                                     r.ops.begin() + static_cast<ptrdiff_t>(end)));
+    }
+  }
+  for (uint32_t p = 0; p < st.parts.size(); ++p) publish(st, p);
+  log::info("index restored from snapshot",
+            {{"replica", st.ctx.name}, {"partitions", st.parts.size()},
+             {"blocks", s.blocks()}, {"next_seq", s.next_seq}});
+}
+
 actor_status status_of(shard_self self) {
   auto& s = self->state;
   actor_status j("shard", self->mailbox().size());
@@ -204,8 +227,14 @@ shard_actor::behavior_type shard_fn(shard_self self, pipeline_context ctx, shard
     st.routing[i] = &st.ctx.counter("kvrelay_removal_routing_total",
                                     "Removed hashes by how they were routed to partitions",
                                     {{"outcome", routing_labels[i]}});
+  if (opts.restore) restore(self, *opts.restore);
   return {
       [=](shard_work_ptr w) { on_work(self, *w); },
+      [=](atom::snapshot, snapshot_ptr s) {
+        // Mailbox order makes this the cut: every work sent before it is applied.
+        if (s) self->state.parts.export_partitions(s->partitions);
+        return s;
+      },
       [=](atom::clear, uint64_t epoch) {
         auto& s = self->state;
         if (epoch < s.epoch) return;

@@ -7,6 +7,11 @@
 // the server / admin keys of issues 12, 13 and 16, and engine discovery's settings (issue 14).
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
 #include <sstream>
 
 #include "base/read_file.hpp"
@@ -173,6 +178,33 @@ TEST(ReadFiles, TokenFileErrorsNameTheFileAndKey) {
   EXPECT_EQ(files_error(with_token(d.file("missing"))),
             "t.toml:3:14: admin.token_file: cannot open \"" + d.file("missing") +
                 "\": No such file or directory");
+}
+
+// The durable index's directory: --check says what is wrong with it, path and reason, and
+// creates nothing (the start does).
+TEST(ReadFiles, AnUnwritableStateDirIsAnErrorWithPathAndReason) {
+  scratch_dir d;
+  const auto state = [](const std::string& dir) { return "[state]\ndir = \"" + dir + "\"\n" + minimal; };
+  EXPECT_EQ(files_error(state(d.dir("ok"))), "");
+  const std::string missing = d.file("later/state");
+  EXPECT_EQ(files_error(state(missing)), "") << "creatable: made at start";
+  EXPECT_FALSE(std::filesystem::exists(missing)) << "--check creates nothing";
+  const std::string file = d.write("a-file", "x");
+  EXPECT_EQ(files_error(state(file)), "t.toml:2:7: state.dir: " + file + ": not a directory");
+  EXPECT_EQ(files_error(state(file + "/sub")),
+            "t.toml:2:7: state.dir: " + file + "/sub: does not exist, and " + file +
+                " is not a directory")
+      << "under a file: nobody, root included, can make it";
+  if (::geteuid() != 0) {
+    const std::string ro = d.dir("ro");
+    ASSERT_EQ(::chmod(ro.c_str(), 0500), 0);
+    EXPECT_EQ(files_error(state(ro)),
+              "t.toml:2:7: state.dir: " + ro + ": cannot create files in it: Permission denied");
+    EXPECT_EQ(files_error(state(ro + "/sub")),
+              "t.toml:2:7: state.dir: " + ro + "/sub: does not exist, and " + ro +
+                  " is not writable: Permission denied");
+    ::chmod(ro.c_str(), 0700);
+  }
 }
 
 TEST(ReadFiles, TlsFilesMustBeRegularPem) {

@@ -31,10 +31,10 @@ TEST(ParseFlags, EveryReferenceFlagIsDefined) {
         "lora-adapter-names",
         // ours
         "config", "check", "version", "replay-endpoint", "dp-size", "dp-mode", "unknown-parent",
-        "admin-listen", "log-format", "log-level", "eviction-mode", "engine-url"}) {
+        "admin-listen", "log-format", "log-level", "eviction-mode", "engine-url", "state-dir"}) {
     EXPECT_TRUE(std::count(names.begin(), names.end(), ref)) << ref;
   }
-  EXPECT_EQ(names.size(), 28u);
+  EXPECT_EQ(names.size(), 29u);
 }
 
 TEST(ParseFlags, SingleAndDoubleDashAreEquivalent) {

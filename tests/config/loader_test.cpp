@@ -188,7 +188,34 @@ TEST(LoadToml, InlineTablesWork) {
 TEST(LoadTomlErrors, UnknownTopLevelKey) {
   EXPECT_EQ(load_error("[sever]\naddress = \"h:1\"\n"),
             "t.toml:1:2: sever: unknown key; did you mean \"server\"? (allowed: server, admin, "
-            "log, engine)");
+            "state, log, engine)");
+}
+
+// The durable index (issue 22): [state], --state-dir, and on_shutdown's default with it.
+TEST(StateSection, IsReadValidatedAndTurnsOnShutdownToKeep) {
+  auto r = parse_toml("[state]\ndir = \"/var/tmp/kvrelay-t\"\ninterval = \"5s\"\nring_batches = 500\n"
+                      "[[engine]]\nreplica_id = \"r\"\nmodel_id = \"m\"\n",
+                      "t.toml");
+  ASSERT_TRUE(r.ok()) << err(r);
+  auto c = r.value();
+  EXPECT_EQ(c.state.dir, "/var/tmp/kvrelay-t");
+  EXPECT_EQ(c.state.interval, std::chrono::milliseconds(5000));
+  EXPECT_EQ(c.state.ring_batches, 500);
+  EXPECT_EQ(err(validate(c)), "");
+  EXPECT_EQ(c.server.on_shutdown, shutdown_action::keep) << "the default with a state dir";
+  auto explicit_clear = parse_toml("[server]\non_shutdown = \"clear\"\n[state]\ndir = \"/x\"\n"
+                                   "[[engine]]\nreplica_id = \"r\"\nmodel_id = \"m\"\n",
+                                   "t.toml");
+  ASSERT_TRUE(explicit_clear.ok());
+  auto c2 = explicit_clear.value();
+  EXPECT_EQ(err(validate(c2)), "");
+  EXPECT_EQ(c2.server.on_shutdown, shutdown_action::clear) << "an explicit choice stands";
+  auto bad = parse_toml("[state]\ndir = \"/x\"\nring_batches = 0\n[[engine]]\nreplica_id = \"r\"\n"
+                        "model_id = \"m\"\n",
+                        "t.toml");
+  ASSERT_TRUE(bad.ok());
+  auto c3 = bad.value();
+  EXPECT_NE(err(validate(c3)).find("state.ring_batches"), std::string::npos);
 }
 
 TEST(LoadTomlErrors, UnknownKeyNamesItAndSuggests) {
@@ -716,6 +743,7 @@ TEST(Examples, DescribeWhatTheirNamesSay) {
   EXPECT_EQ(get("lora-fleet.toml").engines.at(0).adapters.size(), 3u);
   EXPECT_TRUE(get("lmcache-l2.toml").engines.at(0).l2_tier);
   EXPECT_TRUE(get("tls.toml").server.tls);
+  EXPECT_EQ(get("durable-sidecar.toml").state.dir, "/var/tmp/kvrelay");
   EXPECT_EQ(get("vllm-sidecar.toml").engines.at(0).metrics.cache_size_bytes, int64_t{40} << 30);
   const auto zero = get("zero-config-sidecar.toml").engines.at(0);
   EXPECT_EQ(zero.url, "http://127.0.0.1:8000");
@@ -747,7 +775,7 @@ TEST(Docs, EveryKeyAndFlagIsDocumented) {
     ++keys;
     EXPECT_NE(doc.find("`" + line.substr(0, eq) + "`"), std::string::npos) << line;
   }
-  EXPECT_EQ(keys, 12u + 7u + 2u + 19u + 6u);
+  EXPECT_EQ(keys, 12u + 7u + 3u + 2u + 19u + 6u);
   for (const auto& name : flag_names())
     EXPECT_NE(doc.find("`--" + name), std::string::npos) << name;
 }

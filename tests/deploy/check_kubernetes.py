@@ -115,8 +115,8 @@ class PodFs:
             # Stand-in secret: a token file (the one key the examples use).
             with open(os.path.join(d, "token"), "w") as f:
                 f.write("stand-in-token\n")
-        elif "emptyDir" in vol:
-            pass
+        elif "emptyDir" in vol or "hostPath" in vol:
+            pass  # an empty writable directory (the durable index's state dir)
         else:
             fail(where, f"unexpected volume kind {sorted(vol)}")
         self.mounts.append((mount_path.rstrip("/"), d))

@@ -8,7 +8,8 @@
 # describe other machines:
 #   - a file key names a secret that exists only where the file is deployed; it is pointed at a
 #     readable stand-in: a PEM block for ca_file, cert_file and key_file (kvrelay checks that they
-#     hold one), a one-line token for token_file; the rest is checked as is;
+#     hold one), a one-line token for token_file, a writable directory for a state dir; the rest
+#     is checked as is;
 #   - a file without [[engine]] is the base of a sidecar whose engine comes from flags; it is
 #     checked with a stand-in engine identity (the Kubernetes test runs it with the real flags).
 # Before trusting a pass it makes sure the harness can fail: a broken copy must be rejected.
@@ -24,8 +25,11 @@ echo stand-in > "$tmp/stand-in"
 printf -- '-----BEGIN CERTIFICATE-----\nc3RhbmQtaW4=\n-----END CERTIFICATE-----\n' > "$tmp/stand-in.pem"
 
 check() {  # check FILE -> kvrelay's exit code; its stderr in $tmp/err
+  # A state dir (the durable index's) names a directory of the deployed machine: a writable
+  # stand-in directory.
   sed -E -e 's#^([[:space:]]*(ca_file|cert_file|key_file)[[:space:]]*=[[:space:]]*)"[^"]+"#\1"'"$tmp"'/stand-in.pem"#' \
     -e 's#^([[:space:]]*token_file[[:space:]]*=[[:space:]]*)"[^"]+"#\1"'"$tmp"'/stand-in"#' \
+    -e 's#^([[:space:]]*dir[[:space:]]*=[[:space:]]*)"[^"]+"#\1"'"$tmp"'/state"#' \
     "$1" > "$tmp/candidate.toml"
   if grep -q '^[[:space:]]*\[\[engine\]\]' "$tmp/candidate.toml"; then
     "$kvrelay" --config "$tmp/candidate.toml" --check > "$tmp/out" 2> "$tmp/err"

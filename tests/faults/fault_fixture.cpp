@@ -66,11 +66,7 @@ uint64_t engine_model::new_hash() {
 void engine_model::store_chain(std::vector<fake::fake_event>& out) {
   std::uniform_real_distribution<double> coin(0.0, 1.0);
   std::optional<uint64_t> parent;
-  if (!blocks_.empty() && coin(rng_) < 0.4) {
-    auto it = blocks_.begin();
-    std::advance(it, static_cast<long>(rng_() % blocks_.size()));
-    parent = it->first;
-  }
+  if (!blocks_.empty() && coin(rng_) < 0.4) parent = all_.items.at(rng_() % all_.items.size());
   std::string adapter;
   uint64_t parent_fp = 0;
   int32_t tokens_before = 0;
@@ -103,8 +99,10 @@ void engine_model::store_chain(std::vector<fake::fake_event>& out) {
     b.fp = fps.at(i);
     b.tokens = tokens_before + static_cast<int32_t>((i + 1) * block_size);
     b.parent = prev;
-    if (prev) ++blocks_.at(*prev).children;
+    if (prev && blocks_.at(*prev).children++ == 0) leaves_.drop(*prev);
     blocks_.emplace(h, b);
+    all_.add(h);
+    leaves_.add(h);
     ++ops_;
     prev = h;
   }
@@ -117,12 +115,11 @@ void engine_model::evict(std::vector<fake::fake_event>& out) {
   ev.t = fake::fake_event::type::removed;
   // Leaves only, like an LRU over blocks whose children went first; never a dangling child.
   while (blocks_.size() > opt_.capacity) {
-    std::vector<uint64_t> leaves;
-    for (const auto& [h, b] : blocks_)
-      if (b.children == 0) leaves.push_back(h);
-    const uint64_t victim = leaves.at(rng_() % leaves.size());
+    const uint64_t victim = leaves_.items.at(rng_() % leaves_.items.size());
+    leaves_.drop(victim);
+    all_.drop(victim);
     const auto parent = blocks_.at(victim).parent;
-    if (parent) --blocks_.at(*parent).children;
+    if (parent && --blocks_.at(*parent).children == 0) leaves_.add(*parent);
     blocks_.erase(victim);
     ++ops_;
     ev.block_hashes.push_back(fake::fake_hash::u(victim));
@@ -138,14 +135,37 @@ std::vector<fake::fake_event> engine_model::step() {
   return out;
 }
 
+void engine_model::pick_set::add(uint64_t h) {
+  at[h] = items.size();
+  items.push_back(h);
+}
+
+void engine_model::pick_set::drop(uint64_t h) {
+  auto it = at.find(h);
+  if (it == at.end()) return;
+  const size_t i = it->second;
+  at.erase(it);
+  if (i + 1 != items.size()) {
+    items[i] = items.back();
+    at[items[i]] = i;
+  }
+  items.pop_back();
+}
+
 std::vector<fake::fake_event> engine_model::clear() {
   blocks_.clear();
+  all_.clear();
+  leaves_.clear();
   fake::fake_event ev;
   ev.t = fake::fake_event::type::cleared;
   return {ev};
 }
 
-void engine_model::forget() { blocks_.clear(); }
+void engine_model::forget() {
+  blocks_.clear();
+  all_.clear();
+  leaves_.clear();
+}
 
 index_view engine_model::expected() const {
   index_view v;

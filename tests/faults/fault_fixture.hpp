@@ -16,6 +16,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -81,12 +82,25 @@ class engine_model {
   uint64_t new_hash();
   void store_chain(std::vector<fake::fake_event>& out);
   void evict(std::vector<fake::fake_event>& out);
+  // Hashes with O(1) insert, erase and a uniform pick (the model runs at a benchmark's rate).
+  struct pick_set {
+    std::vector<uint64_t> items;
+    std::unordered_map<uint64_t, size_t> at;
+    void add(uint64_t h);
+    void drop(uint64_t h);
+    void clear() {
+      items.clear();
+      at.clear();
+    }
+  };
 
   options opt_;
   std::mt19937_64 rng_;
   uint64_t next_hash_ = 0;
   uint64_t ops_ = 0;
   std::map<uint64_t, block> blocks_;
+  pick_set all_;     // every resident block (a new request's possible parent)
+  pick_set leaves_;  // blocks without children: the evictable ones
 };
 
 /// The server's entries for (tenant, model, replica), from its index dump.

@@ -64,9 +64,6 @@ std::string trace(const tracker::actions& out) {
 struct harness {
   explicit harness(tracker_options o) : t(o) {}
   std::string start() { return run([&](auto& out) { t.start(out); }); }
-  std::string resume(uint64_t next, uint64_t from = 0) {
-    return run([&](auto& out) { t.resume(next, from, out); });
-  }
   std::string live(uint64_t s) { return run([&](auto& out) { t.on_live(s, payload(s), out); }); }
   // A live batch of a restarted engine (same seq as before, other bytes).
   std::string live_restarted(uint64_t s) {
@@ -93,6 +90,12 @@ struct harness {
 };
 
 tracker_options no_replay() { return tracker_options{}; }
+tracker_options resumed(uint64_t next, uint64_t history_from = 0, bool replay = true) {
+  tracker_options o;
+  o.replay_enabled = replay;
+  o.resume = resume_point{next, history_from};
+  return o;
+}
 tracker_options with_replay(bool cold = false) {
   tracker_options o;
   o.replay_enabled = true;
@@ -616,8 +619,8 @@ TEST(SequenceTracker, EndAfterDroppedRepliesContinuesInsteadOfDeclaringALoss) {
 // ST8: only a reply starting later than asked says the ring lost history; in a resumed (warm)
 // tracker that is a loss, in a cold one a skip.
 TEST(SequenceTracker, ResumeAsksFromTheNextSeqAndCarriesOnWarm) {
-  harness h(with_replay(true));
-  EXPECT_EQ(h.resume(101), "R101");
+  harness h(resumed(101));
+  EXPECT_EQ(h.start(), "R101");
   EXPECT_EQ(h.t.phase(), tracker_phase::replaying);
   EXPECT_EQ(h.t.history_from(), std::optional<uint64_t>(0));
   EXPECT_EQ(h.live(105), "");
@@ -627,31 +630,56 @@ TEST(SequenceTracker, ResumeAsksFromTheNextSeqAndCarriesOnWarm) {
   EXPECT_EQ(h.end(), "");
   EXPECT_TRUE(h.firsts.empty()) << "a resumed incarnation is not a new history (ST7)";
   EXPECT_EQ(h.c().cold_skipped, 0u);
-  EXPECT_EQ(h.start(), "") << "start after resume is a no-op";
+  EXPECT_EQ(h.start(), "") << "start is once";
 }
 
-TEST(SequenceTracker, ResumeBeyondTheRingIsHistoryLost) {
-  harness h(with_replay(true));
-  EXPECT_EQ(h.resume(101, 40), "R101");
-  EXPECT_EQ(h.replay(150), "L101-150:history_lost D150r");
+TEST(SequenceTracker, ResumeBeyondTheRingIsHistoryLostWithItsOwnReason) {
+  harness h(resumed(101, 40));
+  EXPECT_EQ(h.start(), "R101");
+  EXPECT_EQ(h.replay(150), "L101-150:resume_outside_ring D150r");
   EXPECT_EQ(h.c().history_lost, 1u);
   EXPECT_EQ(h.c().batches_lost, 49u);
   EXPECT_EQ(h.t.history_from(), std::optional<uint64_t>(40)) << "the consumer clears; the "
                                                                    "tracker's position stays";
 }
 
+TEST(SequenceTracker, ResumeAgainstAnEmptyRingBelowTheLiveStreamIsLostToo) {
+  harness h(resumed(101));
+  h.start();
+  EXPECT_EQ(h.live(300), "");
+  EXPECT_EQ(h.end(), "R101") << "300 came after the request: asked again (ST11)";
+  EXPECT_EQ(h.end(), "L101-300:resume_outside_ring D300");
+}
+
 TEST(SequenceTracker, ResumeAgainstARestartedEngineIsANewIncarnation) {
-  harness h(with_replay(true));
-  h.resume(5001);
+  harness h(resumed(5001));
+  h.start();
   EXPECT_EQ(h.end(), "P1") << "nothing from 5001 in the ring; no live batch yet (ST6)";
   EXPECT_EQ(h.live(0), "I0/5001 D0") << "seq 0 far below the restored position (ST1)";
   EXPECT_EQ(h.c().resets, 1u);
   EXPECT_EQ(h.c().history_lost, 0u);
 }
 
+TEST(SequenceTracker, ALiveSeqJustBelowTheResumePointIsANewIncarnationNotALateOne) {
+  // Caught up from the ring alone, a live seq close behind is a late duplicate (the window);
+  // below the resume point no live batch of the same engine can arrive at all.
+  harness h(resumed(5001));
+  h.start();
+  EXPECT_EQ(h.replay(5001), "D5001r");
+  EXPECT_EQ(h.end(), "P1");
+  EXPECT_EQ(h.live(4990), "I4990/5002 R0");
+  harness late(resumed(5001));
+  late.start();
+  late.replay(5001);
+  late.replay(5002);
+  late.end();
+  EXPECT_EQ(late.live(5001), "") << "above the resume point: the SUB is behind the ring";
+  EXPECT_EQ(late.c().duplicates, 1u);
+}
+
 TEST(SequenceTracker, ResumeWithoutReplayEndpointWaitsForTheNextLiveBatch) {
-  harness h(no_replay());
-  EXPECT_EQ(h.resume(10), "");
+  harness h(resumed(10, 0, /*replay=*/false));
+  EXPECT_EQ(h.start(), "");
   EXPECT_EQ(h.live(10), "D10");
   EXPECT_EQ(h.live(12), "G11-12 L11-12:no_replay_endpoint D12");
 }

@@ -684,5 +684,31 @@ TEST(EngineCacheState, SglangPagesAndUsedTokensBecomeBlocks) {
   EXPECT_FALSE(r.engine.in_use_blocks);
 }
 
+// The durable index's proof (issue 22): the engine's process start time, as prometheus_client's
+// process collector prints it.
+TEST(ProcessStartTime, IsReadFromTheProcessCollectorsGauge) {
+  const char* body =
+      "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"
+      "# TYPE process_start_time_seconds gauge\n"
+      "process_start_time_seconds 1.76722560025e+09\n"
+      "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n";
+  const auto t = process_start_time(std::string_view(body));
+  ASSERT_TRUE(t);
+  EXPECT_DOUBLE_EQ(*t, 1767225600.25);
+}
+
+TEST(ProcessStartTime, AbsentMalformedOrAmbiguousIsNoProof) {
+  EXPECT_FALSE(process_start_time(std::string_view(read_metrics_fixture("vllm_metrics_cpu.txt"))))
+      << "a multiprocess-mode exposition has no process metrics";
+  EXPECT_FALSE(process_start_time(std::string_view("process_start_time_seconds 0\n")));
+  EXPECT_FALSE(process_start_time(std::string_view("process_start_time_seconds NaN\n")));
+  EXPECT_FALSE(process_start_time(std::string_view("not prometheus {{{")));
+  EXPECT_FALSE(process_start_time(std::string_view(
+      "process_start_time_seconds{pid=\"1\"} 100\nprocess_start_time_seconds{pid=\"2\"} 200\n")))
+      << "two processes: which one?";
+  EXPECT_TRUE(process_start_time(std::string_view(
+      "process_start_time_seconds{a=\"1\"} 100\nprocess_start_time_seconds{a=\"2\"} 100\n")));
+}
+
 }  // namespace
 }  // namespace kvrelay

@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <cstdio>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -155,6 +156,12 @@ std::string metrics_body(const engine_description& d, const metrics_sample& s) {
   auto gauge = [&](const std::string& name, const std::string& value) {
     out += "# TYPE " + name + " gauge\n" + name + l + value + "\n";
   };
+  if (d.process_start_time > 0) {
+    char t[64];
+    std::snprintf(t, sizeof t, "%.2f", d.process_start_time);
+    out += std::string("# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds ") + t +
+           "\n";
+  }
   if (d.dialect == http_dialect::sglang) {
     gauge("sglang:num_running_reqs", "1");
     gauge("sglang:num_queue_reqs", "0");
@@ -194,6 +201,10 @@ engine_http::engine_http(engine_description d, const std::string& host, int port
     : impl_(std::make_unique<impl>()) {
   auto& m = *impl_;
   m.d = std::move(d);
+  if (m.d.process_start_time <= 0)
+    m.d.process_start_time = std::chrono::duration<double>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
   m.sample = std::move(sample);
   const auto json_reply = [](httplib::Response& res, const std::string& body) {
     res.set_content(body, "application/json");

@@ -38,6 +38,10 @@ struct engine_description {
   std::string bind;                   // the configured live bind (SGLang reports its host)
   std::vector<rank_endpoints> ranks;  // one per DP rank, rank order
   std::string metrics_text;           // served verbatim when set; otherwise synthetic
+  /// process_start_time_seconds of the synthetic /metrics, as prometheus_client's process
+  /// collector exports it (kvrelay's durable index proves the engine's incarnation with it);
+  /// 0 = the wall time the server was made.
+  double process_start_time = 0;
   /// Test hook: when `status` is set, the discovery route (/kv_event_sources, or /server_info)
   /// answers it with `body` instead (a malformed answer, a 503 while the engine starts).
   struct canned_answer {

@@ -1,0 +1,100 @@
+#pragma once
+// The durable index's files (issue 22): one per pipeline, in `state.dir`. A worker thread per
+// pipeline reads (the restore step before a data path starts) and writes (periodic snapshots and
+// the shutdown's last one), so no actor ever waits on a disk or on the engine's /metrics. The
+// decisions are base/snapshot_policy.hpp's (RD rules); the format is base/snapshot_format.hpp's.
+//
+// Writes are atomic: the bytes go to a temporary file in the same directory, which is fsynced,
+// renamed over the pipeline's file, and the directory fsynced. A SIGKILL at any instant leaves
+// the previous snapshot or the new one, never a torn file (a leftover temporary file is removed
+// by the next restore step).
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "base/error.hpp"
+#include "base/state_dir.hpp"
+#include "base/snapshot_format.hpp"
+#include "base/snapshot_policy.hpp"
+#include "messages/state.hpp"
+
+namespace kvrelay {
+
+/// Reads the engine's evidence now (RD2, RD3); on failure the evidence is empty and `error` says
+/// why.
+using evidence_reader = std::function<snapshot::evidence(std::string& error)>;
+
+/// `process_start_time_seconds` from the engine's /metrics (actors/scraper/metric_profile.hpp).
+evidence_reader metrics_evidence(std::string metrics_url, std::chrono::milliseconds timeout);
+
+struct state_options {
+  std::string file;  // the pipeline's snapshot file (snapshot_file())
+  snapshot::identity who;
+  std::chrono::milliseconds interval{0};  // 0: derived from the ring and the batch rate (RD8)
+  uint64_t ring_batches = 10000;          // the engine's replay ring (vLLM's buffer_steps)
+  evidence_reader evidence;               // null: nothing can prove the engine (RD4)
+};
+
+/// `<dir>/<pipeline name, [A-Za-z0-9._-] kept>-<8 hex digits of the identity's hash>.kvsnap`: two
+/// replicas, engines, models or ranks never share a file even when their names sanitize alike.
+std::string snapshot_file(const std::string& dir, const std::string& pipeline,
+                          const snapshot::identity& who);
+
+/// A file's bytes, handed piece by piece to the writer's sink.
+using file_producer = std::function<void(const std::function<void(std::string_view)>& sink)>;
+
+/// The produced bytes to `path` atomically (temporary file, fsync, rename, fsync of the
+/// directory); the size written in `written`.
+outcome<void> write_atomically(const std::string& path, const file_producer& produce,
+                               size_t* written = nullptr);
+outcome<void> write_atomically(const std::string& path, std::string_view bytes);
+
+class state_store {
+ public:
+  explicit state_store(state_options o);
+  /// Finishes the job in progress, drops queued ones, joins the thread.
+  ~state_store();
+  state_store(const state_store&) = delete;
+  state_store& operator=(const state_store&) = delete;
+
+  /// The restore step: read and decode the file, read the engine's evidence, decide (RD1-RD5);
+  /// `done` runs on the store's thread.
+  void restore(uint64_t generation, std::function<void(restore_plan_ptr)> done);
+
+  /// One write (RD7): the evidence read now must name the same process as `incarnation`; with
+  /// `establish` it is only read and reported (a new incarnation). A write queued behind another
+  /// replaces a queued one that is not final (the newest cut wins). `done` runs on the store's
+  /// thread.
+  void write(snapshot_ptr s, snapshot::evidence incarnation, bool establish, bool final,
+             std::function<void(write_report)> done);
+
+  const state_options& options() const noexcept { return opts_; }
+
+ private:
+  struct job {
+    std::function<void()> run;
+    bool replaceable = false;
+  };
+  void loop();
+  void push(job j, bool supersedes);
+  restore_plan_ptr do_restore(uint64_t generation);
+  write_report do_write(const snapshot_ptr& s, const snapshot::evidence& incarnation,
+                        bool establish, bool final);
+
+  state_options opts_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<job> jobs_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace kvrelay

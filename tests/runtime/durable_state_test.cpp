@@ -1,0 +1,223 @@
+// The supervisor's durable-index bookkeeping, rule by rule (runtime/durable_state.hpp DS1-DS5),
+// and its store's thread: the restore step's decisions and a write's outcomes on a real
+// directory, with the engine's evidence injected.
+
+#include "runtime/durable_state.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+namespace kvrelay {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+struct scratch {
+  scratch() {
+    char tmpl[] = "/tmp/kvrelay-durable-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+  }
+  ~scratch() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  std::string dir;
+};
+
+// The engine's evidence as the test says it is now.
+struct engine_clock {
+  std::mutex mu;
+  std::optional<double> start = 100.0;
+  evidence_reader reader() {
+    return [this](std::string& error) {
+      std::lock_guard<std::mutex> lk(mu);
+      snapshot::evidence e;
+      e.start_time = start;
+      if (!start) error = "no process_start_time_seconds";
+      return e;
+    };
+  }
+  void set(std::optional<double> s) {
+    std::lock_guard<std::mutex> lk(mu);
+    start = s;
+  }
+};
+
+snapshot::identity who() { return {"r0", "m", "t", "vllm", "tcp://127.0.0.1:5557", "kv", 0}; }
+
+struct fixture {
+  explicit fixture(std::chrono::milliseconds interval = 0ms) {
+    ctx.name = "r0";
+    state_options o;
+    o.who = who();
+    o.file = snapshot_file(dir.dir, "r0", who());
+    o.interval = interval;
+    o.ring_batches = 10000;
+    o.evidence = engine.reader();
+    d = std::make_unique<durable_state>(ctx, o);
+  }
+  // Runs the restore step and waits for its plan.
+  restore_plan_ptr restore(uint64_t datapath_inc = 1) {
+    const uint64_t gen = d->begin_restore(datapath_inc);
+    std::mutex mu;
+    std::condition_variable cv;
+    restore_plan_ptr plan;
+    d->store().restore(gen, [&](restore_plan_ptr p) {
+      std::lock_guard<std::mutex> lk(mu);
+      plan = std::move(p);
+      cv.notify_all();
+    });
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait_for(lk, 10s, [&] { return plan != nullptr; });
+    return plan;
+  }
+  write_report write(snapshot_ptr s, bool establish = false) {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<write_report> r;
+    d->submitted();
+    d->store().write(std::move(s), d->incarnation_evidence(), establish, false,
+                     [&](write_report w) {
+                       std::lock_guard<std::mutex> lk(mu);
+                       r = std::move(w);
+                       cv.notify_all();
+                     });
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait_for(lk, 10s, [&] { return r.has_value(); });
+    d->on_report(*r);
+    return *r;
+  }
+  double metric(const std::string& name, label_set extra) const {
+    label_set l{{"replica", "r0"}};
+    l.insert(l.end(), extra.begin(), extra.end());
+    return ctx.metrics->value(name, l);
+  }
+  scratch dir;
+  engine_clock engine;
+  pipeline_context ctx;
+  std::unique_ptr<durable_state> d;
+};
+
+snapshot_ptr cut(uint64_t next_seq, uint64_t incarnation = 0, size_t blocks = 3) {
+  auto s = std::make_shared<snapshot::pipeline_snapshot>();
+  s->next_seq = next_seq;
+  s->incarnation = incarnation;
+  s->history_from = 0;
+  snapshot::partition_image p;
+  for (size_t i = 0; i < blocks; ++i) p.blocks.push_back({i + 1, i * 7, 16u | (1u << 24)});
+  s->partitions.push_back(std::move(p));
+  return s;
+}
+
+TEST(DurableState, AFirstStartFindsNoFileAndReadsTheEvidence) {  // DS1
+  fixture f;
+  const auto plan = f.restore();
+  ASSERT_TRUE(plan);
+  EXPECT_FALSE(plan->found);
+  EXPECT_FALSE(plan->snapshot);
+  EXPECT_TRUE(plan->engine.start_time);
+  bool current = false;
+  EXPECT_FALSE(f.d->on_plan(*plan, current));
+  EXPECT_TRUE(current);
+  EXPECT_EQ(f.metric("kvrelay_snapshot_restores_total", {{"outcome", "absent"}}), 1);
+}
+
+TEST(DurableState, AStalePlanIsIgnored) {  // DS1
+  fixture f;
+  const auto old = f.restore(1);
+  f.d->begin_restore(2);  // a newer data path asked since
+  bool current = true;
+  EXPECT_FALSE(f.d->on_plan(*old, current));
+  EXPECT_FALSE(current);
+  EXPECT_TRUE(f.d->restore_pending());
+}
+
+TEST(DurableState, AWrittenSnapshotIsRestoredForTheSameProcessOnly) {  // DS1 + RD3 + RD7
+  fixture f;
+  bool current = false;
+  f.d->on_plan(*f.restore(), current);
+  ASSERT_EQ(f.d->judge(*cut(50)), durable_state::decision::write);
+  const auto r = f.write(cut(50));
+  ASSERT_EQ(r.what, write_report::outcome::written) << r.detail;
+  EXPECT_EQ(r.blocks, 3u);
+  EXPECT_EQ(f.metric("kvrelay_snapshot_bytes", {}), static_cast<double>(r.bytes));
+  // The same process: used.
+  auto plan = f.restore(2);
+  auto snap = f.d->on_plan(*plan, current);
+  ASSERT_TRUE(snap) << plan->detail;
+  EXPECT_EQ(snap->next_seq, 50u);
+  EXPECT_EQ(snap->blocks(), 3u);
+  // Another process: discarded, said, and on /readyz.
+  f.engine.set(160.0);
+  plan = f.restore(3);
+  EXPECT_FALSE(f.d->on_plan(*plan, current));
+  EXPECT_EQ(f.metric("kvrelay_snapshot_discards_total", {{"reason", "engine_restarted"}}), 1);
+  EXPECT_NE(f.d->readyz_line().find("the engine restarted"), std::string::npos);
+}
+
+TEST(DurableState, AnUnchangedCutIsNotWrittenAgain) {  // DS3
+  fixture f;
+  bool current = false;
+  f.d->on_plan(*f.restore(), current);
+  ASSERT_EQ(f.d->judge(*cut(50)), durable_state::decision::write);
+  f.write(cut(50));
+  EXPECT_EQ(f.d->judge(*cut(50)), durable_state::decision::skip_unchanged);
+  EXPECT_EQ(f.d->judge(*cut(51)), durable_state::decision::write);
+}
+
+TEST(DurableState, ANewIncarnationOnlyEstablishesItsEvidenceFirst) {  // DS4 + RD7
+  fixture f;
+  bool current = false;
+  f.d->on_plan(*f.restore(), current);
+  f.engine.set(200.0);  // the engine restarted; the decoder saw the reset (incarnation 1)
+  ASSERT_EQ(f.d->judge(*cut(5, 1)), durable_state::decision::establish);
+  const auto r = f.write(cut(5, 1), /*establish=*/true);
+  EXPECT_EQ(r.what, write_report::outcome::established);
+  EXPECT_EQ(f.d->judge(*cut(9, 1)), durable_state::decision::write);
+  EXPECT_EQ(f.write(cut(9, 1)).what, write_report::outcome::written);
+}
+
+TEST(DurableState, ACutWhoseEngineChangedOrCannotBeReadIsSkipped) {  // RD7
+  fixture f;
+  bool current = false;
+  f.d->on_plan(*f.restore(), current);
+  f.engine.set(300.0);
+  auto r = f.write(cut(7));
+  EXPECT_EQ(r.what, write_report::outcome::skipped);
+  EXPECT_NE(r.detail.find("another process"), std::string::npos) << r.detail;
+  f.engine.set(std::nullopt);
+  r = f.write(cut(8));
+  EXPECT_EQ(r.what, write_report::outcome::skipped);
+  EXPECT_NE(r.detail.find("no process_start_time_seconds"), std::string::npos) << r.detail;
+  EXPECT_TRUE(f.d->store().options().file.find(".kvsnap") != std::string::npos);
+  EXPECT_FALSE(fs::exists(f.d->store().options().file)) << "nothing written";
+}
+
+TEST(DurableState, TheIntervalIsFiveSecondsFirstThenDerivedOrFixed) {  // DS2 + RD8
+  fixture derived;
+  EXPECT_EQ(derived.d->next_delay(), durable_state::first_delay);
+  fixture fixed(1500ms);
+  EXPECT_EQ(fixed.d->next_delay(), 1500ms);
+}
+
+TEST(DurableState, ATornTemporaryFileIsRemovedAndTheSnapshotStays) {
+  fixture f;
+  bool current = false;
+  f.d->on_plan(*f.restore(), current);
+  f.write(cut(50));
+  const std::string file = f.d->store().options().file;
+  std::ofstream(file + ".tmp.99999") << "half a snapshot";  // a SIGKILL mid-write
+  const auto plan = f.restore(2);
+  EXPECT_TRUE(plan->snapshot) << plan->detail;
+  EXPECT_FALSE(fs::exists(file + ".tmp.99999"));
+}
+
+}  // namespace
+}  // namespace kvrelay
