@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The durable index's file format (issue 22): one pipeline's state, enough to continue exactly as
 // if kvrelay had never stopped. Pure: bytes in, bytes out; no files, no clock. runtime/ writes and

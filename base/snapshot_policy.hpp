@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // When a snapshot of the durable index may be used, when one may be written, and how often
 // (issue 22). Pure functions of what was read: no files, no sockets, no clock of their own.

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The durable index's messages (issue 22): a snapshot on its way through the data path, what a
 // data path's restore step decided, and what a write came to. CAF-free plain data.

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #include "runtime/durable_state.hpp"
 
 #include <algorithm>

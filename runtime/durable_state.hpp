@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // One pipeline's durable index bookkeeping (issue 22), owned by its supervisor: the restore
 // step's outcome, the engine incarnation's evidence (RD7), when the next snapshot is due (RD8),

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 #pragma once
 // The durable index's files (issue 22): one per pipeline, in `state.dir`. A worker thread per
 // pipeline reads (the restore step before a data path starts) and writes (periodic snapshots and

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // What one durable-index snapshot costs at N resident blocks (issue 22; default 1 M):
 //   bench_state [blocks] [adapters] [dir]
 // Per repeat: the shard's pause (export_partitions: the only part that runs on the shard actor,

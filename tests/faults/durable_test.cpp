@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // Issue 22, the durable index, end to end on real sockets: a fake engine whose replay ring is much
 // shorter than its history (40 batches), its /metrics (the process start time that proves its
 // incarnation), an in-process policy server, and the daemon with a state dir. Every test compares

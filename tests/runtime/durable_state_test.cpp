@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The supervisor's durable-index bookkeeping, rule by rule (runtime/durable_state.hpp DS1-DS5),
 // and its store's thread: the restore step's decisions and a write's outcomes on a real
 // directory, with the engine's evidence injected.

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // The snapshot file format, rule by rule (base/snapshot_format.hpp SF1-SF6).
 
 #include "base/snapshot_format.hpp"

@@ -1,3 +1,7 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
 // When a snapshot is used, written, and how often (base/snapshot_policy.hpp RD1-RD8).
 
 #include "base/snapshot_policy.hpp"
