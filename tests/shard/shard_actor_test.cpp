@@ -53,7 +53,7 @@ struct fixture {
     ctx.name = "shard-0";
     // The shard is spawned linked to its decoder; a stand-in parent does that here.
     parent = t.sys().spawn([this, opts](caf::event_based_actor* self) -> caf::behavior {
-      aut = spawn_shard(self, ctx, shard_options{opts}, debouncer.as<debouncer_actor>());
+      aut = spawn_shard(self, ctx, shard_options{opts, nullptr}, debouncer.as<debouncer_actor>());
       return {[](int) {}};
     });
     t.stop_at_end(parent);
