@@ -61,7 +61,9 @@ live_daemon::live_daemon(live_options o) : opt_(std::move(o)) {
   ho.engine.metrics.interval = milliseconds(200);
   ho.engine.adapters = {{7, "sql-lora"}};
   const std::string token = opt_.token;
-  ho.tweak = [token](config::daemon_config& c) {
+  const std::string state_dir = state_dir_.path() + "/state";
+  ho.tweak = [token, state_dir](config::daemon_config& c) {
+    c.state.dir = state_dir;
     c.admin.listen = "127.0.0.1:0";
     c.admin.enable_crash_endpoint = true;
     c.admin.token = token;

@@ -59,6 +59,7 @@ class live_daemon {
  private:
   live_options opt_;
   std::unique_ptr<stats_e2e::metrics_endpoint> engine_metrics_;
+  faults::temp_dir state_dir_;  // the durable index's (its metric families are part of the scrape)
   std::unique_ptr<e2e::harness> h_;
   std::string error_;
   uint32_t next_token_ = 1;
