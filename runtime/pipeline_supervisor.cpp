@@ -165,7 +165,10 @@ void spawn_unit(pipeline_self self, pipeline_unit u, uint64_t inc) {
         const uint64_t gen = st.durable->begin_restore(inc);
         const auto me = caf::actor_cast<pipeline_actor>(self);
         st.durable->store().restore(
-            gen, [me](restore_plan_ptr p) { caf::anon_send(me, atom::restore_v, std::move(p)); });
+            gen, [me](restore_plan_ptr p) {
+              tsan::handoff_publish();  // built on the store's thread (base/tsan.hpp)
+              caf::anon_send(me, atom::restore_v, std::move(p));
+            });
         return;
       }
       if (spawn_datapath(self, inc, st.opts)) return;
@@ -414,6 +417,7 @@ void take_snapshot(pipeline_self self, bool final, caf::timespan timeout,
   self->request(st.decoder, timeout, atom::snapshot_v)
       .then(
           [=](snapshot_ptr snap) mutable {
+            tsan::handoff_consume();  // built by the decoder and the shard (base/tsan.hpp)
             auto& st = self->state;
             if (!snap || !st.durable || st.datapath_inc != inc) return finished();
             const auto d = st.durable->judge(*snap);
@@ -450,6 +454,7 @@ void on_restore_plan(pipeline_self self, const restore_plan& plan) {
                   : *snap->history_from == 0 ? health_fact::history_complete
                                              : health_fact::history_skipped);
   }
+  tsan::handoff_publish();  // the snapshot goes on to the decoder's and shard's threads
   if (!spawn_datapath(self, inc, o)) {
     run(self, st.policy->spawn_failed(pipeline_unit::datapath, inc,
                                       "the data path could not be spawned", clock::now()));
@@ -628,6 +633,7 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context c
         arm_snapshot(self);
       },
       [=](atom::restore, restore_plan_ptr plan) {
+        tsan::handoff_consume();  // the store thread's plan (base/tsan.hpp)
         if (plan) on_restore_plan(self, *plan);
       },
       [=](atom::saved, write_report& r) { on_saved(self, r); },

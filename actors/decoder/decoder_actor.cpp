@@ -16,6 +16,7 @@
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
 #include "base/rate_limiter.hpp"
+#include "base/tsan.hpp"
 #include "messages/status_fanout.hpp"
 
 namespace kvrelay {
@@ -218,6 +219,7 @@ decoder_actor::behavior_type decoder_fn(decoder_self self, pipeline_context ctx,
   st.credit = std::move(credit);
   shard_options so{opts.index, opts.restore};
   if (opts.restore) {
+    tsan::handoff_consume();  // read by the pipeline's thread before this spawn (base/tsan.hpp)
     st.router.import_state(*opts.restore);
     st.next_seq = opts.restore->next_seq;
     st.history_from = opts.restore->history_from;
@@ -310,6 +312,7 @@ decoder_actor::behavior_type decoder_fn(decoder_self self, pipeline_context ctx,
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count();
         auto p = self->make_response_promise<snapshot_ptr>();
+        tsan::handoff_publish();  // the snapshot crosses threads through CAF (base/tsan.hpp)
         self->request(s.shard, caf::infinite, atom::snapshot_v, std::move(snap))
             .then([p](snapshot_ptr done) mutable { p.deliver(std::move(done)); },
                   [p](caf::error& e) mutable { p.deliver(std::move(e)); });

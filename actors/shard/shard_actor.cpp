@@ -17,6 +17,7 @@
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
 #include "base/rate_limiter.hpp"
+#include "base/tsan.hpp"
 
 namespace kvrelay {
 
@@ -171,6 +172,7 @@ void on_resync(shard_self self) {
 // Durable index: the restored partitions' blocks, as upserts in chunks (like a re-report, but
 // new to a server that the start cleared: `introduces`, not `resync`).
 void restore(shard_self self, const snapshot::pipeline_snapshot& s) {
+  tsan::handoff_consume();  // the snapshot came through the pipeline and the decoder
   auto& st = self->state;
   // A new data path's epochs start at 1, the decoder's and the debouncer's alike (the
   // snapshot's epoch is the old process's count: an op from a later one would make the
@@ -232,7 +234,9 @@ shard_actor::behavior_type shard_fn(shard_self self, pipeline_context ctx, shard
       [=](shard_work_ptr w) { on_work(self, *w); },
       [=](atom::snapshot, snapshot_ptr s) {
         // Mailbox order makes this the cut: every work sent before it is applied.
+        tsan::handoff_consume();  // the decoder's part of the cut (base/tsan.hpp)
         if (s) self->state.parts.export_partitions(s->partitions);
+        tsan::handoff_publish();  // read by the pipeline and the state store's thread
         return s;
       },
       [=](atom::clear, uint64_t epoch) {

@@ -112,9 +112,11 @@ TEST(DurableIndex, SigtermRestartIsExactIncludingPreWindowEvictionsAndAnEmptySer
   EXPECT_EQ(t.restores("restored"), 1);
   EXPECT_EQ(env.metric("kvrelay_history_lost_total"), 0);
   EXPECT_EQ(env.metric("kvrelay_index_incomplete"), 0);
-  // Churn until blocks stored before the ring's window are evicted, on the server too.
+  // Churn until blocks stored before the ring's window are evicted, on the server too. 150
+  // steps of churn take the TSan-built daemon more than the default 10 s to deliver with other
+  // tests beside it (it was still sending when one run timed out): wait up to 30 s.
   env.publish_steps(150);
-  ASSERT_EQ(env.wait_consistent(), "");
+  ASSERT_EQ(env.wait_consistent(std::chrono::seconds(30)), "");
   size_t evicted_old = 0;
   const auto now = env.model.expected();
   for (const auto& [key, value] : before) evicted_old += now.count(key) == 0;
