@@ -146,6 +146,7 @@ outcome<void> apply_flags(daemon_config& cfg, const flag_values& f) {
   set(cfg.server.eviction_mode, f.eviction_mode, "server.eviction_mode", "eviction-mode");
   set(cfg.admin.listen, f.admin_listen, "admin.listen", "admin-listen");
   set(cfg.state.dir, f.state_dir, "state.dir", "state-dir");
+  set(cfg.memory.budget, f.memory_budget, "memory.budget", "memory-budget");
   set(cfg.log.format, f.log_format_v, "log.format", "log-format");
   set(cfg.log.level, f.log_level_v, "log.level", "log-level");
   if (cfg.engines.empty()) return {};
@@ -278,6 +279,9 @@ outcome<void> validate(daemon_config& c, std::vector<std::string>* notes) {
   if (ad.idle_timeout.count() <= 0) return fail("admin.idle_timeout", "must be positive");
   if (ad.max_body_bytes < 0 || ad.max_body_bytes > max_admin_body_bytes)
     return fail("admin.max_body_bytes", "must be between 0 and 16 MiB");
+
+  if (c.memory.budget != 0 && c.memory.budget < (int64_t{4} << 20))
+    return fail("memory.budget", "must be 0 (from the cgroup's limit) or at least 4MiB");
 
   // [[engine]]
   std::map<std::string, size_t> urls;

@@ -158,6 +158,19 @@ const std::vector<flag_spec>& table() {
       {"replica-id", "string", true, "replica identity reported to the server (required)",
        [] { return quote(engine_defaults().replica_id); },
        [](flag_values& f, std::string_view v) { return (f.replica_id = std::string(v)), std::string(); }},
+      {"memory-budget", "size", false,
+       "memory budget (bytes or e.g. \"96MiB\"); 0 = the cgroup's memory limit less a margin, "
+       "else 512MiB",
+       [] { return std::to_string(memory_settings{}.budget); },
+       [](flag_values& f, std::string_view v) {
+         int64_t i = 0;
+         if (parse_go_int(v, i).empty() || parse_size(v, i).empty()) {
+           if (i < 0) return std::string("must be >= 0");
+           f.memory_budget = i;
+           return std::string();
+         }
+         return parse_size(v, i);
+       }},
       {"state-dir", "dir", false,
        "durable index: keep each pipeline's index in this directory across restarts; \"\" = off",
        [] { return quote(state_settings{}.dir); },

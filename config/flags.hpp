@@ -35,6 +35,7 @@ struct flag_values {
   // -- the reference sidecar's (§4), which describe one engine -----------------------------------
   std::optional<std::string> server;
   std::optional<std::string> state_dir;
+  std::optional<int64_t> memory_budget;  // --memory-budget: bytes, or a size such as "96MiB"
   std::optional<std::string> engine_endpoint;
   std::optional<std::string> replay_endpoint;
   std::optional<std::string> topic;

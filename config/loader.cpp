@@ -231,6 +231,10 @@ const field_def<state_settings> state_fields[] = {
     KVRELAY_FIELD(state_settings, "ring_batches", ring_batches),
 };
 
+const field_def<memory_settings> memory_fields[] = {
+    KVRELAY_SIZE_FIELD(memory_settings, "budget", budget),
+};
+
 const field_def<log_settings> log_fields[] = {
     KVRELAY_FIELD(log_settings, "format", format),
     KVRELAY_FIELD(log_settings, "level", level),
@@ -289,10 +293,12 @@ class reader {
         if (!section(v, "log", log_fields, cfg_.log)) return error();
       } else if (key == "state") {
         if (!section(v, "state", state_fields, cfg_.state)) return error();
+      } else if (key == "memory") {
+        if (!section(v, "memory", memory_fields, cfg_.memory)) return error();
       } else if (key == "engine") {
         if (!engines(v)) return error();
       } else {
-        unknown(k, key, {"server", "admin", "state", "log", "engine"});
+        unknown(k, key, {"server", "admin", "state", "memory", "log", "engine"});
         return error();
       }
     }
@@ -426,6 +432,8 @@ flat_config flatten(const daemon_config& c) {
   out[{"", "admin.token"}] = c.admin.token;
   for (const auto& f : log_fields) out[{"", "log." + std::string(f.key)}] = f.write(c.log);
   for (const auto& f : state_fields) out[{"", "state." + std::string(f.key)}] = f.write(c.state);
+  for (const auto& f : memory_fields)
+    out[{"", "memory." + std::string(f.key)}] = f.write(c.memory);
   for (const auto& e : c.engines) {
     const std::string& id = e.replica_id;
     out[{id, ""}] = "present";
@@ -498,6 +506,11 @@ std::string to_toml(const daemon_config& c) {
     if (k != "interval" || c.state.interval.count() != 0) return std::string();
     return std::string("# interval \"0s\": a quarter of the replay ring's span at the batch rate, "
                        "1s to 60s\n");
+  });
+  out << "\n";
+  section("[memory]", memory_fields, c.memory, no, [&c](std::string_view k) {
+    if (k != "budget" || c.memory.budget != 0) return std::string();
+    return std::string("# budget 0: the cgroup's memory limit less a margin, else 512MiB\n");
   });
   out << "\n";
   section("[log]", log_fields, c.log, no, none);

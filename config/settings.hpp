@@ -118,6 +118,11 @@ struct state_settings {
   int64_t ring_batches = 10000;  // the engine's replay ring (vLLM/SGLang buffer_steps)
 };
 
+/// The memory budget (issue 27): what kvrelay may hold, from which every queue bound derives.
+struct memory_settings {
+  int64_t budget = 0;  // bytes; 0 = the cgroup's memory limit less a margin, else 512 MiB
+};
+
 struct log_settings {
   log_format format = log_format::json;  // JSON lines on stderr, like the reference (C08)
   log_level level = log_level::info;
@@ -181,6 +186,7 @@ struct daemon_config {
   server_settings server;
   admin_settings admin;
   state_settings state;
+  memory_settings memory;
   log_settings log;
   std::vector<engine_settings> engines;
   /// Where each key's value came from ("file:line:col" or "--flag"), by key path such as

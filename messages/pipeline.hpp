@@ -14,6 +14,7 @@
 
 #include "base/index_op.hpp"
 #include "base/kv_events.hpp"
+#include "base/memory_budget.hpp"
 
 namespace kvrelay {
 
@@ -32,6 +33,9 @@ struct raw_batch {
   std::shared_ptr<const void> owner;  // keeps `data` alive
   const char* data = nullptr;
   size_t size = 0;
+  /// Its charge to the memory budget (queue "ingress"), taken when the ingress delivers it and
+  /// released when the decoder is done with it. Mutable: accounting, not content.
+  mutable budget_ticket ticket;
 };
 using raw_batch_ptr = std::shared_ptr<const raw_batch>;
 
@@ -62,6 +66,10 @@ struct shard_work {
   /// Partitions this work uses first, named in id order: ids first_new, first_new + 1, ...
   uint32_t first_new = 0;
   std::vector<std::string> new_partitions;
+  /// Its charge to the memory budget (queue "shard"), released when the shard is done with it.
+  /// Mutable: the decoder charges work the router already made const; it is accounting, not
+  /// content.
+  mutable budget_ticket ticket;
 };
 using shard_work_ptr = std::shared_ptr<const shard_work>;
 
@@ -77,6 +85,9 @@ struct shard_ops {
   bool had_store = false;      // the work held a BlockStored (R12 timestamp rule)
   bool resync = false;         // a re-report of resident state, not new events
   std::vector<prefix_op> ops;
+  /// Its charge to the memory budget (queue "debouncer"): released when the debouncer has
+  /// folded the ops into pending and drops the message, or wherever it is dropped before.
+  budget_ticket ticket;
 };
 using shard_ops_ptr = std::shared_ptr<const shard_ops>;
 

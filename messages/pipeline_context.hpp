@@ -30,6 +30,8 @@ struct pipeline_context {
   std::function<int64_t()> wall_us = [] { return now_us(); };
   /// The pipeline's supervisor, told health facts as they change (may be invalid in tests).
   health_listener_actor health;
+  /// The process' memory budget, shared by every pipeline (null: nothing is charged).
+  std::shared_ptr<memory_budget> budget;
 
   /// {"replica", name} followed by `extra`.
   label_set labels(label_set extra = {}) const {

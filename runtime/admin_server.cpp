@@ -15,6 +15,7 @@
 
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
+#include "runtime/memory_setup.hpp"
 #include "config/loader.hpp"
 #include "runtime/admin_page.hpp"
 #include "runtime/status_render.hpp"
@@ -209,7 +210,10 @@ struct admin_server::impl {
         [this, uptime](const http_request&, http_response& res) {
           auto views = b.client.status();
           if (!views) return void(res = reply(503, "the daemon did not answer in time\n"));
-          res = reply(200, render_tree(views->pipelines, uptime(), views->discovery) + "\n",
+          res = reply(200,
+                      render_tree(views->pipelines, uptime(), views->discovery,
+                                  b.budget ? budget_json(*b.budget) : std::string()) +
+                          "\n",
                       "application/json");
         });
     add("GET", "/debug/engines", "per pipeline: endpoints, last seq, adapters, readiness",

@@ -34,6 +34,7 @@ struct sockaddr;
 namespace kvrelay {
 
 class metrics_registry;
+class memory_budget;
 
 /// The admin port's limits from the configuration.
 /// TODO(lead): the `config` engineer adds `[admin] max_connections`, `read_timeout`,
@@ -48,6 +49,7 @@ class admin_server {
     daemon_client client;
     std::shared_ptr<metrics_registry> metrics;
     std::chrono::steady_clock::time_point started;
+    std::shared_ptr<const memory_budget> budget;  // shown on /debug/tree (may be null)
   };
 
   explicit admin_server(backend b);

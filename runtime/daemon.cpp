@@ -21,6 +21,7 @@
 #include "messages/system_setup.hpp"
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
+#include "runtime/memory_setup.hpp"
 #include "runtime/admin_server.hpp"
 #include "runtime/daemon_actor.hpp"
 #include "runtime/discovered_engines.hpp"
@@ -48,6 +49,7 @@ log::level to_log_level(config::log_level l) {
 struct daemon::impl {
   config::daemon_config cfg;
   std::shared_ptr<metrics_registry> metrics = std::make_shared<metrics_registry>();
+  std::shared_ptr<memory_budget> budget;  // the process' (runtime/memory_setup.hpp)
   std::unique_ptr<caf::actor_system_config> sys_cfg;
   std::unique_ptr<caf::actor_system> sys;
   daemon_actor root;  // owns the pipeline handles; everything after start() asks it
@@ -82,6 +84,16 @@ bool daemon::start(std::string& error) {
       return false;
     }
   }
+  // One memory budget for every pipeline; its bounds derive from it (to_pipeline_options).
+  // d.cfg stays as configured (the reload diff compares it with the file); the pipelines are
+  // made from a copy that carries the budget resolved now.
+  const auto choice = choose_budget(d.cfg);
+  auto run_cfg = d.cfg;
+  run_cfg.memory.budget = static_cast<int64_t>(choice.bytes);
+  d.budget = memory_budget::make(choice.bytes, choice.source);
+  add_budget_metrics(*d.metrics, d.budget);
+  log::info("memory budget", {{"budget", describe(choice)},
+                              {"queue_limit_bytes", d.budget->limit_bytes()}});
   d.sys_cfg = std::make_unique<caf::actor_system_config>();
   setup_actor_system(*d.sys_cfg);
   tune_scheduler(*d.sys_cfg);
@@ -97,7 +109,7 @@ bool daemon::start(std::string& error) {
   for (const auto& ps : config::pipelines(d.cfg))
     if (d.cfg.engines.at(ps.engine_index).url.empty()) by_engine[ps.engine_index].push_back(ps);
   for (const auto& [engine, ranks] : by_engine) {
-    auto spawned = spawn_engine(*d.sys, d.cfg, ranks, d.metrics, {});
+    auto spawned = spawn_engine(*d.sys, run_cfg, ranks, d.metrics, {}, d.budget);
     if (!spawned) {
       error = spawned.error().context;
       stop_spawned();
@@ -121,10 +133,10 @@ bool daemon::start(std::string& error) {
     }
     for (const auto& e : discovery.options.engines)
       discovery.replica_ids[e.index] = d.cfg.engines[e.index].replica_id;
-    discovery.spawn = [sys = d.sys.get(), cfg = d.cfg, metrics = d.metrics](
+    discovery.spawn = [sys = d.sys.get(), cfg = run_cfg, metrics = d.metrics, budget = d.budget](
                           size_t engine, const discovered_target& t, const discovery_actor& disc) {
       const auto [target_cfg, ranks] = apply_target(cfg, engine, t);
-      return spawn_engine(*sys, target_cfg, ranks, metrics, disc);
+      return spawn_engine(*sys, target_cfg, ranks, metrics, disc, budget);
     };
   }
   const size_t count = pipelines.size();
@@ -132,7 +144,7 @@ bool daemon::start(std::string& error) {
   d.root = spawn_daemon_actor(*d.sys, std::move(pipelines), std::move(discovery));
   if (!d.cfg.admin.listen.empty()) {
     d.admin = std::make_unique<admin_server>(
-        admin_server::backend{d.client(), d.metrics, d.started});
+        admin_server::backend{d.client(), d.metrics, d.started, d.budget});
     if (!d.admin->start(d.cfg.admin, admin_limits_from(d.cfg.admin), error)) return false;
   }
   log::info("kvrelay starting",

@@ -4,6 +4,8 @@
 
 #include "runtime/discovered_engines.hpp"
 
+#include "runtime/memory_setup.hpp"
+
 #include <iomanip>
 #include <ostream>
 #include <sstream>
@@ -129,7 +131,14 @@ int check_with_discovery(const config::flag_values& flags, std::ostream& out, st
   const int rc = config::run_check(flags, out, err);
   if (rc != 0) return rc;
   auto cfg = config::resolve(flags);  // what run_check printed; resolving again reads no engine
-  if (cfg) print_discovery(cfg.value(), out);
+  if (!cfg) return rc;
+  // The memory budget the daemon would use now, and the bounds derived from it.
+  const auto choice = choose_budget(cfg.value());
+  const auto b = derive_bounds(choice.bytes, config::pipelines(cfg.value()).size());
+  out << "# memory budget: " << describe(choice) << "\n#   queues pause the ingress at "
+      << b.queue_bytes << " bytes or " << b.queue_messages << " messages; per pipeline: ZMQ rcvhwm "
+      << b.rcvhwm << " messages, pending keys " << b.max_pending << "\n";
+  print_discovery(cfg.value(), out);
   return rc;
 }
 

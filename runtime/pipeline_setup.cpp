@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "base/memory_budget.hpp"
 #include "base/metrics_registry.hpp"
 
 namespace kvrelay {
@@ -39,9 +40,11 @@ std::string pipeline_name(const config::daemon_config& cfg, const config::pipeli
 
 pipeline_context to_context(const config::daemon_config& cfg,
                             const config::pipeline_settings& ps,
-                            std::shared_ptr<metrics_registry> metrics) {
+                            std::shared_ptr<metrics_registry> metrics,
+                            std::shared_ptr<memory_budget> budget) {
   const auto& e = cfg.engines.at(ps.engine_index);
   pipeline_context ctx;
+  ctx.budget = std::move(budget);
   ctx.name = pipeline_name(cfg, ps);
   ctx.identity = replica_identity{ps.replica_id, e.model_id, e.tenant_id, e.hash_scheme};
   ctx.metrics = std::move(metrics);
@@ -61,6 +64,19 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
   p.decoder.adapters = e.adapters;
   p.decoder.index = to_index_options(e);
   if (e.dp_size > 1) p.decoder.expected_dp_rank = ps.dp_rank;
+
+  if (cfg.memory.budget > 0) {
+    // Every bound from the one budget (base/memory_budget.hpp D1-D4); 0 (tools, tests that
+    // build options without a daemon): the fixed defaults.
+    const auto b = derive_bounds(static_cast<uint64_t>(cfg.memory.budget),
+                                 config::pipelines(cfg).size());
+    p.ingress.source.rcvhwm = b.rcvhwm;
+    p.ingress.source.replay_rcvhwm = b.rcvhwm;
+    auto& t = p.ingress.source.tracker;
+    t.max_buffered_bytes =
+        std::min<size_t>(t.max_buffered_bytes, static_cast<size_t>(b.queue_bytes));
+    p.debouncer.max_pending = b.max_pending;
+  }
 
   p.debouncer.window = e.window;
   p.debouncer.l2_mode = e.l2_tier;
@@ -122,13 +138,14 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
 outcome<engine_pipelines> spawn_engine(caf::actor_system& sys, const config::daemon_config& cfg,
                                        const std::vector<config::pipeline_settings>& ranks,
                                        const std::shared_ptr<metrics_registry>& metrics,
-                                       const discovery_actor& discovery) {
+                                       const discovery_actor& discovery,
+                                       std::shared_ptr<memory_budget> budget) {
   engine_pipelines out;
   if (ranks.empty()) return out;
   const auto& e = cfg.engines.at(ranks.front().engine_index);
   replica_debouncer_actor replica;
   if (e.dp_size > 1 && e.dp_mode == config::dp_mode::merged) {
-    auto rctx = to_context(cfg, ranks.front(), metrics);
+    auto rctx = to_context(cfg, ranks.front(), metrics, budget);
     rctx.name = e.replica_id;
     replica =
         spawn_replica_debouncer(sys, rctx, to_pipeline_options(cfg, ranks.front(), {}).debouncer);
@@ -141,7 +158,7 @@ outcome<engine_pipelines> spawn_engine(caf::actor_system& sys, const config::dae
       opts.engine_index = ps.engine_index;
       opts.dp_rank = ps.dp_rank;
     }
-    const auto ctx = to_context(cfg, ps, metrics);
+    const auto ctx = to_context(cfg, ps, metrics, budget);
     daemon_pipeline p;
     p.engine = ps.engine_index;
     p.facts.name = ctx.name;

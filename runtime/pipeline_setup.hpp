@@ -26,20 +26,24 @@ class actor_system;
 namespace kvrelay {
 
 class metrics_registry;
+class memory_budget;
 
 pipeline_context to_context(const config::daemon_config& cfg, const config::pipeline_settings& ps,
-                            std::shared_ptr<metrics_registry> metrics);
+                            std::shared_ptr<metrics_registry> metrics,
+                            std::shared_ptr<memory_budget> budget = nullptr);
 
 pipeline_options to_pipeline_options(const config::daemon_config& cfg,
                                      const config::pipeline_settings& ps,
                                      replica_debouncer_actor replica);
 
 /// Spawns the pipelines `ranks` (all of one engine of `cfg`). `discovery` (may be invalid)
-/// hears when a rank's stream stops or flows again. On failure nothing stays running.
+/// hears when a rank's stream stops or flows again; `budget` (may be null) is the process'
+/// memory budget they charge. On failure nothing stays running.
 outcome<engine_pipelines> spawn_engine(caf::actor_system& sys, const config::daemon_config& cfg,
                                        const std::vector<config::pipeline_settings>& ranks,
                                        const std::shared_ptr<metrics_registry>& metrics,
-                                       const discovery_actor& discovery);
+                                       const discovery_actor& discovery,
+                                       std::shared_ptr<memory_budget> budget = nullptr);
 
 /// Stops them: the pipelines, then the replica debouncer.
 void stop_engine(engine_pipelines& e);

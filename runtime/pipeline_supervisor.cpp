@@ -255,8 +255,16 @@ std::vector<std::pair<std::string, actor_status::value>> supervision_of(
   return {{"restarts", int64_t{r.restarts}}, {"exit_reason", r.last_error}, {"uptime_s", uptime}};
 }
 
+// Issue 27: the memory budget is spent and the ingress paused (every pipeline shares it): what
+// the engine sends meanwhile is dropped at the socket, so the index lags until replay repairs
+// it. /readyz says so (not ready); /readyz/self, the pod's probe, stays ready (fail open).
+bool overloaded(const pipeline_state& st) {
+  return st.ctx.budget && st.ctx.budget->paused_readers() > 0;
+}
+
 bool ready(const pipeline_state& st) {
-  return (st.first_batch || st.catchup_done) && st.server_ok && !st.policy->unhealthy();
+  return (st.first_batch || st.catchup_done) && st.server_ok && !st.policy->unhealthy() &&
+         !overloaded(st);
 }
 
 // Why the pipeline is not ready, in words an operator can act on (empty when ready).
@@ -266,6 +274,10 @@ std::vector<std::string> not_ready_reasons(const pipeline_state& st) {
     out.emplace_back("no batch decoded and no catch-up finished yet");
   if (!st.server_ok) out.emplace_back("the policy server has not acknowledged yet");
   if (st.policy->unhealthy()) out.emplace_back("restarts over the intensity limit; retrying slowly");
+  if (overloaded(st))
+    out.emplace_back("overloaded: the memory budget is spent and the ingress paused; batches sent "
+                     "meanwhile are repaired by replay or declared lost "
+                     "(kvrelay_overloads_total, kvrelay_queue_bytes)");
   if (st.index_incomplete) out.emplace_back(st.index_incomplete);  // "degraded (still ready)"
   // DS5: a discarded snapshot, while the index is incomplete because of it.
   if (st.index_incomplete && st.durable && !st.durable->readyz_line().empty())

@@ -52,11 +52,13 @@ std::string dump(const nlohmann::ordered_json& j) {
 std::string render_json(const actor_status& s) { return dump(to_json(s)); }
 
 std::string render_tree(const std::vector<pipeline_view>& pipelines, int64_t uptime_s,
-                        const actor_status& discovery) {
+                        const actor_status& discovery, const std::string& memory_json) {
   nlohmann::ordered_json doc;
   doc["kvrelay"] = KVRELAY_VERSION;
   doc["uptime_s"] = uptime_s;
   if (!discovery.kind.empty()) doc["discovery"] = to_json(discovery);
+  if (!memory_json.empty())
+    doc["memory"] = nlohmann::ordered_json::parse(memory_json, nullptr, /*allow_exceptions=*/false);
   auto& arr = doc["pipelines"] = nlohmann::ordered_json::array();
   for (const auto& p : pipelines) arr.push_back(to_json(p.status));
   return dump(doc);

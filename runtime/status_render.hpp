@@ -21,9 +21,10 @@ namespace kvrelay {
 std::string render_json(const actor_status& s);
 
 /// /debug/tree: the version, the uptime, engine discovery's status (when `discovery.kind` is
-/// set: some engine has a URL) and every pipeline's status tree.
+/// set: some engine has a URL), the memory budget (`memory_json`, a JSON object, when not
+/// empty) and every pipeline's status tree.
 std::string render_tree(const std::vector<pipeline_view>& pipelines, int64_t uptime_s,
-                        const actor_status& discovery = {});
+                        const actor_status& discovery = {}, const std::string& memory_json = {});
 
 /// /debug/engines: per pipeline its endpoints, connection, last seq, counters, readiness and
 /// adapter map.

@@ -155,6 +155,20 @@ void log_malformed(decoder_state& st, uint64_t seq) {
   }
 }
 
+// What a unit of decoded work holds on the heap, for its charge to the memory budget.
+uint64_t work_bytes(const shard_work& w) {
+  uint64_t n = sizeof(shard_work) + w.events.capacity() * sizeof(kv_event) +
+               w.partitions.capacity() * sizeof(uint32_t);
+  for (const auto& e : w.events) {
+    n += e.stored.block_hashes.capacity() * sizeof(engine_hash) +
+         e.stored.token_ids.capacity() * sizeof(uint32_t) +
+         e.removed.block_hashes.capacity() * sizeof(engine_hash) +
+         e.removed.remaining_copies.capacity() * sizeof(uint32_t);
+  }
+  for (const auto& p : w.new_partitions) n += sizeof(std::string) + p.capacity();
+  return n;
+}
+
 // Executes what the protocol decided, in its order.
 void execute(decoder_self self, uint64_t seq) {
   auto& st = self->state;
@@ -187,6 +201,9 @@ void execute(decoder_self self, uint64_t seq) {
   const bool engine_cleared = st.router.stats().cleared != st.published.cleared;
   for (auto& step : out.steps) {
     if (step.what == router_step::kind::work) {
+      // Charged until the shard is done with it (messages/pipeline.hpp).
+      if (st.ctx.budget && step.work)
+        step.work->ticket = st.ctx.budget->charge(budget_queue::shard, work_bytes(*step.work));
       self->send(st.shard, std::move(step.work));
       continue;
     }

@@ -273,6 +273,8 @@ actor_status status_of(ingress_self self) {
   j.add("catching_up", stats.catching_up);
   j.add("phase", ingress::to_string(stats.phase));
   j.add("running", s.source->running());
+  j.add("overloaded", stats.overloaded);
+  j.add("overloads", stats.overloads);
   j.add("messages", stats.frames.messages);
   j.add("unsequenced_batches", stats.frames.unsequenced);
   j.add("batches", stats.tracker.batches);
@@ -318,6 +320,7 @@ ingress_actor::behavior_type ingress_fn(ingress_self self, pipeline_context ctx,
   auto source_opts = st.opts.source;
   source_opts.log = make_log(st.ctx.name);
   source_opts.credits = std::move(credits);
+  source_opts.budget = st.ctx.budget;
   const auto me = caf::actor_cast<ingress_actor>(self);
   source_opts.on_change = [dirty = st.dirty, me] {
     if (!dirty->exchange(true)) caf::anon_send(me, atom::publish_v);

@@ -11,6 +11,9 @@
 #include "base/backoff.hpp"
 #include "base/rate_limiter.hpp"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -78,6 +81,12 @@ raw_batch_ptr take_batch(zmq::message_t& m, uint64_t seq, bool replayed) {
   return b;
 }
 
+uint64_t steady_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now().time_since_epoch())
+          .count());
+}
+
 // stop() writes the eventfd so a poll without a timeout returns at once.
 struct wake_fd {
   int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -97,6 +106,7 @@ bool same(const zmq_source_stats& a, const zmq_source_stats& b) {
   // Both counter blocks are plain uint64_t fields: no padding to compare.
   return std::memcmp(&a.tracker, &b.tracker, sizeof a.tracker) == 0 &&
          std::memcmp(&a.frames, &b.frames, sizeof a.frames) == 0 && a.throttled == b.throttled &&
+         a.overloads == b.overloads && a.overloaded == b.overloaded &&
          a.connects == b.connects && a.disconnects == b.disconnects &&
          a.connected == b.connected && a.live == b.live && a.catching_up == b.catching_up &&
          a.phase == b.phase;
@@ -173,6 +183,11 @@ struct zmq_source::impl {
   sequence_tracker<raw_batch_ptr>::actions actions;
   frame_counters frames;
   uint64_t throttled = 0, connects = 0, disconnects = 0, peers = 0;
+  budget_gate gate;           // B1-B5 over opts.budget
+  uint64_t pause_started = 0; // steady ns of the current budget pause
+  // Under a sustained overload the gate pauses many times a second: one warning, then at most
+  // one per 10 s with the count since (the counters have every one).
+  rate_limiter pause_log{1, 10'000}, resume_log{1, 10'000}, trim_log{1, 10'000};
   std::unique_ptr<zmq::socket_t> dealer;
   bool want_replay = false;
   uint64_t replay_from = 0;
@@ -205,6 +220,14 @@ struct zmq_source::impl {
   void replay_timed_out();
   void close_replay() { dealer.reset(); }
   void publish_stats();
+  bool over_budget();
+  // A batch is charged when it is delivered: what the tracker's reorder buffer holds is bounded
+  // by the tracker (ST2) and must not keep the replay it waits for from being read.
+  raw_batch_ptr charged(raw_batch_ptr b) {
+    if (opts.budget && b)
+      b->ticket = opts.budget->charge(budget_queue::ingress, b->size + sizeof(zmq_batch));
+    return b;
+  }
   void reject(uint64_t& counter, size_t limit, const char* what, uint64_t detail);
 
   std::unique_ptr<zmq::socket_t> sub_sock, mon_sock;
@@ -217,6 +240,46 @@ void zmq_source::impl::reject(uint64_t& counter, size_t limit, const char* what,
     log(log_severity::warn, "dropping malformed zmq message",
         {{"reason", what}, {"detail", std::to_string(detail)},
          {"suppressed", std::to_string(suppressed)}});
+}
+
+// The gate (memory_budget.hpp B1-B5): true while the budget is spent and reading must wait.
+bool zmq_source::impl::over_budget() {
+  const auto& b = opts.budget;
+  if (!b) return false;
+  const uint64_t now = steady_ns();
+  const auto d =
+      gate.observe(b->used_bytes(), b->used_messages(), b->limit_bytes(), b->limit_messages(), now);
+  uint64_t suppressed = 0;
+  if (d.paused) {
+    pause_started = now;
+    b->note_pause();
+    if (pause_log.allow(suppressed))
+      log(log_severity::warn,
+          "memory budget exhausted; ingress paused (overload: batches the engine sends "
+          "meanwhile are dropped at the socket and repaired by replay, or declared lost)",
+          {{"queued_bytes", std::to_string(b->used_bytes())},
+           {"queued_messages", std::to_string(b->used_messages())},
+           {"limit_bytes", std::to_string(b->limit_bytes())},
+           {"budget_bytes", std::to_string(b->total_bytes())},
+           {"suppressed", std::to_string(suppressed)}});
+  }
+  if (d.resumed) {
+    b->note_resume(now - pause_started);
+    if (resume_log.allow(suppressed))
+      log(log_severity::info, "memory budget available again; ingress resumed",
+          {{"paused_ms", std::to_string((now - pause_started) / 1000000)},
+           {"queued_bytes", std::to_string(b->used_bytes())},
+           {"suppressed", std::to_string(suppressed)}});
+  }
+  if (d.trim) {
+#if defined(__GLIBC__)
+    malloc_trim(0);  // the overload's queues drained: give their pages back to the OS
+#endif
+    if (trim_log.allow(suppressed))
+      log(log_severity::info, "queues drained after an overload; heap trimmed",
+          {{"suppressed", std::to_string(suppressed)}});
+  }
+  return !d.read;
 }
 
 void zmq_source::impl::run() {
@@ -301,7 +364,7 @@ void zmq_source::impl::poll_once() {
     tracker.on_probe_due(actions);
     execute();
   }
-  const bool throttle = in_flight() >= opts.max_in_flight;
+  const bool throttle = in_flight() >= opts.max_in_flight || over_budget();
   // Pacing: a reply asked for while the consumer is behind would only wait in memory (the
   // DEALER takes all of it), so a request waits for credits like the live socket does.
   const bool may_ask = !throttle;
@@ -316,7 +379,7 @@ void zmq_source::impl::poll_once() {
   };
   if (throttle) {
     ++throttled;
-    until(now + milliseconds(4));  // credits are not pollable; look again soon
+    until(now + milliseconds(4));  // credits and the budget are not pollable; look again soon
     // A paused reader must not make the replay look dead.
     if (dealer) replay_deadline = std::max(replay_deadline, now + opts.replay_timeout);
   }
@@ -345,7 +408,7 @@ void zmq_source::impl::poll_once() {
 void zmq_source::impl::drain_sub(zmq::socket_t& sub) {
   multipart mp;
   for (uint32_t i = 0; i < opts.max_drain; ++i) {
-    if (in_flight() >= opts.max_in_flight) return;
+    if (in_flight() >= opts.max_in_flight || over_budget()) return;
     if (stop_flag.load(std::memory_order_relaxed)) return;
     if (!recv_multipart(sub, mp)) return;
     on_live(mp);
@@ -363,7 +426,7 @@ void zmq_source::impl::on_live(multipart& mp) {
     ++frames.unsequenced;
     frames.bytes += payload.size();
     delivered.fetch_add(1, std::memory_order_relaxed);
-    sink(take_batch(payload, 0, false));
+    sink(charged(take_batch(payload, 0, false)));
     return;
   }
   if (mp.count != 3) return reject(frames.bad_frame_count, 0, "frame count", mp.count);
@@ -378,7 +441,7 @@ void zmq_source::impl::on_live(multipart& mp) {
 void zmq_source::impl::drain_dealer() {
   multipart mp;
   for (uint32_t i = 0; i < opts.max_drain && dealer; ++i) {
-    if (stop_flag.load(std::memory_order_relaxed)) return;
+    if (stop_flag.load(std::memory_order_relaxed) || over_budget()) return;
     if (!recv_multipart(*dealer, mp)) return;
     on_reply(mp);
     // An inactivity timeout: the long one until the request's first reply, then the stall one.
@@ -445,7 +508,7 @@ void zmq_source::impl::execute() {
     switch (a.kind) {
       case action_kind::deliver:
         delivered.fetch_add(1, std::memory_order_relaxed);
-        sink(std::move(a.payload));
+        sink(charged(std::move(a.payload)));
         break;
       case action_kind::gap_detected:
         log(log_severity::warn, "sequence gap",
@@ -508,9 +571,11 @@ void zmq_source::impl::execute() {
 void zmq_source::impl::open_replay(clock::time_point now) {
   dealer = std::make_unique<zmq::socket_t>(*ctx, zmq::socket_type::dealer);
   dealer->set(zmq::sockopt::linger, 0);
-  // The ROUTER drops replies to a peer whose pipe is full; never let ours be the full one (the
-  // engine's ring bounds what one replay can send).
-  dealer->set(zmq::sockopt::rcvhwm, 0);
+  // The ROUTER drops replies to a peer whose pipe is full. Unbounded (0), the engine's ring
+  // bounds what one replay can send; bounded by the memory budget, the rest of a longer reply is
+  // cut there and asked for again once the stall timeout sees it stop (ST10): a catch-up paced
+  // by what kvrelay absorbs.
+  dealer->set(zmq::sockopt::rcvhwm, std::max(opts.replay_rcvhwm, 0));
   if (opts.replay_endpoint.rfind("tcp://[", 0) == 0) dealer->set(zmq::sockopt::ipv6, 1);
   try {
     dealer->connect(opts.replay_endpoint);
@@ -559,6 +624,9 @@ void zmq_source::impl::publish_stats() {
   s.frames = frames;
   s.in_flight = in_flight();
   s.throttled = throttled;
+  s.overloads = gate.overloads();
+  s.paused_ns = gate.paused_ns(steady_ns());
+  s.overloaded = gate.paused();
   s.connects = connects;
   s.disconnects = disconnects;
   s.connected = peers > 0;

@@ -121,6 +121,9 @@ struct zmq_source_options {
   std::string topic;            // SUB prefix filter; "" = everything
   bind_mode mode = bind_mode::auto_detect;
   int rcvhwm = 100000;  // messages queued in ZMQ before the PUB drops (engine default hwm)
+  /// The replay DEALER's receive queue in messages; 0 = unbounded. Bounded, a reply longer than
+  /// it is cut at the engine's ROUTER and asked for again from where it stopped (ST10).
+  int replay_rcvhwm = 0;
   /// ZMQ_RECONNECT_IVL of the SUB, constant like the reference (its default 1 s); 0 → 1 s.
   std::chrono::milliseconds reconnect_interval{1000};
   /// A replay with no reply for this long is abandoned (its DEALER closed) and retried: a
@@ -148,6 +151,9 @@ struct zmq_source_options {
   std::shared_ptr<zmq::context_t> context;
   /// Where the consumer returns credits; null → the source makes its own (see credit()).
   std::shared_ptr<credit_line> credits;
+  /// The process' memory budget (base/memory_budget.hpp): each batch is charged to it, and the
+  /// thread stops reading while it is spent (gate rules B1-B5). Null: no budget.
+  std::shared_ptr<memory_budget> budget;
   /// Optional log hook (called on the ZMQ thread). Texts follow the reference sidecar.
   log_fn log;
   /// Optional: called on the ZMQ thread after a poll round that changed stats() (counters or
@@ -173,6 +179,9 @@ struct zmq_source_stats {
   frame_counters frames;
   uint64_t in_flight = 0;       // delivered, not yet credited
   uint64_t throttled = 0;       // poll rounds spent not reading because of in-flight
+  uint64_t overloads = 0;       // times reading paused because the memory budget was spent (B2)
+  uint64_t paused_ns = 0;       // time spent paused by the budget (B4)
+  bool overloaded = false;      // paused by the budget now
   uint64_t connects = 0;        // SUB peer connects/accepts
   uint64_t disconnects = 0;
   bool connected = false;       // the SUB has at least one peer

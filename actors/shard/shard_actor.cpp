@@ -137,6 +137,13 @@ void send_ops(shard_self self, uint32_t partition, int64_t ts_us, bool had_store
   out->had_store = had_store;
   out->resync = resync;
   out->ops = std::move(ops);  // the index's ops go out as they are: no per-op copy
+  // Charged until the debouncer has folded them into pending (messages/pipeline.hpp). The
+  // restore's chunks are charged like the rest: a large snapshot pauses the ingress until the
+  // debouncer has taken it in.
+  if (st.ctx.budget)
+    out->ticket = st.ctx.budget->charge(
+        budget_queue::debouncer,
+        sizeof(shard_ops) + out->ops.capacity() * sizeof(index_op) + out->adapter.capacity());
   self->send(st.debouncer, shard_ops_ptr{std::move(out)});
 }
 

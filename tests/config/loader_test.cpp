@@ -188,7 +188,7 @@ TEST(LoadToml, InlineTablesWork) {
 TEST(LoadTomlErrors, UnknownTopLevelKey) {
   EXPECT_EQ(load_error("[sever]\naddress = \"h:1\"\n"),
             "t.toml:1:2: sever: unknown key; did you mean \"server\"? (allowed: server, admin, "
-            "state, log, engine)");
+            "state, memory, log, engine)");
 }
 
 // The durable index (issue 22): [state], --state-dir, and on_shutdown's default with it.
@@ -775,7 +775,7 @@ TEST(Docs, EveryKeyAndFlagIsDocumented) {
     ++keys;
     EXPECT_NE(doc.find("`" + line.substr(0, eq) + "`"), std::string::npos) << line;
   }
-  EXPECT_EQ(keys, 12u + 7u + 3u + 2u + 19u + 6u);
+  EXPECT_EQ(keys, 12u + 7u + 3u + 1u + 2u + 19u + 6u);
   for (const auto& name : flag_names())
     EXPECT_NE(doc.find("`--" + name), std::string::npos) << name;
 }

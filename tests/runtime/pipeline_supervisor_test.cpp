@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 
+#include "base/memory_budget.hpp"
 #include "base/metrics_registry.hpp"
 #include "runtime/pipeline_supervisor.hpp"
 #include "tests/support/deterministic.hpp"
@@ -213,6 +214,29 @@ TEST_F(PipelineSupervisorShell, OverTheIntensityLimitThePipelineIsNotReadyAndRet
   EXPECT_EQ(count(w->spawned, "emitter"), 4u);
   t.advance(60'000ms);  // up for a whole window: healthy again
   EXPECT_EQ(ctx.metrics->value("kvrelay_pipeline_unhealthy", {{"replica", "sup-0"}}), 0);
+}
+
+// Issue 27: while the memory budget pauses an ingress, /readyz says so (not ready); once the
+// pause ends the reason goes away. (/readyz/self asks nothing of the pipelines: it stays 200.)
+TEST_F(PipelineSupervisorShell, AnOverloadedBudgetIsANotReadyReasonWhileItLasts) {
+  ctx.budget = memory_budget::make(uint64_t{8} << 20, budget_source::config);
+  start();
+  const std::string reason =
+      "overloaded: the memory budget is spent and the ingress paused; batches sent meanwhile are "
+      "repaired by replay or declared lost (kvrelay_overloads_total, kvrelay_queue_bytes)";
+  const auto has = [&](const std::vector<std::string>& why) {
+    return std::find(why.begin(), why.end(), reason) != why.end();
+  };
+  ask([&](bool, std::vector<std::string>& why) { EXPECT_FALSE(has(why)); }, atom::ready_v);
+  ctx.budget->note_pause();
+  ask(
+      [&](bool ok, std::vector<std::string>& why) {
+        EXPECT_FALSE(ok);
+        EXPECT_TRUE(has(why)) << ::testing::PrintToString(why);
+      },
+      atom::ready_v);
+  ctx.budget->note_resume(1'000'000);
+  ask([&](bool, std::vector<std::string>& why) { EXPECT_FALSE(has(why)); }, atom::ready_v);
 }
 
 TEST_F(PipelineSupervisorShell, CrashesAreRoutedByKind) {

@@ -1,0 +1,259 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
+// The process' memory budget (rules: memory_budget.hpp).
+#include "base/memory_budget.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <sstream>
+
+namespace kvrelay {
+
+const char* to_string(budget_queue q) noexcept {
+  switch (q) {
+    case budget_queue::ingress: return "ingress";
+    case budget_queue::shard: return "shard";
+    case budget_queue::debouncer: return "debouncer";
+  }
+  return "unknown";
+}
+
+const char* to_string(budget_source s) noexcept {
+  switch (s) {
+    case budget_source::config: return "config";
+    case budget_source::cgroup_v1: return "cgroup-v1";
+    case budget_source::cgroup_v2: return "cgroup-v2";
+    case budget_source::fallback: return "default";
+  }
+  return "default";
+}
+
+// -- ticket -----------------------------------------------------------------------------------
+
+budget_ticket& budget_ticket::operator=(budget_ticket&& o) noexcept {
+  if (this == &o) return *this;
+  release();
+  budget_ = std::move(o.budget_);
+  bytes_ = o.bytes_;
+  queue_ = o.queue_;
+  o.budget_.reset();
+  o.bytes_ = 0;
+  return *this;
+}
+
+void budget_ticket::release() noexcept {
+  if (!budget_) return;
+  budget_->release(queue_, bytes_);
+  budget_.reset();
+  bytes_ = 0;
+}
+
+// -- budget -----------------------------------------------------------------------------------
+
+memory_budget::memory_budget(uint64_t total, budget_source source)
+    : total_(total), source_(source) {
+  const auto b = derive_bounds(total, 1);
+  limit_bytes_ = b.queue_bytes;
+  limit_messages_ = b.queue_messages;
+}
+
+std::shared_ptr<memory_budget> memory_budget::make(uint64_t total_bytes, budget_source source) {
+  return std::make_shared<memory_budget>(total_bytes, source);
+}
+
+budget_ticket memory_budget::charge(budget_queue q, uint64_t bytes) {
+  budget_ticket t;
+  const auto i = static_cast<size_t>(q);
+  t.bytes_ = bytes + message_overhead;
+  t.queue_ = q;
+  bytes_[i].fetch_add(t.bytes_, std::memory_order_relaxed);
+  messages_[i].fetch_add(1, std::memory_order_relaxed);
+  t.budget_ = shared_from_this();
+  return t;
+}
+
+void memory_budget::release(budget_queue q, uint64_t bytes) noexcept {
+  const auto i = static_cast<size_t>(q);
+  bytes_[i].fetch_sub(bytes, std::memory_order_relaxed);
+  messages_[i].fetch_sub(1, std::memory_order_relaxed);
+}
+
+uint64_t memory_budget::bytes(budget_queue q) const noexcept {
+  return bytes_[static_cast<size_t>(q)].load(std::memory_order_relaxed);
+}
+uint64_t memory_budget::messages(budget_queue q) const noexcept {
+  return messages_[static_cast<size_t>(q)].load(std::memory_order_relaxed);
+}
+uint64_t memory_budget::used_bytes() const noexcept {
+  uint64_t n = 0;
+  for (const auto& b : bytes_) n += b.load(std::memory_order_relaxed);
+  return n;
+}
+uint64_t memory_budget::used_messages() const noexcept {
+  uint64_t n = 0;
+  for (const auto& m : messages_) n += m.load(std::memory_order_relaxed);
+  return n;
+}
+
+void memory_budget::note_pause() noexcept {
+  overloads_.fetch_add(1, std::memory_order_relaxed);
+  paused_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void memory_budget::note_resume(uint64_t paused_ns) noexcept {
+  paused_ns_.fetch_add(paused_ns, std::memory_order_relaxed);
+  paused_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+// -- gate -------------------------------------------------------------------------------------
+
+gate_decision budget_gate::observe(uint64_t used_bytes, uint64_t used_messages,
+                                   uint64_t limit_bytes, uint64_t limit_messages,
+                                   uint64_t now_ns) noexcept {
+  gate_decision d;
+  if (!paused_) {
+    if (used_bytes >= limit_bytes || used_messages >= limit_messages) {  // B2
+      paused_ = true;
+      trim_due_ = true;
+      ++overloads_;
+      paused_since_ = now_ns;
+      d.paused = true;
+    }
+  } else if (used_bytes <= limit_bytes / 2 && used_messages <= limit_messages / 2) {  // B3
+    paused_ = false;
+    paused_total_ += now_ns - std::min(now_ns, paused_since_);
+    d.resumed = true;
+  }
+  d.read = !paused_;  // B1
+  if (trim_due_ && used_bytes <= limit_bytes / 8 && used_messages <= limit_messages / 8) {  // B5
+    trim_due_ = false;
+    d.trim = true;
+  }
+  return d;
+}
+
+uint64_t budget_gate::paused_ns(uint64_t now_ns) const noexcept {
+  return paused_total_ + (paused_ ? now_ns - std::min(now_ns, paused_since_) : 0);
+}
+
+// -- sizing -----------------------------------------------------------------------------------
+
+namespace {
+
+std::string trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  return s.substr(i);
+}
+
+// A limit file's value; nullopt for "max", an unlimited value or anything unreadable.
+std::optional<uint64_t> limit_of(const std::optional<std::string>& text) {
+  if (!text) return std::nullopt;
+  const std::string v = trim(*text);
+  if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  errno = 0;
+  const unsigned long long n = std::strtoull(v.c_str(), nullptr, 10);
+  if (errno != 0 || n == 0 || n >= cgroup_unlimited) return std::nullopt;
+  return static_cast<uint64_t>(n);
+}
+
+std::string join(const std::string& root, const std::string& path, const char* file) {
+  std::string p = root;
+  if (!path.empty() && path != "/") p += (path.front() == '/' ? "" : "/") + path;
+  return p + "/" + file;
+}
+
+bool lists_memory(const std::string& controllers) {
+  std::stringstream ss(controllers);
+  std::string c;
+  while (std::getline(ss, c, ','))
+    if (c == "memory") return true;
+  return false;
+}
+
+std::string mib(uint64_t b) {
+  std::ostringstream o;
+  if (b % (uint64_t{1} << 20) == 0) o << (b >> 20) << " MiB";
+  else o << b << " bytes";
+  return o.str();
+}
+
+}  // namespace
+
+budget_choice resolve_budget(uint64_t configured, const read_text_fn& read,
+                             const std::string& cgroup_root) {
+  budget_choice c;
+  if (configured > 0) {  // R1
+    c.bytes = configured;
+    c.source = budget_source::config;
+    return c;
+  }
+  std::optional<std::string> v1_path, v2_path;
+  if (auto text = read("/proc/self/cgroup")) {
+    std::stringstream ss(*text);
+    std::string line;
+    while (std::getline(ss, line)) {
+      const auto a = line.find(':');
+      const auto b = a == std::string::npos ? a : line.find(':', a + 1);
+      if (b == std::string::npos) continue;
+      const std::string ctrl = line.substr(a + 1, b - a - 1);
+      const std::string path = trim(line.substr(b + 1));
+      if (line.compare(0, a, "0") == 0 && ctrl.empty()) v2_path = path;
+      else if (lists_memory(ctrl)) v1_path = path;
+    }
+  }
+  const auto found = [&](const std::string& file, budget_source s) {
+    const auto lim = limit_of(read(file));
+    if (!lim) return false;
+    c.cgroup_limit = *lim;
+    c.cgroup_file = file;
+    c.source = s;
+    return true;
+  };
+  bool have = false;
+  if (v1_path) {  // R2 (a hybrid host's v2 line names no memory controller)
+    const std::string base = cgroup_root + "/memory";
+    have = found(join(base, *v1_path, "memory.limit_in_bytes"), budget_source::cgroup_v1) ||
+           found(join(base, "", "memory.limit_in_bytes"), budget_source::cgroup_v1);
+  }
+  if (!have && v2_path && !v1_path)  // R3: a pure v2 host
+    have = found(join(cgroup_root, *v2_path, "memory.max"), budget_source::cgroup_v2) ||
+           found(join(cgroup_root, "", "memory.max"), budget_source::cgroup_v2);
+  if (!have) {
+    c.bytes = default_budget_bytes;
+    c.source = budget_source::fallback;
+    return c;
+  }
+  // R4
+  const uint64_t margin = std::max<uint64_t>(c.cgroup_limit / 4, uint64_t{16} << 20);
+  c.bytes = std::max<uint64_t>(c.cgroup_limit > margin ? c.cgroup_limit - margin : 0,
+                               uint64_t{8} << 20);
+  return c;
+}
+
+budget_bounds derive_bounds(uint64_t budget_bytes, size_t pipelines) {
+  const uint64_t n = std::max<size_t>(pipelines, 1);  // D4
+  budget_bounds b;
+  b.queue_bytes = budget_bytes / 4;  // D1
+  b.queue_messages = std::max<uint64_t>(64, b.queue_bytes / 1024);
+  b.rcvhwm = static_cast<int>(std::clamp<uint64_t>(budget_bytes / 16 / n / 4096, 64, 100000));
+  b.max_pending =
+      static_cast<size_t>(std::clamp<uint64_t>(budget_bytes / 4 / n / 128, 16384, 2000000));
+  return b;
+}
+
+std::string describe(const budget_choice& c) {
+  std::string s = mib(c.bytes) + " (" + to_string(c.source);
+  if (c.source == budget_source::cgroup_v1 || c.source == budget_source::cgroup_v2)
+    s += ": limit " + mib(c.cgroup_limit) + " in " + c.cgroup_file + ", less a margin";
+  else if (c.source == budget_source::fallback)
+    s += ": no memory.budget and no cgroup memory limit";
+  return s + ")";
+}
+
+}  // namespace kvrelay

@@ -1,0 +1,195 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
+#pragma once
+// One memory budget for the whole process (issue 27): what kvrelay may hold in work not yet
+// folded into the debouncer's pending set, and the bounds derived from it. No CAF, no sockets.
+//
+// The path: the ingress charges each received batch (queue `ingress`); the decoder charges each
+// unit of decoded work it sends the shard (`shard`); the shard charges each ops message it sends
+// the debouncer (`debouncer`). A charge is a budget_ticket, move-only, carried inside the message
+// it pays for: it is released when the message is destroyed, i.e. when its receiver is done with
+// it (the debouncer has folded the ops into pending) or the message is dropped anywhere on the
+// way (an actor's mailbox closed, a raced clear). Nothing has to remember to release.
+//
+// Admission is the ingress' job (budget_gate below): it stops reading while the budget is spent,
+// so ZMQ's own bounded queue (rcvhwm, derived here) fills and the engine's PUB drops -- a
+// sequence gap, repaired by replay where the ring still holds it, else declared as lost history.
+//
+// The gate, per reading thread (B1-B5, tested directly in tests/base/memory_budget_test.cpp):
+//  B1. Not paused: reading goes on while the used bytes and messages are below their limits.
+//  B2. A read that finds either at or over its limit pauses reading: one overload is counted and
+//      the pause's start is noted.
+//  B3. Paused: reading resumes only once both have fallen to the low-water mark (half the
+//      limits), so a budget at its edge does not flap between reading and not.
+//  B4. The paused time is the sum of the pauses, the current one included up to `now`.
+//  B5. After an overload, the first observation with both at or below an eighth of the limits
+//      (the queues drained) asks for one heap trim; a trim is asked once per overload.
+//
+// Sizing (resolve_budget, R1-R4; derive_bounds, D1-D4) is pure too: it reads the texts of
+// /proc/self/cgroup and the limit files through a callback.
+
+#include <atomic>
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kvrelay {
+
+enum class budget_queue : uint8_t { ingress, shard, debouncer };
+constexpr size_t budget_queue_count = 3;
+const char* to_string(budget_queue q) noexcept;
+
+/// Where the budget came from (the `source` label of kvrelay_memory_budget_bytes).
+enum class budget_source : uint8_t { config, cgroup_v1, cgroup_v2, fallback };
+const char* to_string(budget_source s) noexcept;  // fallback → "default"
+
+class memory_budget;
+
+/// One message's charge; released on destruction or release(). Empty when default-made or
+/// moved from, and when no budget is configured (tests, tools).
+class budget_ticket {
+ public:
+  budget_ticket() noexcept = default;
+  budget_ticket(budget_ticket&& o) noexcept { *this = std::move(o); }
+  budget_ticket& operator=(budget_ticket&& o) noexcept;
+  budget_ticket(const budget_ticket&) = delete;
+  budget_ticket& operator=(const budget_ticket&) = delete;
+  ~budget_ticket() { release(); }
+
+  void release() noexcept;
+  uint64_t bytes() const noexcept { return bytes_; }
+  bool empty() const noexcept { return budget_ == nullptr; }
+
+ private:
+  friend class memory_budget;
+  std::shared_ptr<memory_budget> budget_;
+  uint64_t bytes_ = 0;
+  budget_queue queue_ = budget_queue::ingress;
+};
+
+/// The process' budget: lock-free counters per queue. Shared (shared_ptr) by every pipeline.
+class memory_budget : public std::enable_shared_from_this<memory_budget> {
+ public:
+  /// `limit_bytes` is the queue credit (what the queues may hold in all); messages are limited
+  /// to one per `bytes_per_message` of it (at least 64).
+  static std::shared_ptr<memory_budget> make(uint64_t total_bytes, budget_source source);
+
+  /// Charges `bytes` (plus a fixed per-message overhead) to `q`; always succeeds: the gate, not
+  /// the charge, keeps the total near the limit.
+  budget_ticket charge(budget_queue q, uint64_t bytes);
+
+  uint64_t bytes(budget_queue q) const noexcept;
+  uint64_t messages(budget_queue q) const noexcept;
+  uint64_t used_bytes() const noexcept;
+  uint64_t used_messages() const noexcept;
+
+  uint64_t total_bytes() const noexcept { return total_; }        // the whole budget
+  uint64_t limit_bytes() const noexcept { return limit_bytes_; }  // its share for the queues
+  uint64_t limit_messages() const noexcept { return limit_messages_; }
+  budget_source source() const noexcept { return source_; }
+
+  // Process-wide overload accounting, fed by every pipeline's gate.
+  void note_pause() noexcept;
+  void note_resume(uint64_t paused_ns) noexcept;
+  uint64_t overloads() const noexcept { return overloads_.load(std::memory_order_relaxed); }
+  uint64_t paused_ns() const noexcept { return paused_ns_.load(std::memory_order_relaxed); }
+  /// Readers paused by the budget right now.
+  uint32_t paused_readers() const noexcept { return paused_.load(std::memory_order_relaxed); }
+
+  /// The fixed cost a message has beyond its payload (its shared_ptr block, the CAF envelope).
+  static constexpr uint64_t message_overhead = 256;
+
+  memory_budget(uint64_t total, budget_source source);  // use make()
+
+ private:
+  friend class budget_ticket;
+  void release(budget_queue q, uint64_t bytes) noexcept;
+
+  uint64_t total_;
+  uint64_t limit_bytes_;
+  uint64_t limit_messages_;
+  budget_source source_;
+  std::array<std::atomic<uint64_t>, budget_queue_count> bytes_{};
+  std::array<std::atomic<uint64_t>, budget_queue_count> messages_{};
+  std::atomic<uint64_t> overloads_{0};
+  std::atomic<uint64_t> paused_ns_{0};
+  std::atomic<uint32_t> paused_{0};
+};
+
+// -- the gate (B1-B5) -------------------------------------------------------------------------
+
+struct gate_decision {
+  bool read = true;      // the reader may take messages now
+  bool paused = false;   // B2: this observation started a pause
+  bool resumed = false;  // B3: this observation ended one
+  bool trim = false;     // B5: give the freed heap back now
+};
+
+class budget_gate {
+ public:
+  /// One observation of the budget's use at `now_ns` (any monotonic clock).
+  gate_decision observe(uint64_t used_bytes, uint64_t used_messages, uint64_t limit_bytes,
+                        uint64_t limit_messages, uint64_t now_ns) noexcept;
+  bool paused() const noexcept { return paused_; }
+  uint64_t overloads() const noexcept { return overloads_; }
+  /// B4: the pauses' total, the current one up to `now_ns`.
+  uint64_t paused_ns(uint64_t now_ns) const noexcept;
+
+ private:
+  bool paused_ = false;
+  bool trim_due_ = false;
+  uint64_t overloads_ = 0;
+  uint64_t paused_since_ = 0;
+  uint64_t paused_total_ = 0;
+};
+
+// -- sizing (R1-R4, D1-D4) ----------------------------------------------------------------------
+
+/// Reads a file's text; nullopt when it cannot be read.
+using read_text_fn = std::function<std::optional<std::string>(const std::string& path)>;
+
+struct budget_choice {
+  uint64_t bytes = 0;
+  budget_source source = budget_source::fallback;
+  uint64_t cgroup_limit = 0;  // the cgroup's limit when one was found (0: none)
+  std::string cgroup_file;    // the limit file read
+};
+
+/// A limit at or above this is "no limit" (v1 writes 2^63 rounded down to a page).
+constexpr uint64_t cgroup_unlimited = uint64_t{1} << 62;
+/// Without a configured value or a cgroup limit.
+constexpr uint64_t default_budget_bytes = uint64_t{512} << 20;
+
+///  R1. A configured value (> 0) wins: source config.
+///  R2. Else a v1 memory cgroup ("N:memory:<path>" or "N:...,memory,...:<path>" in
+///      /proc/self/cgroup): <root>/memory/<path>/memory.limit_in_bytes, then
+///      <root>/memory/memory.limit_in_bytes (a container sees its own cgroup at the root).
+///  R3. Else, on a host with no v1 memory controller, the v2 cgroup (the "0::<path>" line):
+///      <root>/<path>/memory.max, then <root>/memory.max; "max" = no limit.
+///  R4. A limit found: the budget is the limit less a margin (a quarter, at least 16 MiB; never
+///      under 8 MiB); none, or an unlimited one: default_budget_bytes (source default).
+budget_choice resolve_budget(uint64_t configured, const read_text_fn& read,
+                             const std::string& cgroup_root = "/sys/fs/cgroup");
+
+struct budget_bounds {
+  uint64_t queue_bytes = 0;     // D1: the queues' credit: a quarter of the budget
+  uint64_t queue_messages = 0;  // D1: one message per 1 KiB of it, at least 64
+  int rcvhwm = 0;               // D2: ZMQ's receive queue per pipeline, in messages
+  size_t max_pending = 0;       // D3: the debouncer's pending keys per pipeline
+};
+///  D1. Queues: budget/4 bytes, max(64, that/1024) messages.
+///  D2. rcvhwm: (budget/16)/pipelines at an assumed 4 KiB a batch, within [64, 100000].
+///  D3. Pending: (budget/4)/pipelines at 128 bytes a key, within [16384, 2000000].
+///  D4. `pipelines` 0 counts as 1.
+budget_bounds derive_bounds(uint64_t budget_bytes, size_t pipelines);
+
+/// "96 MiB (cgroup-v1: limit 128 MiB less a margin)": for --check and the log.
+std::string describe(const budget_choice& c);
+
+}  // namespace kvrelay

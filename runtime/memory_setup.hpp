@@ -1,0 +1,30 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
+#pragma once
+// The process' memory budget at start (issue 27): resolved once from the configuration and the
+// cgroup (base/memory_budget.hpp R1-R4), shared by every pipeline, and shown on /metrics
+// (kvrelay_memory_budget_bytes, kvrelay_queue_bytes/messages, kvrelay_overloads_total,
+// kvrelay_ingress_paused_seconds_total), in --check and on /debug/tree.
+
+#include <memory>
+#include <string>
+
+#include "base/memory_budget.hpp"
+#include "config/settings.hpp"
+
+namespace kvrelay {
+
+class metrics_registry;
+
+/// R1-R4 over the real /proc/self/cgroup and /sys/fs/cgroup.
+budget_choice choose_budget(const config::daemon_config& cfg);
+
+/// Scrape-time families for the budget and its queues.
+void add_budget_metrics(metrics_registry& m, std::shared_ptr<const memory_budget> budget);
+
+/// {"budget_bytes", "budget_source", "queue_bytes", ...} as a JSON object, for /debug/tree.
+std::string budget_json(const memory_budget& b);
+
+}  // namespace kvrelay

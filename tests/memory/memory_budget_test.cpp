@@ -1,0 +1,243 @@
+// SPDX-FileCopyrightText: 2026 The kvrelay Authors
+//
+// SPDX-License-Identifier: Apache-2.0
+
+// The memory budget's rules (base/memory_budget.hpp), tested directly.
+#include "base/memory_budget.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace kvrelay {
+namespace {
+
+constexpr uint64_t MiB = uint64_t{1} << 20;
+
+// -- tickets ----------------------------------------------------------------------------------
+
+TEST(BudgetTicket, ChargesItsQueueUntilDestroyed) {
+  auto b = memory_budget::make(64 * MiB, budget_source::config);
+  EXPECT_EQ(b->limit_bytes(), 16 * MiB);  // D1: a quarter
+  {
+    auto t = b->charge(budget_queue::shard, 1000);
+    EXPECT_EQ(t.bytes(), 1000 + memory_budget::message_overhead);
+    EXPECT_EQ(b->bytes(budget_queue::shard), t.bytes());
+    EXPECT_EQ(b->messages(budget_queue::shard), 1u);
+    EXPECT_EQ(b->bytes(budget_queue::ingress), 0u);
+    EXPECT_EQ(b->used_messages(), 1u);
+  }
+  EXPECT_EQ(b->used_bytes(), 0u);
+  EXPECT_EQ(b->used_messages(), 0u);
+}
+
+TEST(BudgetTicket, MovesWithoutReleasingAndReleasesOnce) {
+  auto b = memory_budget::make(64 * MiB, budget_source::config);
+  budget_ticket outer;
+  EXPECT_TRUE(outer.empty());
+  {
+    auto t = b->charge(budget_queue::debouncer, 10);
+    outer = std::move(t);
+    EXPECT_TRUE(t.empty());  // NOLINT(bugprone-use-after-move): moved-from is empty
+    EXPECT_EQ(b->messages(budget_queue::debouncer), 1u);
+  }
+  EXPECT_EQ(b->messages(budget_queue::debouncer), 1u);  // the moved-from one released nothing
+  outer.release();
+  outer.release();
+  EXPECT_EQ(b->used_bytes(), 0u);
+  EXPECT_EQ(b->used_messages(), 0u);
+  // A ticket assigned over releases what it held.
+  auto a = b->charge(budget_queue::ingress, 1);
+  a = b->charge(budget_queue::ingress, 2);
+  EXPECT_EQ(b->messages(budget_queue::ingress), 1u);
+  EXPECT_EQ(b->bytes(budget_queue::ingress), 2 + memory_budget::message_overhead);
+}
+
+TEST(BudgetTicket, OutlivesTheLastOtherOwnerOfItsBudget) {
+  budget_ticket t;
+  {
+    auto b = memory_budget::make(64 * MiB, budget_source::config);
+    t = b->charge(budget_queue::shard, 5);
+  }
+  t.release();  // the ticket kept the budget alive
+  EXPECT_TRUE(t.empty());
+}
+
+TEST(MemoryBudget, OverloadAccountingAcrossReaders) {
+  auto b = memory_budget::make(64 * MiB, budget_source::config);
+  b->note_pause();
+  b->note_pause();
+  EXPECT_EQ(b->paused_readers(), 2u);
+  EXPECT_EQ(b->overloads(), 2u);
+  b->note_resume(1'000);
+  b->note_resume(2'000);
+  EXPECT_EQ(b->paused_readers(), 0u);
+  EXPECT_EQ(b->paused_ns(), 3'000u);
+}
+
+// -- the gate ---------------------------------------------------------------------------------
+
+TEST(BudgetGate, B1ReadsBelowTheLimits) {
+  budget_gate g;
+  const auto d = g.observe(99, 9, 100, 10, 0);
+  EXPECT_TRUE(d.read);
+  EXPECT_FALSE(d.paused || d.resumed || d.trim);
+  EXPECT_EQ(g.overloads(), 0u);
+}
+
+TEST(BudgetGate, B2PausesAtEitherLimitAndCountsOneOverload) {
+  budget_gate bytes_gate, messages_gate;
+  auto d = bytes_gate.observe(100, 0, 100, 10, 5);
+  EXPECT_FALSE(d.read);
+  EXPECT_TRUE(d.paused);
+  d = messages_gate.observe(0, 10, 100, 10, 5);
+  EXPECT_FALSE(d.read);
+  EXPECT_TRUE(d.paused);
+  // Still over: the same pause, not a new overload.
+  d = bytes_gate.observe(150, 0, 100, 10, 6);
+  EXPECT_FALSE(d.read);
+  EXPECT_FALSE(d.paused);
+  EXPECT_EQ(bytes_gate.overloads(), 1u);
+}
+
+TEST(BudgetGate, B3ResumesOnlyAtTheLowWaterMark) {
+  budget_gate g;
+  g.observe(100, 0, 100, 10, 0);
+  EXPECT_FALSE(g.observe(51, 0, 100, 10, 1).read);  // below the limit, above half: still paused
+  EXPECT_FALSE(g.observe(50, 6, 100, 10, 2).read);  // bytes low, messages not
+  const auto d = g.observe(50, 5, 100, 10, 3);
+  EXPECT_TRUE(d.read);
+  EXPECT_TRUE(d.resumed);
+  EXPECT_FALSE(g.paused());
+  // Reading again, it pauses at the limit again: a second overload.
+  EXPECT_TRUE(g.observe(100, 0, 100, 10, 4).paused);
+  EXPECT_EQ(g.overloads(), 2u);
+}
+
+TEST(BudgetGate, B4PausedTimeSumsThePausesIncludingTheCurrentOne) {
+  budget_gate g;
+  g.observe(100, 0, 100, 10, 1'000);
+  EXPECT_EQ(g.paused_ns(1'500), 500u);
+  g.observe(0, 0, 100, 10, 2'000);  // resumed after 1000
+  EXPECT_EQ(g.paused_ns(9'000), 1'000u);
+  g.observe(100, 0, 100, 10, 10'000);
+  EXPECT_EQ(g.paused_ns(10'250), 1'250u);
+}
+
+TEST(BudgetGate, B5TrimsOnceAfterAnOverloadWhenTheQueuesDrained) {
+  budget_gate g;
+  EXPECT_FALSE(g.observe(0, 0, 800, 80, 0).trim);  // no overload yet: nothing to give back
+  g.observe(800, 0, 800, 80, 1);
+  auto d = g.observe(400, 0, 800, 80, 2);  // resumed, not drained
+  EXPECT_TRUE(d.resumed);
+  EXPECT_FALSE(d.trim);
+  d = g.observe(100, 10, 800, 80, 3);  // an eighth: drained
+  EXPECT_TRUE(d.trim);
+  EXPECT_FALSE(g.observe(0, 0, 800, 80, 4).trim);  // once per overload
+  g.observe(800, 0, 800, 80, 5);
+  EXPECT_TRUE(g.observe(0, 0, 800, 80, 6).trim);
+}
+
+// -- sizing -----------------------------------------------------------------------------------
+
+struct fake_fs {
+  std::map<std::string, std::string> files;
+  read_text_fn reader() const {
+    return [this](const std::string& p) -> std::optional<std::string> {
+      auto it = files.find(p);
+      if (it == files.end()) return std::nullopt;
+      return it->second;
+    };
+  }
+};
+
+TEST(ResolveBudget, R1AConfiguredValueWins) {
+  fake_fs fs;
+  fs.files["/proc/self/cgroup"] = "4:memory:/pod\n";
+  fs.files["/sys/fs/cgroup/memory/pod/memory.limit_in_bytes"] = "134217728\n";
+  const auto c = resolve_budget(96 * MiB, fs.reader());
+  EXPECT_EQ(c.bytes, 96 * MiB);
+  EXPECT_EQ(c.source, budget_source::config);
+  EXPECT_STREQ(to_string(c.source), "config");
+}
+
+TEST(ResolveBudget, R2V1LimitLessAQuarter) {
+  fake_fs fs;
+  fs.files["/proc/self/cgroup"] = "9:name=systemd:/\n4:cpuacct,memory:/kubepods/pod1\n0::/\n";
+  fs.files["/sys/fs/cgroup/memory/kubepods/pod1/memory.limit_in_bytes"] = "134217728\n";
+  const auto c = resolve_budget(0, fs.reader());
+  EXPECT_EQ(c.source, budget_source::cgroup_v1);
+  EXPECT_EQ(c.cgroup_limit, 128 * MiB);
+  EXPECT_EQ(c.bytes, 96 * MiB);  // 128 MiB less 32 MiB
+  EXPECT_EQ(c.cgroup_file, "/sys/fs/cgroup/memory/kubepods/pod1/memory.limit_in_bytes");
+  EXPECT_STREQ(to_string(c.source), "cgroup-v1");
+  EXPECT_NE(describe(c).find("96 MiB (cgroup-v1: limit 128 MiB"), std::string::npos)
+      << describe(c);
+}
+
+TEST(ResolveBudget, R2AContainerSeesItsCgroupAtTheRoot) {
+  fake_fs fs;
+  fs.files["/proc/self/cgroup"] = "4:memory:/host/path/not/mounted\n";
+  fs.files["/sys/fs/cgroup/memory/memory.limit_in_bytes"] = "67108864";
+  const auto c = resolve_budget(0, fs.reader());
+  EXPECT_EQ(c.source, budget_source::cgroup_v1);
+  EXPECT_EQ(c.bytes, 48 * MiB);  // 64 MiB less 16 MiB
+}
+
+TEST(ResolveBudget, R3V2MemoryMax) {
+  fake_fs fs;
+  fs.files["/proc/self/cgroup"] = "0::/system.slice/kvrelay.service\n";
+  fs.files["/sys/fs/cgroup/system.slice/kvrelay.service/memory.max"] = "268435456\n";
+  const auto c = resolve_budget(0, fs.reader());
+  EXPECT_EQ(c.source, budget_source::cgroup_v2);
+  EXPECT_EQ(c.bytes, 192 * MiB);
+  EXPECT_STREQ(to_string(c.source), "cgroup-v2");
+}
+
+TEST(ResolveBudget, R4NoLimitIsTheDefault) {
+  fake_fs fs;
+  fs.files["/proc/self/cgroup"] = "4:memory:/\n0::/\n";
+  fs.files["/sys/fs/cgroup/memory/memory.limit_in_bytes"] = "9223372036854771712\n";
+  auto c = resolve_budget(0, fs.reader());
+  EXPECT_EQ(c.source, budget_source::fallback);
+  EXPECT_EQ(c.bytes, default_budget_bytes);
+  EXPECT_STREQ(to_string(c.source), "default");
+  fs.files.clear();
+  fs.files["/proc/self/cgroup"] = "0::/\n";
+  fs.files["/sys/fs/cgroup/memory.max"] = "max\n";
+  c = resolve_budget(0, fs.reader());
+  EXPECT_EQ(c.source, budget_source::fallback);
+  // Nothing readable at all (no /proc): the default too.
+  c = resolve_budget(0, fake_fs{}.reader());
+  EXPECT_EQ(c.source, budget_source::fallback);
+}
+
+TEST(ResolveBudget, R4ASmallLimitKeepsEightMiB) {
+  fake_fs fs;
+  fs.files["/proc/self/cgroup"] = "0::/\n";
+  fs.files["/sys/fs/cgroup/memory.max"] = std::to_string(20 * MiB);
+  EXPECT_EQ(resolve_budget(0, fs.reader()).bytes, 8 * MiB);
+  fs.files["/sys/fs/cgroup/memory.max"] = "garbage";
+  EXPECT_EQ(resolve_budget(0, fs.reader()).source, budget_source::fallback);
+}
+
+TEST(DeriveBounds, D1ToD4) {
+  auto b = derive_bounds(96 * MiB, 1);
+  EXPECT_EQ(b.queue_bytes, 24 * MiB);
+  EXPECT_EQ(b.queue_messages, 24u * 1024);
+  EXPECT_EQ(b.rcvhwm, 1536);  // 6 MiB at 4 KiB
+  EXPECT_EQ(b.max_pending, 196608u);
+  b = derive_bounds(8 * MiB, 1);
+  EXPECT_EQ(b.rcvhwm, 128);
+  EXPECT_EQ(b.max_pending, 16384u);  // the floor
+  b = derive_bounds(8 * MiB, 16);
+  EXPECT_EQ(b.rcvhwm, 64);  // the floor
+  b = derive_bounds(uint64_t{64} << 30, 0);  // D4: 0 pipelines as 1
+  EXPECT_EQ(b.rcvhwm, 100000);
+  EXPECT_EQ(b.max_pending, 2000000u);
+  EXPECT_EQ(derive_bounds(64 * MiB, 0).rcvhwm, derive_bounds(64 * MiB, 1).rcvhwm);
+  EXPECT_EQ(derive_bounds(0, 1).queue_messages, 64u);
+}
+
+}  // namespace
+}  // namespace kvrelay
