@@ -160,6 +160,7 @@ struct harness::impl {
     rank_engine e;
     auto lo = publisher_opts(r);
     lo.bind = loopback(live_port, opt.ipv6);
+    lo.sndhwm = opt.live_sndhwm;
     e.live = std::make_unique<fake::publisher>(lo);
     if (opt.replay) {
       auto ro = publisher_opts(r);

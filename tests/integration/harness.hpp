@@ -74,6 +74,9 @@ struct harness_options {
   /// The engines bind on [::1] instead of 127.0.0.1 (IPv6 endpoints).
   bool ipv6 = false;
   std::string tenant_id = "tenant-e2e";
+  /// The live PUB's send high-water mark (vLLM's 100 000). A small one makes an engine that
+  /// outruns kvrelay drop what does not fit: a sequence gap, as in production.
+  int live_sndhwm = 100000;
   /// Last word on the configuration before the daemon is built (server/admin/engine keys).
   std::function<void(config::daemon_config&)> tweak;
 };
