@@ -215,15 +215,24 @@ budget_choice resolve_budget(uint64_t configured, const read_text_fn& read,
     c.source = s;
     return true;
   };
+  // The path as /proc/self/cgroup names it, then without its leading components: a container
+  // whose cgroup namespace is not private sees the host's path there, but its own cgroup
+  // mounted at the root, possibly with a child cgroup below.
+  const auto first_limit = [&](const std::string& base, std::string path, const char* file,
+                               budget_source s) {
+    for (;;) {
+      if (found(join(base, path, file), s)) return true;
+      if (path.empty() || path == "/") return false;
+      const auto slash = path.find('/', 1);
+      path = slash == std::string::npos ? std::string() : path.substr(slash);
+    }
+  };
   bool have = false;
-  if (v1_path) {  // R2 (a hybrid host's v2 line names no memory controller)
-    const std::string base = cgroup_root + "/memory";
-    have = found(join(base, *v1_path, "memory.limit_in_bytes"), budget_source::cgroup_v1) ||
-           found(join(base, "", "memory.limit_in_bytes"), budget_source::cgroup_v1);
-  }
+  if (v1_path)  // R2 (a hybrid host's v2 line names no memory controller)
+    have = first_limit(cgroup_root + "/memory", *v1_path, "memory.limit_in_bytes",
+                       budget_source::cgroup_v1);
   if (!have && v2_path && !v1_path)  // R3: a pure v2 host
-    have = found(join(cgroup_root, *v2_path, "memory.max"), budget_source::cgroup_v2) ||
-           found(join(cgroup_root, "", "memory.max"), budget_source::cgroup_v2);
+    have = first_limit(cgroup_root, *v2_path, "memory.max", budget_source::cgroup_v2);
   if (!have) {
     c.bytes = default_budget_bytes;
     c.source = budget_source::fallback;

@@ -52,14 +52,19 @@ const char* to_string(budget_source s) noexcept;  // fallback → "default"
 class memory_budget;
 
 /// One message's charge; released on destruction or release(). Empty when default-made or
-/// moved from, and when no budget is configured (tests, tools).
+/// moved from, and when no budget is configured (tests, tools). The charge moves, never copies:
+/// a copy of a message (a bench's template, a test's fixture) is not in its original's queue, so
+/// copying a ticket makes an empty one, and copying over a ticket releases its charge.
 class budget_ticket {
  public:
   budget_ticket() noexcept = default;
   budget_ticket(budget_ticket&& o) noexcept { *this = std::move(o); }
   budget_ticket& operator=(budget_ticket&& o) noexcept;
-  budget_ticket(const budget_ticket&) = delete;
-  budget_ticket& operator=(const budget_ticket&) = delete;
+  budget_ticket(const budget_ticket&) noexcept {}
+  budget_ticket& operator=(const budget_ticket& o) noexcept {
+    if (this != &o) release();
+    return *this;
+  }
   ~budget_ticket() { release(); }
 
   void release() noexcept;
@@ -168,10 +173,11 @@ constexpr uint64_t default_budget_bytes = uint64_t{512} << 20;
 
 ///  R1. A configured value (> 0) wins: source config.
 ///  R2. Else a v1 memory cgroup ("N:memory:<path>" or "N:...,memory,...:<path>" in
-///      /proc/self/cgroup): <root>/memory/<path>/memory.limit_in_bytes, then
-///      <root>/memory/memory.limit_in_bytes (a container sees its own cgroup at the root).
+///      /proc/self/cgroup): <root>/memory/<path>/memory.limit_in_bytes, then the same with the
+///      path's leading components dropped one by one, down to <root>/memory/ itself (a
+///      container sees the host's path but its own cgroup at the root). The first limit wins.
 ///  R3. Else, on a host with no v1 memory controller, the v2 cgroup (the "0::<path>" line):
-///      <root>/<path>/memory.max, then <root>/memory.max; "max" = no limit.
+///      <root>/<path>/memory.max the same way; "max" = no limit.
 ///  R4. A limit found: the budget is the limit less a margin (a quarter, at least 16 MiB; never
 ///      under 8 MiB); none, or an unlimited one: default_budget_bytes (source default).
 budget_choice resolve_budget(uint64_t configured, const read_text_fn& read,

@@ -221,7 +221,9 @@ std::string daemon::tree_json(std::chrono::milliseconds timeout) {
   auto& d = *impl_;
   if (!d.sys) return {};
   auto v = d.client().status(timeout + std::chrono::seconds(1));
-  return v ? render_tree(v->pipelines, d.uptime_s(), v->discovery) : render_tree({}, d.uptime_s());
+  const std::string memory = d.budget ? budget_json(*d.budget) : std::string();
+  return v ? render_tree(v->pipelines, d.uptime_s(), v->discovery, memory)
+           : render_tree({}, d.uptime_s(), {}, memory);
 }
 
 std::string daemon::engines_json() const {

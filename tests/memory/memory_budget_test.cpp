@@ -53,6 +53,19 @@ TEST(BudgetTicket, MovesWithoutReleasingAndReleasesOnce) {
   EXPECT_EQ(b->bytes(budget_queue::ingress), 2 + memory_budget::message_overhead);
 }
 
+TEST(BudgetTicket, ACopyIsUnchargedAndCopyingOverReleases) {
+  auto b = memory_budget::make(64 * MiB, budget_source::config);
+  auto t = b->charge(budget_queue::shard, 100);
+  budget_ticket copy(t);  // NOLINT(performance-unnecessary-copy-initialization): the point
+  EXPECT_TRUE(copy.empty());
+  EXPECT_FALSE(t.empty());
+  EXPECT_EQ(b->messages(budget_queue::shard), 1u);
+  t = copy;
+  EXPECT_TRUE(t.empty());
+  EXPECT_EQ(b->used_messages(), 0u);
+  EXPECT_EQ(b->used_bytes(), 0u);
+}
+
 TEST(BudgetTicket, OutlivesTheLastOtherOwnerOfItsBudget) {
   budget_ticket t;
   {
@@ -182,6 +195,19 @@ TEST(ResolveBudget, R2AContainerSeesItsCgroupAtTheRoot) {
   const auto c = resolve_budget(0, fs.reader());
   EXPECT_EQ(c.source, budget_source::cgroup_v1);
   EXPECT_EQ(c.bytes, 48 * MiB);  // 64 MiB less 16 MiB
+}
+
+TEST(ResolveBudget, R2AHostPathSeenFromInsideAContainer) {
+  fake_fs fs;
+  // /proc/self/cgroup names the host's path; the container's own cgroup is mounted at the
+  // root, and kvrelay runs in a child cgroup of it.
+  fs.files["/proc/self/cgroup"] = "4:memory:/process_api/abc123/kvrelay-bench\n";
+  fs.files["/sys/fs/cgroup/memory/kvrelay-bench/memory.limit_in_bytes"] = "134217728";
+  fs.files["/sys/fs/cgroup/memory/memory.limit_in_bytes"] = "9223372036854771712";
+  const auto c = resolve_budget(0, fs.reader());
+  EXPECT_EQ(c.source, budget_source::cgroup_v1);
+  EXPECT_EQ(c.bytes, 96 * MiB);
+  EXPECT_EQ(c.cgroup_file, "/sys/fs/cgroup/memory/kvrelay-bench/memory.limit_in_bytes");
 }
 
 TEST(ResolveBudget, R3V2MemoryMax) {

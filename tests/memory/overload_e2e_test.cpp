@@ -161,6 +161,11 @@ struct Overload : ::testing::Test {
     EXPECT_EQ(scrape(m, "kvrelay_memory_budget_bytes{source=\"config\"}"),
               static_cast<double>(budget));
     EXPECT_TRUE(saw_overloaded_readyz) << "no /readyz reason seen while overloaded";
+    // /debug/tree shows the budget, where it came from, and each queue.
+    const auto tree = h->daemon().tree_json();
+    EXPECT_NE(tree.find("\"budget_bytes\":8388608"), std::string::npos) << tree;
+    EXPECT_NE(tree.find("\"budget_source\":\"config\""), std::string::npos) << tree;
+    EXPECT_NE(tree.find("\"debouncer\":{\"bytes\""), std::string::npos) << tree;
     // The queues stay within the budget: the gate pauses at a quarter of it; what was read
     // before the pause, and its decoded form, overshoot that, never the whole budget.
     EXPECT_GT(peak_queue_bytes.load(), 0.0);

@@ -49,5 +49,21 @@ TEST(CheckWithDiscovery, AnEngineUrlNobodyListensOnIsConnectionRefused) {
   EXPECT_EQ(text.find(": Connection\n"), std::string::npos) << "httplib's bare name: " << text;
 }
 
+// Issue 27: --check prints the memory budget, where it came from, and the bounds derived from it.
+TEST(CheckWithDiscovery, PrintsTheMemoryBudgetAndItsBounds) {
+  auto parsed = config::parse_flags({"--replica-id=pod-0", "--model-id=m", "--memory-budget=96MiB",
+                                     "--engine-metrics-url=", "--check"});
+  ASSERT_EQ(parsed.status, config::flag_parse_result::outcome::ok) << parsed.error;
+  std::ostringstream out, err;
+  EXPECT_EQ(check_with_discovery(parsed.values, out, err), 0) << err.str();
+  const std::string text = out.str();
+  EXPECT_NE(text.find("[memory]\nbudget = 100663296\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# memory budget: 96 MiB (config)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("#   queues pause the ingress at 25165824 bytes or 24576 messages; per "
+                      "pipeline: ZMQ rcvhwm 1536 messages, pending keys 196608\n"),
+            std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace kvrelay
