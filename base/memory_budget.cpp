@@ -239,7 +239,7 @@ budget_choice resolve_budget(uint64_t configured, const read_text_fn& read,
     return c;
   }
   // R4
-  const uint64_t margin = std::max<uint64_t>(c.cgroup_limit / 4, uint64_t{16} << 20);
+  const uint64_t margin = std::max<uint64_t>(c.cgroup_limit / 2, uint64_t{16} << 20);
   c.bytes = std::max<uint64_t>(c.cgroup_limit > margin ? c.cgroup_limit - margin : 0,
                                uint64_t{8} << 20);
   return c;

@@ -178,8 +178,10 @@ constexpr uint64_t default_budget_bytes = uint64_t{512} << 20;
 ///      container sees the host's path but its own cgroup at the root). The first limit wins.
 ///  R3. Else, on a host with no v1 memory controller, the v2 cgroup (the "0::<path>" line):
 ///      <root>/<path>/memory.max the same way; "max" = no limit.
-///  R4. A limit found: the budget is the limit less a margin (a quarter, at least 16 MiB; never
-///      under 8 MiB); none, or an unlimited one: default_budget_bytes (source default).
+///  R4. A limit found: the budget is the limit less a margin (half of it, at least 16 MiB; never
+///      under 8 MiB: what kvrelay charges undercounts what the work really holds -- allocator,
+///      CAF envelopes -- about 4x at the peak, bench/memory/cgroup_burst.sh); none, or an
+///      unlimited one: default_budget_bytes (source default).
 budget_choice resolve_budget(uint64_t configured, const read_text_fn& read,
                              const std::string& cgroup_root = "/sys/fs/cgroup");
 

@@ -11,13 +11,13 @@
 # queues and pending set were empty. --no-cgroup runs the same without a limit, for comparison.
 #
 #   bench/memory/cgroup_burst.sh [--build-dir build/default] [--blocks 1000000] [--limit-mib 128]
-#                                [--capacity 16384] [--no-cgroup]
+#                                [--capacity 16384] [--no-cgroup] [--memory-budget SIZE]
 #
 # Needs the targets kvrelay, kvrelay-bench-loadgen and kvrelay-bench-sink. Never asserts a timing;
 # exits 1 when kvrelay died or missed blocks.
 set -euo pipefail
 
-BUILD=build/default BLOCKS=1000000 LIMIT_MIB=128 CAPACITY=16384 CGROUP=1
+BUILD=build/default BLOCKS=1000000 LIMIT_MIB=128 CAPACITY=16384 CGROUP=1 KV_EXTRA=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build-dir) BUILD="$2"; shift ;;
@@ -25,6 +25,7 @@ while [[ $# -gt 0 ]]; do
     --limit-mib) LIMIT_MIB="$2"; shift ;;
     --capacity) CAPACITY="$2"; shift ;;
     --no-cgroup) CGROUP=0 ;;
+    --memory-budget) KV_EXTRA+=(--memory-budget "$2"); shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -69,7 +70,7 @@ fi
   [[ -z "$CG" ]] || echo "$BASHPID" >"$CG/cgroup.procs"
   exec "$KV" --server "127.0.0.1:$SINK_PORT" --admin-listen "$ADMIN" --log-level warn \
     --engine-endpoint "tcp://127.0.0.1:$PUB_PORT" --replica-id bench --model-id bench \
-    --engine-metrics-url ""
+    --engine-metrics-url "" "${KV_EXTRA[@]}"
 ) >"$WORK/kvrelay.log" 2>&1 &
 KV_PID=$!
 PIDS+=("$KV_PID")

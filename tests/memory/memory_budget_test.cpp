@@ -181,10 +181,10 @@ TEST(ResolveBudget, R2V1LimitLessAQuarter) {
   const auto c = resolve_budget(0, fs.reader());
   EXPECT_EQ(c.source, budget_source::cgroup_v1);
   EXPECT_EQ(c.cgroup_limit, 128 * MiB);
-  EXPECT_EQ(c.bytes, 96 * MiB);  // 128 MiB less 32 MiB
+  EXPECT_EQ(c.bytes, 64 * MiB);  // 128 MiB less half
   EXPECT_EQ(c.cgroup_file, "/sys/fs/cgroup/memory/kubepods/pod1/memory.limit_in_bytes");
   EXPECT_STREQ(to_string(c.source), "cgroup-v1");
-  EXPECT_NE(describe(c).find("96 MiB (cgroup-v1: limit 128 MiB"), std::string::npos)
+  EXPECT_NE(describe(c).find("64 MiB (cgroup-v1: limit 128 MiB"), std::string::npos)
       << describe(c);
 }
 
@@ -194,7 +194,7 @@ TEST(ResolveBudget, R2AContainerSeesItsCgroupAtTheRoot) {
   fs.files["/sys/fs/cgroup/memory/memory.limit_in_bytes"] = "67108864";
   const auto c = resolve_budget(0, fs.reader());
   EXPECT_EQ(c.source, budget_source::cgroup_v1);
-  EXPECT_EQ(c.bytes, 48 * MiB);  // 64 MiB less 16 MiB
+  EXPECT_EQ(c.bytes, 32 * MiB);  // 64 MiB less half
 }
 
 TEST(ResolveBudget, R2AHostPathSeenFromInsideAContainer) {
@@ -206,7 +206,7 @@ TEST(ResolveBudget, R2AHostPathSeenFromInsideAContainer) {
   fs.files["/sys/fs/cgroup/memory/memory.limit_in_bytes"] = "9223372036854771712";
   const auto c = resolve_budget(0, fs.reader());
   EXPECT_EQ(c.source, budget_source::cgroup_v1);
-  EXPECT_EQ(c.bytes, 96 * MiB);
+  EXPECT_EQ(c.bytes, 64 * MiB);
   EXPECT_EQ(c.cgroup_file, "/sys/fs/cgroup/memory/kvrelay-bench/memory.limit_in_bytes");
 }
 
@@ -216,7 +216,7 @@ TEST(ResolveBudget, R3V2MemoryMax) {
   fs.files["/sys/fs/cgroup/system.slice/kvrelay.service/memory.max"] = "268435456\n";
   const auto c = resolve_budget(0, fs.reader());
   EXPECT_EQ(c.source, budget_source::cgroup_v2);
-  EXPECT_EQ(c.bytes, 192 * MiB);
+  EXPECT_EQ(c.bytes, 128 * MiB);
   EXPECT_STREQ(to_string(c.source), "cgroup-v2");
 }
 
