@@ -158,6 +158,11 @@ const std::vector<flag_spec>& table() {
       {"replica-id", "string", true, "replica identity reported to the server (required)",
        [] { return quote(engine_defaults().replica_id); },
        [](flag_values& f, std::string_view v) { return (f.replica_id = std::string(v)), std::string(); }},
+      {"scoped-evictions", "", false,
+       "the server reads CacheEvent.adapter_scoped (inference-cache PR #164): rpc mode then "
+       "skips re-reporting the LoRA entries a base-model eviction would sweep",
+       [] { return std::string(server_settings{}.scoped_evictions ? "true" : "false"); },
+       [](flag_values& f, std::string_view v) { return set_bool(f.scoped_evictions, v); }},
       {"state-dir", "dir", false,
        "durable index: keep each pipeline's index in this directory across restarts; \"\" = off",
        [] { return quote(state_settings{}.dir); },

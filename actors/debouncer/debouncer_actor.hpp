@@ -46,6 +46,9 @@ struct debouncer_options {
   /// Shutdown ends with ALL_CLEARED (server.on_shutdown = clear): every start clears and catches
   /// up anyway, and a stopped reporter's hints could only go stale. false = keep.
   bool shutdown_clear = true;
+  /// rpc eviction mode against a server that ignores CacheEvent.adapter_scoped: re-report the
+  /// LoRA entries a base-model eviction sweeps (sweep_repair.hpp).
+  bool repair_base_sweeps = false;
   /// Merged DP mode: this pipeline is rank `merged_rank` of `replica` (spawn_replica_debouncer).
   std::optional<unsigned> merged_rank;
   replica_debouncer_actor replica;

@@ -50,6 +50,7 @@ protocol::protocol(options o)
   if (opts_.max_units_in_flight == 0) opts_.max_units_in_flight = 1;
   if (opts_.flush_threshold == 0) opts_.flush_threshold = 1;
   if (opts_.merged) holders_.emplace();
+  if (opts_.repair_base_sweeps) repair_.emplace(opts_.max_pending);
 }
 
 uint64_t protocol::epoch(uint32_t r) const {
@@ -331,6 +332,11 @@ void protocol::arm_window(actions& out) {
 }
 
 void protocol::send(emit_unit u, actions& out) {
+  if (repair_) {  // X1
+    repair_->on_unit(u);
+    c_.sweep_restores = repair_->stats().restored;
+    c_.sweep_repair_overflows = repair_->stats().overflows;
+  }
   in_flight_.push_back(u.id);
   ++c_.units_sent;
   c_.entries_sent += u.entries();

@@ -69,6 +69,11 @@
 //      restarting (rank_started), releases what that rank held: evictions of the keys no other
 //      rank holds. Only the replica's start clears the server.
 //
+// rpc evictions and LoRA partitions
+//  X1. With repair_base_sweeps, every unit passes through sweep_repair before it is sent: the
+//      adapter keys a base-model PREFIX_EVICTED sweeps from the server ride in the unit as its
+//      restores (U5), sent after its evictions.
+//
 // Drain (shutdown)
 //  D1. With shutdown_clear, pending is dropped and the last unit is an ALL_CLEARED (sent whatever
 //      the health: it is also a probe); ops after it are dropped. The answer: it was acknowledged.
@@ -84,6 +89,7 @@
 #include <vector>
 
 #include "actors/debouncer/pending_set.hpp"
+#include "actors/debouncer/sweep_repair.hpp"
 #include "actors/shard/holder_set.hpp"
 #include "base/backoff.hpp"
 #include "base/log.hpp"
@@ -108,6 +114,9 @@ struct options {
   bool start_with_clear = true;         // C1 (merged: the replica's start)
   bool shutdown_clear = true;           // D1
   bool merged = false;                  // C2: several ranks, one replica
+  /// rpc mode, server without adapter_scoped: put back what a base-model eviction sweeps from
+  /// the LoRA partitions (X1, sweep_repair.hpp).
+  bool repair_base_sweeps = false;
   uint64_t seed = 0;                    // backoff jitter (0: random)
 };
 
@@ -158,6 +167,8 @@ struct counters {
   uint64_t reconnects = 0;         // reconnect notices
   uint64_t superseded = 0;         // ops or entries a resync or the final clear made moot
   uint64_t after_final_clear = 0;  // ops that arrived after the shutdown clear
+  uint64_t sweep_restores = 0;     // adapter entries re-reported after a base-model sweep (X1)
+  uint64_t sweep_repair_overflows = 0;
 };
 
 class protocol {
@@ -196,6 +207,8 @@ class protocol {
   bool draining() const noexcept { return draining_; }
   uint64_t epoch(uint32_t rank = 0) const;
   size_t held_keys() const noexcept { return holders_ ? holders_->size() : 0; }
+  /// Adapter keys mirrored for X1 (0 when repair is off).
+  size_t mirrored_keys() const noexcept { return repair_ ? repair_->size() : 0; }
 
  private:
   struct rank_state {
@@ -223,6 +236,7 @@ class protocol {
   options opts_;
   pending_set pending_;
   std::optional<holder_set> holders_;
+  std::optional<sweep_repair> repair_;
   std::map<uint32_t, rank_state> ranks_;
   counters c_;
 

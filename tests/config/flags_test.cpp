@@ -31,10 +31,11 @@ TEST(ParseFlags, EveryReferenceFlagIsDefined) {
         "lora-adapter-names",
         // ours
         "config", "check", "version", "replay-endpoint", "dp-size", "dp-mode", "unknown-parent",
-        "admin-listen", "log-format", "log-level", "eviction-mode", "engine-url", "state-dir"}) {
+        "admin-listen", "log-format", "log-level", "eviction-mode", "engine-url", "state-dir",
+        "scoped-evictions"}) {
     EXPECT_TRUE(std::count(names.begin(), names.end(), ref)) << ref;
   }
-  EXPECT_EQ(names.size(), 29u);
+  EXPECT_EQ(names.size(), 30u);
 }
 
 TEST(ParseFlags, SingleAndDoubleDashAreEquivalent) {

@@ -635,3 +635,60 @@ TEST_F(Merged, NoEmitterYetHoldsEverything) {  // F4
 
 }  // namespace
 }  // namespace kvrelay::debounce
+
+// ---- rpc evictions and LoRA partitions (X1) ----------------------------------------------------
+
+namespace kvrelay::debounce {
+namespace {
+
+shard_ops adapter_batch(std::string adapter, std::vector<prefix_op> v) {
+  auto o = batch(std::move(v));
+  o.adapter = std::move(adapter);
+  return o;
+}
+
+TEST_F(Protocol, X1_ABaseEvictionCarriesTheAdapterEntriesItSweepsAndTheResyncForgetsThem) {
+  opts.repair_base_sweeps = true;
+  start();
+  p->on_ops(0, adapter_batch("", {up(7)}), t, out);
+  p->on_ops(0, adapter_batch("sql", {up(7)}), t, out);
+  window();
+  auto u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_TRUE(u[0]->restores.empty());
+  ack(u[0]->id);
+  EXPECT_EQ(p->mirrored_keys(), 1u);
+
+  ops({ev(7)});  // the base model's block goes; the adapter's stays
+  u = take_units();
+  ASSERT_EQ(u.size(), 1u) << "an eviction never waits for the window";
+  EXPECT_EQ(fps_evicted(*u[0]), (std::vector<uint64_t>{7}));
+  ASSERT_EQ(u[0]->restores.size(), 1u);
+  EXPECT_EQ(u[0]->restores[0].adapter, "sql");
+  EXPECT_EQ(u[0]->restores[0].fingerprint, 7u);
+  EXPECT_EQ(p->stats().sweep_restores, 1u);
+  // The unit fails: the resync's clear empties the server, and the mirror with it (SR3).
+  fail(u[0]->id);
+  resync_timer();
+  u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_TRUE(only_clear(*u[0]));
+  EXPECT_EQ(p->mirrored_keys(), 0u);
+}
+
+TEST_F(Protocol, X1_OffByDefault) {
+  start();
+  p->on_ops(0, adapter_batch("sql", {up(7)}), t, out);
+  window();
+  auto u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  ack(u[0]->id);
+  ops({ev(7)});
+  u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_TRUE(u[0]->restores.empty());
+  EXPECT_EQ(p->mirrored_keys(), 0u);
+}
+
+}  // namespace
+}  // namespace kvrelay::debounce

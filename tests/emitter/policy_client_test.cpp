@@ -342,7 +342,7 @@ TEST(PolicyClient, DeadlinesAreTheClientsOwnEvenAgainstAPeerThatNeverSpeaks) {
   // A listener that never accepts: the kernel completes the TCP handshake, nobody answers the
   // HTTP/2 preface, so no server can end a call, and the channel never leaves CONNECTING. Only
   // the client's own deadline ends these calls: a channel setting that turned off its deadline
-  // checks (gRPC's minimal stack does by default) would hang them, and rule S11 with them.
+  // checks (gRPC's minimal stack does by default) would hang them, and rule UQ11 with them.
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);
   sockaddr_in addr{};

@@ -74,6 +74,9 @@ struct harness_options {
   /// The engines bind on [::1] instead of 127.0.0.1 (IPv6 endpoints).
   bool ipv6 = false;
   std::string tenant_id = "tenant-e2e";
+  /// The policy server reads CacheEvent.adapter_scoped (PR #164); off, it sweeps every adapter
+  /// partition on a PREFIX_EVICTED without adapter_id, as the reference does.
+  bool server_adapter_scoped = false;
   /// Last word on the configuration before the daemon is built (server/admin/engine keys).
   std::function<void(config::daemon_config&)> tweak;
 };
