@@ -83,8 +83,8 @@
 #include <string>
 #include <vector>
 
+#include "actors/debouncer/holder_set.hpp"
 #include "actors/debouncer/pending_set.hpp"
-#include "actors/shard/holder_set.hpp"
 #include "base/backoff.hpp"
 #include "base/log.hpp"
 #include "base/rate_limiter.hpp"
