@@ -39,7 +39,7 @@ debounce::options to_protocol_options(const debouncer_options& o) {
 
 namespace {
 
-// A re-report of a million blocks takes seconds; a barrier that never answers ends N2 anyway.
+// A re-report of a million blocks takes seconds; a barrier that never answers ends DB6 anyway.
 constexpr auto report_barrier_timeout = std::chrono::seconds(60);
 
 // The shell's state, shared by the pipeline debouncer and the replica debouncer: the protocol,

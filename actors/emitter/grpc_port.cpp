@@ -158,7 +158,7 @@ class grpc_port final : public policy_port {
     if (e.type() != ic::CacheEvent::PREFIX_EVICTED) {
       set_event(e, ic::CacheEvent::PREFIX_EVICTED);
       // The adapter named is the only partition meant, "" included (PR #164); a server that
-      // does not read the field sweeps every partition for "", which the debouncer repairs (X1).
+      // does not read the field sweeps every partition for "", which the debouncer repairs (DB18).
       e.set_adapter_scoped(true);
     }
     e.set_timestamp_us(non_negative(ev.ts_us));

@@ -361,7 +361,7 @@ TEST_F(IndexTruth, BinWrappedBatchesAreDecodedLikeAnyOther) {
 // Shared system prompts: the base model and three LoRA adapters cache blocks of the same tokens
 // (one fingerprint, engine hashes of their own), 20 % of requests on an adapter, leaf-first
 // evictions. In rpc mode the reference server reads a base-model PREFIX_EVICTED as "every
-// adapter": kvrelay must put the adapters' entries back (debouncer X1), or, against a server
+// adapter": kvrelay must put the adapters' entries back (debouncer DB18), or, against a server
 // that reads adapter_scoped (PR #164), need not. After every round the server holds exactly what
 // the engine holds.
 
