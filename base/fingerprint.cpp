@@ -48,16 +48,6 @@ std::vector<uint64_t> prefixes(const std::vector<uint32_t>& tokens, int64_t bloc
   return out;
 }
 
-std::vector<uint64_t> contents(const std::vector<uint32_t>& tokens, int64_t block_size) {
-  std::vector<uint64_t> out;
-  if (block_size <= 0) return out;
-  const size_t bs = static_cast<size_t>(block_size);
-  const size_t blocks = tokens.size() / bs;
-  out.reserve(blocks);
-  for (size_t i = 0; i < blocks; ++i) out.push_back(content(tokens.data() + i * bs, bs));
-  return out;
-}
-
 std::string to_be8(uint64_t v) {
   std::string out(8, '\0');
   for (int i = 7; i >= 0; --i) {

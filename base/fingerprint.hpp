@@ -27,9 +27,6 @@ uint64_t chain(uint64_t prefix, uint64_t content) noexcept;
 std::vector<uint64_t> prefixes(const std::vector<uint32_t>& tokens, int64_t block_size,
                                bool has_parent = false, uint64_t parent = 0);
 
-/// Content hashes of every full block (no chaining).
-std::vector<uint64_t> contents(const std::vector<uint32_t>& tokens, int64_t block_size);
-
 /// The 8-byte big-endian wire/key form of a prefix hash.
 std::string to_be8(uint64_t v);
 /// The same into a caller's buffer (no allocation: the emitter's per-entry hot path).

@@ -144,6 +144,8 @@ outcome<void> apply_flags(daemon_config& cfg, const flag_values& f) {
   };
   set(cfg.server.address, f.server, "server.address", "server");
   set(cfg.server.eviction_mode, f.eviction_mode, "server.eviction_mode", "eviction-mode");
+  set(cfg.server.scoped_evictions, f.scoped_evictions, "server.scoped_evictions",
+      "scoped-evictions");
   set(cfg.admin.listen, f.admin_listen, "admin.listen", "admin-listen");
   set(cfg.state.dir, f.state_dir, "state.dir", "state-dir");
   set(cfg.memory.budget, f.memory_budget, "memory.budget", "memory-budget");

@@ -171,6 +171,11 @@ const std::vector<flag_spec>& table() {
          }
          return parse_size(v, i);
        }},
+      {"scoped-evictions", "", false,
+       "the server reads CacheEvent.adapter_scoped (inference-cache PR #164): rpc mode then "
+       "skips re-reporting the LoRA entries a base-model eviction would sweep",
+       [] { return std::string(server_settings{}.scoped_evictions ? "true" : "false"); },
+       [](flag_values& f, std::string_view v) { return set_bool(f.scoped_evictions, v); }},
       {"state-dir", "dir", false,
        "durable index: keep each pipeline's index in this directory across restarts; \"\" = off",
        [] { return quote(state_settings{}.dir); },

@@ -29,6 +29,7 @@ struct flag_values {
   bool version = false;                    // --version
   std::optional<std::string> admin_listen;
   std::optional<config::eviction_mode> eviction_mode;
+  std::optional<bool> scoped_evictions;
   std::optional<std::string> engine_url;  // an engine flag: --engine-url
   std::optional<log_format> log_format_v;
   std::optional<log_level> log_level_v;

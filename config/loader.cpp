@@ -210,6 +210,7 @@ const field_def<server_settings> server_fields[] = {
     KVRELAY_FIELD(server_settings, "rpc_timeout", rpc_timeout),
     KVRELAY_FIELD(server_settings, "refresh_interval", refresh_interval),
     KVRELAY_FIELD(server_settings, "eviction_mode", eviction_mode),
+    KVRELAY_FIELD(server_settings, "scoped_evictions", scoped_evictions),
     KVRELAY_FIELD(server_settings, "keepalive_time", keepalive_time),
     KVRELAY_FIELD(server_settings, "keepalive_timeout", keepalive_timeout),
     KVRELAY_FIELD(server_settings, "on_shutdown", on_shutdown),

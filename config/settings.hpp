@@ -89,6 +89,10 @@ struct server_settings {
   milliseconds rpc_timeout{5000};          // per-call deadline; <= 0 becomes 5 s (R04, S10)
   milliseconds refresh_interval{600000};   // re-report resident blocks (resync); 0 = never
   config::eviction_mode eviction_mode = eviction_mode::auto_;  // --eviction-mode
+  /// The server narrows a PREFIX_EVICTED with adapter_scoped set to the partition it names
+  /// (inference-cache PR #164): rpc mode then skips re-reporting the LoRA entries a base-model
+  /// eviction would otherwise sweep (--scoped-evictions).
+  bool scoped_evictions = false;
   milliseconds keepalive_time{20000};      // gRPC keepalive ping period; 0 = no pings
   milliseconds keepalive_timeout{10000};   // ping unanswered this long = transport dead; > 0
   shutdown_action on_shutdown = shutdown_action::clear;

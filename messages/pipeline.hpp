@@ -117,6 +117,10 @@ struct prefix_evict {
 ///      fails. After any failed unit the emitter fails every queued unit without sending it,
 ///      until a unit that starts with a clear arrives (the debouncer's resync).
 ///  U4. The emitter answers every unit exactly once with an emit_result to its sender.
+///  U5. `restores` (rpc mode, debouncer rule SR2): adapter keys a base-model PREFIX_EVICTED of
+///      this unit sweeps from a server that ignores adapter_scoped. The emitter sends them as one
+///      ReportCacheState stream once every eviction of the unit completed, so they land after
+///      the sweep.
 struct emit_unit {
   uint64_t id = 0;
   bool clear = false;
@@ -129,9 +133,11 @@ struct emit_unit {
   };
   std::vector<downgrade_group> downgrades;
   std::vector<prefix_evict> evicts;
+  std::vector<prefix_add> restores;  // U5
+  int64_t restores_ts_us = 0;
 
   size_t entries() const {
-    size_t n = adds.size() + evicts.size() + (clear ? 1 : 0);
+    size_t n = adds.size() + evicts.size() + restores.size() + (clear ? 1 : 0);
     for (const auto& g : downgrades) n += g.entries.size();
     return n;
   }

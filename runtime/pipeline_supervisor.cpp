@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The pipeline supervisor's shell (rules: runtime/supervision.hpp). ~510 lines on purpose: it
+// The pipeline supervisor's shell (rules: runtime/supervision_protocol.hpp). ~510 lines on purpose: it
 // executes the protocol's actions, owns the pipeline's health, answers status and runs the
 // shutdown drain, all on the one state; each part is short.
 #include "runtime/pipeline_supervisor.hpp"
@@ -23,7 +23,7 @@
 #include "base/metrics_registry.hpp"
 #include "messages/status_fanout.hpp"
 #include "runtime/durable_state.hpp"
-#include "runtime/supervision.hpp"
+#include "runtime/supervision_protocol.hpp"
 
 namespace kvrelay {
 

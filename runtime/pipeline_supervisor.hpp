@@ -3,8 +3,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// One pipeline's supervisor: the actor shell around supervision_protocol (runtime/supervision.hpp,
-// whose numbered rules say when what restarts). Children: the emitter and the scraper (side
+// One pipeline's supervisor: the actor shell around supervision_protocol
+// (runtime/supervision_protocol.hpp, whose numbered rules say when what restarts). Children: the emitter and the scraper (side
 // actors: each restarts alone) and the data path (ingress → decoder → shards → debouncer), which
 // restarts as a unit: its state is one reverse map, and a partial restart would leave hints
 // nothing can evict. A data-path restart starts with ALL_CLEARED and a cold-start replay, so the

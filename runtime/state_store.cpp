@@ -16,8 +16,8 @@
 #include <filesystem>
 #include <system_error>
 
-#include "actors/scraper/http_fetch.hpp"
 #include "actors/scraper/metric_profile.hpp"
+#include "net/http_fetch.hpp"
 
 namespace kvrelay {
 

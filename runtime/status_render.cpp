@@ -49,8 +49,6 @@ std::string dump(const nlohmann::ordered_json& j) {
 
 }  // namespace
 
-std::string render_json(const actor_status& s) { return dump(to_json(s)); }
-
 std::string render_tree(const std::vector<pipeline_view>& pipelines, int64_t uptime_s,
                         const actor_status& discovery, const std::string& memory_json) {
   nlohmann::ordered_json doc;

@@ -16,10 +16,6 @@
 
 namespace kvrelay {
 
-/// One actor's status as a JSON object: name, supervision fields, state, kind, mailbox, its own
-/// fields, then "children" (only when it has any).
-std::string render_json(const actor_status& s);
-
 /// /debug/tree: the version, the uptime, engine discovery's status (when `discovery.kind` is
 /// set: some engine has a URL), the memory budget (`memory_json`, a JSON object, when not
 /// empty) and every pipeline's status tree.

@@ -469,6 +469,14 @@ if floor.get("floor_ns") and r["cpu_ns_per_block"]:
     floor_rate = 1e9 / floor["floor_ns"]
     r["floor_blocks_per_s"] = round(floor_rate)
     r["throughput_vs_floor"] = round(r["blocks_per_s"] / floor_rate, 3) if r["blocks_per_s"] else None
+if floor.get("floor_index_ns") and r["cpu_ns_per_block"]:
+    # The second floor: parse + XXH3 + the insert into a table of the resident size.
+    fi = floor["floor_index_ns"]
+    r["cpu_vs_floor_index"] = round(r["cpu_ns_per_block"] / fi, 2)
+    r["ingest_cpu_vs_floor_index"] = round(r["ingest_cpu_ns_per_block"] / fi, 2)
+    r["decode_fp_vs_floor_index"] = round(floor["decode_fp_ns"] / fi, 2)
+    r["throughput_vs_floor_index"] = (round(r["blocks_per_s"] / (1e9 / fi), 3)
+                                      if r["blocks_per_s"] else None)
 print(json.dumps(r))
 EOF
   tail -1 "$RESULTS" >&2
@@ -941,16 +949,20 @@ python3 - "$RESULTS" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print("| case | blocks | e2e blocks/s | events/s | ingest blocks/s | gaps | evictions/s | CPU s/M blocks "
-      "| ingest CPU ns/block | floor ns/block | CPU ÷ floor (all, ingest) | decode+fp ÷ floor "
+      "| ingest CPU ns/block | floor ns/block (+ index) | CPU ÷ floor (all, ingest) "
+      "| CPU ÷ floor with index (all, ingest) | decode+fp ÷ floor "
       "| flush p50/p99 ms | block p50/p99 ms | resident | B/resident block | idle CPU % (before/after) |")
-print("|" + "---|" * 17)
+print("|" + "---|" * 18)
 for r in rows:
     f = r.get("floor", {})
     print("| {case} | {blocks} | {blocks_per_s} | {events_per_s} | {ingest_blocks_per_s} | {seq_gaps} | "
-          "{server_evictions_per_s} | {cpu_s_per_m_blocks} | {ingest_cpu_ns_per_block} | {fl} | {cvf}, {icvf} | "
+          "{server_evictions_per_s} | {cpu_s_per_m_blocks} | {ingest_cpu_ns_per_block} | {fl} ({fli}) | "
+          "{cvf}, {icvf} | {cvfi}, {icvfi} | "
           "{dvf} | {lat_p50_ms}/{lat_p99_ms} | {block_lat_p50_ms}/{block_lat_p99_ms} | {resident_blocks} | {bprb} | "
           "{idle_cpu_pct_before}/{idle_cpu_pct_after} |".format(
-              fl=f.get("floor_ns", "-"), cvf=r.get("cpu_vs_floor", "-"),
+              fl=f.get("floor_ns", "-"), fli=f.get("floor_index_ns", "-"),
+              cvf=r.get("cpu_vs_floor", "-"), cvfi=r.get("cpu_vs_floor_index", "-"),
+              icvfi=r.get("ingest_cpu_vs_floor_index", "-"),
               icvf=r.get("ingest_cpu_vs_floor", "-"),
               dvf=r.get("decode_fp_vs_floor", "-"), bprb=r.get("bytes_per_resident_block", "-"), **r))
 EOF

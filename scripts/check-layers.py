@@ -3,12 +3,14 @@
 #
 # SPDX-License-Identifier: Apache-2.0
 
-"""Checks that #include arrows point one way: base <- messages <- actors <- runtime.
+"""Checks that #include arrows point one way: base <- messages <- actors <- runtime,
+with config/ and net/ beside base.
 
   base/      may include base/ only, and no CAF, gRPC, ZMQ or HTTP headers (pure, cheap);
   config/    may include base/ and config/ (configuration sits beside base);
+  net/       may include base/ and net/ (the HTTP client; httplib stays in its .cpp files);
   messages/  may include base/ and messages/;
-  actors/    may include base/, messages/, actors/ and the generated proto headers;
+  actors/    may include base/, net/, messages/, actors/ and the generated proto headers;
   runtime/   may include anything of the library (composition);
   nothing in the library includes tools/, tests/ or bench/.
 
@@ -20,13 +22,14 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LIBRARY = ("base", "config", "messages", "actors", "runtime")
+LIBRARY = ("base", "config", "net", "messages", "actors", "runtime")
 ALLOWED = {
     "base": {"base"},
     "config": {"base", "config"},
+    "net": {"base", "net"},
     "messages": {"base", "messages"},
-    "actors": {"base", "messages", "actors", "proto"},
-    "runtime": {"base", "config", "messages", "actors", "runtime", "proto"},
+    "actors": {"base", "net", "messages", "actors", "proto"},
+    "runtime": {"base", "config", "net", "messages", "actors", "runtime", "proto"},
 }
 # Third-party headers that must stay out of the base layer.
 BASE_FORBIDDEN = re.compile(r"^(caf/|grpc|zmq|httplib|google/protobuf)")
@@ -65,7 +68,7 @@ def main():
     if found:
         print(f"{len(found)} include(s) point the wrong way (see scripts/check-layers.py)")
         return 1
-    print("include arrows point one way: base <- messages <- actors <- runtime")
+    print("include arrows point one way: base <- messages <- actors <- runtime (config, net beside base)")
     return 0
 
 

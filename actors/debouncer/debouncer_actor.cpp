@@ -33,12 +33,13 @@ debounce::options to_protocol_options(const debouncer_options& o) {
   p.reconnect_resync_interval = o.reconnect_resync_interval;
   p.start_with_clear = o.start_with_clear;
   p.shutdown_clear = o.shutdown_clear;
+  p.repair_base_sweeps = o.repair_base_sweeps;
   return p;
 }
 
 namespace {
 
-// A re-report of a million blocks takes seconds; a barrier that never answers ends N2 anyway.
+// A re-report of a million blocks takes seconds; a barrier that never answers ends DB6 anyway.
 constexpr auto report_barrier_timeout = std::chrono::seconds(60);
 
 // The shell's state, shared by the pipeline debouncer and the replica debouncer: the protocol,
@@ -68,6 +69,8 @@ struct debouncer_state {
   counter_series* dropped_unreported = nullptr;
   counter_series* dropped_superseded = nullptr;
   counter_series* dropped_after_clear = nullptr;
+  counter_series* sweep_restores = nullptr;
+  counter_series* sweep_repair_overflows = nullptr;
   pending_set::drop_stats published_set;
 
   void init(pipeline_context c, const debounce::options& o) {
@@ -96,6 +99,12 @@ struct debouncer_state {
         &m.counter("kvrelay_updates_dropped_total", help, {{"reason", "superseded"}});
     dropped_after_clear =
         &m.counter("kvrelay_updates_dropped_total", help, {{"reason", "after_final_clear"}});
+    sweep_restores = &m.counter(
+        "kvrelay_sweep_restores_total",
+        "rpc mode: LoRA entries re-reported after a base-model PREFIX_EVICTED swept them");
+    sweep_repair_overflows = &m.counter(
+        "kvrelay_sweep_repair_overflows_total",
+        "rpc mode: times the mirror of LoRA entries passed its bound (repair off until a clear)");
   }
 
   // Publishes what the protocol counted since the last call.
@@ -111,6 +120,8 @@ struct debouncer_state {
     reconnects->advance(c.reconnects, published.reconnects);
     dropped_superseded->advance(c.superseded, published.superseded);
     dropped_after_clear->advance(c.after_final_clear, published.after_final_clear);
+    sweep_restores->advance(c.sweep_restores, published.sweep_restores);
+    sweep_repair_overflows->advance(c.sweep_repair_overflows, published.sweep_repair_overflows);
     const auto& d = proto->pending().drops();
     dropped_pairs->advance(d.unsent_pairs, published_set.unsent_pairs);
     dropped_unreported->advance(d.unreported, published_set.unreported);

@@ -50,6 +50,7 @@ protocol::protocol(options o)
   if (opts_.max_units_in_flight == 0) opts_.max_units_in_flight = 1;
   if (opts_.flush_threshold == 0) opts_.flush_threshold = 1;
   if (opts_.merged) holders_.emplace();
+  if (opts_.repair_base_sweeps) repair_.emplace(opts_.max_pending);
 }
 
 uint64_t protocol::epoch(uint32_t r) const {
@@ -73,7 +74,7 @@ void protocol::start(moment now, actions& out) {
     a.delay = opts_.refresh_interval;
     out.push_back(std::move(a));
   }
-  if (opts_.start_with_clear) {  // C1
+  if (opts_.start_with_clear) {  // DB14
     pending_.clear(now.wall_us);
     due_ = true;
   }
@@ -83,7 +84,7 @@ void protocol::start(moment now, actions& out) {
 void protocol::on_emitter(moment now, actions& out) {
   has_emitter_ = true;
   out.push_back(make(action_kind::listen));
-  if (!in_flight_.empty()) {  // S4: whatever the old emitter had not finished is unknown
+  if (!in_flight_.empty()) {  // DB10: whatever the old emitter had not finished is unknown
     in_flight_.clear();
     const bool had_probe = probe_unit_ != 0;
     if (final_ == final_clear::sent) final_ = final_clear::wanted;  // to the new emitter
@@ -107,16 +108,16 @@ void protocol::on_rank_started(uint32_t r, moment now, actions& out) {
 }
 
 void protocol::on_ops(uint32_t r, const shard_ops& ops, moment now, actions& out) {
-  if (final_ != final_clear::none) {  // D1: the shutdown clear supersedes everything after it
+  if (final_ != final_clear::none) {  // DB16: the shutdown clear supersedes everything after it
     c_.after_final_clear += ops.ops.size();
     return;
   }
   auto& rs = rank(r);
-  if (ops.epoch < rs.epoch) {  // F1: stored before a clear; must never reach the server after it
+  if (ops.epoch < rs.epoch) {  // DB1: stored before a clear; must never reach the server after it
     c_.stale_ops += ops.ops.size();
     return;
   }
-  if (ops.epoch > rs.epoch) {  // F1: the clear notice is behind this op: clear now
+  if (ops.epoch > rs.epoch) {  // DB1: the clear notice is behind this op: clear now
     rs.epoch = ops.epoch;
     clear_rank(r, ops.ts_us, now, out);
   }
@@ -170,7 +171,7 @@ void protocol::on_resync_timer(uint64_t gen, moment now, actions& out) {
     deferred_resync_ = false;
     if (healthy_) start_resync("transport reconnected (deferred)", now, out);
   } else if (!healthy_ && probe_unit_ == 0) {
-    probe_wanted_ = true;  // S2
+    probe_wanted_ = true;  // DB8
   }
   pump(now, out);
   check_drains(out);
@@ -182,7 +183,7 @@ void protocol::on_refresh_timer(moment, actions& out) {
     a.delay = opts_.refresh_interval;
     out.push_back(std::move(a));
   }
-  if (!healthy_ || resync_in_progress() || draining_ || !reporting_.empty()) return;  // R2
+  if (!healthy_ || resync_in_progress() || draining_ || !reporting_.empty()) return;  // DB13
   for (const auto& [r, rs] : ranks_)
     if (rs.decoder) {
       auto a = make(action_kind::report);
@@ -194,7 +195,7 @@ void protocol::on_refresh_timer(moment, actions& out) {
 void protocol::on_reported(uint32_t r, uint64_t gen, moment now, actions& out) {
   if (gen == 0 || gen != report_gen_) return;
   reporting_.erase(std::remove(reporting_.begin(), reporting_.end(), r), reporting_.end());
-  if (reporting_.empty()) pending_.end_tracking();  // N2 ends: every re-report has arrived
+  if (reporting_.empty()) pending_.end_tracking();  // DB6 ends: every re-report has arrived
   pump(now, out);
   check_drains(out);
 }
@@ -203,7 +204,7 @@ void protocol::on_reconnected(moment now, actions& out) {
   ++c_.reconnects;
   if (draining_) return;
   if (!healthy_) {
-    // S2: the transport is back; probe now instead of waiting for the backoff.
+    // DB8: the transport is back; probe now instead of waiting for the backoff.
     if (probe_unit_ == 0 && !probe_wanted_) {
       probe_wanted_ = true;
       ++resync_gen_;  // the backoff timer is moot
@@ -211,7 +212,7 @@ void protocol::on_reconnected(moment now, actions& out) {
   } else if (probe_unit_ != 0 || probe_wanted_ ||
              (last_resync_ms_ &&
               now.steady_ms - *last_resync_ms_ < opts_.reconnect_resync_interval.count())) {
-    // R1: one deferred resync at the end of the interval (the probe in flight may have reached
+    // DB12: one deferred resync at the end of the interval (the probe in flight may have reached
     // the server before it restarted).
     if (!deferred_resync_) {
       deferred_resync_ = true;
@@ -236,11 +237,11 @@ void protocol::on_drain(moment now, actions& out) {
     probe_wanted_ = false;
     deferred_resync_ = false;
     ++resync_gen_;  // no more probes: the shutdown decides what the server keeps
-    if (opts_.shutdown_clear) {  // D1
+    if (opts_.shutdown_clear) {  // DB16
       c_.superseded += pending_.size();
       pending_.reset();
       final_ = final_clear::wanted;
-    } else if (!healthy_) {  // D2: nothing can be delivered
+    } else if (!healthy_) {  // DB17: nothing can be delivered
       drain_failed_ = true;
       c_.superseded += pending_.size();
       pending_.reset();
@@ -256,12 +257,12 @@ void protocol::on_drain(moment now, actions& out) {
 // ---- internals ---------------------------------------------------------------------------------
 
 void protocol::clear_rank(uint32_t r, int64_t ts_us, moment now, actions& out) {
-  if (!holders_) {  // C1
+  if (!holders_) {  // DB14
     pending_.clear(ts_us);
     due_ = true;
     return;
   }
-  // C2: ALL_CLEARED would wipe every rank; evict what no other rank holds instead.
+  // DB15: ALL_CLEARED would wipe every rank; evict what no other rank holds instead.
   std::map<std::string, shard_ops> by_adapter;
   holders_->clear_rank(r, [&](const std::string& adapter, uint64_t fp) {
     auto& o = by_adapter[adapter];
@@ -272,7 +273,7 @@ void protocol::clear_rank(uint32_t r, int64_t ts_us, moment now, actions& out) {
   for (auto& [adapter, o] : by_adapter) apply(o, now, out);
 }
 
-// C2: an add when `r` is the key's first (or only) holder, an eviction when it was the last.
+// DB15: an add when `r` is the key's first (or only) holder, an eviction when it was the last.
 shard_ops protocol::filter_merged(uint32_t r, const shard_ops& in) {
   shard_ops out;
   out.adapter = in.adapter;
@@ -297,15 +298,15 @@ shard_ops protocol::filter_merged(uint32_t r, const shard_ops& in) {
 }
 
 void protocol::apply(const shard_ops& ops, moment now, actions& out) {
-  if (superseded() && !opts_.l2_mode) {  // S1: the re-report will bring the truth
+  if (superseded() && !opts_.l2_mode) {  // DB7: the re-report will bring the truth
     c_.superseded += ops.ops.size();
     return;
   }
   if (opts_.l2_mode && has_removal(ops) && pending_.pending_adds() > 0) {
-    due_ = true;  // F2, L08: the adds reach the server before their downgrades
+    due_ = true;  // DB2, L08: the adds reach the server before their downgrades
     pump(now, out);
   }
-  if (!pending_.apply(ops)) {  // S5
+  if (!pending_.apply(ops)) {  // DB11
     ++c_.overflows;
     uint64_t suppressed = 0;
     if (overflow_log_.allow(now.steady_ms, suppressed))
@@ -331,6 +332,11 @@ void protocol::arm_window(actions& out) {
 }
 
 void protocol::send(emit_unit u, actions& out) {
+  if (repair_) {  // DB18
+    repair_->on_unit(u);
+    c_.sweep_restores = repair_->stats().restored;
+    c_.sweep_repair_overflows = repair_->stats().overflows;
+  }
   in_flight_.push_back(u.id);
   ++c_.units_sent;
   c_.entries_sent += u.entries();
@@ -340,8 +346,8 @@ void protocol::send(emit_unit u, actions& out) {
 }
 
 void protocol::pump(moment now, actions& out) {
-  while (has_emitter_ && in_flight_.size() < opts_.max_units_in_flight) {  // F3, F4
-    if (draining_ && opts_.shutdown_clear) {  // D1: only the final clear
+  while (has_emitter_ && in_flight_.size() < opts_.max_units_in_flight) {  // DB3, DB4
+    if (draining_ && opts_.shutdown_clear) {  // DB16: only the final clear
       if (final_ != final_clear::wanted) break;
       emit_unit u;
       u.id = final_unit_ = next_unit_++;
@@ -351,7 +357,7 @@ void protocol::pump(moment now, actions& out) {
       send(std::move(u), out);
       break;
     }
-    if (probe_unit_ != 0) break;  // S1: nothing until the probe answers
+    if (probe_unit_ != 0) break;  // DB7: nothing until the probe answers
     if (probe_wanted_) {
       emit_unit u;
       u.id = probe_unit_ = next_unit_++;
@@ -377,7 +383,7 @@ void protocol::start_resync(const char* why, moment now, actions& out) {
       {{"reason", why}, {"merged_dp", opts_.merged}});
   last_resync_ms_ = now.steady_ms;
   probe_wanted_ = true;
-  if (!opts_.l2_mode) {  // S1: superseded by the re-report
+  if (!opts_.l2_mode) {  // DB7: superseded by the re-report
     c_.superseded += pending_.size();
     pending_.reset();
   }
@@ -399,7 +405,7 @@ void protocol::failed(bool was_probe, const std::string& err, moment now, action
     if (!opts_.shutdown_clear) pending_.reset();
     return;
   }
-  if (healthy_) {  // S1
+  if (healthy_) {  // DB7
     healthy_ = false;
     unhealthy_since_ms_ = now.steady_ms;
     failed_since_log_ = 0;
@@ -440,9 +446,9 @@ void protocol::probe_acked(moment now, actions& out) {
          {"dropped_superseded", c_.superseded}});
   healthy_ = true;
   backoff_.reset();
-  last_resync_ms_ = now.steady_ms;  // R1: this resync counts
+  last_resync_ms_ = now.steady_ms;  // DB12: this resync counts
   const size_t before = pending_.size();
-  pending_.drop_for_resync();  // S3
+  pending_.drop_for_resync();  // DB9
   c_.superseded += before - pending_.size();
   if (holders_) holders_->clear();
   if (draining_) {  // keep mode: the server is empty now and will not be re-reported
@@ -450,7 +456,7 @@ void protocol::probe_acked(moment now, actions& out) {
     drain_failed_ = true;
     return;
   }
-  // Merged mode needs no N2 window: the holder set, forgotten above, already drops a rank's
+  // Merged mode needs no DB6 window: the holder set, forgotten above, already drops a rank's
   // eviction of a key it has not re-reported (and the barrier would race the ports' forwarding).
   request_reports(holders_ ? 0 : ++report_gen_, out);
 }
@@ -481,10 +487,10 @@ void protocol::check_drains(actions& out) {
   bool done = false, ok = false;
   if (!has_emitter_) {
     done = true;
-  } else if (opts_.shutdown_clear) {  // D1
+  } else if (opts_.shutdown_clear) {  // DB16
     done = final_ == final_clear::acked || final_ == final_clear::failed;
     ok = final_ == final_clear::acked;
-  } else {  // D2
+  } else {  // DB17
     done = drain_failed_ || (in_flight_.empty() && pending_.empty() && reporting_.empty() &&
                              probe_unit_ == 0);
     ok = !drain_failed_;

@@ -11,70 +11,76 @@
 // replica's (every rank feeds the same instance, tagged with its rank; rank 0 otherwise).
 //
 // Flushing
-//  F1. Pending changes are coalesced to their final state per (adapter, fingerprint)
-//      (pending_set). An op from an epoch older than its rank's is dropped (stale: a clear
-//      superseded it); one from a newer epoch means its clear notice is behind it: clear first.
-//  F2. A flush becomes due when the window (armed by the first pending add) elapses, pending adds
-//      reach flush_threshold, anything but adds is pending (evictions and downgrades never wait
-//      for the window), a clear is pending, or a drain asked. In L2 mode a batch holding removals
-//      first flushes the adds before it (L08: the history is [T1, T2]); otherwise an add and its
-//      own later eviction simply coalesce (U1 sends a unit's adds before its evictions anyway).
-//  F3. Credits: at most max_units_in_flight units are with the emitter. A due flush without a
-//      credit waits for the next answer; meanwhile pending keeps coalescing (that is the batching
-//      under load). A unit carries at most max_adds_per_unit adds; the rest stay pending.
-//  F4. No emitter yet (merged mode, before rank 0's data path joined): nothing is taken.
+//  DB1. Pending changes are coalesced to their final state per (adapter, fingerprint)
+//       (pending_set). An op from an epoch older than its rank's is dropped (stale: a clear
+//       superseded it); one from a newer epoch means its clear notice is behind it: clear first.
+//  DB2. A flush becomes due when the window (armed by the first pending add) elapses, pending adds
+//       reach flush_threshold, anything but adds is pending (evictions and downgrades never wait
+//       for the window), a clear is pending, or a drain asked. In L2 mode a batch holding removals
+//       first flushes the adds before it (L08: the history is [T1, T2]); otherwise an add and its
+//       own later eviction simply coalesce (U1 sends a unit's adds before its evictions anyway).
+//  DB3. Credits: at most max_units_in_flight units are with the emitter. A due flush without a
+//       credit waits for the next answer; meanwhile pending keeps coalescing (that is the batching
+//       under load). A unit carries at most max_adds_per_unit adds; the rest stay pending.
+//  DB4. No emitter yet (merged mode, before rank 0's data path joined): nothing is taken.
 //
 // Never send what the server never saw (issue 13, with pending_set's rules)
-//  N1. A pending add marked `introduces` and its eviction are both dropped. After an engine
-//      clear (or the start's) the index is cleared too, so every later add introduces its key:
-//      N1 alone covers what follows a clear; only a resync, which clears the server but not the
-//      index, needs N2.
-//  N2. From a resync's acknowledged clear until every decoder's re-report has arrived (a drain
-//      barrier per rank), an eviction of a key not sent since the clear is dropped. Merged mode
-//      needs no window: the holder set, forgotten at the clear, drops a rank's eviction of a key
-//      it has not re-reported, for good.
+//  DB5. A pending add marked `introduces` and its eviction are both dropped. After an engine clear
+//       (or the start's) the index is cleared too, so every later add introduces its key: DB5 alone
+//       covers what follows a clear; only a resync, which clears the server but not the index,
+//       needs DB6.
+//  DB6. From a resync's acknowledged clear until every decoder's re-report has arrived (a drain
+//       barrier per rank), an eviction of a key not sent since the clear is dropped. Merged mode
+//       needs no window: the holder set, forgotten at the clear, drops a rank's eviction of a key
+//       it has not re-reported, for good.
 //
 // Server health, outage and resync
-//  S1. A failed unit marks the server unhealthy (one WARN; later failures are counted and
-//      summarised at most once per 10 s). While it is unhealthy, or a resync's probe is pending,
-//      no unit goes out but the probe: a unit that is only an ALL_CLEARED. What arrives meanwhile
-//      is superseded by the re-report and dropped (counted), except L2 downgrades, which the
-//      re-report cannot know of; so memory stays bounded by the pending bound and, in practice,
-//      by nothing at all.
-//  S2. The probe goes after a jittered backoff (resync_backoff_initial doubling to _max) and again
-//      after each failure. A reconnect notice while unhealthy probes at once.
-//  S3. The probe's success: the server is healthy and empty; pending is dropped but for
-//      downgrades (the server never held it, or it is stale); merged mode forgets the holder set;
-//      every known decoder is asked to re-report (N2 runs until their barriers answer); the
-//      backoff starts over.
-//  S4. Units taken before a failure are lost when they fail (the emitter fails queued units
-//      after a failure until a clear arrives, contract U3); the resync repairs them. An emitter
-//      replaced while units were in flight loses them the same way: unhealthy, resync.
-//  S5. Pending over its bound: it is dropped (it is only a copy of what the shards hold) and a
-//      resync starts.
+//  DB7. A failed unit marks the server unhealthy (one WARN; later failures are counted and
+//       summarised at most once per 10 s). While it is unhealthy, or a resync's probe is pending,
+//       no unit goes out but the probe: a unit that is only an ALL_CLEARED. What arrives meanwhile
+//       is superseded by the re-report and dropped (counted), except L2 downgrades, which the
+//       re-report cannot know of; so memory stays bounded by the pending bound and, in practice, by
+//       nothing at all.
+//  DB8. The probe goes after a jittered backoff (resync_backoff_initial doubling to _max) and again
+//       after each failure. A reconnect notice while unhealthy probes at once.
+//  DB9. The probe's success: the server is healthy and empty; pending is dropped but for downgrades
+//       (the server never held it, or it is stale); merged mode forgets the holder set; every known
+//       decoder is asked to re-report (DB6 runs until their barriers answer); the backoff starts
+//       over.
+//  DB10. Units taken before a failure are lost when they fail (the emitter fails queued units after
+//        a failure until a clear arrives, contract U3); the resync repairs them. An emitter
+//        replaced while units were in flight loses them the same way: unhealthy, resync.
+//  DB11. Pending over its bound: it is dropped (it is only a copy of what the shards hold) and a
+//        resync starts.
 //
 // Reconnect and refresh
-//  R1. A reconnect notice (the transport was lost and is back; the server may have restarted
-//      empty) starts a resync, at most one per reconnect_resync_interval (5 s): a notice within
-//      it defers one resync to the interval's end.
-//  R2. Every refresh_interval, when healthy and no resync runs, every decoder re-reports (no
-//      clear) so long-lived prefixes never reach the server's TTL.
+//  DB12. A reconnect notice (the transport was lost and is back; the server may have restarted
+//        empty) starts a resync, at most one per reconnect_resync_interval (5 s): a notice within
+//        it defers one resync to the interval's end.
+//  DB13. Every refresh_interval, when healthy and no resync runs, every decoder re-reports (no
+//        clear) so long-lived prefixes never reach the server's TTL.
 //
 // Clears and merged DP mode
-//  C1. One rank (a pipeline): start_with_clear queues an ALL_CLEARED at once; a clear (engine
-//      AllBlocksCleared, lost history) supersedes pending and heads the next unit.
-//  C2. Merged: the instance is the replica's only owner of the holder set (which ranks hold each
-//      key). An add reaches the server when its rank is the key's first holder (or its only one:
-//      a tier change); an eviction when its rank was the last. A rank's clear, or its data path
-//      restarting (rank_started), releases what that rank held: evictions of the keys no other
-//      rank holds. Only the replica's start clears the server.
+//  DB14. One rank (a pipeline): start_with_clear queues an ALL_CLEARED at once; a clear (engine
+//        AllBlocksCleared, lost history) supersedes pending and heads the next unit.
+//  DB15. Merged: the instance is the replica's only owner of the holder set (which ranks hold each
+//        key). An add reaches the server when its rank is the key's first holder (or its only one:
+//        a tier change); an eviction when its rank was the last. A rank's clear, or its data path
+//        restarting (rank_started), releases what that rank held: evictions of the keys no other
+//        rank holds. Only the replica's start clears the server.
 //
 // Drain (shutdown)
-//  D1. With shutdown_clear, pending is dropped and the last unit is an ALL_CLEARED (sent whatever
-//      the health: it is also a probe); ops after it are dropped. The answer: it was acknowledged.
-//  D2. Without, every flush is due at once; the answer: nothing pending, no unit or re-report
-//      outstanding, and every unit acknowledged. While the server is unhealthy nothing can be
-//      delivered: the answer is false at once.
+//  DB16. With shutdown_clear, pending is dropped and the last unit is an ALL_CLEARED (sent whatever
+//        the health: it is also a probe); ops after it are dropped. The answer: it was
+//        acknowledged.
+//  DB17. Without, every flush is due at once; the answer: nothing pending, no unit or re-report
+//        outstanding, and every unit acknowledged. While the server is unhealthy nothing can be
+//        delivered: the answer is false at once.
+//
+// rpc evictions and LoRA partitions
+//  DB18. With repair_base_sweeps, every unit passes through sweep_repair before it is sent: the
+//        adapter keys a base-model PREFIX_EVICTED sweeps from the server ride in the unit as its
+//        restores (U5), sent after its evictions.
 
 #include <chrono>
 #include <cstdint>
@@ -83,8 +89,9 @@
 #include <string>
 #include <vector>
 
+#include "actors/debouncer/holder_set.hpp"
 #include "actors/debouncer/pending_set.hpp"
-#include "actors/shard/holder_set.hpp"
+#include "actors/debouncer/sweep_repair.hpp"
 #include "base/backoff.hpp"
 #include "base/log.hpp"
 #include "base/rate_limiter.hpp"
@@ -98,16 +105,19 @@ struct options {
   ms window{100};                       // R04: ≤ 0 is clamped to 100 ms by config
   size_t flush_threshold = 4096;        // pending adds that force a flush (R13)
   bool l2_mode = false;                 // --ignore-block-removed
-  size_t max_pending = 2'000'000;       // distinct keys held (S5)
+  size_t max_pending = 2'000'000;       // distinct keys held (DB11)
   size_t max_adds_per_unit = 16384;
   size_t max_units_in_flight = 2;       // credits toward the emitter
-  ms refresh_interval{10 * 60 * 1000};  // 0 = never (R2)
+  ms refresh_interval{10 * 60 * 1000};  // 0 = never (DB13)
   ms resync_backoff_initial{500};
   ms resync_backoff_max{30'000};
-  ms reconnect_resync_interval{5'000};  // R1
-  bool start_with_clear = true;         // C1 (merged: the replica's start)
-  bool shutdown_clear = true;           // D1
-  bool merged = false;                  // C2: several ranks, one replica
+  ms reconnect_resync_interval{5'000};  // DB12
+  bool start_with_clear = true;         // DB14 (merged: the replica's start)
+  bool shutdown_clear = true;           // DB16
+  bool merged = false;                  // DB15: several ranks, one replica
+  /// rpc mode, server without adapter_scoped: put back what a base-model eviction sweeps from
+  /// the LoRA partitions (DB18, sweep_repair.hpp).
+  bool repair_base_sweeps = false;
   uint64_t seed = 0;                    // backoff jitter (0: random)
 };
 
@@ -158,20 +168,22 @@ struct counters {
   uint64_t reconnects = 0;         // reconnect notices
   uint64_t superseded = 0;         // ops or entries a resync or the final clear made moot
   uint64_t after_final_clear = 0;  // ops that arrived after the shutdown clear
+  uint64_t sweep_restores = 0;     // adapter entries re-reported after a base-model sweep (DB18)
+  uint64_t sweep_repair_overflows = 0;
 };
 
 class protocol {
  public:
   explicit protocol(options o);
 
-  /// Once, first: arms the refresh and queues the start clear (C1).
+  /// Once, first: arms the refresh and queues the start clear (DB14).
   void start(moment now, actions& out);
-  /// An emitter to send to: the first one, or a replacement (S4). Also asks it to tell us of
+  /// An emitter to send to: the first one, or a replacement (DB10). Also asks it to tell us of
   /// reconnects.
   void on_emitter(moment now, actions& out);
   /// The decoder of `rank` exists (it asks itself; also after a data-path restart).
   void on_decoder(uint32_t rank, moment now, actions& out);
-  /// Merged mode: the data path of `rank` (re)started (C2).
+  /// Merged mode: the data path of `rank` (re)started (DB15).
   void on_rank_started(uint32_t rank, moment now, actions& out);
 
   void on_ops(uint32_t rank, const shard_ops& ops, moment now, actions& out);
@@ -196,6 +208,8 @@ class protocol {
   bool draining() const noexcept { return draining_; }
   uint64_t epoch(uint32_t rank = 0) const;
   size_t held_keys() const noexcept { return holders_ ? holders_->size() : 0; }
+  /// Adapter keys mirrored for DB18 (0 when repair is off).
+  size_t mirrored_keys() const noexcept { return repair_ ? repair_->size() : 0; }
 
  private:
   struct rank_state {
@@ -223,6 +237,7 @@ class protocol {
   options opts_;
   pending_set pending_;
   std::optional<holder_set> holders_;
+  std::optional<sweep_repair> repair_;
   std::map<uint32_t, rank_state> ranks_;
   counters c_;
 
@@ -240,7 +255,7 @@ class protocol {
   uint64_t probe_unit_ = 0;
   backoff backoff_;
   uint64_t resync_gen_ = 0;        // the resync timer's generation
-  bool deferred_resync_ = false;   // R1: a reconnect resync waits for the interval's end
+  bool deferred_resync_ = false;   // DB12: a reconnect resync waits for the interval's end
   std::optional<int64_t> last_resync_ms_;
   uint64_t report_gen_ = 0;
   std::vector<uint32_t> reporting_;  // ranks whose re-report barrier is outstanding

@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "actors/discovery/discovery_detail.hpp"
-#include "actors/scraper/http_url.hpp"
+#include "net/http_url.hpp"
 
 namespace kvrelay::discovery {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "actors/scraper/http_fetch.hpp"
+#include "net/http_fetch.hpp"
 
 namespace kvrelay::discovery {
 namespace {

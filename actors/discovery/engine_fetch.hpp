@@ -4,7 +4,7 @@
 
 #pragma once
 // Engine discovery, the fetching half: asks an engine's HTTP server the questions
-// engine_discovery.hpp reads the answers to, over the scraper's HTTP client (one kept-alive
+// engine_discovery.hpp reads the answers to, over the shared HTTP client (net/: one kept-alive
 // connection, bounded time and body). Blocking; run it off any actor thread.
 //
 // Order (engine_discovery.hpp rule 2): GET <url>/kv_event_sources; when that route does not

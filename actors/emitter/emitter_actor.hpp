@@ -4,7 +4,7 @@
 
 #pragma once
 // The emitter: the only actor that talks to the policy server. It takes ordered units from the
-// debouncer and stats from the scraper; unit_sequencer (the protocol, rules S1-S11) decides
+// debouncer and stats from the scraper; unit_sequencer (the protocol, rules UQ1-UQ12) decides
 // which call goes out when, the port (gRPC, or a test's fake) runs the calls, and completions
 // come back through the port's inbox, one message per batch of them. It watches the channel
 // and tells the reconnect listener when a lost transport is back. It restarts alone: the

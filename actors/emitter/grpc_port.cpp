@@ -58,7 +58,7 @@ class message_pool {
   std::unique_ptr<ic::CacheStateUpdate> spare_;
 };
 
-// A unit's stream (unit_sequencer.hpp, S3): the adds, each downgrade group (its own timestamp),
+// A unit's stream (unit_sequencer.hpp, UQ3): the adds, each downgrade group (its own timestamp),
 // then, in expire mode, the evictions stamped expired_ts_us; each section cut into messages of
 // at most max_entries_per_message entries and about max_bytes_per_message bytes.
 class unit_stream final : public update_source {
@@ -155,7 +155,12 @@ class grpc_port final : public policy_port {
     // One message for every eviction: publish serializes it before returning, and only the
     // actor's thread calls evict.
     ic::CacheEvent& e = evict_msg_;
-    if (e.type() != ic::CacheEvent::PREFIX_EVICTED) set_event(e, ic::CacheEvent::PREFIX_EVICTED);
+    if (e.type() != ic::CacheEvent::PREFIX_EVICTED) {
+      set_event(e, ic::CacheEvent::PREFIX_EVICTED);
+      // The adapter named is the only partition meant, "" included (PR #164); a server that
+      // does not read the field sweeps every partition for "", which the debouncer repairs (DB18).
+      e.set_adapter_scoped(true);
+    }
     e.set_timestamp_us(non_negative(ev.ts_us));
     char key[8];
     fingerprint::write_be8(ev.fingerprint, key);

@@ -107,7 +107,7 @@ std::shared_ptr<grpc::Channel> make_channel(const client_options& o, const tls_m
   const int max_backoff = clamp_ms(o.max_reconnect_backoff);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_backoff);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(1000, max_backoff));
-  // A channel that was READY and is IDLE now has lost its transport (the reconnect rule, S9 of
+  // A channel that was READY and is IDLE now has lost its transport (the reconnect rule, UQ9 of
   // unit_sequencer.hpp): gRPC's own idleness (30 min without calls) must not look the same.
   args.SetInt(GRPC_ARG_CLIENT_IDLE_TIMEOUT_MS, std::numeric_limits<int>::max());
   if (o.keepalive_time.count() > 0) {

@@ -109,13 +109,13 @@ class policy_port {
   /// PublishEvent(ALL_CLEARED) at `ts_us`.
   virtual void clear(uint64_t call, int64_t ts_us) = 0;
   /// The unit's ReportCacheState stream: adds, downgrade groups, and with `with_expirations`
-  /// its evictions as entries stamped expired_ts_us (unit_sequencer.hpp, S3).
+  /// its evictions as entries stamped expired_ts_us (unit_sequencer.hpp, UQ3).
   virtual void stream(uint64_t call, emit_unit_ptr unit, bool with_expirations) = 0;
   /// PublishEvent(PREFIX_EVICTED) of one eviction.
   virtual void evict(uint64_t call, const prefix_evict& ev) = 0;
   /// A stats-only CacheStateUpdate stamped `ts_us`.
   virtual void stats(uint64_t call, const stats_sample& s, int64_t ts_us) = 0;
-  /// The deadline of the calls started after this one (unit_sequencer.hpp, S11).
+  /// The deadline of the calls started after this one (unit_sequencer.hpp, UQ11).
   virtual void set_deadline(int64_t ms) = 0;
 
   /// Starts connecting and following the channel's state (port_event::kind::channel). Never

@@ -47,7 +47,7 @@ const char* to_string(channel_state s) noexcept {
   return "UNKNOWN";
 }
 
-const char* method_of(call_kind k) noexcept {
+const char* method_of(call_kind k) noexcept {  // restore: ReportCacheState
   return k == call_kind::clear || k == call_kind::evict ? "PublishEvent" : "ReportCacheState";
 }
 
@@ -103,6 +103,15 @@ void unit_sequencer::start_call(call_kind k, size_t index, emit_actions& out) {
       a.what = emit_action::kind::start_stream;
       a.with_expirations = opts_.mode == eviction_mode::expire;
       break;
+    case call_kind::restore: {  // UQ12: the restores travel as the adds of a unit of their own
+      a.what = emit_action::kind::start_stream;
+      auto r = std::make_shared<emit_unit>();
+      r->id = a.unit->id;
+      r->adds = a.unit->restores;
+      r->adds_ts_us = a.unit->restores_ts_us;
+      a.unit = std::move(r);
+      break;
+    }
     default:
       a.what = emit_action::kind::start_evict;
       break;
@@ -145,7 +154,7 @@ void unit_sequencer::finish_head(emit_actions& out) {
     ++c_.units_ok;
   } else {
     ++c_.units_failed;
-    poisoned_ = true;  // S6
+    poisoned_ = true;  // UQ6
   }
   out.push_back(std::move(a));
   phase_ = phase::idle;
@@ -162,41 +171,48 @@ void unit_sequencer::pump(emit_actions& out) {
   while (!queue_.empty()) {
     const emit_unit& u = *queue_.front().unit;
     if (phase_ == phase::idle) {
-      if (poisoned_ && !u.clear) {  // S6
+      if (poisoned_ && !u.clear) {  // UQ6
         fail_unsent(out);
         continue;
       }
       if (u.clear) {
-        poisoned_ = false;  // the resync: it runs normally (a failure sets S6 again)
+        poisoned_ = false;  // the resync: it runs normally (a failure sets UQ6 again)
         phase_ = phase::clearing;
         start_call(call_kind::clear, 0, out);
-        return;  // S2: nothing after a clear before the server has it
+        return;  // UQ2: nothing after a clear before the server has it
       }
       phase_ = phase::clearing;  // no clear: as if it had completed
     }
     if (phase_ == phase::clearing) {
       if (unit_calls_ > 0) return;
-      if (stopped_) {  // S2: a failed clear abandons the unit
+      if (stopped_) {  // UQ2: a failed clear abandons the unit
         finish_head(out);
         continue;
       }
-      // S3, S4: the stream, and in rpc mode the evictions issued right behind it.
+      // UQ3, UQ4: the stream, and in rpc mode the evictions issued right behind it.
       phase_ = phase::evicting;
       if (has_stream(u, opts_.mode)) start_call(call_kind::stream, 0, out);
     }
     // phase::evicting (in expire mode the stream carries the evictions).
-    if (opts_.mode == eviction_mode::rpc) issue_evictions(out);
+    if (phase_ == phase::evicting && opts_.mode == eviction_mode::rpc) issue_evictions(out);
     const bool more = opts_.mode == eviction_mode::rpc && !stopped_ && next_evict_ < u.evicts.size();
     if (unit_calls_ > 0 || more) return;
+    if (phase_ == phase::evicting && opts_.mode == eviction_mode::rpc && !stopped_ &&
+        !u.restores.empty()) {  // UQ12
+      phase_ = phase::restoring;
+      start_call(call_kind::restore, 0, out);
+      return;
+    }
     finish_head(out);
   }
 }
 
 void unit_sequencer::log_failure(call_kind k, int code, const std::string& message,
                                  int64_t now_ms, emit_actions& out) {
-  const auto what = k == call_kind::stats    ? failure_log::kind::stats
-                    : k == call_kind::stream ? failure_log::kind::report
-                                             : failure_log::kind::publish;
+  const auto what = k == call_kind::stats ? failure_log::kind::stats
+                    : k == call_kind::stream || k == call_kind::restore
+                        ? failure_log::kind::report
+                        : failure_log::kind::publish;
   uint64_t suppressed = 0;
   if (!log_limits_[static_cast<int>(what)].allow(now_ms, suppressed)) return;
   emit_action a;
@@ -231,7 +247,7 @@ completion_info unit_sequencer::on_completed(uint64_t call, int code, const std:
                                              int64_t latency_us) {
   completion_info info;
   auto it = calls_.find(call);
-  if (it == calls_.end()) return info;  // S10
+  if (it == calls_.end()) return info;  // UQ10
   const call_rec rec = it->second;
   calls_.erase(it);
   info.known = true;
@@ -241,7 +257,7 @@ completion_info unit_sequencer::on_completed(uint64_t call, int code, const std:
     last_error_ = std::string(code_name(code)) + ": " + message;
     log_failure(rec.kind, code, message, now_ms, out);
   }
-  adjust_deadline(rec, code, latency_us, out);  // before pump(): S11 covers what it starts
+  adjust_deadline(rec, code, latency_us, out);  // before pump(): UQ11 covers what it starts
   if (rec.kind == call_kind::stats) {
     emit_action a;
     a.what = emit_action::kind::answer_stats;
@@ -250,7 +266,7 @@ completion_info unit_sequencer::on_completed(uint64_t call, int code, const std:
     out.push_back(std::move(a));
     return info;
   }
-  // A unit call: always the head's (S1: the head finishes only when none is left).
+  // A unit call: always the head's (UQ1: the head finishes only when none is left).
   if (queue_.empty()) return info;
   const emit_unit& u = *queue_.front().unit;
   if (rec.kind == call_kind::stream && !u.adds.empty()) info.adds_ts_us = u.adds_ts_us;
@@ -258,7 +274,7 @@ completion_info unit_sequencer::on_completed(uint64_t call, int code, const std:
   if (rec.kind == call_kind::evict && evicts_in_flight_ > 0) --evicts_in_flight_;
   if (code != 0) {
     ++failed_;
-    stopped_ = true;  // S5
+    stopped_ = true;  // UQ5
     if (unit_error_.empty()) unit_error_ = last_error_;
   }
   pump(out);

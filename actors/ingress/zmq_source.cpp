@@ -52,6 +52,29 @@ constexpr uint64_t end_marker = ~uint64_t{0};
 // Live messages are 3 frames and replies at most 4; one spare tells "too many" apart.
 constexpr size_t max_parts = 5;
 
+// One msgpack unsigned integer at p[i]; false when it is none (or runs past n).
+bool read_msgpack_uint(const unsigned char* p, size_t n, size_t& i, uint64_t& out) {
+  if (i >= n) return false;
+  const unsigned char tag = p[i++];
+  if (tag <= 0x7f) return (out = tag), true;
+  size_t len = tag == 0xcc ? 1 : tag == 0xcd ? 2 : tag == 0xce ? 4 : tag == 0xcf ? 8 : 0;
+  if (len == 0 || n - i < len) return false;
+  out = 0;
+  for (size_t k = 0; k < len; ++k) out = (out << 8) | p[i++];
+  return true;
+}
+
+// ROCm ATOM #1316 ends a replay with msgpack([oldest, latest]), the ring's span, instead of an
+// empty payload (docs/producers.md §2). Exactly that shape is an END; anything else is not.
+bool is_ring_span(const zmq::message_t& m) {
+  const auto* p = static_cast<const unsigned char*>(m.data());
+  const size_t n = m.size();
+  size_t i = 1;
+  uint64_t oldest = 0, latest = 0;
+  return n >= 3 && p[0] == 0x92 && read_msgpack_uint(p, n, i, oldest) &&
+         read_msgpack_uint(p, n, i, latest) && i == n;
+}
+
 uint64_t read_be8(const zmq::message_t& m) {
   const auto* p = static_cast<const unsigned char*>(m.data());
   uint64_t v = 0;
@@ -466,7 +489,7 @@ void zmq_source::impl::on_reply(multipart& mp) {
     return reject(frames.replay_malformed, 3, "replay seq size", seq_frame.size());
   const uint64_t seq = read_be8(seq_frame);
   if (seq == end_marker) {
-    if (payload.size() != 0)
+    if (payload.size() != 0 && !is_ring_span(payload))
       return reject(frames.replay_bad_end, 3, "replay END with payload", payload.size());
     replay_backoff.reset();
     close_replay();  // one DEALER per request: nothing late can leak into the next one

@@ -170,7 +170,7 @@ struct frame_counters {
   uint64_t bad_seq_size = 0;      // live seq frame not 8 bytes
   uint64_t reserved_seq = 0;      // live seq = eight 0xFF (the END marker) on a data batch
   uint64_t replay_malformed = 0;  // reply not [""(, topic), seq8, payload]
-  uint64_t replay_bad_end = 0;    // END marker with a non-empty payload
+  uint64_t replay_bad_end = 0;    // END marker with a payload other than ATOM's [oldest, latest]
   uint64_t replay_send_failed = 0;
 };
 

@@ -14,10 +14,10 @@
 #include <mutex>
 #include <thread>
 
-#include "actors/scraper/http_fetch.hpp"
 #include "actors/scraper/stats_tracker.hpp"
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
+#include "net/http_fetch.hpp"
 
 namespace kvrelay {
 

@@ -161,7 +161,7 @@ class directory {
 }  // namespace
 
 struct partition_set::impl {
-  // One partition; it is its own index's observer, so the directory follows residency (S3).
+  // One partition; it is its own index's observer, so the directory follows residency (PS3).
   struct partition final : residency_observer {
     partition(impl& o, uint16_t i, std::string n, const index_options& opts)
         : owner(o), id(i), name(std::move(n)), index(opts) {}
@@ -184,7 +184,7 @@ struct partition_set::impl {
   std::vector<std::unique_ptr<partition>> parts;
   directory dir;
   bool routing = false;  // inside a routed removal
-  // The partition the directory leaves out (S3): the base model's once it is declared, else the
+  // The partition the directory leaves out (PS3): the base model's once it is declared, else the
   // first. Its blocks, usually most of them, cost no directory slot; every routed removal asks
   // its index too.
   uint16_t home = 0;
@@ -233,7 +233,7 @@ struct partition_set::impl {
       stats.unrouted_hashes += ev.block_hashes.size();
       return;
     }
-    if (parts.size() == 1) {  // no directory (S3)
+    if (parts.size() == 1) {  // no directory (PS3)
       partition& p = *parts.front();
       p.index.removed(ev, p.ops);
       touch(p);

@@ -7,26 +7,26 @@
 // the directory that routes removals, which name no adapter, to the partitions holding their
 // hashes. Pure logic (no CAF); the shard actor only unpacks work and sends what comes out.
 //
-//  S1. Partitions are declared by the work that first uses them, with dense ids in declaration
-//      order (the decoder assigns them); a declaration is applied even when its work is stale.
-//  S2. A work's events are applied in batch order across partitions, so a removal sees every
-//      store before it in its batch, including the store that created its partition.
-//  S3. Removals: with one partition, it gets them all. With more, one partition is *home*: the
-//      base model's (adapter "") once it is declared, until then the first one declared. Home's
-//      index is asked for every removed hash; for the others, a directory hash → partition says
-//      which one holds it, and only that one sees it; a hash no partition holds is skipped
-//      (`unrouted_hashes`). The directory follows the other indexes exactly: it is told by each
-//      when a hash becomes resident and when it leaves (removal or cap), so it never routes a
-//      removal away from a partition that holds the hash and never grows past what they hold.
-//      It costs ~11 bytes per slot, only for blocks outside home: in a fleet whose traffic is
-//      mostly the base model's, most blocks cost no slot and their store no second table insert.
-//      When the base model's partition is declared after another became home, the old home's
-//      hashes enter the directory then (at most once per pipeline).
-//  S4. A hash held by several partitions (an engine whose hashes do not depend on the adapter)
-//      is removed from each of them.
-//  S5. clear() forgets every partition's blocks and the directory; partitions and ids stay.
-//  S6. Per work, every partition that emitted ops or saw a store yields one result (its ops,
-//      whether it saw a store: the R12 timestamp rule), in the order the work first touched it.
+//  PS1. Partitions are declared by the work that first uses them, with dense ids in declaration
+//       order (the decoder assigns them); a declaration is applied even when its work is stale.
+//  PS2. A work's events are applied in batch order across partitions, so a removal sees every store
+//       before it in its batch, including the store that created its partition.
+//  PS3. Removals: with one partition, it gets them all. With more, one partition is *home*: the
+//       base model's (adapter "") once it is declared, until then the first one declared. Home's
+//       index is asked for every removed hash; for the others, a directory hash → partition says
+//       which one holds it, and only that one sees it; a hash no partition holds is skipped
+//       (`unrouted_hashes`). The directory follows the other indexes exactly: it is told by each
+//       when a hash becomes resident and when it leaves (removal or cap), so it never routes a
+//       removal away from a partition that holds the hash and never grows past what they hold. It
+//       costs ~11 bytes per slot, only for blocks outside home: in a fleet whose traffic is mostly
+//       the base model's, most blocks cost no slot and their store no second table insert. When the
+//       base model's partition is declared after another became home, the old home's hashes enter
+//       the directory then (at most once per pipeline).
+//  PS4. A hash held by several partitions (an engine whose hashes do not depend on the adapter) is
+//       removed from each of them.
+//  PS5. clear() forgets every partition's blocks and the directory; partitions and ids stay.
+//  PS6. Per work, every partition that emitted ops or saw a store yields one result (its ops,
+//       whether it saw a store: the R12 timestamp rule), in the order the work first touched it.
 
 #include <cstddef>
 #include <cstdint>
@@ -59,15 +59,15 @@ class partition_set {
     std::vector<index_op> ops;
   };
 
-  /// Applies `w` (S1, S2) and returns the touched partitions' results (S6). A work whose
+  /// Applies `w` (PS1, PS2) and returns the touched partitions' results (PS6). A work whose
   /// declarations do not continue the ids held (a decoder bug) declares nothing: events for
   /// partitions that do not exist are skipped and counted.
   std::vector<result> apply(const shard_work& w);
 
-  /// Only the declarations of `w` (S1): for a work the shard drops as stale.
+  /// Only the declarations of `w` (PS1): for a work the shard drops as stale.
   void declare(const shard_work& w);
 
-  /// S5.
+  /// PS5.
   void clear();
 
   size_t size() const noexcept;
@@ -81,23 +81,23 @@ class partition_set {
 
   /// Durable index (issue 22): every partition's blocks, in id order (names included).
   void export_partitions(std::vector<snapshot::partition_image>& out) const;
-  /// Into an empty set: declares the partitions in order (S1, so home and the directory come out
+  /// Into an empty set: declares the partitions in order (PS1, so home and the directory come out
   /// as they were) and imports their blocks. One result per partition that holds an indexed
   /// block: its upserts, for the server.
   std::vector<result> import_partitions(const std::vector<snapshot::partition_image>& in);
 
   struct counters {
-    uint64_t unrouted_hashes = 0;      // removed hashes no partition holds (S3)
-    uint64_t shared_hashes = 0;        // removed hashes several partitions held (S4)
+    uint64_t unrouted_hashes = 0;      // removed hashes no partition holds (PS3)
+    uint64_t shared_hashes = 0;        // removed hashes several partitions held (PS4)
     uint64_t copy_counts_ignored = 0;  // routed removals whose remaining_copy_counts was unusable
     uint64_t bad_partition_events = 0; // events naming a partition that was never declared
   };
   const counters& stats() const noexcept;
 
   bool directory_active() const noexcept;
-  /// Hashes in the directory: those held by partitions other than home (S3).
+  /// Hashes in the directory: those held by partitions other than home (PS3).
   size_t directory_size() const noexcept;
-  /// The partition the directory leaves out (S3).
+  /// The partition the directory leaves out (PS3).
   uint32_t home() const noexcept;
   /// Heap of the indexes and the directory.
   size_t heap_bytes() const noexcept;

@@ -183,7 +183,7 @@ void restore(shard_self self, const snapshot::pipeline_snapshot& s) {
   auto& st = self->state;
   // A new data path's epochs start at 1, the decoder's and the debouncer's alike (the
   // snapshot's epoch is the old process's count: an op from a later one would make the
-  // debouncer clear again, F1).
+  // debouncer clear again, DB1).
   st.epoch = 1;
   for (auto& r : st.parts.import_partitions(s.partitions)) {
     for (size_t at = 0; at < r.ops.size(); at += resync_chunk) {

@@ -458,6 +458,7 @@ int main(int argc, char** argv) {
   const auto g0 = std::chrono::steady_clock::now();
   kvrelay::bench::floor_input floor_in;
   floor_in.block_size = o.block_size;
+  floor_in.resident = static_cast<uint64_t>(o.capacity);  // one engine's index, as each pipeline's
   std::vector<rank_load> loads;
   uint64_t blocks = 0, events = 0, batches = 0, removed = 0, clears = 0, resident = 0;
   for (long r = 0; r < sources; ++r) {

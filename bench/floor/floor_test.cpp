@@ -43,6 +43,27 @@ TEST(MeasureFloor, CountsEveryBlockAndByteOfValidPayloads) {
   EXPECT_GT(r.xxh3_ns, 0);
   EXPECT_GT(r.decode_fp_ns, 0);
   EXPECT_DOUBLE_EQ(r.floor_ns, r.visitor_parse_ns + r.xxh3_ns);
+  EXPECT_GE(r.index_ns, 0);
+}
+
+TEST(MeasureFloor, TheIndexFloorHoldsTheResidentSetAtMostThreeQuartersFull) {
+  auto in = two_batches(16);
+  auto r = measure_floor(in, 1);
+  EXPECT_EQ(r.index_slots, 16u) << "6 blocks, all resident: the smallest table";
+  EXPECT_DOUBLE_EQ(r.floor_index_ns, r.floor_ns + r.index_ns);
+  in.resident = 2;  // more blocks than the engine holds: a table for 2, the oldest out
+  r = measure_floor(in, 1);
+  EXPECT_EQ(r.index_slots, 16u);
+  // 3 blocks of 16 tokens repeated, so enough keys to need a bigger table than 16 slots.
+  floor_input big;
+  big.block_size = 1;
+  for (uint32_t t = 0; t < 100; ++t) big.tokens.push_back(t);
+  big.payloads = in.payloads;
+  r = measure_floor(big, 1);
+  EXPECT_EQ(r.index_slots, 256u) << "100 keys at most 3/4 full";
+  big.resident = 12;
+  r = measure_floor(big, 1);
+  EXPECT_EQ(r.index_slots, 16u) << "12 keys at most 3/4 full";
 }
 
 TEST(MeasureFloor, FlagsAPayloadThatDoesNotParse) {

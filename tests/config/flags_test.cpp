@@ -32,10 +32,10 @@ TEST(ParseFlags, EveryReferenceFlagIsDefined) {
         // ours
         "config", "check", "version", "replay-endpoint", "dp-size", "dp-mode", "unknown-parent",
         "admin-listen", "log-format", "log-level", "eviction-mode", "engine-url", "state-dir",
-        "memory-budget"}) {
+        "memory-budget", "scoped-evictions"}) {
     EXPECT_TRUE(std::count(names.begin(), names.end(), ref)) << ref;
   }
-  EXPECT_EQ(names.size(), 30u);
+  EXPECT_EQ(names.size(), 31u);
 }
 
 TEST(ParseFlags, SingleAndDoubleDashAreEquivalent) {

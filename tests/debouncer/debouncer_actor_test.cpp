@@ -113,7 +113,7 @@ TEST_F(Shell, AnOutageEndsWithTheClearFirstThenTheReReport) {
   answer(aut, u[0], true);
   EXPECT_EQ(facts(supervisor).back(), health_fact::server_ok);
   EXPECT_EQ(decoder.starting_with<atom::resync>().size(), 1u) << "the shards re-report";
-  EXPECT_EQ(decoder.starting_with<atom::drain>().size(), 1u) << "and a barrier ends N2";
+  EXPECT_EQ(decoder.starting_with<atom::drain>().size(), 1u) << "and a barrier ends DB6";
 
   // Reconnect right after the resync: deferred to 5 s after it, then a probe again.
   caf::anon_send(aut, atom::reconnected_v);

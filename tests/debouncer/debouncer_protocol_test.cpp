@@ -108,10 +108,10 @@ struct Protocol : ::testing::Test {
 
 // ---- flushing ----------------------------------------------------------------------------------
 
-TEST_F(Protocol, StartClearGoesAtOnceAndAskForReconnectNotices) {  // C1
+TEST_F(Protocol, StartClearGoesAtOnceAndAskForReconnectNotices) {  // DB14
   p.emplace(opts);
   p->start(t, out);
-  EXPECT_TRUE(take_units().empty()) << "no emitter yet (F4)";
+  EXPECT_TRUE(take_units().empty()) << "no emitter yet (DB4)";
   p->on_emitter(t, out);
   EXPECT_EQ(of(action_kind::listen).size(), 1u);
   auto u = take_units();
@@ -120,7 +120,7 @@ TEST_F(Protocol, StartClearGoesAtOnceAndAskForReconnectNotices) {  // C1
   EXPECT_EQ(u[0]->clear_ts_us, t.wall_us);
 }
 
-TEST_F(Protocol, AddsWaitForTheWindowEvictionsDoNot) {  // F2
+TEST_F(Protocol, AddsWaitForTheWindowEvictionsDoNot) {  // DB2
   start();
   ops({up(1), up(2)});
   EXPECT_TRUE(take_units().empty());
@@ -135,7 +135,7 @@ TEST_F(Protocol, AddsWaitForTheWindowEvictionsDoNot) {  // F2
   EXPECT_EQ(fps_evicted(*u[0]), std::vector<uint64_t>{1});
 }
 
-TEST_F(Protocol, ThresholdFlushesWithoutTheWindow) {  // F2
+TEST_F(Protocol, ThresholdFlushesWithoutTheWindow) {  // DB2
   opts.flush_threshold = 3;
   start();
   ops({up(1), up(2)});
@@ -144,7 +144,7 @@ TEST_F(Protocol, ThresholdFlushesWithoutTheWindow) {  // F2
   EXPECT_EQ(take_units().size(), 1u);
 }
 
-TEST_F(Protocol, CreditExhaustionCoalescesUntilAnAnswer) {  // F3
+TEST_F(Protocol, CreditExhaustionCoalescesUntilAnAnswer) {  // DB3
   start();
   ops({ev(1)});
   ops({ev(2)});
@@ -163,7 +163,7 @@ TEST_F(Protocol, CreditExhaustionCoalescesUntilAnAnswer) {  // F3
   EXPECT_TRUE(next[0]->adds.empty());
 }
 
-TEST_F(Protocol, UnitsAreCappedAndTheRestFollows) {  // F3
+TEST_F(Protocol, UnitsAreCappedAndTheRestFollows) {  // DB3
   opts.max_adds_per_unit = 2;
   opts.flush_threshold = 100;
   start();
@@ -178,7 +178,7 @@ TEST_F(Protocol, UnitsAreCappedAndTheRestFollows) {  // F3
   EXPECT_EQ(u[0]->adds.size(), 1u);
 }
 
-TEST_F(Protocol, L2ModeFlushesAddsBeforeTheirDowngrade) {  // F2, L08
+TEST_F(Protocol, L2ModeFlushesAddsBeforeTheirDowngrade) {  // DB2, L08
   opts.l2_mode = true;
   start();
   ops({up(1)});
@@ -192,7 +192,7 @@ TEST_F(Protocol, L2ModeFlushesAddsBeforeTheirDowngrade) {  // F2, L08
 
 // ---- epochs and clears -------------------------------------------------------------------------
 
-TEST_F(Protocol, ClearDuringAUnitInFlightHeadsTheNextUnit) {  // C1
+TEST_F(Protocol, ClearDuringAUnitInFlightHeadsTheNextUnit) {  // DB14
   start();
   ops({up(1)});
   window();
@@ -208,7 +208,7 @@ TEST_F(Protocol, ClearDuringAUnitInFlightHeadsTheNextUnit) {  // C1
   EXPECT_EQ(p->stats().stale_ops, 1u) << "an op from before the clear never follows it";
 }
 
-TEST_F(Protocol, EpochBumpMidBatchClearsFirst) {  // F1
+TEST_F(Protocol, EpochBumpMidBatchClearsFirst) {  // DB1
   start();
   ops({up(1)});
   ops({up(2), ev(9)}, 0, 3);  // the clear notice of epoch 3 is behind this batch
@@ -223,7 +223,7 @@ TEST_F(Protocol, EpochBumpMidBatchClearsFirst) {  // F1
 
 // ---- never send what the server never saw ------------------------------------------------------
 
-TEST_F(Protocol, AnIntroducedAddAndItsEvictionAreBothDropped) {  // N1
+TEST_F(Protocol, AnIntroducedAddAndItsEvictionAreBothDropped) {  // DB5
   start();
   ops({up(1, true), up(2, true), up(3)});
   ops({ev(1), ev(3)});
@@ -239,7 +239,7 @@ TEST_F(Protocol, AnIntroducedAddAndItsEvictionAreBothDropped) {  // N1
   EXPECT_EQ(fps_evicted(*u[0]), std::vector<uint64_t>{2});
 }
 
-TEST_F(Protocol, AnAddOverAPendingEvictionIsNeverDropped) {  // N1
+TEST_F(Protocol, AnAddOverAPendingEvictionIsNeverDropped) {  // DB5
   start();
   ops({up(8)});
   window();
@@ -258,7 +258,7 @@ TEST_F(Protocol, AnAddOverAPendingEvictionIsNeverDropped) {  // N1
   EXPECT_EQ(p->pending().drops().unsent_pairs, 0u);
 }
 
-TEST_F(Protocol, AfterAResyncEvictionsOfKeysNotReReportedAreDropped) {  // N2, S3
+TEST_F(Protocol, AfterAResyncEvictionsOfKeysNotReReportedAreDropped) {  // DB6, DB9
   start();
   p->on_reconnected(t, out);
   auto probe = take_units();
@@ -293,7 +293,7 @@ TEST_F(Protocol, AfterAResyncEvictionsOfKeysNotReReportedAreDropped) {  // N2, S
 
 // ---- outage, resync, reconnect -----------------------------------------------------------------
 
-TEST_F(Protocol, DuringAnOutageOnlyTheProbeGoesOutAndRecoveryClearsFirst) {  // S1-S3
+TEST_F(Protocol, DuringAnOutageOnlyTheProbeGoesOutAndRecoveryClearsFirst) {  // DB7-DB9
   start();
   ops({up(1)});
   window();
@@ -330,7 +330,7 @@ TEST_F(Protocol, DuringAnOutageOnlyTheProbeGoesOutAndRecoveryClearsFirst) {  // 
 
 TEST_F(Protocol, OutageDuringAResyncProbesAgainWithBackoff) {
   start();
-  p->on_reconnected(t, out);  // healthy: a resync starts at once (R1)
+  p->on_reconnected(t, out);  // healthy: a resync starts at once (DB12)
   auto probe = take_units();
   ASSERT_EQ(probe.size(), 1u);
   ops({up(7)});
@@ -348,7 +348,7 @@ TEST_F(Protocol, OutageDuringAResyncProbesAgainWithBackoff) {
   EXPECT_EQ(of(action_kind::report).size(), 1u);
 }
 
-TEST_F(Protocol, UnitsFailedAfterTheFirstOnlyCount) {  // S4, U3
+TEST_F(Protocol, UnitsFailedAfterTheFirstOnlyCount) {  // DB10, U3
   start();
   ops({ev(1)});
   ops({ev(2)});
@@ -363,7 +363,7 @@ TEST_F(Protocol, UnitsFailedAfterTheFirstOnlyCount) {  // S4, U3
   EXPECT_EQ(warns, 1u);
 }
 
-TEST_F(Protocol, StillUnreachableIsLoggedAtMostOncePer10sWithCounts) {  // S1
+TEST_F(Protocol, StillUnreachableIsLoggedAtMostOncePer10sWithCounts) {  // DB7
   start();
   ops({ev(1)});
   fail(take_units()[0]->id);
@@ -382,7 +382,7 @@ TEST_F(Protocol, StillUnreachableIsLoggedAtMostOncePer10sWithCounts) {  // S1
   EXPECT_EQ(p->stats().probes_failed, 20u);
 }
 
-TEST_F(Protocol, ReconnectWhileUnhealthyProbesAtOnce) {  // S2
+TEST_F(Protocol, ReconnectWhileUnhealthyProbesAtOnce) {  // DB8
   start();
   ops({ev(1)});
   fail(take_units()[0]->id);
@@ -393,7 +393,7 @@ TEST_F(Protocol, ReconnectWhileUnhealthyProbesAtOnce) {  // S2
   EXPECT_TRUE(only_clear(*probe[0]));
 }
 
-TEST_F(Protocol, ReconnectResyncsAreRateLimited) {  // R1
+TEST_F(Protocol, ReconnectResyncsAreRateLimited) {  // DB12
   start();
   p->on_reconnected(t, out);
   auto probe = take_units();
@@ -414,7 +414,7 @@ TEST_F(Protocol, ReconnectResyncsAreRateLimited) {  // R1
   EXPECT_EQ(p->stats().reconnects, 3u);
 }
 
-TEST_F(Protocol, EmitterReplacedWithUnitsInFlightResyncs) {  // S4
+TEST_F(Protocol, EmitterReplacedWithUnitsInFlightResyncs) {  // DB10
   start();
   ops({ev(1)});
   ASSERT_EQ(take_units().size(), 1u);
@@ -426,7 +426,7 @@ TEST_F(Protocol, EmitterReplacedWithUnitsInFlightResyncs) {  // S4
   EXPECT_EQ(take_units().size(), 1u);
 }
 
-TEST_F(Protocol, OverflowDropsPendingAndResyncs) {  // S5
+TEST_F(Protocol, OverflowDropsPendingAndResyncs) {  // DB11
   opts.max_pending = 3;
   opts.flush_threshold = 100;
   start();
@@ -438,7 +438,7 @@ TEST_F(Protocol, OverflowDropsPendingAndResyncs) {  // S5
   EXPECT_TRUE(p->resync_in_progress());
 }
 
-TEST_F(Protocol, RefreshReReportsWithoutAClearOnlyWhenHealthy) {  // R2
+TEST_F(Protocol, RefreshReReportsWithoutAClearOnlyWhenHealthy) {  // DB13
   opts.refresh_interval = ms(60'000);
   start();
   p->on_refresh_timer(t, out);
@@ -456,7 +456,7 @@ TEST_F(Protocol, RefreshReReportsWithoutAClearOnlyWhenHealthy) {  // R2
 
 // ---- drain -------------------------------------------------------------------------------------
 
-TEST_F(Protocol, DrainWithUnitsOutstandingAnswersAfterTheirAcks) {  // D2
+TEST_F(Protocol, DrainWithUnitsOutstandingAnswersAfterTheirAcks) {  // DB17
   start();
   ops({ev(1)});
   ops({ev(2)});
@@ -475,7 +475,7 @@ TEST_F(Protocol, DrainWithUnitsOutstandingAnswersAfterTheirAcks) {  // D2
   EXPECT_TRUE(of(action_kind::answer_drains)[0].ok);
 }
 
-TEST_F(Protocol, DrainAnswersFalseWhenAUnitFails) {  // D2
+TEST_F(Protocol, DrainAnswersFalseWhenAUnitFails) {  // DB17
   start();
   ops({ev(1)});
   auto u = take_units();
@@ -486,7 +486,7 @@ TEST_F(Protocol, DrainAnswersFalseWhenAUnitFails) {  // D2
   EXPECT_TRUE(of(action_kind::arm_resync).empty()) << "no resync while shutting down";
 }
 
-TEST_F(Protocol, DrainWhileUnhealthyInKeepModeIsFalseAtOnce) {  // D2
+TEST_F(Protocol, DrainWhileUnhealthyInKeepModeIsFalseAtOnce) {  // DB17
   start();
   ops({ev(1)});
   fail(take_units()[0]->id);
@@ -496,7 +496,7 @@ TEST_F(Protocol, DrainWhileUnhealthyInKeepModeIsFalseAtOnce) {  // D2
   EXPECT_FALSE(of(action_kind::answer_drains)[0].ok);
 }
 
-TEST_F(Protocol, ShutdownClearIsTheLastUnitAndTheAnswerSaysItWasAcked) {  // D1
+TEST_F(Protocol, ShutdownClearIsTheLastUnitAndTheAnswerSaysItWasAcked) {  // DB16
   opts.shutdown_clear = true;
   start();
   ops({ev(1)});
@@ -518,7 +518,7 @@ TEST_F(Protocol, ShutdownClearIsTheLastUnitAndTheAnswerSaysItWasAcked) {  // D1
   ASSERT_EQ(of(action_kind::answer_drains).size(), 1u) << "a later drain is answered at once";
 }
 
-TEST_F(Protocol, ShutdownClearGoesEvenWhileUnhealthyAndAFailureIsFalse) {  // D1
+TEST_F(Protocol, ShutdownClearGoesEvenWhileUnhealthyAndAFailureIsFalse) {  // DB16
   opts.shutdown_clear = true;
   start();
   ops({ev(1)});
@@ -545,7 +545,7 @@ struct Merged : Protocol {
   }
 };
 
-TEST_F(Merged, AnEvictionGoesOnlyWhenNoRankHoldsThePrefix) {  // C2
+TEST_F(Merged, AnEvictionGoesOnlyWhenNoRankHoldsThePrefix) {  // DB15
   start({});
   join(0);
   join(1);
@@ -565,7 +565,7 @@ TEST_F(Merged, AnEvictionGoesOnlyWhenNoRankHoldsThePrefix) {  // C2
   EXPECT_EQ(p->held_keys(), 1u);
 }
 
-TEST_F(Merged, ARankClearEvictsOnlyWhatItAloneHeld) {  // C2
+TEST_F(Merged, ARankClearEvictsOnlyWhatItAloneHeld) {  // DB15
   start({});
   join(0);
   join(1);
@@ -584,7 +584,7 @@ TEST_F(Merged, ARankClearEvictsOnlyWhatItAloneHeld) {  // C2
   EXPECT_EQ(p->stats().stale_ops, 1u);
 }
 
-TEST_F(Merged, ARankRestartReleasesItsKeysAndStartsAtEpochOne) {  // C2
+TEST_F(Merged, ARankRestartReleasesItsKeysAndStartsAtEpochOne) {  // DB15
   start({});
   join(0);
   join(1);
@@ -600,7 +600,7 @@ TEST_F(Merged, ARankRestartReleasesItsKeysAndStartsAtEpochOne) {  // C2
   EXPECT_EQ(p->epoch(1), 1u);
 }
 
-TEST_F(Merged, OnlyTheReplicaStartClearsAndAResyncAsksEveryRank) {  // C1, C2, S3
+TEST_F(Merged, OnlyTheReplicaStartClearsAndAResyncAsksEveryRank) {  // DB14, DB15, DB9
   start({});
   join(0);
   join(1);
@@ -614,14 +614,14 @@ TEST_F(Merged, OnlyTheReplicaStartClearsAndAResyncAsksEveryRank) {  // C1, C2, S
   ASSERT_EQ(probe.size(), 1u);
   ack(probe[0]->id);
   ASSERT_EQ(of(action_kind::report).size(), 2u);
-  EXPECT_EQ(of(action_kind::report)[0].gen, 0u) << "the holder set does N2's work";
+  EXPECT_EQ(of(action_kind::report)[0].gen, 0u) << "the holder set does DB6's work";
   EXPECT_FALSE(p->pending().tracking());
   EXPECT_EQ(p->held_keys(), 0u) << "the re-reports rebuild the holder set";
   ops({ev(1)}, 0);
   EXPECT_TRUE(take_units().empty()) << "rank 0 did not re-report 1 yet: nothing to evict";
 }
 
-TEST_F(Merged, NoEmitterYetHoldsEverything) {  // F4
+TEST_F(Merged, NoEmitterYetHoldsEverything) {  // DB4
   p.emplace(opts);
   p->start(t, out);
   join(1);
@@ -631,6 +631,63 @@ TEST_F(Merged, NoEmitterYetHoldsEverything) {  // F4
   auto u = take_units();
   ASSERT_EQ(u.size(), 1u);
   EXPECT_TRUE(u[0]->clear) << "the start's clear first";
+}
+
+}  // namespace
+}  // namespace kvrelay::debounce
+
+// ---- rpc evictions and LoRA partitions (DB18) ----------------------------------------------------
+
+namespace kvrelay::debounce {
+namespace {
+
+shard_ops adapter_batch(std::string adapter, std::vector<prefix_op> v) {
+  auto o = batch(std::move(v));
+  o.adapter = std::move(adapter);
+  return o;
+}
+
+TEST_F(Protocol, DB18_ABaseEvictionCarriesTheAdapterEntriesItSweepsAndTheResyncForgetsThem) {
+  opts.repair_base_sweeps = true;
+  start();
+  p->on_ops(0, adapter_batch("", {up(7)}), t, out);
+  p->on_ops(0, adapter_batch("sql", {up(7)}), t, out);
+  window();
+  auto u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_TRUE(u[0]->restores.empty());
+  ack(u[0]->id);
+  EXPECT_EQ(p->mirrored_keys(), 1u);
+
+  ops({ev(7)});  // the base model's block goes; the adapter's stays
+  u = take_units();
+  ASSERT_EQ(u.size(), 1u) << "an eviction never waits for the window";
+  EXPECT_EQ(fps_evicted(*u[0]), (std::vector<uint64_t>{7}));
+  ASSERT_EQ(u[0]->restores.size(), 1u);
+  EXPECT_EQ(u[0]->restores[0].adapter, "sql");
+  EXPECT_EQ(u[0]->restores[0].fingerprint, 7u);
+  EXPECT_EQ(p->stats().sweep_restores, 1u);
+  // The unit fails: the resync's clear empties the server, and the mirror with it (SR3).
+  fail(u[0]->id);
+  resync_timer();
+  u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_TRUE(only_clear(*u[0]));
+  EXPECT_EQ(p->mirrored_keys(), 0u);
+}
+
+TEST_F(Protocol, DB18_OffByDefault) {
+  start();
+  p->on_ops(0, adapter_batch("sql", {up(7)}), t, out);
+  window();
+  auto u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  ack(u[0]->id);
+  ops({ev(7)});
+  u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_TRUE(u[0]->restores.empty());
+  EXPECT_EQ(p->mirrored_keys(), 0u);
 }
 
 }  // namespace

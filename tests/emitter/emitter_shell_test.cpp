@@ -177,7 +177,7 @@ TEST(EmitterShell, ATimedOutCallLengthensThePortsDeadlineAndAFastOneRestoresIt) 
   ASSERT_EQ(f.port->calls.size(), 1u);
   f.port->complete(f.port->calls[0].id, 4);  // DEADLINE_EXCEEDED
   f.t.run();
-  EXPECT_EQ(f.port->deadlines, (std::vector<int64_t>{10'000})) << "S11: doubled";
+  EXPECT_EQ(f.port->deadlines, (std::vector<int64_t>{10'000})) << "UQ11: doubled";
   f.send_unit(unit(2, true, 1, 0));
   ASSERT_EQ(f.port->calls.size(), 2u);
   f.port->complete(f.port->calls[1].id);  // 1.5 ms: well under a quarter of 10 s

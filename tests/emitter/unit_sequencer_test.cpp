@@ -2,8 +2,8 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The emitter's protocol driven directly: ordering (S1-S4), failures (S5, S6 = U3), answers
-// (S7), stats (S8), reconnects (S9), rate-limited logs (S10) and the deadline back-off (S11).
+// The emitter's protocol driven directly: ordering (UQ1-UQ4), failures (UQ5, UQ6 = U3), answers
+// (UQ7), stats (UQ8), reconnects (UQ9), rate-limited logs (UQ10) and the deadline back-off (UQ11).
 #include "actors/emitter/unit_sequencer.hpp"
 
 #include <gtest/gtest.h>
@@ -170,11 +170,11 @@ TEST(UnitSequencer, AfterAFailureQueuedUnitsFailUnsentUntilAClearLedUnit) {
   auto first = d.unit(1, make_unit(1, false, 2, 5));
   ASSERT_EQ(first.size(), 3u) << "the stream and the first two evictions right behind it";
   EXPECT_EQ(first[0].what, kind::start_stream);
-  // Queued behind the head: nothing starts for them yet (S1).
+  // Queued behind the head: nothing starts for them yet (UQ1).
   EXPECT_TRUE(d.unit(2, make_unit(2, false, 2, 0)).empty());
   EXPECT_TRUE(d.unit(3, make_unit(3, false, 0, 4)).empty());
-  auto a = d.complete(first[0].call, 14);  // UNAVAILABLE (a timeout would also move S11)
-  EXPECT_TRUE(a.empty() || only(a, kind::start_evict).empty()) << "nothing more of it (S5)";
+  auto a = d.complete(first[0].call, 14);  // UNAVAILABLE (a timeout would also move UQ11)
+  EXPECT_TRUE(a.empty() || only(a, kind::start_evict).empty()) << "nothing more of it (UQ5)";
   EXPECT_TRUE(only(a, kind::answer_unit).empty()) << "its evictions in flight are awaited";
   d.complete(first[1].call);
   a = d.complete(first[2].call);
@@ -267,7 +267,7 @@ TEST(UnitSequencer, RpcEvictionFailureStopsIssuingAndAwaitsThoseInFlight) {
   auto ev = only(a, kind::start_evict);
   ASSERT_EQ(ev.size(), 3u) << "no stream: evictions at once";
   a = d.complete(ev[1].call, 14);
-  EXPECT_TRUE(a.empty() || only(a, kind::start_evict).empty()) << "S5: nothing more issued";
+  EXPECT_TRUE(a.empty() || only(a, kind::start_evict).empty()) << "UQ5: nothing more issued";
   EXPECT_TRUE(only(a, kind::answer_unit).empty()) << "two still in flight";
   a = d.complete(ev[0].call);
   EXPECT_TRUE(only(a, kind::answer_unit).empty());
@@ -276,6 +276,75 @@ TEST(UnitSequencer, RpcEvictionFailureStopsIssuingAndAwaitsThoseInFlight) {
   ASSERT_EQ(answers.size(), 1u);
   EXPECT_FALSE(answers[0].result.ok);
   EXPECT_EQ(answers[0].result.failed_rpcs, 1u);
+}
+
+TEST(UnitSequencer, S12_RestoresGoAfterEveryEvictionCompletedAsAStreamOfTheirOwn) {
+  driver d(rpc_mode(2));
+  auto u = std::const_pointer_cast<emit_unit>(make_unit(11, false, 1, 3));
+  u->restores.push_back({200, 32, tier::t2, "sql"});
+  u->restores_ts_us = 77;
+  auto a = d.unit(1, u);
+  ASSERT_EQ(only(a, kind::start_stream).size(), 1u);
+  auto evicts = only(a, kind::start_evict);
+  ASSERT_EQ(evicts.size(), 2u);
+  const uint64_t stream = only(a, kind::start_stream)[0].call;
+  EXPECT_TRUE(d.complete(stream).empty());
+  a = d.complete(evicts[0].call);
+  ASSERT_EQ(only(a, kind::start_evict).size(), 1u) << "the third eviction";
+  const uint64_t third = only(a, kind::start_evict)[0].call;
+  a = d.complete(evicts[1].call);
+  EXPECT_TRUE(only(a, kind::start_stream).empty()) << "an eviction is still in flight";
+  a = d.complete(third);
+  auto restore = only(a, kind::start_stream);
+  ASSERT_EQ(restore.size(), 1u) << "the restores once the last eviction completed";
+  EXPECT_FALSE(restore[0].with_expirations);
+  ASSERT_EQ(restore[0].unit->adds.size(), 1u);
+  EXPECT_EQ(restore[0].unit->adds[0].adapter, "sql");
+  EXPECT_EQ(restore[0].unit->adds[0].t, tier::t2);
+  EXPECT_EQ(restore[0].unit->adds_ts_us, 77);
+  EXPECT_TRUE(restore[0].unit->evicts.empty());
+  EXPECT_TRUE(only(a, kind::answer_unit).empty()) << "answered after the restores";
+  a = d.complete(restore[0].call);
+  EXPECT_EQ(d.last_info.kind, call_kind::restore);
+  EXPECT_EQ(d.last_info.adds_ts_us, 0) << "a restore is no new add: not an event age";
+  ASSERT_EQ(only(a, kind::answer_unit).size(), 1u);
+  EXPECT_TRUE(only(a, kind::answer_unit)[0].result.ok);
+}
+
+TEST(UnitSequencer, S12_AFailedEvictionSkipsTheRestoresAndAFailedRestoreFailsTheUnit) {
+  driver d(rpc_mode(4));
+  auto u = std::const_pointer_cast<emit_unit>(make_unit(11, false, 0, 1));
+  u->restores.push_back({200, 16, tier::t1, "sql"});
+  auto a = d.unit(1, u);
+  auto ev = only(a, kind::start_evict);
+  ASSERT_EQ(ev.size(), 1u);
+  a = d.complete(ev[0].call, 14);
+  EXPECT_TRUE(only(a, kind::start_stream).empty());
+  ASSERT_EQ(only(a, kind::answer_unit).size(), 1u);
+  EXPECT_FALSE(only(a, kind::answer_unit)[0].result.ok);
+
+  driver e(rpc_mode(4));
+  a = e.unit(2, u);
+  a = e.complete(only(a, kind::start_evict)[0].call);
+  auto restore = only(a, kind::start_stream);
+  ASSERT_EQ(restore.size(), 1u);
+  a = e.complete(restore[0].call, 14);
+  ASSERT_EQ(only(a, kind::answer_unit).size(), 1u);
+  EXPECT_FALSE(only(a, kind::answer_unit)[0].result.ok);
+  EXPECT_TRUE(e.seq.holding_back()) << "UQ6 as for any failed unit: the resync repairs it";
+}
+
+TEST(UnitSequencer, S12_ExpireModeNeverSendsRestores) {
+  driver d;
+  auto u = std::const_pointer_cast<emit_unit>(make_unit(11, false, 0, 1));
+  u->restores.push_back({200, 16, tier::t1, "sql"});
+  auto a = d.unit(1, u);
+  auto st = only(a, kind::start_stream);
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_TRUE(st[0].with_expirations);
+  a = d.complete(st[0].call);
+  EXPECT_TRUE(only(a, kind::start_stream).empty());
+  EXPECT_EQ(only(a, kind::answer_unit).size(), 1u);
 }
 
 TEST(UnitSequencer, NextUnitStartsOnlyWhenTheHeadIsAnswered) {
@@ -309,7 +378,7 @@ TEST(UnitSequencer, StatsInterleaveWithUnitsAndAreNotHeldBack) {
   EXPECT_EQ(a[0].ticket, 101u);
   EXPECT_TRUE(a[0].ok);
   EXPECT_EQ(d.last_info.kind, call_kind::stats);
-  a = d.complete(u[0].call, 14);  // the clear fails: S6
+  a = d.complete(u[0].call, 14);  // the clear fails: UQ6
   a = d.complete(s1[0].call, 14);
   ASSERT_EQ(a.size(), 2u);
   EXPECT_EQ(a[0].what, kind::log);
@@ -478,7 +547,7 @@ TEST(UnitSequencer, TimeoutsOfCallsIssuedAtOneDeadlineDoubleItOnce) {
   EXPECT_EQ(d.seq.deadline_ms(), 800);
   // The stats call was issued at 400 ms as well: its timeout says nothing new.
   EXPECT_TRUE(only(d.complete(st[0].call, deadline_exceeded), kind::set_deadline).empty());
-  // A stats call issued at 800 ms that times out is heard (S11 covers every call).
+  // A stats call issued at 800 ms that times out is heard (UQ11 covers every call).
   st = d.stats(10);
   a = d.complete(st[0].call, deadline_exceeded);
   ASSERT_EQ(only(a, kind::set_deadline).size(), 1u);

@@ -10,7 +10,9 @@
 
 #include <atomic>
 #include <cstdio>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "base/metrics_registry.hpp"
 #include "tests/faults/fault_fixture.hpp"
@@ -312,7 +314,18 @@ TEST(EngineAbsentAtStart, IndexesOnceItAppears) {
   env.cfg.engines[0].replay_endpoint = replay;
   std::string err;
   ASSERT_TRUE(env.start_daemon(&err)) << err;
-  std::this_thread::sleep_for(700ms);
+  // The proof the daemon had every chance to call itself ready: the policy server acknowledged,
+  // so the one reason left is the engine's. A daemon that wrongly became ready would not stay
+  // in this state, and the wait would fail.
+  std::vector<std::string> why;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        why.clear();
+        return !env.d->ready(&why) && why.size() == 1 &&
+               why[0].find("no batch decoded and no catch-up finished yet") != std::string::npos;
+      },
+      10s))
+      << "reasons: " << ::testing::PrintToString(why);
   EXPECT_FALSE(env.d->ready());
 
   const auto t0 = steady::now();

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -351,6 +352,101 @@ TEST_F(IndexTruth, BinWrappedBatchesAreDecodedLikeAnyOther) {
   want.clear();
   c.expect(want, "", 3);
   EXPECT_EQ(wait_view(want), "");
+}
+
+}  // namespace
+}  // namespace kvrelay::e2e
+
+// ---- item 6: rpc evictions and LoRA copies of base-model blocks (issue 24) -------------------
+// Shared system prompts: the base model and three LoRA adapters cache blocks of the same tokens
+// (one fingerprint, engine hashes of their own), 20 % of requests on an adapter, leaf-first
+// evictions. In rpc mode the reference server reads a base-model PREFIX_EVICTED as "every
+// adapter": kvrelay must put the adapters' entries back (debouncer DB18), or, against a server
+// that reads adapter_scoped (PR #164), need not. After every round the server holds exactly what
+// the engine holds.
+
+namespace kvrelay::e2e {
+namespace {
+
+struct shared_prompts {
+  static constexpr uint32_t prompts = 6, blocks = 3;
+  const std::vector<std::string> adapters{"", "sql-lora", "chat-lora", "code-lora"};
+  std::map<std::pair<size_t, uint32_t>, size_t> held;  // (adapter, prompt) → leading blocks held
+
+  static chain of(size_t a, uint32_t p) {
+    return chain(10'000 + p * 64, blocks, 1'000'000 + a * 10'000 + p * 16);
+  }
+  // One request or one eviction, as the engine would publish it.
+  fake_event step(std::mt19937& rng) {
+    const size_t a = rng() % 5 == 0 ? 1 + rng() % 3 : 0;
+    const uint32_t p = static_cast<uint32_t>(rng() % prompts);
+    const chain c = of(a, p);
+    auto wire = c.wire();
+    size_t& n = held[{a, p}];
+    if (n == blocks || (n > 0 && rng() % 3 == 0)) {  // evict a tail, leaf first
+      const size_t keep = rng() % n;
+      auto ev = removed({wire.begin() + static_cast<std::ptrdiff_t>(keep),
+                         wire.begin() + static_cast<std::ptrdiff_t>(n)});
+      n = keep;
+      return ev;
+    }
+    const size_t from = n;  // store the rest of the chain
+    std::optional<fake_hash> parent;
+    if (from > 0) parent = wire[from - 1];
+    auto ev = stored({wire.begin() + static_cast<std::ptrdiff_t>(from), wire.end()},
+                     {c.tokens.begin() + static_cast<std::ptrdiff_t>(from * bs), c.tokens.end()},
+                     bs, parent);
+    if (!adapters[a].empty()) ev.lora_name = adapters[a];
+    n = blocks;
+    return ev;
+  }
+  view want() const {
+    view v;
+    for (const auto& [k, n] : held) {
+      const auto fps = fingerprint::prefixes(of(k.first, k.second).tokens, bs);
+      for (size_t i = 0; i < n; ++i)
+        v[{adapters[k.first], hex_be8(fps[i])}] = {bs * static_cast<int64_t>(i + 1), 1};
+    }
+    return v;
+  }
+};
+
+struct RpcLora : IndexTruth {
+  // Runs the rounds; returns the entries kvrelay put back after a base-model sweep.
+  double run(bool server_reads_scope) {
+    harness_options o;
+    o.server_adapter_scoped = server_reads_scope;
+    o.tweak = [server_reads_scope](config::daemon_config& c) {
+      c.server.eviction_mode = config::eviction_mode::rpc;
+      c.server.scoped_evictions = server_reads_scope;
+    };
+    start(std::move(o));
+    std::mt19937 rng(24);
+    shared_prompts model;
+    size_t lora_evictions_at_risk = 0;
+    for (int round = 0; round < 12; ++round) {
+      std::vector<fake_event> batch;
+      for (int i = 0; i < 12; ++i) batch.push_back(model.step(rng));
+      h->publish(batch, era(wire_era::g));
+      barrier();
+      const auto want = model.want();
+      for (const auto& [k, v] : want) lora_evictions_at_risk += k.first.empty() ? 0 : 1;
+      // The barrier's add may share a unit with the round's evictions, which go after it: wait.
+      const auto diff = wait_view(want);
+      EXPECT_EQ(diff, "") << "round " << round;
+      if (!diff.empty()) break;
+    }
+    EXPECT_GT(lora_evictions_at_risk, 0u) << "the model must put LoRA copies at risk";
+    return h->metric_sum("kvrelay_sweep_restores_total", {});
+  }
+};
+
+TEST_F(RpcLora, AgainstTheReferenceServerTheSweptAdapterEntriesArePutBack) {
+  EXPECT_GT(run(false), 0) << "the seed must make a base-model eviction sweep a LoRA entry";
+}
+
+TEST_F(RpcLora, AgainstAServerThatReadsAdapterScopedNothingNeedsPuttingBack) {
+  EXPECT_EQ(run(true), 0);
 }
 
 }  // namespace

@@ -194,7 +194,8 @@ struct engine {
     return from_be8(parts[2]);
   }
   // Serves one request from the ring: 2-frame (old vLLM, SGLang) or 3-frame (vLLM >= 0.26).
-  std::optional<uint64_t> serve_replay(bool with_topic, uint64_t ring_floor = 0) {
+  std::optional<uint64_t> serve_replay(bool with_topic, uint64_t ring_floor = 0,
+                                       const std::string& end_payload = "") {
     std::string id;
     auto from = next_request(id);
     if (!from) return std::nullopt;
@@ -206,9 +207,9 @@ struct engine {
         send_frames(router, {id, "", be8(seq), p});
     }
     if (with_topic)
-      send_frames(router, {id, "", "", std::string(8, '\xff'), ""});
+      send_frames(router, {id, "", "", std::string(8, '\xff'), end_payload});
     else
-      send_frames(router, {id, "", std::string(8, '\xff'), ""});
+      send_frames(router, {id, "", std::string(8, '\xff'), end_payload});
     return from;
   }
 };
@@ -419,6 +420,30 @@ TEST(ZmqSource, MalformedReplayRepliesAreCountedAndTheReplayRetried) {
   EXPECT_EQ(st.frames.replay_malformed, 2u);
   EXPECT_EQ(st.frames.replay_bad_end, 1u);
   EXPECT_EQ(st.tracker.replays_failed, 1u) << "no valid reply: a failure, not a stall";
+}
+
+// ROCm ATOM #1316 ends a replay with msgpack([oldest, latest]): that is an END like an empty one.
+// Any other payload on the END seq still is not (the test above).
+TEST(ZmqSource, AnEndCarryingTheRingSpanAsAtomSendsItEndsTheReplay) {
+  engine e;
+  fixture f;
+  auto o = options_for(e, true);
+  f.start(o);
+  ASSERT_TRUE(e.wait_subscriber());
+  e.publish(0);
+  ASSERT_TRUE(f.sink.wait_batches(1));
+  e.ring[1] = payload(1);
+  e.publish(2);
+  // [0x92, 0, 0xcd 0x01 0x2c]: oldest 0, latest 300 (a uint16)
+  ASSERT_TRUE(e.serve_replay(false, 0, std::string("\x92\x00\xcd\x01\x2c", 5)).has_value());
+  ASSERT_TRUE(f.sink.wait_batches(3));
+  EXPECT_EQ(f.sink.batches(), "0 1r 2");
+  ASSERT_TRUE(f.wait_stats([](const zmq_source_stats& st) {
+    return st.tracker.replays_succeeded == 1;
+  }));
+  auto st = f.src->stats();
+  EXPECT_EQ(st.frames.replay_bad_end, 0u);
+  EXPECT_EQ(st.tracker.replays_failed, 0u);
 }
 
 // The cold start catches up from 0. Issue 16 item 1: batches the engine published after the

@@ -241,7 +241,9 @@ struct harness::impl {
 harness::harness(harness_options opt) : impl_(std::make_unique<impl>()) {
   auto& d = *impl_;
   d.opt = std::move(opt);
-  d.server = std::make_unique<policy::policy_server>();
+  policy::server_options so;
+  so.index.adapter_scoped = d.opt.server_adapter_scoped;
+  d.server = std::make_unique<policy::policy_server>(so);
   if (!d.server->start()) throw std::runtime_error("the policy server cannot bind 127.0.0.1:0");
   d.bind_engines();
   d.cfg = d.make_config();

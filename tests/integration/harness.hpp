@@ -77,6 +77,9 @@ struct harness_options {
   /// The live PUB's send high-water mark (vLLM's 100 000). A small one makes an engine that
   /// outruns kvrelay drop what does not fit: a sequence gap, as in production.
   int live_sndhwm = 100000;
+  /// The policy server reads CacheEvent.adapter_scoped (PR #164); off, it sweeps every adapter
+  /// partition on a PREFIX_EVICTED without adapter_id, as the reference does.
+  bool server_adapter_scoped = false;
   /// Last word on the configuration before the daemon is built (server/admin/engine keys).
   std::function<void(config::daemon_config&)> tweak;
 };

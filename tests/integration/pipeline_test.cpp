@@ -137,7 +137,7 @@ TEST_F(Pipeline, ClearSupersedesPendingAddsAndNothingFromBeforeItSurvivesR06) {
   EXPECT_TRUE(absent(c)) << h->diagnose();
   EXPECT_TRUE(resident(d)) << h->diagnose();
   const auto sc = server_counters();
-  // The start's own ALL_CLEARED (sent at once, C1 in debouncer_protocol.hpp) and one per clear.
+  // The start's own ALL_CLEARED (sent at once, DB14 in debouncer_protocol.hpp) and one per clear.
   EXPECT_EQ(sc.cleared_events, 3u);
   // Only b's and d's prefixes were ever sent: a and c never reached the server at all.
   EXPECT_EQ(sc.prefixes_upserted, 4u) << h->diagnose();

@@ -2,14 +2,14 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The supervisor's restart and teardown policy, driven directly (runtime/supervision.hpp, rules
+// The supervisor's restart and teardown policy, driven directly (runtime/supervision_protocol.hpp, rules
 // 1-10): no actors, no clock but the one the test passes in.
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "runtime/supervision.hpp"
+#include "runtime/supervision_protocol.hpp"
 
 namespace kvrelay {
 namespace {

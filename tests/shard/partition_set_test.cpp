@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The shard's protocol (actors/shard/partition_set.hpp, rules S1-S6): partitions declared by
+// The shard's protocol (actors/shard/partition_set.hpp, rules PS1-PS6): partitions declared by
 // work, batch order across partitions, removals routed by the hash directory.
 #include "actors/shard/partition_set.hpp"
 

@@ -144,7 +144,7 @@ TEST(PositionalIndex, P02FreshEventStartsWithContentHash) {
   const auto tokens = iota(7, 32);
   const auto ops = apply(idx, store({1, 2}, tokens));
   ASSERT_EQ(ops.size(), 2u);
-  EXPECT_EQ(ops[0].fingerprint, fp::contents(tokens, bs)[0]);
+  EXPECT_EQ(ops[0].fingerprint, fp::content(tokens.data(), bs));
   EXPECT_EQ(ops[0].token_count, 16u);
   EXPECT_EQ(ops[1].fingerprint, fp::prefixes(tokens, bs)[1]);
 }

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "actors/discovery/engine_fetch.hpp"
-#include "actors/scraper/http_fetch.hpp"
 #include "actors/scraper/metric_profile.hpp"
+#include "net/http_fetch.hpp"
 #include "tests/tools/zmq_peer.hpp"
 #include "tools/fake-engine/engine_http.hpp"
 #include "tools/fake-engine/publisher.hpp"

@@ -210,6 +210,29 @@ TEST_F(PolicyIndex, EvictionSweepsSchemesAndAdaptersUnlessNarrowed) {
   EXPECT_EQ(idx.holders("t", "m", "vllm", "", K1).count("r1"), 1u);
 }
 
+// inference-cache PR #164: adapter_scoped makes adapter_id authoritative, "" included. Without
+// the option the index ignores the field, as the reference server does.
+TEST_F(PolicyIndex, AdapterScopedNarrowsABaseModelEvictionOnlyWhenTheServerReadsIt) {
+  for (const bool reads : {false, true}) {
+    auto o = opts();
+    o.adapter_scoped = reads;
+    policy_index x{o};
+    auto u = csu("r0");
+    add(u, K1, 16);
+    add(u, K1, 16, ic::CACHE_TIER_T1, "sql-lora");
+    x.ingest(u);
+    auto e = event(ic::CacheEvent::PREFIX_EVICTED, "r0", K1);
+    e.set_adapter_scoped(true);
+    x.apply(e);
+    EXPECT_TRUE(x.holders("t", "m", "vllm", "", K1).empty()) << reads;
+    EXPECT_EQ(x.holders("t", "m", "vllm", "sql-lora", K1).size(), reads ? 1u : 0u)
+        << (reads ? "scoped: the LoRA entry stays" : "the reference sweeps every partition");
+    // Unscoped with an empty adapter_id: the legacy sweep either way.
+    x.apply(event(ic::CacheEvent::PREFIX_EVICTED, "r0", K1));
+    EXPECT_EQ(x.entries(), 0u) << reads;
+  }
+}
+
 TEST_F(PolicyIndex, AllClearedRemovesReplicaAndItsStats) {
   auto u = csu("r0");
   add(u, K1, 16);

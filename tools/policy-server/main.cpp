@@ -42,6 +42,8 @@ const char* k_usage =
     "  --tls-client-ca PATH       CA for client certificates (mTLS)\n"
     "  --require-client-cert      reject clients without a valid certificate\n"
     "  --count-only               count reported prefixes without storing them (benches)\n"
+    "  --adapter-scoped           read CacheEvent.adapter_scoped (inference-cache PR #164): a\n"
+    "                             scoped PREFIX_EVICTED drops only the partition it names\n"
     "  -h, --help                 this text\n";
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -117,6 +119,10 @@ int main(int argc, char** argv) {
     }
     if (name == "require-client-cert") {
       require_client = !value || *value == "true" || *value == "1";
+      continue;
+    }
+    if (name == "adapter-scoped") {
+      opt.index.adapter_scoped = !value || *value == "true" || *value == "1";
       continue;
     }
     if (name == "count-only") {

@@ -332,9 +332,10 @@ void policy_index::apply(const ic::CacheEvent& e) {
       auto p = m.prefixes.find(e.prefix_hash());
       const auto replica = d.find_id(e.replica_id());
       if (p == m.prefixes.end() || !replica) return;
-      // Across every hash scheme; narrowed to one adapter only when adapter_id is non-empty.
+      // Across every hash scheme; narrowed to one adapter when adapter_id is non-empty, or, as
+      // PR #164 reads it, when adapter_scoped is set ("" then is the base partition).
       const auto adapter = d.find_id(e.adapter_id());
-      const bool narrowed = !e.adapter_id().empty();
+      const bool narrowed = !e.adapter_id().empty() || (d.opt.adapter_scoped && e.adapter_scoped());
       if (narrowed && !adapter) return;
       d.erase_holders(m, p->second, [&](const partition& part, const holder& h) {
         return h.replica == *replica && (!narrowed || part.adapter == *adapter);

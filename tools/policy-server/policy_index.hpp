@@ -32,6 +32,8 @@
 // - PREFIX_EVICTED (ingest.go, ApplyEvent). Under the write lock it ranges over EVERY key of the
 //   index, keeping those with the event's tenant, model and prefix (all schemes; one adapter only
 //   when adapter_id is non-empty), and drops the replica from each; then reportEntries' pass.
+//   PR #164 (branch cac-243-cacheevent-adapter-presence, index.go ApplyEvent) also narrows when
+//   adapter_scoped is set, "" then meaning the base partition: index_options::adapter_scoped.
 // - Freshness (ranking.go, freshnessAt): 0 when TTL ≤ 0; 1 when age = now − lastSeen ≤ 0; 0 when
 //   age ≥ TTL; else 1 − age/TTL.
 // - Lookups (lookup.go). lookupExact skips an entry whose freshness is ≤ 0 ("stale; will be
@@ -97,6 +99,10 @@ struct index_options {
   /// Throughput benches: count prefixes (prefixes_upserted) but store nothing, so the server is
   /// never the bottleneck of a pipeline measurement. Lookups then find nothing.
   bool count_only = false;
+  /// Read CacheEvent.adapter_scoped as inference-cache PR #164 does (not merged upstream): a
+  /// PREFIX_EVICTED narrows to its adapter_id, "" included, when the flag is set. Off, the
+  /// reference's behaviour: an empty adapter_id sweeps every adapter partition.
+  bool adapter_scoped = false;
 };
 
 struct replica_entry {

@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "actors/scraper/http_url.hpp"
+#include "net/http_url.hpp"
 
 namespace kvrelay {
 

@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-#include "runtime/supervision.hpp"
+#include "runtime/supervision_protocol.hpp"
 
 #include <algorithm>
 #include <utility>

@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-#include "actors/scraper/http_url.hpp"
+#include "net/http_url.hpp"
 
 #include <charconv>
 #include <system_error>

@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Data-parallel merged mode: an eviction reaches the server only when no rank holds the key.
-#include "actors/shard/holder_set.hpp"
+#include "actors/debouncer/holder_set.hpp"
 
 #include <gtest/gtest.h>
 

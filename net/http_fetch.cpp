@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-#include "actors/scraper/http_fetch.hpp"
+#include "net/http_fetch.hpp"
 
 #include <httplib.h>
 #include <netdb.h>

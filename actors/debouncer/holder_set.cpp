@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-#include "actors/shard/holder_set.hpp"
+#include "actors/debouncer/holder_set.hpp"
 
 #include <absl/container/flat_hash_map.h>
 
