@@ -116,20 +116,20 @@ gate_decision budget_gate::observe(uint64_t used_bytes, uint64_t used_messages,
                                    uint64_t now_ns) noexcept {
   gate_decision d;
   if (!paused_) {
-    if (used_bytes >= limit_bytes || used_messages >= limit_messages) {  // B2
+    if (used_bytes >= limit_bytes || used_messages >= limit_messages) {  // MG2
       paused_ = true;
       trim_due_ = true;
       ++overloads_;
       paused_since_ = now_ns;
       d.paused = true;
     }
-  } else if (used_bytes <= limit_bytes / 2 && used_messages <= limit_messages / 2) {  // B3
+  } else if (used_bytes <= limit_bytes / 2 && used_messages <= limit_messages / 2) {  // MG3
     paused_ = false;
     paused_total_ += now_ns - std::min(now_ns, paused_since_);
     d.resumed = true;
   }
-  d.read = !paused_;  // B1
-  if (trim_due_ && used_bytes <= limit_bytes / 8 && used_messages <= limit_messages / 8) {  // B5
+  d.read = !paused_;  // MG1
+  if (trim_due_ && used_bytes <= limit_bytes / 8 && used_messages <= limit_messages / 8) {  // MG5
     trim_due_ = false;
     d.trim = true;
   }
@@ -188,7 +188,7 @@ std::string mib(uint64_t b) {
 budget_choice resolve_budget(uint64_t configured, const read_text_fn& read,
                              const std::string& cgroup_root) {
   budget_choice c;
-  if (configured > 0) {  // R1
+  if (configured > 0) {  // MS1
     c.bytes = configured;
     c.source = budget_source::config;
     return c;
@@ -228,17 +228,17 @@ budget_choice resolve_budget(uint64_t configured, const read_text_fn& read,
     }
   };
   bool have = false;
-  if (v1_path)  // R2 (a hybrid host's v2 line names no memory controller)
+  if (v1_path)  // MS2 (a hybrid host's v2 line names no memory controller)
     have = first_limit(cgroup_root + "/memory", *v1_path, "memory.limit_in_bytes",
                        budget_source::cgroup_v1);
-  if (!have && v2_path && !v1_path)  // R3: a pure v2 host
+  if (!have && v2_path && !v1_path)  // MS3: a pure v2 host
     have = first_limit(cgroup_root, *v2_path, "memory.max", budget_source::cgroup_v2);
   if (!have) {
     c.bytes = default_budget_bytes;
     c.source = budget_source::fallback;
     return c;
   }
-  // R4
+  // MS4
   const uint64_t margin = std::max<uint64_t>(c.cgroup_limit / 2, uint64_t{16} << 20);
   c.bytes = std::max<uint64_t>(c.cgroup_limit > margin ? c.cgroup_limit - margin : 0,
                                uint64_t{8} << 20);
@@ -246,9 +246,9 @@ budget_choice resolve_budget(uint64_t configured, const read_text_fn& read,
 }
 
 budget_bounds derive_bounds(uint64_t budget_bytes, size_t pipelines) {
-  const uint64_t n = std::max<size_t>(pipelines, 1);  // D4
+  const uint64_t n = std::max<size_t>(pipelines, 1);  // MD4
   budget_bounds b;
-  b.queue_bytes = budget_bytes / 4;  // D1
+  b.queue_bytes = budget_bytes / 4;  // MD1
   b.queue_messages = std::max<uint64_t>(64, b.queue_bytes / 1024);
   b.rcvhwm = static_cast<int>(std::clamp<uint64_t>(budget_bytes / 16 / n / 4096, 64, 100000));
   b.max_pending =

@@ -17,17 +17,17 @@
 // so ZMQ's own bounded queue (rcvhwm, derived here) fills and the engine's PUB drops -- a
 // sequence gap, repaired by replay where the ring still holds it, else declared as lost history.
 //
-// The gate, per reading thread (B1-B5, tested directly in tests/base/memory_budget_test.cpp):
-//  B1. Not paused: reading goes on while the used bytes and messages are below their limits.
-//  B2. A read that finds either at or over its limit pauses reading: one overload is counted and
-//      the pause's start is noted.
-//  B3. Paused: reading resumes only once both have fallen to the low-water mark (half the
-//      limits), so a budget at its edge does not flap between reading and not.
-//  B4. The paused time is the sum of the pauses, the current one included up to `now`.
-//  B5. After an overload, the first observation with both at or below an eighth of the limits
-//      (the queues drained) asks for one heap trim; a trim is asked once per overload.
+// The gate, per reading thread (MG1-MG5, tested directly in tests/memory/memory_budget_test.cpp):
+//  MG1. Not paused: reading goes on while the used bytes and messages are below their limits.
+//  MG2. A read that finds either at or over its limit pauses reading: one overload is counted and
+//       the pause's start is noted.
+//  MG3. Paused: reading resumes only once both have fallen to the low-water mark (half the
+//       limits), so a budget at its edge does not flap between reading and not.
+//  MG4. The paused time is the sum of the pauses, the current one included up to `now`.
+//  MG5. After an overload, the first observation with both at or below an eighth of the limits
+//       (the queues drained) asks for one heap trim; a trim is asked once per overload.
 //
-// Sizing (resolve_budget, R1-R4; derive_bounds, D1-D4) is pure too: it reads the texts of
+// Sizing (resolve_budget, MS1-MS4; derive_bounds, MD1-MD4) is pure too: it reads the texts of
 // /proc/self/cgroup and the limit files through a callback.
 
 #include <atomic>
@@ -127,13 +127,13 @@ class memory_budget : public std::enable_shared_from_this<memory_budget> {
   std::atomic<uint32_t> paused_{0};
 };
 
-// -- the gate (B1-B5) -------------------------------------------------------------------------
+// -- the gate (MG1-MG5) -------------------------------------------------------------------------
 
 struct gate_decision {
   bool read = true;      // the reader may take messages now
-  bool paused = false;   // B2: this observation started a pause
-  bool resumed = false;  // B3: this observation ended one
-  bool trim = false;     // B5: give the freed heap back now
+  bool paused = false;   // MG2: this observation started a pause
+  bool resumed = false;  // MG3: this observation ended one
+  bool trim = false;     // MG5: give the freed heap back now
 };
 
 class budget_gate {
@@ -143,7 +143,7 @@ class budget_gate {
                         uint64_t limit_messages, uint64_t now_ns) noexcept;
   bool paused() const noexcept { return paused_; }
   uint64_t overloads() const noexcept { return overloads_; }
-  /// B4: the pauses' total, the current one up to `now_ns`.
+  /// MG4: the pauses' total, the current one up to `now_ns`.
   uint64_t paused_ns(uint64_t now_ns) const noexcept;
 
  private:
@@ -154,7 +154,7 @@ class budget_gate {
   uint64_t paused_total_ = 0;
 };
 
-// -- sizing (R1-R4, D1-D4) ----------------------------------------------------------------------
+// -- sizing (MS1-MS4, MD1-MD4) ----------------------------------------------------------------------
 
 /// Reads a file's text; nullopt when it cannot be read.
 using read_text_fn = std::function<std::optional<std::string>(const std::string& path)>;
@@ -171,30 +171,30 @@ constexpr uint64_t cgroup_unlimited = uint64_t{1} << 62;
 /// Without a configured value or a cgroup limit.
 constexpr uint64_t default_budget_bytes = uint64_t{512} << 20;
 
-///  R1. A configured value (> 0) wins: source config.
-///  R2. Else a v1 memory cgroup ("N:memory:<path>" or "N:...,memory,...:<path>" in
-///      /proc/self/cgroup): <root>/memory/<path>/memory.limit_in_bytes, then the same with the
-///      path's leading components dropped one by one, down to <root>/memory/ itself (a
-///      container sees the host's path but its own cgroup at the root). The first limit wins.
-///  R3. Else, on a host with no v1 memory controller, the v2 cgroup (the "0::<path>" line):
-///      <root>/<path>/memory.max the same way; "max" = no limit.
-///  R4. A limit found: the budget is the limit less a margin (half of it, at least 16 MiB; never
-///      under 8 MiB: what kvrelay charges undercounts what the work really holds -- allocator,
-///      CAF envelopes -- about 4x at the peak, bench/memory/cgroup_burst.sh); none, or an
-///      unlimited one: default_budget_bytes (source default).
+///  MS1. A configured value (> 0) wins: source config.
+///  MS2. Else a v1 memory cgroup ("N:memory:<path>" or "N:...,memory,...:<path>" in
+///       /proc/self/cgroup): <root>/memory/<path>/memory.limit_in_bytes, then the same with the
+///       path's leading components dropped one by one, down to <root>/memory/ itself (a
+///       container sees the host's path but its own cgroup at the root). The first limit wins.
+///  MS3. Else, on a host with no v1 memory controller, the v2 cgroup (the "0::<path>" line):
+///       <root>/<path>/memory.max the same way; "max" = no limit.
+///  MS4. A limit found: the budget is the limit less a margin (half of it, at least 16 MiB; never
+///       under 8 MiB: what kvrelay charges undercounts what the work really holds -- allocator,
+///       CAF envelopes -- about 4x at the peak, bench/memory/cgroup_burst.sh); none, or an
+///       unlimited one: default_budget_bytes (source default).
 budget_choice resolve_budget(uint64_t configured, const read_text_fn& read,
                              const std::string& cgroup_root = "/sys/fs/cgroup");
 
 struct budget_bounds {
-  uint64_t queue_bytes = 0;     // D1: the queues' credit: a quarter of the budget
-  uint64_t queue_messages = 0;  // D1: one message per 1 KiB of it, at least 64
-  int rcvhwm = 0;               // D2: ZMQ's receive queue per pipeline, in messages
-  size_t max_pending = 0;       // D3: the debouncer's pending keys per pipeline
+  uint64_t queue_bytes = 0;     // MD1: the queues' credit: a quarter of the budget
+  uint64_t queue_messages = 0;  // MD1: one message per 1 KiB of it, at least 64
+  int rcvhwm = 0;               // MD2: ZMQ's receive queue per pipeline, in messages
+  size_t max_pending = 0;       // MD3: the debouncer's pending keys per pipeline
 };
-///  D1. Queues: budget/4 bytes, max(64, that/1024) messages.
-///  D2. rcvhwm: (budget/16)/pipelines at an assumed 4 KiB a batch, within [64, 100000].
-///  D3. Pending: (budget/4)/pipelines at 128 bytes a key, within [16384, 2000000].
-///  D4. `pipelines` 0 counts as 1.
+///  MD1. Queues: budget/4 bytes, max(64, that/1024) messages.
+///  MD2. rcvhwm: (budget/16)/pipelines at an assumed 4 KiB a batch, within [64, 100000].
+///  MD3. Pending: (budget/4)/pipelines at 128 bytes a key, within [16384, 2000000].
+///  MD4. `pipelines` 0 counts as 1.
 budget_bounds derive_bounds(uint64_t budget_bytes, size_t pipelines);
 
 /// "96 MiB (cgroup-v1: limit 128 MiB less a margin)": for --check and the log.

@@ -4,7 +4,7 @@
 
 #pragma once
 // The process' memory budget at start (issue 27): resolved once from the configuration and the
-// cgroup (base/memory_budget.hpp R1-R4), shared by every pipeline, and shown on /metrics
+// cgroup (base/memory_budget.hpp MS1-MS4), shared by every pipeline, and shown on /metrics
 // (kvrelay_memory_budget_bytes, kvrelay_queue_bytes/messages, kvrelay_overloads_total,
 // kvrelay_ingress_paused_seconds_total), in --check and on /debug/tree.
 
@@ -18,7 +18,7 @@ namespace kvrelay {
 
 class metrics_registry;
 
-/// R1-R4 over the real /proc/self/cgroup and /sys/fs/cgroup.
+/// MS1-MS4 over the real /proc/self/cgroup and /sys/fs/cgroup.
 budget_choice choose_budget(const config::daemon_config& cfg);
 
 /// Scrape-time families for the budget and its queues.

@@ -66,7 +66,7 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
   if (e.dp_size > 1) p.decoder.expected_dp_rank = ps.dp_rank;
 
   if (cfg.memory.budget > 0) {
-    // Every bound from the one budget (base/memory_budget.hpp D1-D4); 0 (tools, tests that
+    // Every bound from the one budget (base/memory_budget.hpp MD1-MD4); 0 (tools, tests that
     // build options without a daemon): the fixed defaults.
     const auto b = derive_bounds(static_cast<uint64_t>(cfg.memory.budget),
                                  config::pipelines(cfg).size());

@@ -206,9 +206,9 @@ struct zmq_source::impl {
   sequence_tracker<raw_batch_ptr>::actions actions;
   frame_counters frames;
   uint64_t throttled = 0, connects = 0, disconnects = 0, peers = 0;
-  budget_gate gate;           // B1-B5 over opts.budget
+  budget_gate gate;           // MG1-MG5 over opts.budget
   uint64_t pause_started = 0; // steady ns of the current budget pause
-  bool trim_watch = false;    // an overload's trim (B5) is still due: keep observing when idle
+  bool trim_watch = false;    // an overload's trim (MG5) is still due: keep observing when idle
   // Under a sustained overload the gate pauses many times a second: one warning, then at most
   // one per 10 s with the count since (the counters have every one).
   rate_limiter pause_log{1, 10'000}, resume_log{1, 10'000}, trim_log{1, 10'000};
@@ -266,7 +266,7 @@ void zmq_source::impl::reject(uint64_t& counter, size_t limit, const char* what,
          {"suppressed", std::to_string(suppressed)}});
 }
 
-// The gate (memory_budget.hpp B1-B5): true while the budget is spent and reading must wait.
+// The gate (memory_budget.hpp MG1-MG5): true while the budget is spent and reading must wait.
 bool zmq_source::impl::over_budget() {
   const auto& b = opts.budget;
   if (!b) return false;
@@ -410,7 +410,7 @@ void zmq_source::impl::poll_once() {
     if (dealer) replay_deadline = std::max(replay_deadline, now + opts.replay_timeout);
   }
   // After an overload the queues drain with nothing left to read: look again every 50 ms until
-  // the gate has seen them drained and trimmed the heap (B5).
+  // the gate has seen them drained and trimmed the heap (MG5).
   if (trim_watch && !throttle) until(now + milliseconds(50));
   if (want_replay && !dealer && may_ask) until(replay_not_before);
   if (dealer) until(replay_deadline);

@@ -152,7 +152,7 @@ struct zmq_source_options {
   /// Where the consumer returns credits; null → the source makes its own (see credit()).
   std::shared_ptr<credit_line> credits;
   /// The process' memory budget (base/memory_budget.hpp): each batch is charged to it, and the
-  /// thread stops reading while it is spent (gate rules B1-B5). Null: no budget.
+  /// thread stops reading while it is spent (gate rules MG1-MG5). Null: no budget.
   std::shared_ptr<memory_budget> budget;
   /// Optional log hook (called on the ZMQ thread). Texts follow the reference sidecar.
   log_fn log;
@@ -179,8 +179,8 @@ struct zmq_source_stats {
   frame_counters frames;
   uint64_t in_flight = 0;       // delivered, not yet credited
   uint64_t throttled = 0;       // poll rounds spent not reading because of in-flight
-  uint64_t overloads = 0;       // times reading paused because the memory budget was spent (B2)
-  uint64_t paused_ns = 0;       // time spent paused by the budget (B4)
+  uint64_t overloads = 0;       // times reading paused because the memory budget was spent (MG2)
+  uint64_t paused_ns = 0;       // time spent paused by the budget (MG4)
   bool overloaded = false;      // paused by the budget now
   uint64_t connects = 0;        // SUB peer connects/accepts
   uint64_t disconnects = 0;

@@ -18,7 +18,7 @@ constexpr uint64_t MiB = uint64_t{1} << 20;
 
 TEST(BudgetTicket, ChargesItsQueueUntilDestroyed) {
   auto b = memory_budget::make(64 * MiB, budget_source::config);
-  EXPECT_EQ(b->limit_bytes(), 16 * MiB);  // D1: a quarter
+  EXPECT_EQ(b->limit_bytes(), 16 * MiB);  // MD1: a quarter
   {
     auto t = b->charge(budget_queue::shard, 1000);
     EXPECT_EQ(t.bytes(), 1000 + memory_budget::message_overhead);
@@ -258,7 +258,7 @@ TEST(DeriveBounds, D1ToD4) {
   EXPECT_EQ(b.max_pending, 16384u);  // the floor
   b = derive_bounds(8 * MiB, 16);
   EXPECT_EQ(b.rcvhwm, 64);  // the floor
-  b = derive_bounds(uint64_t{64} << 30, 0);  // D4: 0 pipelines as 1
+  b = derive_bounds(uint64_t{64} << 30, 0);  // MD4: 0 pipelines as 1
   EXPECT_EQ(b.rcvhwm, 100000);
   EXPECT_EQ(b.max_pending, 2000000u);
   EXPECT_EQ(derive_bounds(64 * MiB, 0).rcvhwm, derive_bounds(64 * MiB, 1).rcvhwm);
