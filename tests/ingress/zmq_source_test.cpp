@@ -391,18 +391,32 @@ TEST(ZmqSource, MalformedFramesAreCountedAndSkipped) {
   EXPECT_EQ(st.frames.messages, 5u);
 }
 
-TEST(ZmqSource, MalformedReplayRepliesAreCountedAndTheReplayRetried) {
-  engine e;
-  fixture f;
-  auto o = options_for(e, true);
-  o.replay_timeout = 200ms;
-  o.replay_backoff_initial = 10ms;
+// Live 0, then 2: seq 1 is missing and in the ring, and the source asks for it.
+void open_gap_at_one(engine& e, fixture& f, const zmq_source_options& o) {
   f.start(o);
   ASSERT_TRUE(e.wait_subscriber());
   e.publish(0);
   ASSERT_TRUE(f.sink.wait_batches(1));
   e.ring[1] = payload(1);
   e.publish(2);
+}
+
+// The ring's batch arrived between the two live ones and the replay ended well, once.
+void expect_repaired_once(fixture& f) {
+  ASSERT_TRUE(f.sink.wait_batches(3));
+  EXPECT_EQ(f.sink.batches(), "0 1r 2");
+  ASSERT_TRUE(f.wait_stats([](const zmq_source_stats& st) {
+    return st.tracker.replays_succeeded == 1;
+  }));
+}
+
+TEST(ZmqSource, MalformedReplayRepliesAreCountedAndTheReplayRetried) {
+  engine e;
+  fixture f;
+  auto o = options_for(e, true);
+  o.replay_timeout = 200ms;
+  o.replay_backoff_initial = 10ms;
+  ASSERT_NO_FATAL_FAILURE(open_gap_at_one(e, f, o));
   std::string id;
   auto from = e.next_request(id);
   ASSERT_TRUE(from.has_value());
@@ -411,11 +425,7 @@ TEST(ZmqSource, MalformedReplayRepliesAreCountedAndTheReplayRetried) {
   send_frames(e.router, {id, "", std::string(8, '\xff'), "junk"});  // END with payload
   // No valid END: the source times out, reconnects and asks again.
   ASSERT_TRUE(e.serve_replay(false).has_value());
-  ASSERT_TRUE(f.sink.wait_batches(3));
-  EXPECT_EQ(f.sink.batches(), "0 1r 2");
-  ASSERT_TRUE(f.wait_stats([](const zmq_source_stats& st) {
-    return st.tracker.replays_succeeded == 1;
-  }));
+  ASSERT_NO_FATAL_FAILURE(expect_repaired_once(f));
   auto st = f.src->stats();
   EXPECT_EQ(st.frames.replay_malformed, 2u);
   EXPECT_EQ(st.frames.replay_bad_end, 1u);
@@ -427,20 +437,10 @@ TEST(ZmqSource, MalformedReplayRepliesAreCountedAndTheReplayRetried) {
 TEST(ZmqSource, AnEndCarryingTheRingSpanAsAtomSendsItEndsTheReplay) {
   engine e;
   fixture f;
-  auto o = options_for(e, true);
-  f.start(o);
-  ASSERT_TRUE(e.wait_subscriber());
-  e.publish(0);
-  ASSERT_TRUE(f.sink.wait_batches(1));
-  e.ring[1] = payload(1);
-  e.publish(2);
+  ASSERT_NO_FATAL_FAILURE(open_gap_at_one(e, f, options_for(e, true)));
   // [0x92, 0, 0xcd 0x01 0x2c]: oldest 0, latest 300 (a uint16)
   ASSERT_TRUE(e.serve_replay(false, 0, std::string("\x92\x00\xcd\x01\x2c", 5)).has_value());
-  ASSERT_TRUE(f.sink.wait_batches(3));
-  EXPECT_EQ(f.sink.batches(), "0 1r 2");
-  ASSERT_TRUE(f.wait_stats([](const zmq_source_stats& st) {
-    return st.tracker.replays_succeeded == 1;
-  }));
+  ASSERT_NO_FATAL_FAILURE(expect_repaired_once(f));
   auto st = f.src->stats();
   EXPECT_EQ(st.frames.replay_bad_end, 0u);
   EXPECT_EQ(st.tracker.replays_failed, 0u);
