@@ -278,7 +278,7 @@ TEST(UnitSequencer, RpcEvictionFailureStopsIssuingAndAwaitsThoseInFlight) {
   EXPECT_EQ(answers[0].result.failed_rpcs, 1u);
 }
 
-TEST(UnitSequencer, S12_RestoresGoAfterEveryEvictionCompletedAsAStreamOfTheirOwn) {
+TEST(UnitSequencer, UQ12_RestoresGoAfterEveryEvictionCompletedAsAStreamOfTheirOwn) {
   driver d(rpc_mode(2));
   auto u = std::const_pointer_cast<emit_unit>(make_unit(11, false, 1, 3));
   u->restores.push_back({200, 32, tier::t2, "sql"});
@@ -311,7 +311,7 @@ TEST(UnitSequencer, S12_RestoresGoAfterEveryEvictionCompletedAsAStreamOfTheirOwn
   EXPECT_TRUE(only(a, kind::answer_unit)[0].result.ok);
 }
 
-TEST(UnitSequencer, S12_AFailedEvictionSkipsTheRestoresAndAFailedRestoreFailsTheUnit) {
+TEST(UnitSequencer, UQ12_AFailedEvictionSkipsTheRestoresAndAFailedRestoreFailsTheUnit) {
   driver d(rpc_mode(4));
   auto u = std::const_pointer_cast<emit_unit>(make_unit(11, false, 0, 1));
   u->restores.push_back({200, 16, tier::t1, "sql"});
@@ -334,7 +334,7 @@ TEST(UnitSequencer, S12_AFailedEvictionSkipsTheRestoresAndAFailedRestoreFailsThe
   EXPECT_TRUE(e.seq.holding_back()) << "UQ6 as for any failed unit: the resync repairs it";
 }
 
-TEST(UnitSequencer, S12_ExpireModeNeverSendsRestores) {
+TEST(UnitSequencer, UQ12_ExpireModeNeverSendsRestores) {
   driver d;
   auto u = std::const_pointer_cast<emit_unit>(make_unit(11, false, 0, 1));
   u->restores.push_back({200, 16, tier::t1, "sql"});

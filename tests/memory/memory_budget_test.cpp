@@ -90,7 +90,7 @@ TEST(MemoryBudget, OverloadAccountingAcrossReaders) {
 
 // -- the gate ---------------------------------------------------------------------------------
 
-TEST(BudgetGate, B1ReadsBelowTheLimits) {
+TEST(BudgetGate, MG1_ReadsBelowTheLimits) {
   budget_gate g;
   const auto d = g.observe(99, 9, 100, 10, 0);
   EXPECT_TRUE(d.read);
@@ -98,7 +98,7 @@ TEST(BudgetGate, B1ReadsBelowTheLimits) {
   EXPECT_EQ(g.overloads(), 0u);
 }
 
-TEST(BudgetGate, B2PausesAtEitherLimitAndCountsOneOverload) {
+TEST(BudgetGate, MG2_PausesAtEitherLimitAndCountsOneOverload) {
   budget_gate bytes_gate, messages_gate;
   auto d = bytes_gate.observe(100, 0, 100, 10, 5);
   EXPECT_FALSE(d.read);
@@ -113,7 +113,7 @@ TEST(BudgetGate, B2PausesAtEitherLimitAndCountsOneOverload) {
   EXPECT_EQ(bytes_gate.overloads(), 1u);
 }
 
-TEST(BudgetGate, B3ResumesOnlyAtTheLowWaterMark) {
+TEST(BudgetGate, MG3_ResumesOnlyAtTheLowWaterMark) {
   budget_gate g;
   g.observe(100, 0, 100, 10, 0);
   EXPECT_FALSE(g.observe(51, 0, 100, 10, 1).read);  // below the limit, above half: still paused
@@ -127,7 +127,7 @@ TEST(BudgetGate, B3ResumesOnlyAtTheLowWaterMark) {
   EXPECT_EQ(g.overloads(), 2u);
 }
 
-TEST(BudgetGate, B4PausedTimeSumsThePausesIncludingTheCurrentOne) {
+TEST(BudgetGate, MG4_PausedTimeSumsThePausesIncludingTheCurrentOne) {
   budget_gate g;
   g.observe(100, 0, 100, 10, 1'000);
   EXPECT_EQ(g.paused_ns(1'500), 500u);
@@ -137,7 +137,7 @@ TEST(BudgetGate, B4PausedTimeSumsThePausesIncludingTheCurrentOne) {
   EXPECT_EQ(g.paused_ns(10'250), 1'250u);
 }
 
-TEST(BudgetGate, B5TrimsOnceAfterAnOverloadWhenTheQueuesDrained) {
+TEST(BudgetGate, MG5_TrimsOnceAfterAnOverloadWhenTheQueuesDrained) {
   budget_gate g;
   EXPECT_FALSE(g.observe(0, 0, 800, 80, 0).trim);  // no overload yet: nothing to give back
   g.observe(800, 0, 800, 80, 1);
@@ -164,7 +164,7 @@ struct fake_fs {
   }
 };
 
-TEST(ResolveBudget, R1AConfiguredValueWins) {
+TEST(ResolveBudget, MS1_AConfiguredValueWins) {
   fake_fs fs;
   fs.files["/proc/self/cgroup"] = "4:memory:/pod\n";
   fs.files["/sys/fs/cgroup/memory/pod/memory.limit_in_bytes"] = "134217728\n";
@@ -174,7 +174,7 @@ TEST(ResolveBudget, R1AConfiguredValueWins) {
   EXPECT_STREQ(to_string(c.source), "config");
 }
 
-TEST(ResolveBudget, R2V1LimitLessAQuarter) {
+TEST(ResolveBudget, MS2_V1LimitLessHalf) {
   fake_fs fs;
   fs.files["/proc/self/cgroup"] = "9:name=systemd:/\n4:cpuacct,memory:/kubepods/pod1\n0::/\n";
   fs.files["/sys/fs/cgroup/memory/kubepods/pod1/memory.limit_in_bytes"] = "134217728\n";
@@ -188,7 +188,7 @@ TEST(ResolveBudget, R2V1LimitLessAQuarter) {
       << describe(c);
 }
 
-TEST(ResolveBudget, R2AContainerSeesItsCgroupAtTheRoot) {
+TEST(ResolveBudget, MS2_AContainerSeesItsCgroupAtTheRoot) {
   fake_fs fs;
   fs.files["/proc/self/cgroup"] = "4:memory:/host/path/not/mounted\n";
   fs.files["/sys/fs/cgroup/memory/memory.limit_in_bytes"] = "67108864";
@@ -197,7 +197,7 @@ TEST(ResolveBudget, R2AContainerSeesItsCgroupAtTheRoot) {
   EXPECT_EQ(c.bytes, 32 * MiB);  // 64 MiB less half
 }
 
-TEST(ResolveBudget, R2AHostPathSeenFromInsideAContainer) {
+TEST(ResolveBudget, MS2_AHostPathSeenFromInsideAContainer) {
   fake_fs fs;
   // /proc/self/cgroup names the host's path; the container's own cgroup is mounted at the
   // root, and kvrelay runs in a child cgroup of it.
@@ -210,7 +210,7 @@ TEST(ResolveBudget, R2AHostPathSeenFromInsideAContainer) {
   EXPECT_EQ(c.cgroup_file, "/sys/fs/cgroup/memory/kvrelay-bench/memory.limit_in_bytes");
 }
 
-TEST(ResolveBudget, R3V2MemoryMax) {
+TEST(ResolveBudget, MS3_V2MemoryMax) {
   fake_fs fs;
   fs.files["/proc/self/cgroup"] = "0::/system.slice/kvrelay.service\n";
   fs.files["/sys/fs/cgroup/system.slice/kvrelay.service/memory.max"] = "268435456\n";
@@ -220,7 +220,7 @@ TEST(ResolveBudget, R3V2MemoryMax) {
   EXPECT_STREQ(to_string(c.source), "cgroup-v2");
 }
 
-TEST(ResolveBudget, R4NoLimitIsTheDefault) {
+TEST(ResolveBudget, MS4_NoLimitIsTheDefault) {
   fake_fs fs;
   fs.files["/proc/self/cgroup"] = "4:memory:/\n0::/\n";
   fs.files["/sys/fs/cgroup/memory/memory.limit_in_bytes"] = "9223372036854771712\n";
@@ -238,7 +238,7 @@ TEST(ResolveBudget, R4NoLimitIsTheDefault) {
   EXPECT_EQ(c.source, budget_source::fallback);
 }
 
-TEST(ResolveBudget, R4ASmallLimitKeepsEightMiB) {
+TEST(ResolveBudget, MS4_ASmallLimitKeepsEightMiB) {
   fake_fs fs;
   fs.files["/proc/self/cgroup"] = "0::/\n";
   fs.files["/sys/fs/cgroup/memory.max"] = std::to_string(20 * MiB);
@@ -247,7 +247,7 @@ TEST(ResolveBudget, R4ASmallLimitKeepsEightMiB) {
   EXPECT_EQ(resolve_budget(0, fs.reader()).source, budget_source::fallback);
 }
 
-TEST(DeriveBounds, D1ToD4) {
+TEST(DeriveBounds, MD1_ToMD4) {
   auto b = derive_bounds(96 * MiB, 1);
   EXPECT_EQ(b.queue_bytes, 24 * MiB);
   EXPECT_EQ(b.queue_messages, 24u * 1024);
