@@ -36,4 +36,11 @@ inline void handoff_publish() {}
 inline void handoff_consume() {}
 #endif
 
+/// `v`, after a publish: for a reply built on this thread and read on the asker's.
+template <class T>
+T published(T v) {
+  handoff_publish();
+  return v;
+}
+
 }  // namespace kvrelay::tsan

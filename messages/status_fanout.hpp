@@ -46,6 +46,7 @@ void fan_out_status(Self* self, actor_status head, std::vector<status_child> chi
   auto a = std::make_shared<agg>(agg{std::move(head), children.size(), std::move(promise)});
   a->head.children.resize(children.size());
   if (children.empty()) {
+    tsan::handoff_publish();
     a->promise.deliver(std::move(a->head));
     return;
   }

@@ -18,6 +18,7 @@
 
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
+#include "base/tsan.hpp"
 
 namespace kvrelay {
 
@@ -287,7 +288,7 @@ debouncer_actor::behavior_type debouncer_fn(debouncer_self self, pipeline_contex
               self->state.decoders[0] = std::move(d);
               run(self, [&](auto& p, auto now, auto& out) { p.on_decoder(0, now, out); });
             },
-            [=](atom::status) { return status_of(self); },
+            [=](atom::status) { return tsan::published(status_of(self)); },
             common...,
         };
       },
@@ -333,6 +334,7 @@ replica_debouncer_actor::behavior_type replica_fn(replica_self self, pipeline_co
               auto j = status_of(self);
               j.add("merged_dp", true);
               j.add("held_keys", self->state.proto->held_keys());
+              tsan::handoff_publish();  // read on the asker's thread
               return j;
             },
             common...,

@@ -211,6 +211,7 @@ discovery_actor::behavior_type discovery_fn(discovery_self self, pipeline_contex
         j.add("engines", s.engines.size());
         j.add("updates_sent", s.updates_sent);
         for (const auto& [idx, w] : s.engines) j.children.push_back(engine_status(w));
+        tsan::handoff_publish();  // read on the asker's thread
         return j;
       },
   };

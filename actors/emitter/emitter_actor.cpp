@@ -23,6 +23,7 @@
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
 #include "base/rate_limiter.hpp"
+#include "base/tsan.hpp"
 
 namespace kvrelay {
 
@@ -250,6 +251,7 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
         j.add("deadline_ms", s.seq.deadline_ms());
         j.add("deadline_raised", c.deadline_raised);
         j.add("last_error", s.seq.last_error());
+        tsan::handoff_publish();  // read on the asker's thread
         return j;
       },
   };

@@ -17,6 +17,7 @@
 
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
+#include "base/tsan.hpp"
 
 namespace kvrelay {
 
@@ -361,7 +362,7 @@ ingress_actor::behavior_type ingress_fn(ingress_self self, pipeline_context ctx,
         self->quit(caf::make_error(caf::sec::runtime_error, what));
       },
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
-      [=](atom::status) { return status_of(self); },
+      [=](atom::status) { return tsan::published(status_of(self)); },
   };
 }
 

@@ -17,6 +17,7 @@
 #include "actors/scraper/stats_tracker.hpp"
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
+#include "base/tsan.hpp"
 #include "net/http_fetch.hpp"
 
 namespace kvrelay {
@@ -286,6 +287,7 @@ scraper_actor::behavior_type scraper_fn(scraper_self self, pipeline_context ctx,
         j.add("events_silent", s.silent->alarmed());
         j.add("engine_asleep", s.sleep.asleep());
         j.add("last_error", s.last_error);
+        tsan::handoff_publish();  // read on the asker's thread
         return j;
       },
   };

@@ -259,7 +259,7 @@ shard_actor::behavior_type shard_fn(shard_self self, pipeline_context ctx, shard
       },
       [=](atom::drain) { return true; },  // mailbox order makes this a barrier
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
-      [=](atom::status) { return status_of(self); },
+      [=](atom::status) { return tsan::published(status_of(self)); },
   };
 }
 
