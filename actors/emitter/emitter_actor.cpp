@@ -240,7 +240,7 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
         actor_status j("emitter", self->mailbox().size());
         j.add("target", s.opts.client.target);
         j.add("eviction_mode", emitter::to_string(s.opts.eviction_mode));
-        j.add("channel", emitter::to_string(s.port->state()));
+        j.add("channel", emitter::to_string(s.seq.channel()));  // as the emitter last heard it
         j.add("in_flight", s.port->in_flight());
         j.add("queued_units", s.seq.queued_units());
         j.add("holding_back", s.seq.holding_back());

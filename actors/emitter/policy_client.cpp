@@ -215,7 +215,7 @@ struct policy_client::impl {
   bool watch_armed = false;                                    // under mu
   std::atomic<bool> stop_watching{false};
   void arm_watch(grpc_connectivity_state last);
-  void on_watch();
+  void on_watch(bool changed);
 
   // Arms the deadline and registers the call; must precede handing the context to gRPC.
   void begin(const std::shared_ptr<call_base>& c, callback done) {
@@ -335,7 +335,7 @@ void policy_client::impl::drain_cq() {
   while (cq.Next(&tag, &ok)) {
     tsan::handoff_consume();
     if (tag == &watch_tag) {
-      on_watch();
+      on_watch(ok);  // ok: the state changed; else the watch's deadline passed
       continue;
     }
     auto* c = static_cast<publish_call*>(tag);
@@ -348,8 +348,8 @@ void policy_client::impl::arm_watch(grpc_connectivity_state last) {
                                &watch_tag);
 }
 
-// The watch fired (a change, or the slice ended): report a change, and re-arm unless stopping.
-void policy_client::impl::on_watch() {
+// The watch fired (`changed`, or the slice ended): report a change, and re-arm unless stopping.
+void policy_client::impl::on_watch(bool changed) {
   if (stop_watching.load(std::memory_order_relaxed)) {
     std::lock_guard<std::mutex> lk(mu);
     watch_armed = false;
@@ -357,7 +357,13 @@ void policy_client::impl::on_watch() {
     return;
   }
   const grpc_connectivity_state now = channel->GetState(false);
-  if (now != last_state) {
+  // A watch armed on READY that fired for a change (not its deadline) but reads READY again saw
+  // the transport lost and rebuilt before this thread ran (a loaded machine, a server that came
+  // back at once): report the loss it missed, so the next READY counts as a reconnect (UQ9).
+  if (changed && now == GRPC_CHANNEL_READY && last_state == GRPC_CHANNEL_READY) {
+    on_change(emitter::channel_state::idle);
+    on_change(emitter::channel_state::ready);
+  } else if (now != last_state) {
     last_state = now;
     on_change(to_state(now));
   }

@@ -256,6 +256,8 @@ completion_info unit_sequencer::on_completed(uint64_t call, int code, const std:
     ++c_.calls_failed;
     last_error_ = std::string(code_name(code)) + ": " + message;
     log_failure(rec.kind, code, message, now_ms, out);
+  } else {
+    was_ready_ = true;  // UQ9: only a READY channel answers
   }
   adjust_deadline(rec, code, latency_us, out);  // before pump(): UQ11 covers what it starts
   if (rec.kind == call_kind::stats) {

@@ -38,7 +38,9 @@
 //       server restart, a keepalive failure: gRPC goes to IDLE or TRANSIENT_FAILURE; CONNECTING
 //       straight after READY only means a state was missed in between); the next READY after a
 //       loss is a reconnect, and the listener is told (the server may have restarted empty). The
-//       first READY is not a reconnect.
+//       first READY is not a reconnect. A call that succeeded proves the channel was READY even
+//       when the watch never saw it (a connection lost before the watch's thread looked): a loss
+//       seen after it counts.
 //  UQ10. Failed calls are logged rate limited per kind (one line per `log_period_ms`, carrying
 //       how many were held back); completions of calls the sequencer does not know (from before
 //       a reset) are ignored.

@@ -466,6 +466,19 @@ TEST(UnitSequencer, ReconnectIsReadyAfterALoss) {
   EXPECT_EQ(d.seq.counters().reconnects, 3u);
 }
 
+TEST(UnitSequencer, ASucceededCallProvesAReadyTheWatchMissed) {
+  driver d;
+  auto a = d.stats(1);
+  ASSERT_EQ(only(a, kind::start_stats).size(), 1u);
+  // The connection came and went before the watch looked: it reports IDLE, never READY.
+  EXPECT_TRUE(d.channel(channel_state::idle).empty());
+  d.complete(only(a, kind::start_stats)[0].call);
+  EXPECT_TRUE(d.channel(channel_state::transient_failure).empty());
+  a = d.channel(channel_state::ready);
+  ASSERT_EQ(a.size(), 1u) << "the call answered, so the channel had been READY: a reconnect";
+  EXPECT_EQ(a[0].what, kind::reconnected);
+}
+
 constexpr int deadline_exceeded = 4;  // grpc::StatusCode
 
 size_t position(const emit_actions& a, kind k) {
