@@ -18,6 +18,7 @@
 
 #include "base/log.hpp"
 #include "base/tsan.hpp"
+#include "messages/fan_out.hpp"
 
 
 namespace kvrelay {
@@ -174,17 +175,6 @@ void start_engine(daemon_self self, size_t engine) {
             .then([](bool) {}, [](caf::error&) {});
 }
 
-// Collects one answer per pipeline, in order, and delivers them all at once.
-template <class T>
-struct gather {
-  std::vector<T> items;
-  size_t remaining;
-  std::function<void(std::vector<T>&)> done;
-  void one() {
-    if (--remaining == 0) done(items);
-  }
-};
-
 using status_promise = caf::typed_response_promise<std::vector<pipeline_view>, actor_status>;
 
 // Every pipeline's tree and discovery's, asked at once; answered when the last one is in.
@@ -206,30 +196,22 @@ void status_of(daemon_self self, status_promise rp) {
   }
   const bool with_discovery = !st.setup.options.engines.empty();
   const size_t disc = ps.size();  // discovery's slot, after the pipelines'
-  auto g = std::make_shared<gather<actor_status>>();
-  g->items.resize(ps.size() + (with_discovery ? 1 : 0));
-  g->remaining = g->items.size();
-  g->done = [views, rp, waiting, with_discovery, disc](std::vector<actor_status>& items) mutable {
-    for (size_t i = 0; i < disc; ++i) (*views)[i].status = std::move(items[i]);
-    for (auto& w : waiting) views->push_back(std::move(w));
-    actor_status d = with_discovery ? std::move(items[disc]) : actor_status{};
-    tsan::handoff_publish();
-    rp.deliver(std::move(*views), std::move(d));
-  };
-  if (g->remaining == 0) {
-    std::vector<actor_status> none;
-    return g->done(none);
-  }
+  auto g = gather<actor_status>::make(
+      ps.size() + (with_discovery ? 1 : 0),
+      [views, rp, waiting, with_discovery, disc](std::vector<actor_status>& items) mutable {
+        for (size_t i = 0; i < disc; ++i) (*views)[i].status = std::move(items[i]);
+        for (auto& w : waiting) views->push_back(std::move(w));
+        actor_status d = with_discovery ? std::move(items[disc]) : actor_status{};
+        rp.deliver(std::move(*views), std::move(d));
+      });
   for (size_t i = 0; i < ps.size(); ++i) {
     self->request(ps[i].hdl, pipeline_status_timeout, atom::status_v)
         .then(
             [g, i](actor_status& s) {
-              tsan::handoff_consume();
-              g->items[i] = std::move(s);
-              g->one();
+              g->fill(i, [&](actor_status& slot) { slot = std::move(s); });
             },
             [g, i, name = ps[i].facts.name](caf::error& err) {
-              auto& s = g->items[i];
+              auto& s = g->slot(i);
               s.kind = "pipeline";
               s.state = "no answer: " + caf::to_string(err);
               s.add("pipeline", name);
@@ -237,7 +219,7 @@ void status_of(daemon_self self, status_promise rp) {
             });
   }
   if (!with_discovery) return;
-  auto& d = g->items[disc];
+  auto& d = g->slot(disc);
   d.name = "discovery";
   d.kind = "discovery";
   if (!st.discovery) {
@@ -247,13 +229,13 @@ void status_of(daemon_self self, status_promise rp) {
   self->request(st.discovery, pipeline_status_timeout, atom::status_v)
       .then(
           [g, disc](actor_status& s) {
-            tsan::handoff_consume();
-            s.name = "discovery";
-            g->items[disc] = std::move(s);
-            g->one();
+            g->fill(disc, [&](actor_status& slot) {
+              s.name = "discovery";
+              slot = std::move(s);
+            });
           },
           [g, disc](caf::error& err) {
-            g->items[disc].state = "no answer: " + caf::to_string(err);
+            g->slot(disc).state = "no answer: " + caf::to_string(err);
             g->one();
           });
 }
@@ -316,32 +298,29 @@ daemon_actor::behavior_type daemon_fn(daemon_self self, std::vector<daemon_pipel
           bool ok = false;
           std::vector<std::string> reasons;
         };
-        auto g = std::make_shared<gather<answer>>();
-        g->items.resize(ps.size());
-        g->remaining = ps.size();
-        g->done = [rp, waiting](std::vector<answer>& items) mutable {
-          bool all = waiting.empty();
-          std::vector<std::string> reasons = std::move(waiting);
-          for (auto& a : items) {
-            all = all && a.ok;
-            for (auto& r : a.reasons) reasons.push_back(std::move(r));
-          }
-          tsan::handoff_publish();
-          rp.deliver(all, std::move(reasons));
-        };
+        auto g = gather<answer>::make(
+            ps.size(), [rp, waiting](std::vector<answer>& items) mutable {
+              bool all = waiting.empty();
+              std::vector<std::string> reasons = std::move(waiting);
+              for (auto& a : items) {
+                all = all && a.ok;
+                for (auto& r : a.reasons) reasons.push_back(std::move(r));
+              }
+              rp.deliver(all, std::move(reasons));
+            });
         for (size_t i = 0; i < ps.size(); ++i) {
           const auto name = ps[i].facts.name;
           self->request(ps[i].hdl, pipeline_ready_timeout, atom::ready_v)
               .then(
                   [g, i, name](bool ok, std::vector<std::string>& why) {
-                    tsan::handoff_consume();
-                    g->items[i].ok = ok;
-                    for (auto& r : why) g->items[i].reasons.push_back(name + ": " + r);
-                    g->one();
+                    g->fill(i, [&](answer& a) {
+                      a.ok = ok;
+                      for (auto& r : why) a.reasons.push_back(name + ": " + r);
+                    });
                   },
                   [g, i, name](caf::error& err) {
-                    g->items[i].reasons.push_back(name + ": no answer (" + caf::to_string(err) +
-                                                  ")");
+                    g->slot(i).reasons.push_back(name + ": no answer (" + caf::to_string(err) +
+                                                 ")");
                     g->one();
                   });
         }
@@ -363,10 +342,8 @@ daemon_actor::behavior_type daemon_fn(daemon_self self, std::vector<daemon_pipel
         // Answers after every matching decoder applied it (or did not answer in time: the
         // pipeline has kept the mapping for its next decoder either way).
         auto rp = self->make_response_promise<bool>();
-        auto g = std::make_shared<gather<bool>>();
-        g->items.resize(targets.size());
-        g->remaining = targets.size();
-        g->done = [rp](std::vector<bool>&) mutable { rp.deliver(true); };
+        auto g = gather<bool>::make(targets.size(),
+                                    [rp](std::vector<bool>&) mutable { rp.deliver(true); });
         for (auto& t : targets)
           self->request(t, pipeline_ready_timeout, atom::adapter_v, id, name)
               .then([g](bool) { g->one(); }, [g](caf::error&) { g->one(); });
@@ -379,25 +356,19 @@ daemon_actor::behavior_type daemon_fn(daemon_self self, std::vector<daemon_pipel
           rp.deliver(std::vector<drain_report>{});
           return rp;
         }
-        auto g = std::make_shared<gather<drain_report>>();
-        g->items.resize(ps.size());
-        g->remaining = ps.size();
-        g->done = [rp](std::vector<drain_report>& items) mutable {
-          tsan::handoff_publish();
-          rp.deliver(std::move(items));
-        };
+        auto g = gather<drain_report>::make(
+            ps.size(),
+            [rp](std::vector<drain_report>& items) mutable { rp.deliver(std::move(items)); });
         // Every pipeline at once, so they drain in parallel within one budget.
         for (size_t i = 0; i < ps.size(); ++i) {
           const auto name = ps[i].facts.name;
           self->request(ps[i].hdl, budget + drain_report_slack, atom::drain_v, budget)
               .then(
                   [g, i](drain_report& r) {
-                    tsan::handoff_consume();
-                    g->items[i] = std::move(r);
-                    g->one();
+                    g->fill(i, [&](drain_report& slot) { slot = std::move(r); });
                   },
                   [g, i, name](caf::error& err) {
-                    auto& r = g->items[i];
+                    auto& r = g->slot(i);
                     r.pipeline = name;
                     r.timed_out = true;
                     r.failed_step = "pipeline: " + caf::to_string(err);

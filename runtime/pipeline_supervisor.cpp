@@ -21,7 +21,7 @@
 #include "base/log.hpp"
 #include "base/tsan.hpp"
 #include "base/metrics_registry.hpp"
-#include "messages/status_fanout.hpp"
+#include "messages/fan_out.hpp"
 #include "runtime/durable_state.hpp"
 #include "runtime/supervision_protocol.hpp"
 
@@ -373,39 +373,32 @@ void status_of(pipeline_self self, caf::typed_response_promise<actor_status> p) 
 void report_leftovers(pipeline_self self, std::shared_ptr<drain_report> report,
                       caf::typed_response_promise<drain_report> promise,
                       std::chrono::milliseconds timeout) {
-  auto remaining = std::make_shared<int>(2);
-  auto one_done = [=]() mutable {
-    if (--*remaining != 0) return;
-    tsan::handoff_publish();
-    promise.deliver(*report);
+  enum : size_t { debouncer_slot, decoder_slot };
+  auto g = gather<actor_status>::make(
+      2, [report, promise](std::vector<actor_status>& answers) mutable {
+        const auto& deb = answers[debouncer_slot];
+        report->pending = deb.integer("pending", -1);
+        report->in_flight = deb.integer("units_in_flight", -1);
+        const auto& dec = answers[decoder_slot];
+        if (!dec.kind.empty()) {  // it answered
+          int64_t resident = 0;
+          for (const auto& shard : dec.children)
+            resident += std::max<int64_t>(0, shard.integer("resident_blocks", 0));
+          report->resident = resident;
+        }
+        promise.deliver(*report);
+      });
+  auto ask = [&](const auto& who, size_t slot) {
+    if (!who) return g->one();
+    self->request(who, timeout, atom::status_v)
+        .then(
+            [g, slot](actor_status& s) {
+              g->fill(slot, [&](actor_status& into) { into = std::move(s); });
+            },
+            [g](caf::error&) { g->one(); });
   };
-  auto& st = self->state;
-  if (st.debouncer)
-    self->request(st.debouncer, timeout, atom::status_v)
-        .then(
-            [=](actor_status& deb) mutable {
-              tsan::handoff_consume();
-              report->pending = deb.integer("pending", -1);
-              report->in_flight = deb.integer("units_in_flight", -1);
-              one_done();
-            },
-            [=](caf::error&) mutable { one_done(); });
-  else
-    one_done();
-  if (st.decoder)
-    self->request(st.decoder, timeout, atom::status_v)
-        .then(
-            [=](actor_status& dec) mutable {
-              tsan::handoff_consume();
-              int64_t resident = 0;
-              for (const auto& shard : dec.children)
-                resident += std::max<int64_t>(0, shard.integer("resident_blocks", 0));
-              report->resident = resident;
-              one_done();
-            },
-            [=](caf::error&) mutable { one_done(); });
-  else
-    one_done();
+  ask(self->state.debouncer, debouncer_slot);
+  ask(self->state.decoder, decoder_slot);
 }
 
 // -- the durable index (issue 22; rules DS1-DS5 in runtime/durable_state.hpp) ---------------
@@ -511,27 +504,28 @@ void drain(pipeline_self self, caf::timespan budget,
   const auto late = [](const caf::error& e) { return e == caf::sec::request_timeout; };
   auto flush = [=]() mutable {
     // The drain ends when the debouncer's flush and the last snapshot (if any) both have.
+    // Slot 0 is the debouncer's outcome; slot 1, when there is one, only the snapshot's end.
     using step_outcome = std::tuple<bool, const char*, bool>;
-    auto outcome = std::make_shared<step_outcome>(false, "debouncer", false);
-    auto waiting = std::make_shared<int>(self->state.durable ? 2 : 1);
-    auto one_done = [=]() mutable {
-      if (--*waiting == 0) finish(std::get<0>(*outcome), std::get<1>(*outcome), std::get<2>(*outcome));
-    };
+    auto g = gather<step_outcome>::make(self->state.durable ? 2 : 1,
+                                        [=](std::vector<step_outcome>& o) mutable {
+                                          const auto [ok, step, timed_out] = o[0];
+                                          finish(ok, step, timed_out);
+                                        });
+    g->slot(0) = step_outcome{false, "debouncer", false};
     if (self->state.durable) {
       self->delayed_send(self, left(), atom::saved_v, ++self->state.final_gen);
-      take_snapshot(self, true, left(), one_done);
+      take_snapshot(self, true, left(), [g] { g->one(); });
     }
     auto debouncer = self->state.debouncer;
-    if (!debouncer) return one_done();
+    if (!debouncer) return g->one();
     self->request(debouncer, left(), atom::drain_v)
         .then(
             [=](bool ok) mutable {
-              *outcome = step_outcome{ok, ok ? "" : "debouncer", false};
-              one_done();
+              g->fill(0, [&](step_outcome& o) { o = step_outcome{ok, ok ? "" : "debouncer", false}; });
             },
             [=](caf::error& e) mutable {
-              *outcome = step_outcome{false, "debouncer", late(e)};
-              one_done();
+              g->slot(0) = step_outcome{false, "debouncer", late(e)};
+              g->one();
             });
   };
   auto decode = [=]() mutable {

@@ -17,7 +17,7 @@
 #include "base/metrics_registry.hpp"
 #include "base/rate_limiter.hpp"
 #include "base/tsan.hpp"
-#include "messages/status_fanout.hpp"
+#include "messages/fan_out.hpp"
 
 namespace kvrelay {
 
