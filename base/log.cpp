@@ -82,6 +82,20 @@ void set_sink(std::function<void(level, const std::string&)> sink) {
   g_sink = std::move(sink);
 }
 
+const std::string* record::find(std::string_view key) const {
+  for (const auto& f : fields)
+    if (f.key == key) return &f.value;
+  return nullptr;
+}
+
+void write(const record& r, const std::vector<field>& leading) {
+  if (!enabled(r.severity)) return;
+  if (leading.empty()) return write(r.severity, r.message, r.fields);
+  std::vector<field> all = leading;
+  all.insert(all.end(), r.fields.begin(), r.fields.end());
+  write(r.severity, r.message, all);
+}
+
 void write(level l, std::string_view msg, fields f) {
   write(l, msg, std::vector<field>(f.begin(), f.end()));
 }

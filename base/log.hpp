@@ -50,6 +50,21 @@ void write(level l, std::string_view msg, fields f = {});
 void write(level l, std::string_view msg, const std::vector<field>& f);
 
 inline bool enabled(level l) { return l >= current_level(); }
+
+/// A line a pure machine returns for its shell to write (machines never write one themselves):
+/// the one record type, so every machine reports in the same vocabulary.
+struct record {
+  level severity = level::info;
+  std::string message;
+  std::vector<field> fields;
+
+  /// The value of field `key`, or nullptr.
+  const std::string* find(std::string_view key) const;
+};
+
+/// Writes `r` (when its level is enabled) with `leading` before its own fields: the shell says
+/// who it is (the replica, the pipeline).
+void write(const record& r, const std::vector<field>& leading = {});
 inline void debug(std::string_view m, fields f = {}) {
   if (enabled(level::debug)) write(level::debug, m, f);
 }

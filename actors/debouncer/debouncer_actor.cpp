@@ -196,8 +196,7 @@ void execute(Self self, debounce::actions& out) {
           self->send(st.emitter, atom::update_v, caf::actor_cast<reconnect_listener_actor>(self));
         break;
       case debounce::action_kind::log:
-        a.fields.insert(a.fields.begin(), log::field("replica", st.ctx.name));
-        log::write(a.level, a.text, a.fields);
+        log::write(a.line, {{"replica", st.ctx.name}});
         break;
       case debounce::action_kind::trim_heap:
 #if defined(__GLIBC__)

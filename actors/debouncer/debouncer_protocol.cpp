@@ -60,9 +60,7 @@ uint64_t protocol::epoch(uint32_t r) const {
 
 void protocol::log(actions& out, log::level l, std::string text, std::vector<log::field> f) {
   auto a = make(action_kind::log);
-  a.level = l;
-  a.text = std::move(text);
-  a.fields = std::move(f);
+  a.line = log::record{l, std::move(text), std::move(f)};
   out.push_back(std::move(a));
 }
 

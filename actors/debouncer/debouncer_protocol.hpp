@@ -138,7 +138,7 @@ enum class action_kind : uint8_t {
   answer_drains,  // ok: deliver every drain waiting
   health,         // ok: the server's answers changed (tell the supervisor)
   listen,         // ask the emitter to tell us about reconnects (atom::update, our handle)
-  log,            // level, text, fields
+  log,            // line
   trim_heap,      // a large pending set was released: hand its memory back to the OS
 };
 const char* to_string(action_kind k) noexcept;
@@ -150,9 +150,7 @@ struct action {
   uint64_t gen = 0;
   uint32_t rank = 0;
   bool ok = false;
-  log::level level = log::level::info;
-  std::string text;
-  std::vector<log::field> fields;
+  log::record line;
 };
 using actions = std::vector<action>;
 

@@ -90,18 +90,6 @@ void observe_rpc(emitter_state& st, call_kind kind, int code, int64_t latency_us
   st.rpc_latency[m]->observe(seconds);
 }
 
-void write_log(const emitter_state& st, const emitter::failure_log& l) {
-  // The first line of a burst keeps the reference's texts so existing alerts keep matching
-  // (R14); later lines of the same burst say how many were held back.
-  const char* text = l.what == emitter::failure_log::kind::report  ? "report send failed; dropping batch"
-                     : l.what == emitter::failure_log::kind::publish ? "publish event failed; dropping"
-                                                                     : "stats report failed";
-  log::warn(text, {{"replica", st.ctx.name},
-                   {"code", emitter::status_code_name(l.code)},
-                   {"err", l.message},
-                   {"suppressed", l.suppressed}});
-}
-
 // Executes the sequencer's actions, in order.
 void execute(emitter_self self) {
   auto& st = self->state;
@@ -139,7 +127,7 @@ void execute(emitter_self self) {
         if (st.listener) self->send(st.listener, atom::reconnected_v);
         break;
       case emit_action::kind::log:
-        write_log(st, a.log);
+        log::write(a.log, {{"replica", st.ctx.name}});
         break;
       case emit_action::kind::set_deadline: {
         st.port->set_deadline(a.deadline_ms);

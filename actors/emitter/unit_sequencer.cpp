@@ -209,18 +209,21 @@ void unit_sequencer::pump(emit_actions& out) {
 
 void unit_sequencer::log_failure(call_kind k, int code, const std::string& message,
                                  int64_t now_ms, emit_actions& out) {
-  const auto what = k == call_kind::stats ? failure_log::kind::stats
-                    : k == call_kind::stream || k == call_kind::restore
-                        ? failure_log::kind::report
-                        : failure_log::kind::publish;
+  // One limiter per text. The first line of a burst keeps the reference's texts so existing
+  // alerts keep matching (R14); later lines of the same burst say how many were held back.
+  enum : int { report, publish, stats };
+  const int what = k == call_kind::stats                                 ? stats
+                   : k == call_kind::stream || k == call_kind::restore ? report
+                                                                         : publish;
+  static constexpr const char* texts[] = {"report send failed; dropping batch",
+                                          "publish event failed; dropping", "stats report failed"};
   uint64_t suppressed = 0;
-  if (!log_limits_[static_cast<int>(what)].allow(now_ms, suppressed)) return;
+  if (!log_limits_[what].allow(now_ms, suppressed)) return;
   emit_action a;
   a.what = emit_action::kind::log;
-  a.log.what = what;
-  a.log.code = code;
-  a.log.message = message;
-  a.log.suppressed = suppressed;
+  a.log = log::record{log::level::warn,
+                      texts[what],
+                      {{"code", status_code_name(code)}, {"err", message}, {"suppressed", suppressed}}};
   out.push_back(std::move(a));
 }
 

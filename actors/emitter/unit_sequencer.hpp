@@ -67,6 +67,7 @@
 
 #include <absl/container/flat_hash_map.h>
 
+#include "base/log.hpp"
 #include "base/rate_limiter.hpp"
 #include "messages/pipeline.hpp"
 
@@ -100,15 +101,6 @@ struct sequencer_options {
   uint32_t max_deadline_scale = 16; // UQ11: the longest deadline is this many times deadline_ms
 };
 
-/// A log line the shell should write (UQ10). The texts are the reference's.
-struct failure_log {
-  enum class kind : uint8_t { report, publish, stats };
-  kind what = kind::report;
-  int code = 0;               // grpc::StatusCode
-  std::string message;
-  uint64_t suppressed = 0;    // lines of this kind held back since the last one written
-};
-
 struct emit_action {
   enum class kind : uint8_t {
     start_clear,   // call, unit: PublishEvent(ALL_CLEARED) at unit->clear_ts_us
@@ -131,7 +123,7 @@ struct emit_action {
   bool with_expirations = false;
   bool ok = false;
   emit_result result;
-  failure_log log;
+  log::record log;  // UQ10: the reference's text; fields code, err, suppressed
   int64_t deadline_ms = 0;
 };
 using emit_actions = std::vector<emit_action>;

@@ -249,16 +249,8 @@ ingress::event_source::sink_fn make_sink(decoder_actor decoder, ingress_actor se
 }
 
 ingress::log_fn make_log(std::string replica_id) {
-  return [replica_id](ingress::log_severity sev, const std::string& msg,
-                      const ingress::log_fields& fields) {
-    auto lvl = sev == ingress::log_severity::debug  ? log::level::debug
-               : sev == ingress::log_severity::info ? log::level::info
-               : sev == ingress::log_severity::warn ? log::level::warn
-                                                     : log::level::error;
-    if (!log::enabled(lvl)) return;
-    std::vector<log::field> f{{"replica", replica_id}};
-    for (const auto& [k, v] : fields) f.emplace_back(k, v);
-    log::write(lvl, msg, f);
+  return [leading = std::vector<log::field>{{"replica", replica_id}}](const log::record& r) {
+    log::write(r, leading);
   };
 }
 

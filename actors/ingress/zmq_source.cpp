@@ -226,8 +226,8 @@ struct zmq_source::impl {
   std::array<rate_limiter, 4> limits{rate_limiter{1, 10'000}, rate_limiter{1, 10'000},
                                      rate_limiter{1, 10'000}, rate_limiter{1, 10'000}};
 
-  void log(log_severity sev, const std::string& msg, const log_fields& f = {}) {
-    if (opts.log) opts.log(sev, msg, f);
+  void log(log::level sev, std::string msg, std::vector<log::field> f = {}) {
+    if (opts.log && log::enabled(sev)) opts.log(log::record{sev, std::move(msg), std::move(f)});
   }
 
   void run();
@@ -261,7 +261,7 @@ void zmq_source::impl::reject(uint64_t& counter, size_t limit, const char* what,
   ++counter;
   uint64_t suppressed = 0;
   if (limits[limit].allow(suppressed))
-    log(log_severity::warn, "dropping malformed zmq message",
+    log(log::level::warn, "dropping malformed zmq message",
         {{"reason", what}, {"detail", std::to_string(detail)},
          {"suppressed", std::to_string(suppressed)}});
 }
@@ -279,7 +279,7 @@ bool zmq_source::impl::over_budget() {
     pause_started = now;
     b->note_pause();
     if (pause_log.allow(suppressed))
-      log(log_severity::warn,
+      log(log::level::warn,
           "memory budget exhausted; ingress paused (overload: batches the engine sends "
           "meanwhile are dropped at the socket and repaired by replay, or declared lost)",
           {{"queued_bytes", std::to_string(b->used_bytes())},
@@ -291,7 +291,7 @@ bool zmq_source::impl::over_budget() {
   if (d.resumed) {
     b->note_resume(now - pause_started);
     if (resume_log.allow(suppressed))
-      log(log_severity::info, "memory budget available again; ingress resumed",
+      log(log::level::info, "memory budget available again; ingress resumed",
           {{"paused_ms", std::to_string((now - pause_started) / 1000000)},
            {"queued_bytes", std::to_string(b->used_bytes())},
            {"suppressed", std::to_string(suppressed)}});
@@ -302,7 +302,7 @@ bool zmq_source::impl::over_budget() {
     malloc_trim(0);  // the overload's queues drained: give their pages back to the OS
 #endif
     if (trim_log.allow(suppressed))
-      log(log_severity::info, "queues drained after an overload; heap trimmed",
+      log(log::level::info, "queues drained after an overload; heap trimmed",
           {{"suppressed", std::to_string(suppressed)}});
   }
   return !d.read;
@@ -317,7 +317,7 @@ void zmq_source::impl::run() {
     if (e.num() == ETERM) {
       signal_ready("zmq context terminated");
     } else if (!signal_ready(e.what())) {
-      log(log_severity::error, "zmq recv failed; ingress thread stopping", {{"error", e.what()}});
+      log(log::level::error, "zmq recv failed; ingress thread stopping", {{"error", e.what()}});
       sink(source_failed_event{e.what()});
     }
   } catch (const std::exception& e) {
@@ -371,7 +371,7 @@ void zmq_source::impl::run_loop() {
     std::lock_guard<std::mutex> lk(mu);
     sub_endpoint = sub.get(sockopt::last_endpoint);
   }
-  log(log_severity::info, "subscribed to engine KV events",
+  log(log::level::info, "subscribed to engine KV events",
       {{"endpoint", opts.endpoint}, {"topic", opts.topic}, {"mode", bind ? "bind" : "connect"},
        {"replay_endpoint", opts.replay_endpoint}});
   signal_ready(std::string());
@@ -513,12 +513,12 @@ void zmq_source::impl::drain_monitor(zmq::socket_t& mon) {
     if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
       ++connects;
       ++peers;
-      log(log_severity::info, "engine connected", {{"endpoint", addr}});
+      log(log::level::info, "engine connected", {{"endpoint", addr}});
       out.emplace_back(connected_event{std::move(addr)});
     } else if (event == ZMQ_EVENT_DISCONNECTED) {
       ++disconnects;
       if (peers > 0) --peers;
-      log(log_severity::warn, "zmq recv failed; reconnecting", {{"endpoint", addr}});
+      log(log::level::warn, "zmq recv failed; reconnecting", {{"endpoint", addr}});
       out.emplace_back(disconnected_event{std::move(addr)});
     }
   }
@@ -540,7 +540,7 @@ void zmq_source::impl::execute() {
         sink(charged(std::move(a.payload)));
         break;
       case action_kind::gap_detected:
-        log(log_severity::warn, "sequence gap",
+        log(log::level::warn, "sequence gap",
             {{"first_missing", std::to_string(a.seq)}, {"seen", std::to_string(a.seen)}});
         sink(gap_event{a.seq, a.seen, !opts.replay_endpoint.empty()});
         break;
@@ -559,7 +559,7 @@ void zmq_source::impl::execute() {
         want_replay = false;
         break;
       case action_kind::history_lost: {
-        log(log_severity::warn, "engine history lost; index will be cleared",
+        log(log::level::warn, "engine history lost; index will be cleared",
             {{"first_missing", std::to_string(a.seq)},
              {"first_available", std::to_string(a.first_available)},
              {"reason", to_string(a.reason)}});
@@ -572,7 +572,7 @@ void zmq_source::impl::execute() {
         break;
       }
       case action_kind::incarnation_reset: {
-        log(log_severity::warn, "engine sequence restarted; new incarnation",
+        log(log::level::warn, "engine sequence restarted; new incarnation",
             {{"previous_seq", std::to_string(a.previous_seq)}, {"new_seq", std::to_string(a.seq)}});
         ingress_notice n;
         n.what = ingress_notice::kind::incarnation_reset;
@@ -613,7 +613,7 @@ void zmq_source::impl::open_replay(clock::time_point now) {
     // A replay endpoint ZMQ cannot dial (e.g. the engine's own "tcp://*:5558") is a config
     // error: say so loudly, and let the attempts run out so live traffic still flows.
     ++frames.replay_send_failed;
-    log(log_severity::error, "replay endpoint unusable",
+    log(log::level::error, "replay endpoint unusable",
         {{"endpoint", opts.replay_endpoint}, {"error", e.what()}});
     replay_timed_out();
     return;
@@ -627,7 +627,7 @@ void zmq_source::impl::open_replay(clock::time_point now) {
   if (!sent) ++frames.replay_send_failed;
   replay_deadline = now + opts.replay_timeout;
   // A continuation is routine (an engine's reply past its high-water mark): debug, not info.
-  log(replay_why == replay_reason::continue_ ? log_severity::debug : log_severity::info,
+  log(replay_why == replay_reason::continue_ ? log::level::debug : log::level::info,
       "replay requested",
       {{"endpoint", opts.replay_endpoint}, {"from_seq", std::to_string(replay_from)},
        {"why", to_string(replay_why)}});
@@ -637,10 +637,10 @@ void zmq_source::impl::replay_timed_out() {
   const bool stalled = tracker.replay_answering();
   close_replay();
   if (stalled)
-    log(log_severity::debug, "replay reply stopped before its end marker; asking for the rest",
+    log(log::level::debug, "replay reply stopped before its end marker; asking for the rest",
         {{"endpoint", opts.replay_endpoint}, {"from_seq", std::to_string(replay_from)}});
   else
-    log(log_severity::warn, "replay timed out; retrying",
+    log(log::level::warn, "replay timed out; retrying",
         {{"endpoint", opts.replay_endpoint}, {"from_seq", std::to_string(replay_from)},
          {"failures", std::to_string(replay_backoff.attempts() + 1)}});
   tracker.on_replay_timeout(actions);

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "actors/ingress/sequence_tracker.hpp"
+#include "base/log.hpp"
 #include "messages/pipeline.hpp"
 
 namespace zmq {
@@ -111,9 +112,7 @@ using ingress_event = std::variant<raw_batch_ptr, ingress_notice_ptr, gap_event,
 enum class bind_mode : uint8_t { auto_detect, connect, bind };
 bool sub_binds(std::string_view endpoint, bind_mode mode) noexcept;
 
-enum class log_severity : uint8_t { debug, info, warn, error };
-using log_fields = std::vector<std::pair<std::string, std::string>>;
-using log_fn = std::function<void(log_severity, const std::string& msg, const log_fields&)>;
+using log_fn = std::function<void(const log::record&)>;
 
 struct zmq_source_options {
   std::string endpoint;         // live PUB endpoint (required)

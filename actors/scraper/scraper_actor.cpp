@@ -87,14 +87,8 @@ class fetch_worker final : public fetch_port {
   std::shared_ptr<shared> s_;
 };
 
-void write(const log_record& r, const std::string& replica_id) {
-  auto lvl = r.level == log_level::debug  ? log::level::debug
-             : r.level == log_level::info ? log::level::info
-             : r.level == log_level::warn ? log::level::warn
-                                          : log::level::error;
-  std::vector<log::field> f{{"replica", replica_id}};
-  for (const auto& x : r.fields) f.emplace_back(x.key, x.value);
-  log::write(lvl, r.message, f);
+void write(const log::record& r, const std::string& replica_id) {
+  log::write(r, {{"replica", replica_id}});
 }
 
 struct scraper_state {

@@ -8,59 +8,43 @@
 
 namespace kvrelay {
 
-const char* to_string(log_level l) {
-  switch (l) {
-    case log_level::debug: return "DEBUG";
-    case log_level::info: return "INFO";
-    case log_level::warn: return "WARN";
-    case log_level::error: return "ERROR";
-  }
-  return "INFO";
-}
-
-const std::string* log_record::field(std::string_view key) const {
-  for (const auto& f : fields)
-    if (f.key == key) return &f.value;
-  return nullptr;
-}
-
-std::optional<log_record> stats_tracker::delivered() {
+std::optional<log::record> stats_tracker::delivered() {
   int after = failures_;
   failures_ = 0;
   ever_delivered_ = true;
   // Only a declared stale signal gets a matching all-clear; a blip of 1-2 misses stays quiet.
   if (after < kStaleThreshold) return std::nullopt;
-  return log_record{log_level::info,
-                    "engine load stats recovered",
-                    {{"event", "load_signal_recovered"}, {"after_failures", std::to_string(after)}}};
+  return log::record{log::level::info,
+                     "engine load stats recovered",
+                     {{"event", "load_signal_recovered"}, {"after_failures", std::to_string(after)}}};
 }
 
-log_record stats_tracker::failed(std::string_view reason) {
+log::record stats_tracker::failed(std::string_view reason) {
   ++failures_;
-  std::vector<log_field> fields{{"consecutive_failures", std::to_string(failures_)},
+  std::vector<log::field> fields{{"consecutive_failures", std::to_string(failures_)},
                                 {"err", std::string(reason)}};
   if (failures_ < kStaleThreshold)
-    return log_record{log_level::warn, "engine load stats update failed; will retry",
+    return log::record{log::level::warn, "engine load stats update failed; will retry",
                       std::move(fields)};
   if (failures_ > kStaleThreshold)
-    return log_record{log_level::debug, "engine load stats update still failing",
+    return log::record{log::level::debug, "engine load stats update still failing",
                       std::move(fields)};
-  fields.insert(fields.begin(), log_field{"event", "load_signal_stale"});
+  fields.insert(fields.begin(), log::field{"event", "load_signal_stale"});
   // Say what the server is left with: an aging sample, or nothing at all since we started.
   std::string msg = ever_delivered_
                         ? "engine load stats stale: IC has no fresh load signal and keeps serving "
                           "the last delivered sample"
                         : "engine load stats stale: undelivered since startup";
-  return log_record{log_level::error, std::move(msg), std::move(fields)};
+  return log::record{log::level::error, std::move(msg), std::move(fields)};
 }
 
-log_record stats_tracker::starting(std::int64_t interval_ms) {
-  return log_record{log_level::info,
+log::record stats_tracker::starting(std::int64_t interval_ms) {
+  return log::record{log::level::info,
                     "stats reporter starting",
                     {{"interval", std::to_string(interval_ms) + "ms"}}};
 }
 
-log_record stats_tracker::stopped() { return log_record{log_level::info, "stats reporter stopped", {}}; }
+log::record stats_tracker::stopped() { return log::record{log::level::info, "stats reporter stopped", {}}; }
 
 silent_stream_detector::silent_stream_detector(int intervals) : intervals_(std::max(1, intervals)) {}
 

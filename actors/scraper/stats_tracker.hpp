@@ -13,24 +13,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/log.hpp"
+
 namespace kvrelay {
-
-enum class log_level { debug, info, warn, error };
-const char* to_string(log_level l);
-
-struct log_field {
-  std::string key;
-  std::string value;
-};
-
-struct log_record {
-  log_level level = log_level::info;
-  std::string message;
-  std::vector<log_field> fields;
-
-  // The field's value, or nullptr.
-  const std::string* field(std::string_view key) const;
-};
 
 class stats_tracker {
  public:
@@ -39,14 +24,14 @@ class stats_tracker {
 
   // A sample reached the server and was accepted. Returns the recovery INFO when at least
   // kStaleThreshold failures preceded it, otherwise nothing to log.
-  std::optional<log_record> delivered();
+  std::optional<log::record> delivered();
   // A tick produced no delivered sample: scrape error, no stats, RPC error or accepted=false
   // all count (S06-S08). Returns WARN for failures 1..2, one ERROR at 3, DEBUG afterwards.
-  log_record failed(std::string_view reason);
+  log::record failed(std::string_view reason);
 
   // INFO lines the reporter logs around its run (S15).
-  static log_record starting(std::int64_t interval_ms);
-  static log_record stopped();
+  static log::record starting(std::int64_t interval_ms);
+  static log::record stopped();
 
   int consecutive_failures() const { return failures_; }
   bool ever_delivered() const { return ever_delivered_; }

@@ -359,7 +359,7 @@ TEST_F(Protocol, UnitsFailedAfterTheFirstOnlyCount) {  // DB10, U3
   EXPECT_EQ(p->stats().units_failed, 2u);
   EXPECT_EQ(of(action_kind::arm_resync).size(), 1u) << "one outage, one backoff";
   size_t warns = 0;
-  for (const auto& a : of(action_kind::log)) warns += a.level == log::level::warn;
+  for (const auto& a : of(action_kind::log)) warns += a.line.severity == log::level::warn;
   EXPECT_EQ(warns, 1u);
 }
 
@@ -376,7 +376,7 @@ TEST_F(Protocol, StillUnreachableIsLoggedAtMostOncePer10sWithCounts) {  // DB7
     fail(probe[0]->id);
   }
   for (const auto& a : of(action_kind::log))
-    if (a.text == "policy server still unreachable") ++lines;
+    if (a.line.message == "policy server still unreachable") ++lines;
   EXPECT_LT(lines, 20u);
   EXPECT_GE(lines, 1u);
   EXPECT_EQ(p->stats().probes_failed, 20u);

@@ -670,9 +670,9 @@ TEST(ZmqSource, LogsTheReferenceMessagesThroughTheHook) {
   std::mutex mu;
   std::vector<std::string> lines;
   auto o = options_for(e, false);
-  o.log = [&](log_severity sev, const std::string& msg, const log_fields& fields) {
-    std::string line = std::to_string(static_cast<int>(sev)) + " " + msg;
-    for (auto& [k, v] : fields) line += " " + k + "=" + v;
+  o.log = [&](const log::record& r) {
+    std::string line = std::to_string(static_cast<int>(r.severity)) + " " + r.message;
+    for (auto& f : r.fields) line += " " + f.key + "=" + f.value;
     std::lock_guard<std::mutex> lk(mu);
     lines.push_back(line);
   };

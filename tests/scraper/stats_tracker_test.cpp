@@ -15,14 +15,14 @@ namespace {
 
 // Collects what the reporter would log, so tests can count by level like the reference's tests.
 struct log_sink {
-  std::vector<log_record> lines;
-  void add(const std::optional<log_record>& r) {
+  std::vector<log::record> lines;
+  void add(const std::optional<log::record>& r) {
     if (r) lines.push_back(*r);
   }
-  void add(const log_record& r) { lines.push_back(r); }
-  int count(log_level l) const {
+  void add(const log::record& r) { lines.push_back(r); }
+  int count(log::level l) const {
     int n = 0;
-    for (const auto& r : lines) n += r.level == l;
+    for (const auto& r : lines) n += r.severity == l;
     return n;
   }
   int containing(std::string_view text) const {
@@ -30,9 +30,9 @@ struct log_sink {
     for (const auto& r : lines) n += r.message.find(text) != std::string::npos;
     return n;
   }
-  const log_record* first(log_level l) const {
+  const log::record* first(log::level l) const {
     for (const auto& r : lines)
-      if (r.level == l) return &r;
+      if (r.severity == l) return &r;
     return nullptr;
   }
 };
@@ -44,24 +44,24 @@ TEST(StatsTracker, S04StaleEscalationAndRecovery) {
   for (int i = 0; i < 5; ++i) log.add(t.failed("connection refused"));
   log.add(t.delivered());
 
-  EXPECT_EQ(log.count(log_level::error), 1);
-  EXPECT_EQ(log.count(log_level::warn), 2);
-  EXPECT_EQ(log.count(log_level::debug), 2);
-  EXPECT_EQ(log.count(log_level::info), 1);
-  const log_record* err = log.first(log_level::error);
+  EXPECT_EQ(log.count(log::level::error), 1);
+  EXPECT_EQ(log.count(log::level::warn), 2);
+  EXPECT_EQ(log.count(log::level::debug), 2);
+  EXPECT_EQ(log.count(log::level::info), 1);
+  const log::record* err = log.first(log::level::error);
   ASSERT_NE(err, nullptr);
   EXPECT_NE(err->message.find("engine load stats stale"), std::string::npos);
   EXPECT_NE(err->message.find("last delivered sample"), std::string::npos);
   EXPECT_EQ(err->message.find("undelivered since startup"), std::string::npos);
-  ASSERT_NE(err->field("event"), nullptr);
-  EXPECT_EQ(*err->field("event"), "load_signal_stale");
-  EXPECT_EQ(*err->field("consecutive_failures"), "3");
-  EXPECT_EQ(*err->field("err"), "connection refused");
-  const log_record* info = log.first(log_level::info);
+  ASSERT_NE(err->find("event"), nullptr);
+  EXPECT_EQ(*err->find("event"), "load_signal_stale");
+  EXPECT_EQ(*err->find("consecutive_failures"), "3");
+  EXPECT_EQ(*err->find("err"), "connection refused");
+  const log::record* info = log.first(log::level::info);
   ASSERT_NE(info, nullptr);
   EXPECT_NE(info->message.find("engine load stats recovered"), std::string::npos);
-  EXPECT_EQ(*info->field("event"), "load_signal_recovered");
-  EXPECT_EQ(*info->field("after_failures"), "5");
+  EXPECT_EQ(*info->find("event"), "load_signal_recovered");
+  EXPECT_EQ(*info->find("after_failures"), "5");
   EXPECT_EQ(log.containing("engine load stats update failed; will retry"), 2);
   EXPECT_EQ(t.consecutive_failures(), 0);
   EXPECT_FALSE(t.stale());
@@ -71,8 +71,8 @@ TEST(StatsTracker, S05ColdStartNeverSucceeded) {
   stats_tracker t;
   log_sink log;
   for (int i = 0; i < 3; ++i) log.add(t.failed("scrape: connection refused"));
-  EXPECT_EQ(log.count(log_level::error), 1);
-  const log_record* err = log.first(log_level::error);
+  EXPECT_EQ(log.count(log::level::error), 1);
+  const log::record* err = log.first(log::level::error);
   ASSERT_NE(err, nullptr);
   EXPECT_NE(err->message.find("undelivered since startup"), std::string::npos);
   EXPECT_EQ(err->message.find("last delivered sample"), std::string::npos);
@@ -87,10 +87,10 @@ TEST(StatsTracker, S06S07S08AnyFailureKindCountsTowardStale) {
     stats_tracker t;
     log_sink log;
     for (int i = 0; i < 3; ++i) log.add(t.failed(why));
-    EXPECT_EQ(log.count(log_level::error), 1) << why;
+    EXPECT_EQ(log.count(log::level::error), 1) << why;
     EXPECT_EQ(log.containing("undelivered since startup"), 1) << why;
     EXPECT_EQ(log.containing("recovered"), 0) << why;
-    EXPECT_EQ(*log.first(log_level::error)->field("event"), "load_signal_stale");
+    EXPECT_EQ(*log.first(log::level::error)->find("event"), "load_signal_stale");
   }
 }
 
@@ -100,23 +100,23 @@ TEST(StatsTracker, S15RecoveryOnlyAfterThreshold) {
   log.add(t.failed("x"));
   log.add(t.failed("x"));
   log.add(t.delivered());  // two failures: no recovery line
-  EXPECT_EQ(log.count(log_level::info), 0);
-  EXPECT_EQ(log.count(log_level::warn), 2);
+  EXPECT_EQ(log.count(log::level::info), 0);
+  EXPECT_EQ(log.count(log::level::warn), 2);
   // The counter reset on delivery: the next two failures warn again, the third is an ERROR with
   // the "last delivered sample" text (delivered once in this process).
   log.add(t.failed("y"));
   log.add(t.failed("y"));
   log.add(t.failed("y"));
-  EXPECT_EQ(log.count(log_level::warn), 4);
-  EXPECT_EQ(log.count(log_level::error), 1);
+  EXPECT_EQ(log.count(log::level::warn), 4);
+  EXPECT_EQ(log.count(log::level::error), 1);
   EXPECT_EQ(log.containing("last delivered sample"), 1);
   log.add(t.delivered());
-  EXPECT_EQ(log.count(log_level::info), 1);
-  EXPECT_EQ(*log.first(log_level::info)->field("after_failures"), "3");
+  EXPECT_EQ(log.count(log::level::info), 1);
+  EXPECT_EQ(*log.first(log::level::info)->find("after_failures"), "3");
   // A second stale episode logs a second ERROR.
   for (int i = 0; i < 4; ++i) log.add(t.failed("z"));
-  EXPECT_EQ(log.count(log_level::error), 2);
-  EXPECT_EQ(log.count(log_level::debug), 1);
+  EXPECT_EQ(log.count(log::level::error), 2);
+  EXPECT_EQ(log.count(log::level::debug), 1);
 }
 
 TEST(StatsTracker, DeliveredWithoutFailuresLogsNothing) {
@@ -127,12 +127,12 @@ TEST(StatsTracker, DeliveredWithoutFailuresLogsNothing) {
 }
 
 TEST(StatsTracker, StartStopLines) {
-  log_record start = stats_tracker::starting(10000);
-  EXPECT_EQ(start.level, log_level::info);
+  log::record start = stats_tracker::starting(10000);
+  EXPECT_EQ(start.severity, log::level::info);
   EXPECT_EQ(start.message, "stats reporter starting");
-  EXPECT_EQ(*start.field("interval"), "10000ms");
+  EXPECT_EQ(*start.find("interval"), "10000ms");
   EXPECT_EQ(stats_tracker::stopped().message, "stats reporter stopped");
-  EXPECT_STREQ(to_string(log_level::warn), "WARN");
+  EXPECT_STREQ(to_string(log::level::warn), "WARN");
 }
 
 using tr = silent_stream_detector::transition;
