@@ -10,15 +10,15 @@
 // a linear probe reads and writes one cache line, usually. Measured at 1 M random keys (20-byte
 // slots, huge-page advice on both): ~70 vs ~150 ns per insert.
 //
-//  T1. Any key value is a key. The all-zero key marks an empty array slot, so the slot of that
+//  PT1. Any key value is a key. The all-zero key marks an empty array slot, so the slot of that
 //      key is kept apart.
-//  T2. Linear probing from the top bits of (probe_hash(key) ^ seed) × 2^64/φ; the seed is per
+//  PT2. Linear probing from the top bits of (probe_hash(key) ^ seed) × 2^64/φ; the seed is per
 //      table, so an engine cannot pick keys that collide (a clustered table costs O(n) a probe).
-//  T3. At most 3/4 full: the table doubles before an insert would pass that. Deletion shifts the
+//  PT3. At most 3/4 full: the table doubles before an insert would pass that. Deletion shifts the
 //      following entries back (no tombstones), so probes never lengthen with churn.
-//  T4. Pointers to slots stay valid until the next insert or erase (either may move slots).
-//  T5. clear() releases the array (an AllBlocksCleared gives the memory back).
-//  T6. Arrays of 2 MiB or more are mappings of their own, not malloc's: freed (grown out of,
+//  PT4. Pointers to slots stay valid until the next insert or erase (either may move slots).
+//  PT5. clear() releases the array (an AllBlocksCleared gives the memory back).
+//  PT6. Arrays of 2 MiB or more are mappings of their own, not malloc's: freed (grown out of,
 //      cleared), their pages go back to the system at once. From malloc they would not: once a
 //      big chunk has been freed, glibc raises its mmap threshold to that size (up to 32 MiB), so
 //      a table rebuilt after a clear grows inside an arena that keeps every array it outgrew
@@ -161,7 +161,7 @@ class probe_table {
     return static_cast<size_t>(((probe_hash(key) ^ seed_) * 0x9e3779b97f4a7c15ull) >> shift_);
   }
 
-  // T3: walk the cluster after the hole; an entry whose home is not cyclically in (hole, j]
+  // PT3: walk the cluster after the hole; an entry whose home is not cyclically in (hole, j]
   // would be unreachable past the hole, so it moves into it and leaves a hole of its own.
   void erase_at(size_t hole) noexcept {
     const size_t mask = cap_ - 1;
@@ -176,7 +176,7 @@ class probe_table {
     --size_;
   }
 
-  static constexpr size_t map_from = size_t{2} << 20;  // T6: one huge page
+  static constexpr size_t map_from = size_t{2} << 20;  // PT6: one huge page
 
   static Slot* allocate(size_t n) {
     const size_t bytes = n * sizeof(Slot);

@@ -179,7 +179,7 @@ struct engine_settings {
   bool index_salted = false;                // index cache-salted / multimodal blocks anyway
   int64_t max_blocks_per_adapter = 4194304; // reverse-map bound per adapter partition; 0 = none
   /// Blocks with a copy at T2 / T3 per adapter partition, least recently stored dropped first
-  /// (positional_index I8: for store-only sources such as LMCache's multi-process mode); 0 = none.
+  /// (positional_index IX8: for store-only sources such as LMCache's multi-process mode); 0 = none.
   int64_t max_t2_blocks_per_adapter = 1048576;
   int64_t max_t3_blocks_per_adapter = 1048576;
   std::map<int64_t, std::string> adapters;  // LoRA id → name (--lora-adapter-names)

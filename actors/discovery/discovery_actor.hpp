@@ -34,7 +34,7 @@ struct discovery_fetch {
 };
 
 /// Starts fetches; each result comes back to the actor as (atom::fetched, engine, result). The
-/// default runs each on a thread of its own (at most one per engine at a time: rule D2); tests
+/// default runs each on a thread of its own (at most one per engine at a time: rule DP2); tests
 /// answer themselves (the seam that lets the shell run without sockets).
 class discovery_fetch_port {
  public:

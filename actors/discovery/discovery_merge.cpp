@@ -23,7 +23,7 @@ struct merger {
   const discovered_engine& found;
   discovered_target out;
 
-  // M1: the explicit value when there is one (a conflict when the engine disagrees), else the
+  // DM1: the explicit value when there is one (a conflict when the engine disagrees), else the
   // engine's. `engine_value` nullopt = the engine did not say.
   discovery_setting pick(const std::string& what, const std::optional<given>& g,
                          const std::optional<discovery_setting>& engine_value,
@@ -40,7 +40,7 @@ struct merger {
     return s;
   }
 
-  // M3: rank r's explicit endpoint.
+  // DM3: rank r's explicit endpoint.
   std::optional<std::string> ranked(const given& base, int64_t rank) const {
     if (rank == 0) return base.value;
     if (!req.rank_endpoint) return std::nullopt;
@@ -58,7 +58,7 @@ struct merger {
                             " left out: " + why);
   }
 
-  // One rank (M2, M3): nullopt when it cannot be subscribed.
+  // One rank (DM2, DM3): nullopt when it cannot be subscribed.
   std::optional<discovered_rank> rank(int64_t r, const publisher* p) {
     discovered_rank out_rank;
     out_rank.dp_rank = r;
@@ -110,7 +110,7 @@ struct merger {
     std::map<int64_t, const publisher*> advertised;
     for (const auto& p : found.publishers) advertised.emplace(p.dp_rank, &p);
 
-    // M2: the rank set.
+    // DM2: the rank set.
     std::vector<int64_t> ranks;
     const std::string count = std::to_string(found.publishers.size());
     const discovery_setting advertised_count{
@@ -139,12 +139,12 @@ struct merger {
                   (out.conflicts.empty() ? std::string() : " (" + out.conflicts.back() + ")"));
     out.dp_size = pick("dp_size", req.dp_size, advertised_count);
     if (!req.dp_size) out.dp_size.value = std::to_string(out.ranks.size());
-    // M4.
+    // DM4.
     const bool suffix = req.separate_ranks && out.ranks.size() > 1;
     for (auto& r : out.ranks)
       r.replica_id = suffix ? req.replica_id + "-dp" + std::to_string(r.dp_rank) : req.replica_id;
 
-    // M5.
+    // DM5.
     std::optional<discovery_setting> model;
     if (!found.model_id.empty()) model = discovery_setting{found.model_id,
                                                            discovered_origin("GET /v1/models")};

@@ -9,27 +9,27 @@
 // (the runtime maps config::engine_settings to engine_request), no clock, no I/O.
 //
 // Rules:
-//  M1. An explicit value always wins. It is a conflict (one line each, logged once by the
+//  DM1. An explicit value always wins. It is a conflict (one line each, logged once by the
 //      caller) when the engine says something else: the rank's endpoint, replay endpoint or
 //      topic, the model (unless it is one of the engine's served names), the hash scheme (the
 //      dialect that answered), the metrics URL (the engine's own `/metrics`), the rank count.
 //      An explicit "" (replay off, scraping off, every topic) is a choice, never a conflict.
-//  M2. Ranks: with an explicit dp_size, ranks 0..dp_size-1; otherwise every rank the engine
+//  DM2. Ranks: with an explicit dp_size, ranks 0..dp_size-1; otherwise every rank the engine
 //      advertises (SGLang's #38032 lists may skip ranks). A rank the engine does not advertise
 //      needs an explicit endpoint, or it is left out (a conflict says so); an advertised rank
 //      beyond an explicit dp_size is left out too. No rank left is a failure.
-//  M3. An explicit endpoint (or replay endpoint) is rank 0's; rank r's is derived from it by
+//  DM3. An explicit endpoint (or replay endpoint) is rank 0's; rank r's is derived from it by
 //      `rank_endpoint` (the configuration's port + r arithmetic). One that cannot be derived
 //      leaves the rank out, with a conflict.
-//  M4. A rank reports as the replica id, or "<id>-dp<rank>" when the engine has more than one
+//  DM4. A rank reports as the replica id, or "<id>-dp<rank>" when the engine has more than one
 //      rank and `separate_ranks` (dp_mode separate).
-//  M5. The model: explicit, else the engine's first served model (GET /v1/models); neither is a
+//  DM5. The model: explicit, else the engine's first served model (GET /v1/models); neither is a
 //      failure. The hash scheme: explicit, else the dialect's. The metrics URL: explicit (even
 //      "", scraping off), else `<url>/metrics`.
-//  M6. Origins: "flag/config (<where>)" for explicit values (where = "--topic" or
+//  DM6. Origins: "flag/config (<where>)" for explicit values (where = "--topic" or
 //      "file:line:col", omitted when unknown), "discovered: <what the engine answered>", or
 //      "default (...)" for a value nobody stated (no replay endpoint advertised).
-//  M7. Failures are ec::discovery_failed and name the engine URL.
+//  DM7. Failures are ec::discovery_failed and name the engine URL.
 
 #include <cstdint>
 #include <functional>
@@ -55,11 +55,11 @@ struct engine_request {
   bool separate_ranks = true;  // dp_mode separate: ranks report as "<id>-dp<rank>"
   std::optional<given> endpoint, replay_endpoint, topic, model_id, hash_scheme, metrics_url;
   std::optional<given> dp_size;  // decimal text
-  /// Rank r's endpoint from rank 0's (M3); nullopt when it cannot be derived. Empty: only rank 0.
+  /// Rank r's endpoint from rank 0's (DM3); nullopt when it cannot be derived. Empty: only rank 0.
   std::function<std::optional<std::string>(const std::string& base, int64_t rank)> rank_endpoint;
 };
 
-/// The effective settings (M1-M7).
+/// The effective settings (DM1-DM7).
 outcome<discovered_target> merge(const engine_request& req, const discovered_engine& found);
 
 /// "flag/config (--topic)" / "flag/config".

@@ -50,7 +50,7 @@ void engine_watch::fetch_now(watch_actions& out) {
   if (in_flight_) return;
   in_flight_ = true;
   timer_pending_ = false;
-  ++gen_;  // D2: any timer still pending is now stale
+  ++gen_;  // DP2: any timer still pending is now stale
   ++c_.fetches;
   out.push_back(action(watch_action::kind::fetch));
 }
@@ -70,7 +70,7 @@ void engine_watch::on_timer(uint64_t gen, watch_actions& out) {
 
 void engine_watch::on_fetched(const outcome<discovered_engine>& r, int64_t now_ms,
                               watch_actions& out) {
-  if (!in_flight_) return;  // D2
+  if (!in_flight_) return;  // DP2
   in_flight_ = false;
   if (!r) {
     failed(r.error(), now_ms, out);
@@ -84,7 +84,7 @@ void engine_watch::on_fetched(const outcome<discovered_engine>& r, int64_t now_m
     again_ = false;
     fetch_now(out);
   } else if (!stopped_.empty()) {
-    fetch_later(out);  // D6
+    fetch_later(out);  // DP6
   }
 }
 
@@ -151,7 +151,7 @@ void engine_watch::succeeded(discovered_target t, watch_actions& out) {
     out.push_back(std::move(a));
   }
   target_ = std::move(next);
-  stopped_.clear();  // D6: new pipelines, new streams
+  stopped_.clear();  // DP6: new pipelines, new streams
   ++c_.retargets;
   auto a = action(watch_action::kind::retarget);
   a.target = target_;
@@ -184,7 +184,7 @@ bool engine_watch::has_rank(int64_t rank) const {
 }
 
 void engine_watch::on_stream_stopped(int64_t rank, const std::string& why, watch_actions& out) {
-  if (!has_rank(rank)) return;  // D7
+  if (!has_rank(rank)) return;  // DP7
   ++c_.stops;
   const bool fresh = stopped_.insert(rank).second;
   if (fresh) {
@@ -195,7 +195,7 @@ void engine_watch::on_stream_stopped(int64_t rank, const std::string& why, watch
     out.push_back(std::move(a));
   }
   if (in_flight_) {
-    again_ = true;  // D5: that answer may predate the restart
+    again_ = true;  // DP5: that answer may predate the restart
     return;
   }
   if (timer_pending_) return;
@@ -204,7 +204,7 @@ void engine_watch::on_stream_stopped(int64_t rank, const std::string& why, watch
 
 void engine_watch::on_stream_flowing(int64_t rank) {
   if (stopped_.erase(rank) == 0 || !stopped_.empty()) return;
-  // D6: nothing stopped any more; a pending poll is not needed, a pending retry of a failure is
+  // DP6: nothing stopped any more; a pending poll is not needed, a pending retry of a failure is
   // (the state says which).
   if (timer_pending_ && state_ == watch_state::discovered) {
     timer_pending_ = false;

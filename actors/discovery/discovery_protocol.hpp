@@ -12,31 +12,31 @@
 // target), retrying (the last fetch failed after a target was known: the pipelines keep it).
 //
 // Rules:
-//  D1. start(): fetch now; readiness says "waiting for engine <url>: not answered yet".
-//  D2. At most one fetch is outstanding. A result that arrives with none outstanding is stale
+//  DP1. start(): fetch now; readiness says "waiting for engine <url>: not answered yet".
+//  DP2. At most one fetch is outstanding. A result that arrives with none outstanding is stale
 //      and ignored; so is a timer whose generation is not the current one (a newer decision
 //      replaced it: timers cannot be cancelled).
-//  D3. A good answer is merged with the explicit settings (discovery_merge.hpp). The first
+//  DP3. A good answer is merged with the explicit settings (discovery_merge.hpp). The first
 //      one, and every later one whose pipelines differ (endpoints, rank set, identity), is a
 //      `retarget` with the new target; an unchanged one is nothing. State discovered; the
 //      backoff starts over; readiness's reason is cleared. Conflicts and notes are logged once
 //      each (per distinct text, for the process' life; at most 256 remembered).
-//  D4. A failed fetch, or an answer the merge refuses: fetch again after the backoff
+//  DP4. A failed fetch, or an answer the merge refuses: fetch again after the backoff
 //      (base/backoff.hpp, from retry_initial, capped at retry_max). Without a target the
 //      state is waiting and readiness says "waiting for engine <url>: <error>"; with one, the
 //      state is retrying and the pipelines keep running on the old target (readiness is
 //      theirs). An error is logged when it differs from the last one logged (rate limited:
 //      at most 5 distinct errors a minute), a repeat only counted; the recovery is logged.
-//  D5. A stream stopped (rank, why: disconnected, incarnation reset, events silent while the
+//  DP5. A stream stopped (rank, why: disconnected, incarnation reset, events silent while the
 //      engine's /metrics show activity): the rank is marked stopped and the sources are read
 //      again, now, unless a fetch or its retry timer is already pending. A stop during an
 //      outstanding fetch asks for one more fetch when it returns (that answer may predate the
 //      engine's restart), so ranks stopping together cost two fetches, never one per rank.
-//  D6. While a rank is stopped and answers keep saying the same, ask again after the backoff:
+//  DP6. While a rank is stopped and answers keep saying the same, ask again after the backoff:
 //      a restarted engine may answer before it moved its publishers (or with the old answer
 //      cached). A retarget clears the stopped marks (new pipelines, new streams); a stream
 //      that flows again clears its own, and with none left the polling ends.
-//  D7. Stops and flows of ranks not in the target, and any of them before the first target,
+//  DP7. Stops and flows of ranks not in the target, and any of them before the first target,
 //      are ignored (there is nothing to re-read for).
 
 #include <chrono>
@@ -94,15 +94,15 @@ class engine_watch {
  public:
   engine_watch(engine_request req, watch_options opts = {});
 
-  /// D1.
+  /// DP1.
   void start(watch_actions& out);
-  /// A fetch's result (D2-D4, D6). `now_ms`: steady ms, for the log rate limit.
+  /// A fetch's result (DP2-DP4, DP6). `now_ms`: steady ms, for the log rate limit.
   void on_fetched(const outcome<discovered_engine>& r, int64_t now_ms, watch_actions& out);
-  /// A fetch timer of generation `gen` fired (D2).
+  /// A fetch timer of generation `gen` fired (DP2).
   void on_timer(uint64_t gen, watch_actions& out);
-  /// D5, D7.
+  /// DP5, DP7.
   void on_stream_stopped(int64_t rank, const std::string& why, watch_actions& out);
-  /// D6, D7.
+  /// DP6, DP7.
   void on_stream_flowing(int64_t rank);
 
   watch_state state() const noexcept { return state_; }
@@ -134,7 +134,7 @@ class engine_watch {
   watch_state state_ = watch_state::waiting;
   std::shared_ptr<const discovered_target> target_;
   bool in_flight_ = false;
-  bool again_ = false;        // D5: a stop arrived during the outstanding fetch
+  bool again_ = false;        // DP5: a stop arrived during the outstanding fetch
   bool timer_pending_ = false;
   uint64_t gen_ = 0;
   std::set<int64_t> stopped_;
@@ -142,7 +142,7 @@ class engine_watch {
   std::string last_logged_error_;
   uint64_t failures_in_a_row_ = 0;
   std::string waiting_;
-  std::set<std::string> logged_;  // D3: conflict and note lines already written
+  std::set<std::string> logged_;  // DP3: conflict and note lines already written
   watch_counters c_;
 };
 

@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // One file on purpose (~550 lines): the packed entry, its copy fields, the cap queue and the rules
-// I1-I7 share the entry layout, which must stay private to keep the slot at 20 bytes.
+// IX1-IX7 share the entry layout, which must stay private to keep the slot at 20 bytes.
 #include "actors/shard/positional_index.hpp"
 
 #include <absl/container/flat_hash_map.h>
@@ -97,7 +97,7 @@ index_op make_op(index_op::kind k, const entry& e, uint32_t tiers, bool introduc
 
 }  // namespace
 
-// max_resident: engine hashes in first-store order; a bounded tier (I8): the hashes it holds in
+// max_resident: engine hashes in first-store order; a bounded tier (IX8): the hashes it holds in
 // store order. A forgotten block's queue item is not searched for; it is counted stale and
 // skipped when it reaches the front (a hash can be forgotten and stored again, so "resident"
 // alone cannot tell a stale item from a live one).
@@ -182,7 +182,7 @@ struct positional_index::impl {
   probe_table<int_slot> ints;  // u64 engine hashes: nearly all
   absl::flat_hash_map<std::string, entry> bins;  // bin/str engine hashes: rare
   std::unique_ptr<cap_queue> fifo;               // max_resident only
-  // I8, by tier index (1 = T2, 2 = T3; 0 unused): the bound, the blocks holding a copy there in
+  // IX8, by tier index (1 = T2, 2 = T3; 0 unused): the bound, the blocks holding a copy there in
   // store order, and how many. Allocated only for a bounded tier.
   std::array<size_t, 3> tier_cap{};
   std::array<std::unique_ptr<cap_queue>, 3> tier_fifo;
@@ -200,7 +200,7 @@ struct positional_index::impl {
 
   bool bounded(unsigned ti) const noexcept { return tier_fifo[ti] != nullptr; }
 
-  // I8: tier `ti` got a copy of `h` (`had`: it held one already, so the block moves back).
+  // IX8: tier `ti` got a copy of `h` (`had`: it held one already, so the block moves back).
   void tier_stored(const engine_hash& h, unsigned ti, bool had) {
     if (!bounded(ti)) return;
     if (had) {
@@ -212,7 +212,7 @@ struct positional_index::impl {
     if (tier_fifo[ti]->bloated(tier_count[ti])) compact_tier(ti);
   }
 
-  // I8: tier `ti` no longer holds `h` (a removal, the global cap).
+  // IX8: tier `ti` no longer holds `h` (a removal, the global cap).
   void tier_gone(const engine_hash& h, unsigned ti) {
     if (!bounded(ti)) return;
     tier_fifo[ti]->mark_stale(h);
@@ -227,7 +227,7 @@ struct positional_index::impl {
     });
   }
 
-  // I8: drops the least recently stored blocks of every tier over its bound.
+  // IX8: drops the least recently stored blocks of every tier over its bound.
   void enforce_tier_caps(std::vector<index_op>& out) {
     for (unsigned ti = 1; ti < 3; ++ti) {
       engine_hash h;
@@ -294,7 +294,7 @@ struct positional_index::impl {
     return fingerprint::content(scratch.data(), bs);
   }
 
-  // One more copy at tier `ti` of a held block, by the copy rules I1-I3 (and I8's order).
+  // One more copy at tier `ti` of a held block, by the copy rules IX1-IX3 (and IX8's order).
   void add_copy(const engine_hash& h, const entry& e, unsigned ti, store_origin origin) {
     const uint32_t n = e.copies(ti);
     tier_stored(h, ti, n != 0);

@@ -10,30 +10,30 @@
 // "Beyond the reference" (unknown parent policy, tiers from medium, salted/multimodal taint,
 // resident cap) and these rules of its own:
 //
-//  I1. Copies. vLLM does not deduplicate cached blocks: one hash can be held by several physical
+//  IX1. Copies. vLLM does not deduplicate cached blocks: one hash can be held by several physical
 //      blocks, each stored and removed on its own (#48933, #55092). The index counts copies per
 //      (hash, tier). A store at a tier adds a copy; a removal takes one away; only the removal
 //      of the last copy of a tier downgrades (another tier still holds the block) or evicts.
-//  I2. Re-announcements. A store of a held hash whose `origin` is REUSED (vLLM #51699, sent for
+//  IX2. Re-announcements. A store of a held hash whose `origin` is REUSED (vLLM #51699, sent for
 //      prefix-cache hits under kv_cache_report_mode="full", #45261) refreshes the entry (it is
 //      re-reported) but adds no copy, except that a tier that held none gets one. A store
 //      without `origin`, or with NEW, is a new copy: an engine in "full" mode that does not send
-//      `origin` makes the count too high (see I4 for what corrects it). Counted as
+//      `origin` makes the count too high (see IX4 for what corrects it). Counted as
 //      `reannounced` and `copy_added`.
-//  I3. Saturation. Counts live in spare bits of the entry: at most 7 GPU copies and 3 at each
+//  IX3. Saturation. Counts live in spare bits of the entry: at most 7 GPU copies and 3 at each
 //      other tier. A copy beyond that is not counted (`copies_saturated`), so the block is
 //      evicted after that many removals while the engine may still hold more: a missed hit,
 //      never a hint the engine cannot serve.
-//  I4. A BlockRemoved that carries `remaining_copy_counts` (vLLM #48933) is authoritative: the
+//  IX4. A BlockRemoved that carries `remaining_copy_counts` (vLLM #48933) is authoritative: the
 //      tier's count becomes that value (saturated), 0 removes the tier. A list whose length is
 //      not the number of hashes is ignored (`copy_counts_ignored`) and the removal counts down.
-//  I5. AllBlocksCleared, a new engine incarnation and lost history clear the index, counts
+//  IX5. AllBlocksCleared, a new engine incarnation and lost history clear the index, counts
 //      included.
-//  I6. A block whose medium is unknown is never indexed, and a removal at an unknown medium
+//  IX6. A block whose medium is unknown is never indexed, and a removal at an unknown medium
 //      changes nothing (the decoder filters both first; this is the index's own guard).
-//  I7. `index_op::introduces` is set on the upsert of a key new to the partition: a new block,
+//  IX7. `index_op::introduces` is set on the upsert of a key new to the partition: a new block,
 //      a re-store under another fingerprint, or a formerly tainted block indexed now.
-//  I8. Bounded tiers. With max_t2_blocks / max_t3_blocks set, at most that many blocks hold a
+//  IX8. Bounded tiers. With max_t2_blocks / max_t3_blocks set, at most that many blocks hold a
 //      copy at T2 / T3. They are kept in store order, a store of a block the tier already holds
 //      moving it to the back (least recently stored goes first: kvrelay never sees a hit). Over
 //      the bound, the front block loses the tier: when another tier holds it, it downgrades (an
@@ -74,7 +74,7 @@ struct index_options {
   /// At most this many remembered blocks (0 = unlimited). Over it, the blocks stored first are
   /// forgotten first and evicted. Costs ~8 bytes per block, only when set.
   size_t max_resident = 0;
-  /// I8: at most this many blocks with a copy at T2 / T3 (0 = unbounded). ~8 bytes per block
+  /// IX8: at most this many blocks with a copy at T2 / T3 (0 = unbounded). ~8 bytes per block
   /// held at the tier, only when set.
   size_t max_t2_blocks = 0;
   size_t max_t3_blocks = 0;
@@ -97,19 +97,19 @@ struct index_stats {
   uint64_t removed_events = 0;           // BlockRemoved events seen
   uint64_t unknown_removals = 0;         // removed hashes not in the map (P09)
   uint64_t removal_tier_absent = 0;      // removed from a tier the block was not known at
-  uint64_t copy_added = 0;               // store of a held hash at a held tier: one more copy (I1)
-  uint64_t reannounced = 0;              // REUSED store of a held hash: refreshed, no copy (I2)
-  uint64_t copies_saturated = 0;         // a copy not counted: the tier's count is at its max (I3)
-  uint64_t copy_removed = 0;             // a removal that left copies at its tier: no op (I1)
+  uint64_t copy_added = 0;               // store of a held hash at a held tier: one more copy (IX1)
+  uint64_t reannounced = 0;              // REUSED store of a held hash: refreshed, no copy (IX2)
+  uint64_t copies_saturated = 0;         // a copy not counted: the tier's count is at its max (IX3)
+  uint64_t copy_removed = 0;             // a removal that left copies at its tier: no op (IX1)
   uint64_t authoritative_counts = 0;     // hashes whose count came from remaining_copy_counts
   uint64_t copy_counts_ignored = 0;      // removal events whose remaining_copy_counts was unusable
-  uint64_t unknown_medium_events = 0;    // events at a medium we do not know: ignored (I6)
+  uint64_t unknown_medium_events = 0;    // events at a medium we do not know: ignored (IX6)
   uint64_t downgrades = 0;               // removals that left a colder tier (upsert emitted)
   uint64_t evictions = 0;                // evict ops from removals
   uint64_t l2_downgrades = 0;            // ignore_block_removed: removals turned into T2 upserts
   uint64_t cap_evictions = 0;            // blocks forgotten because of max_resident
-  uint64_t t2_cap_drops = 0;             // T2 copies dropped by max_t2_blocks (I8)
-  uint64_t t3_cap_drops = 0;             // T3 copies dropped by max_t3_blocks (I8)
+  uint64_t t2_cap_drops = 0;             // T2 copies dropped by max_t2_blocks (IX8)
+  uint64_t t3_cap_drops = 0;             // T3 copies dropped by max_t3_blocks (IX8)
   uint64_t clears = 0;
 };
 
@@ -129,7 +129,7 @@ class positional_index {
   /// the count shares a 32-bit word with the copy counts and the taint bit to keep an entry at
   /// 20 bytes. 16 Mi tokens is above every context length served today.
   static constexpr uint32_t max_token_count = (1u << 24) - 1;
-  /// Most copies counted per tier (I3).
+  /// Most copies counted per tier (IX3).
   static constexpr uint32_t max_copies_t1 = 7;
   static constexpr uint32_t max_copies_other = 3;
 
@@ -158,7 +158,7 @@ class positional_index {
   void removed(const block_removed& ev, std::vector<index_op>& out);
 
   /// One hash of a removal, for a router that splits an event across partitions. `remaining`
-  /// is the engine's authoritative count for it (I4), or nullptr. A hash not held returns
+  /// is the engine's authoritative count for it (IX4), or nullptr. A hash not held returns
   /// `unknown` and counts nothing here (unknown_removals counts removed()'s): the router knows
   /// whether another partition held it.
   removal remove_hash(const engine_hash& h, const medium_info& m, const uint32_t* remaining,
@@ -173,7 +173,7 @@ class positional_index {
 
   /// Remembered blocks, tainted ones included (what max_resident bounds).
   size_t size() const noexcept;
-  /// Blocks holding a copy at `t`, counted only for a bounded tier (I8); 0 otherwise.
+  /// Blocks holding a copy at `t`, counted only for a bounded tier (IX8); 0 otherwise.
   size_t tier_blocks(tier t) const noexcept;
   bool contains(const engine_hash& h) const;
   /// Copies counted for `h` at tier `t` (0 when absent).

@@ -56,7 +56,7 @@ std::vector<block_stored> make_events(size_t count, size_t events_per_chain, uin
 }
 
 // malloc's chunks in use, its own mappings included. A table array of 2 MiB or more maps itself
-// (probe_table rule T6) and shows only in resident_bytes().
+// (probe_table rule PT6) and shows only in resident_bytes().
 size_t heap_in_use() {
   const struct mallinfo2 mi = mallinfo2();
   return mi.uordblks + mi.hblkhd;

@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// Explicit settings versus discovered ones (actors/discovery/discovery_merge.hpp, rules M1-M7).
+// Explicit settings versus discovered ones (actors/discovery/discovery_merge.hpp, rules DM1-DM7).
 // Pure: the discovered engines are built from parsed answers, as the daemon gets them.
 #include "actors/discovery/discovery_merge.hpp"
 

@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // The discovery protocol of one engine over time (actors/discovery/discovery_protocol.hpp, rules
-// D1-D7), driven directly: answers are parsed bodies, time is an argument.
+// DP1-DP7), driven directly: answers are parsed bodies, time is an argument.
 #include "actors/discovery/discovery_protocol.hpp"
 
 #include <gtest/gtest.h>
@@ -229,11 +229,11 @@ TEST_F(watch_test, StaleResultsTimersAndUnknownRanksAreIgnored) {
   w.start(out);
   out.clear();
   w.on_stream_stopped(0, "disconnected", out);
-  EXPECT_TRUE(out.empty()) << "no target yet (D7)";
+  EXPECT_TRUE(out.empty()) << "no target yet (DP7)";
   feed(answer_with("tcp://10.0.0.5:1"));
   out.clear();
   w.on_fetched(answer_with("tcp://10.0.0.5:9"), now, out);
-  EXPECT_TRUE(out.empty()) << "no fetch outstanding (D2)";
+  EXPECT_TRUE(out.empty()) << "no fetch outstanding (DP2)";
   w.on_timer(12345, out);
   EXPECT_TRUE(out.empty());
   w.on_stream_stopped(7, "disconnected", out);

@@ -140,7 +140,7 @@ TEST_F(shell, AStoppedStreamRereadsAndAMoveRetargets) {
   ASSERT_EQ(log->asked.size(), 3u) << "read again at once";
   reply(0, answer("tcp://10.0.0.5:41233"));
   EXPECT_TRUE(updates().empty()) << "the same endpoints: nothing to retarget";
-  t.advance(400ms);  // the poll while the stream is stopped (D6)
+  t.advance(400ms);  // the poll while the stream is stopped (DP6)
   ASSERT_EQ(log->asked.size(), 4u);
   reply(0, answer("tcp://10.0.0.5:50000"));
   const auto u = updates();

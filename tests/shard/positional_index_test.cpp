@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // The reverse map: reference-behaviour.md §1.3 P01–P09, §1.4 A04–A05, DESIGN.md's "beyond the
-// reference" rules (unknown parent policy, tiers, taint, resident cap) and the index's own I1–I7
+// reference" rules (unknown parent policy, tiers, taint, resident cap) and the index's own IX1–IX7
 // (copies). Long because it is one table of rules, each with its own test, plus two properties.
 #include "actors/shard/positional_index.hpp"
 
@@ -390,7 +390,7 @@ TEST(PositionalIndex, L2ModeTurnsLastGpuRemovalIntoT2AndForgets) {
   EXPECT_EQ(apply(idx, removal({2}, tier::t2)), std::vector<index_op>{evict(f, 16, tier::t2)});
 }
 
-// --- copies (I1-I5) ----------------------------------------------------------------------------
+// --- copies (IX1-IX5) ----------------------------------------------------------------------------
 
 block_removed counted_removal(std::initializer_list<uint64_t> hs, std::vector<uint32_t> left,
                               tier t = tier::t1) {
@@ -791,7 +791,7 @@ TEST(PositionalIndex, CapCountsTaintedBlocksAndEvictsThemSilently) {
   EXPECT_EQ(idx.stats().cap_evictions, 1u);
 }
 
-// --- I8: bounded tiers ------------------------------------------------------------------------
+// --- IX8: bounded tiers ------------------------------------------------------------------------
 
 std::vector<uint32_t> tokens_of(uint64_t h) { return iota(static_cast<uint32_t>(h) * 100, 16); }
 uint64_t fp_of(uint64_t h) {
@@ -1016,7 +1016,7 @@ void check_server_view_matches(index_options o, uint32_t seed) {
     if (o.max_resident != 0) {
       ASSERT_LE(idx.size(), o.max_resident);
     }
-    // I8: each bounded tier within its bound, and its count exact.
+    // IX8: each bounded tier within its bound, and its count exact.
     for (const auto& [t, cap] : {std::pair<tier, size_t>{tier::t2, o.max_t2_blocks},
                                  std::pair<tier, size_t>{tier::t3, o.max_t3_blocks}}) {
       if (cap == 0) continue;

@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The open-addressing table (base/probe_table.hpp, rules T1-T6) against
+// The open-addressing table (base/probe_table.hpp, rules PT1-PT6) against
 // std::unordered_map under random inserts, erases and look-ups over a small key universe, so
 // clusters form, wrap around the array's end and are cut by erases.
 #include "base/probe_table.hpp"
@@ -35,7 +35,7 @@ std::map<uint64_t, uint32_t> contents(const probe_table<slot>& t) {
   return out;
 }
 
-TEST(ProbeTable, T1KeyZeroIsAKeyLikeAnyOther) {
+TEST(ProbeTable, PT1_KeyZeroIsAKeyLikeAnyOther) {
   probe_table<slot> t;
   EXPECT_EQ(t.find(0), nullptr);
   auto [s, inserted] = t.insert(slot{0, 7});
@@ -51,7 +51,7 @@ TEST(ProbeTable, T1KeyZeroIsAKeyLikeAnyOther) {
   EXPECT_EQ(t.size(), 1u);
 }
 
-TEST(ProbeTable, T3StaysAtMostThreeQuartersFull) {
+TEST(ProbeTable, PT3_StaysAtMostThreeQuartersFull) {
   probe_table<slot> t;
   for (uint64_t k = 1; k <= 1000; ++k) {
     t.insert(slot{k, 0});
@@ -60,7 +60,7 @@ TEST(ProbeTable, T3StaysAtMostThreeQuartersFull) {
   EXPECT_EQ(t.capacity(), 2048u);
 }
 
-TEST(ProbeTable, T5ClearReleasesTheArray) {
+TEST(ProbeTable, PT5_ClearReleasesTheArray) {
   probe_table<slot> t;
   for (uint64_t k = 0; k < 100; ++k) t.insert(slot{k, 0});
   t.clear();
@@ -94,7 +94,7 @@ size_t resident_bytes() {
   return 0;
 }
 
-TEST(ProbeTable, T6BigArraysHoldNoMoreThanThemselvesAndGoBackWhenFreed) {
+TEST(ProbeTable, PT6_BigArraysHoldNoMoreThanThemselvesAndGoBackWhenFreed) {
   if (sanitized) GTEST_SKIP() << "RSS under a sanitizer includes its shadow memory";
   if (resident_bytes() == 0) GTEST_SKIP() << "no /proc/self/status";
   constexpr size_t slack = size_t{6} << 20;
@@ -171,7 +171,7 @@ struct pair_slot {
 #pragma pack(pop)
 uint64_t probe_hash(const pair_key& k) { return k.a ^ (uint64_t{k.b} << 40); }
 
-TEST(ProbeTable, T1AWiderKeyIsZeroOnlyWhenAllOfItIs) {
+TEST(ProbeTable, PT1_AWiderKeyIsZeroOnlyWhenAllOfItIs) {
   probe_table<pair_slot> t;
   EXPECT_TRUE(t.insert(pair_slot{{0, 0}, 1}).second);
   EXPECT_TRUE(t.insert(pair_slot{{0, 1}, 2}).second);

@@ -77,7 +77,7 @@ TEST(IndexImage, ExportImportHoldsTheSameBlocksAndRoutesRemovalsTheSame) {
   a.apply(work({{0, stored_event(store(10, std::nullopt, 100))},
                 {0, stored_event(store(11, 10, 200))},
                 {1, stored_event(store(20, std::nullopt, 300))},
-                {1, stored_event(store(20, std::nullopt, 300))},  // a second copy (I1)
+                {1, stored_event(store(20, std::nullopt, 300))},  // a second copy (IX1)
                 {1, stored_event(store(20, std::nullopt, 300, "CPU"))}},
                {"sql-lora", ""}));
   std::vector<snapshot::partition_image> images;

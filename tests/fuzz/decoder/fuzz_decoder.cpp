@@ -128,7 +128,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static partition_set parts([] {
     index_options o;
     o.max_resident = 64;
-    o.max_t2_blocks = 8;  // I8: the bounded tiers' order queues under arbitrary input
+    o.max_t2_blocks = 8;  // IX8: the bounded tiers' order queues under arbitrary input
     o.max_t3_blocks = 8;
     return o;
   }());
