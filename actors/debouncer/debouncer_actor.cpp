@@ -24,22 +24,6 @@
 
 namespace kvrelay {
 
-debounce::options to_protocol_options(const debouncer_options& o) {
-  debounce::options p;
-  p.window = o.window;
-  p.flush_threshold = o.flush_threshold;
-  p.l2_mode = o.l2_mode;
-  p.max_pending = o.max_pending;
-  p.max_units_in_flight = o.max_units_in_flight;
-  p.refresh_interval = o.refresh_interval;
-  p.resync_backoff_max = o.resync_backoff_max;
-  p.reconnect_resync_interval = o.reconnect_resync_interval;
-  p.start_with_clear = o.start_with_clear;
-  p.shutdown_clear = o.shutdown_clear;
-  p.repair_base_sweeps = o.repair_base_sweeps;
-  return p;
-}
-
 namespace {
 
 // A re-report of a million blocks takes seconds; a barrier that never answers ends DB6 anyway.
@@ -258,7 +242,7 @@ using debouncer_self = debouncer_actor::stateful_pointer<debouncer_state>;
 debouncer_actor::behavior_type debouncer_fn(debouncer_self self, pipeline_context ctx,
                                             debouncer_options opts, emitter_actor emitter) {
   auto& st = self->state;
-  st.init(std::move(ctx), to_protocol_options(opts));
+  st.init(std::move(ctx), opts.protocol);
   st.emitter = std::move(emitter);
   if (st.ctx.health) st.listeners.push_back(st.ctx.health);
   run(self, [](auto& p, auto now, auto& out) {
@@ -292,7 +276,7 @@ using replica_self = replica_debouncer_actor::stateful_pointer<debouncer_state>;
 
 replica_debouncer_actor::behavior_type replica_fn(replica_self self, pipeline_context ctx,
                                                   debouncer_options opts) {
-  auto o = to_protocol_options(opts);
+  auto o = opts.protocol;
   o.merged = true;
   self->state.init(std::move(ctx), o);
   run(self, [](auto& p, auto now, auto& out) { p.start(now, out); });

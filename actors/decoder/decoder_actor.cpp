@@ -228,18 +228,11 @@ void execute(decoder_self self, uint64_t seq) {
   publish(st);
 }
 
-router_options router_options_of(const decoder_options& o) {
-  router_options r;
-  r.adapters = o.adapters;
-  r.expected_dp_rank = o.expected_dp_rank;
-  return r;
-}
-
 decoder_actor::behavior_type decoder_fn(decoder_self self, pipeline_context ctx,
                                         decoder_options opts, debouncer_actor debouncer,
                                         std::function<void(size_t)> credit) {
   auto& st = self->state;
-  st.router = batch_router(router_options_of(opts));
+  st.router = batch_router(opts.router);
   st.debouncer = std::move(debouncer);
   st.ctx = std::move(ctx);
   st.credit = std::move(credit);
