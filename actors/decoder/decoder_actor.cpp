@@ -207,7 +207,7 @@ void execute(decoder_self self, uint64_t seq) {
     log::warn("too many adapter partitions; stores for new adapters are dropped",
               {{"replica", st.ctx.name}, {"partitions", st.router.partitions()}});
   // An AllBlocksCleared: the engine's cache is empty like the index (health: known again).
-  const bool engine_cleared = st.router.stats().cleared != st.published.cleared;
+  const bool engine_cleared = st.router.stats().cleared != st.counters->published().cleared;
   for (auto& step : out.steps) {
     if (step.what == router_step::kind::work) {
       // Charged until the shard is done with it (messages/pipeline.hpp).
