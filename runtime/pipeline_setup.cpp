@@ -61,9 +61,9 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
   p.ingress.source.topic = e.topic;
   p.ingress.source.reconnect_interval = e.reconnect_backoff;
 
-  p.decoder.adapters = e.adapters;
+  p.decoder.router.adapters = e.adapters;
   p.decoder.index = to_index_options(e);
-  if (e.dp_size > 1) p.decoder.expected_dp_rank = ps.dp_rank;
+  if (e.dp_size > 1) p.decoder.router.expected_dp_rank = ps.dp_rank;
 
   if (cfg.memory.budget > 0) {
     // Every bound from the one budget (base/memory_budget.hpp MD1-MD4); 0 (tools, tests that
@@ -75,14 +75,15 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
     auto& t = p.ingress.source.tracker;
     t.max_buffered_bytes =
         std::min<size_t>(t.max_buffered_bytes, static_cast<size_t>(b.queue_bytes));
-    p.debouncer.max_pending = b.max_pending;
+    p.debouncer.protocol.max_pending = b.max_pending;
   }
 
-  p.debouncer.window = e.window;
-  p.debouncer.l2_mode = e.l2_tier;
-  p.debouncer.refresh_interval = cfg.server.refresh_interval;
-  p.debouncer.shutdown_clear = cfg.server.on_shutdown == config::shutdown_action::clear;
-  p.final_clear = p.debouncer.shutdown_clear;  // what the drain report says the server is left with
+  p.debouncer.protocol.window = e.window;
+  p.debouncer.protocol.l2_mode = e.l2_tier;
+  p.debouncer.protocol.refresh_interval = cfg.server.refresh_interval;
+  p.debouncer.protocol.shutdown_clear = cfg.server.on_shutdown == config::shutdown_action::clear;
+  // What the drain report says the server is left with.
+  p.final_clear = p.debouncer.protocol.shutdown_clear;
   if (replica) {
     // One replica, several ranks: the replica debouncer clears it once at its start and owns
     // the holder set; this rank's data path reaches it through a port.
@@ -99,7 +100,7 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
                                 : emitter::eviction_mode::expire;
   // rpc: a base-model PREFIX_EVICTED sweeps every adapter partition on a server that does not
   // read adapter_scoped; put back what LoRA adapters still hold (docs/operations.md).
-  p.debouncer.repair_base_sweeps =
+  p.debouncer.protocol.repair_base_sweeps =
       p.emitter.eviction_mode == emitter::eviction_mode::rpc && !cfg.server.scoped_evictions;
   if (cfg.server.tls) {
     p.emitter.client.tls = true;

@@ -353,7 +353,7 @@ void status_of(pipeline_self self, caf::typed_response_promise<actor_status> p) 
   j.add("engine_asleep", s.engine_asleep);
   if (s.durable) s.durable->add_status(j);
   actor_status::string_map adapters;
-  for (const auto& [id, name] : s.opts.decoder.adapters)
+  for (const auto& [id, name] : s.opts.decoder.router.adapters)
     adapters.emplace_back(std::to_string(id), name);
   j.add("adapters", std::move(adapters));
   const auto extra = [&](pipeline_unit u) { return supervision_of(s.policy->record(u)); };
@@ -449,8 +449,8 @@ void on_restore_plan(pipeline_self self, const restore_plan& plan) {
   pipeline_options o = st.opts;
   if (snap) {
     // Runtime-added adapter names come back with it and stay for later data paths.
-    for (const auto& [id, name] : snap->adapters) st.opts.decoder.adapters.emplace(id, name);
-    o.decoder.adapters = st.opts.decoder.adapters;
+    for (const auto& [id, name] : snap->adapters) st.opts.decoder.router.adapters.emplace(id, name);
+    o.decoder.router.adapters = st.opts.decoder.router.adapters;
     o.decoder.restore = snap;
     o.ingress.source.tracker.resume =
         ingress::resume_point{snap->next_seq, snap->history_from.value_or(snap->next_seq)};
@@ -651,7 +651,7 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context c
       },
       [=](atom::adapter, int64_t id, std::string& name) -> caf::result<bool> {
         auto& s = self->state;
-        s.opts.decoder.adapters[id] = name;  // survives data-path restarts
+        s.opts.decoder.router.adapters[id] = name;  // survives data-path restarts
         // A decoder spawned later reads it from the options; the running one answers.
         if (s.decoder) return self->delegate(s.decoder, atom::adapter_v, id, std::move(name));
         return true;

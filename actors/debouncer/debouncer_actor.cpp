@@ -9,6 +9,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <tuple>
 
@@ -16,32 +17,60 @@
 #include <malloc.h>
 #endif
 
+#include "base/counter_table.hpp"
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
 #include "base/tsan.hpp"
 
 namespace kvrelay {
 
-debounce::options to_protocol_options(const debouncer_options& o) {
-  debounce::options p;
-  p.window = o.window;
-  p.flush_threshold = o.flush_threshold;
-  p.l2_mode = o.l2_mode;
-  p.max_pending = o.max_pending;
-  p.max_units_in_flight = o.max_units_in_flight;
-  p.refresh_interval = o.refresh_interval;
-  p.resync_backoff_max = o.resync_backoff_max;
-  p.reconnect_resync_interval = o.reconnect_resync_interval;
-  p.start_with_clear = o.start_with_clear;
-  p.shutdown_clear = o.shutdown_clear;
-  p.repair_base_sweeps = o.repair_base_sweeps;
-  return p;
-}
-
 namespace {
 
 // A re-report of a million blocks takes seconds; a barrier that never answers ends DB6 anyway.
 constexpr auto report_barrier_timeout = std::chrono::seconds(60);
+
+// Every counter the debouncer publishes, declared once: one row per series
+// (base/counter_table.hpp).
+constexpr const char* dropped_help =
+    "Updates never sent because the server's state is known without them";
+
+constexpr counter_row<debounce::counters> counter_rows[] = {
+    {"kvrelay_units_sent_total", "Ordered units handed to the emitter", nullptr, nullptr,
+     &debounce::counters::units_sent},
+    {"kvrelay_entries_sent_total", "Adds, downgrades, evictions and clears sent", nullptr, nullptr,
+     &debounce::counters::entries_sent},
+    {"kvrelay_units_failed_total", "Units with a failed RPC", nullptr, nullptr,
+     &debounce::counters::units_failed},
+    {"kvrelay_stale_epoch_ops_total", "Ops dropped because a clear superseded them", nullptr,
+     nullptr, &debounce::counters::stale_ops},
+    {"kvrelay_pending_overflows_total",
+     "Times pending updates crossed their bound (clear + resync)", nullptr, nullptr,
+     &debounce::counters::overflows},
+    {"kvrelay_resyncs_total", "ALL_CLEARED + full re-reports", nullptr, nullptr,
+     &debounce::counters::resyncs},
+    {"kvrelay_resync_probes_failed_total",
+     "Resync probes (ALL_CLEARED) the server did not acknowledge", nullptr, nullptr,
+     &debounce::counters::probes_failed},
+    {"kvrelay_reconnects_total", "Times the transport to the policy server came back after a loss",
+     nullptr, nullptr, &debounce::counters::reconnects},
+    {"kvrelay_updates_dropped_total", dropped_help, "reason", "superseded",
+     &debounce::counters::superseded},
+    {"kvrelay_updates_dropped_total", dropped_help, "reason", "after_final_clear",
+     &debounce::counters::after_final_clear},
+    {"kvrelay_sweep_restores_total",
+     "rpc mode: LoRA entries re-reported after a base-model PREFIX_EVICTED swept them", nullptr,
+     nullptr, &debounce::counters::sweep_restores},
+    {"kvrelay_sweep_repair_overflows_total",
+     "rpc mode: times the mirror of LoRA entries passed its bound (repair off until a clear)",
+     nullptr, nullptr, &debounce::counters::sweep_repair_overflows},
+};
+
+constexpr counter_row<pending_set::drop_stats> drop_rows[] = {
+    {"kvrelay_updates_dropped_total", dropped_help, "reason", "unsent_pair",
+     &pending_set::drop_stats::unsent_pairs},
+    {"kvrelay_updates_dropped_total", dropped_help, "reason", "not_reported",
+     &pending_set::drop_stats::unreported},
+};
 
 // The shell's state, shared by the pipeline debouncer and the replica debouncer: the protocol,
 // the handles its actions need, and the metric series (resolved once, here).
@@ -56,76 +85,22 @@ struct debouncer_state {
   std::optional<bool> told_ok;
   std::vector<caf::typed_response_promise<bool>> drains;
 
-  debounce::counters published;
+  std::optional<counter_table<debounce::counters>> counters;
+  std::optional<counter_table<pending_set::drop_stats>> drops;
   gauge_series* pending_gauge = nullptr;
-  counter_series* units_sent = nullptr;
-  counter_series* units_failed = nullptr;
-  counter_series* stale_ops = nullptr;
-  counter_series* overflows = nullptr;
-  counter_series* resyncs = nullptr;
-  counter_series* entries_sent = nullptr;
-  counter_series* probes_failed = nullptr;
-  counter_series* reconnects = nullptr;
-  counter_series* dropped_pairs = nullptr;
-  counter_series* dropped_unreported = nullptr;
-  counter_series* dropped_superseded = nullptr;
-  counter_series* dropped_after_clear = nullptr;
-  counter_series* sweep_restores = nullptr;
-  counter_series* sweep_repair_overflows = nullptr;
-  pending_set::drop_stats published_set;
 
   void init(pipeline_context c, const debounce::options& o) {
     ctx = std::move(c);
     proto.emplace(o);
-    const auto& m = ctx;
-    pending_gauge = &m.gauge("kvrelay_pending_entries", "Coalesced updates not yet sent");
-    units_sent = &m.counter("kvrelay_units_sent_total", "Ordered units handed to the emitter");
-    units_failed = &m.counter("kvrelay_units_failed_total", "Units with a failed RPC");
-    stale_ops = &m.counter("kvrelay_stale_epoch_ops_total",
-                           "Ops dropped because a clear superseded them");
-    overflows = &m.counter("kvrelay_pending_overflows_total",
-                           "Times pending updates crossed their bound (clear + resync)");
-    resyncs = &m.counter("kvrelay_resyncs_total", "ALL_CLEARED + full re-reports");
-    entries_sent = &m.counter("kvrelay_entries_sent_total",
-                              "Adds, downgrades, evictions and clears sent");
-    probes_failed = &m.counter("kvrelay_resync_probes_failed_total",
-                               "Resync probes (ALL_CLEARED) the server did not acknowledge");
-    reconnects = &m.counter("kvrelay_reconnects_total",
-                            "Times the transport to the policy server came back after a loss");
-    const char* help = "Updates never sent because the server's state is known without them";
-    dropped_pairs = &m.counter("kvrelay_updates_dropped_total", help, {{"reason", "unsent_pair"}});
-    dropped_unreported =
-        &m.counter("kvrelay_updates_dropped_total", help, {{"reason", "not_reported"}});
-    dropped_superseded =
-        &m.counter("kvrelay_updates_dropped_total", help, {{"reason", "superseded"}});
-    dropped_after_clear =
-        &m.counter("kvrelay_updates_dropped_total", help, {{"reason", "after_final_clear"}});
-    sweep_restores = &m.counter(
-        "kvrelay_sweep_restores_total",
-        "rpc mode: LoRA entries re-reported after a base-model PREFIX_EVICTED swept them");
-    sweep_repair_overflows = &m.counter(
-        "kvrelay_sweep_repair_overflows_total",
-        "rpc mode: times the mirror of LoRA entries passed its bound (repair off until a clear)");
+    counters.emplace(counter_rows, ctx.metrics, ctx.labels());
+    drops.emplace(drop_rows, ctx.metrics, ctx.labels());
+    pending_gauge = &ctx.gauge("kvrelay_pending_entries", "Coalesced updates not yet sent");
   }
 
   // Publishes what the protocol counted since the last call.
   void sync() {
-    const auto& c = proto->stats();
-    units_sent->advance(c.units_sent, published.units_sent);
-    entries_sent->advance(c.entries_sent, published.entries_sent);
-    units_failed->advance(c.units_failed, published.units_failed);
-    stale_ops->advance(c.stale_ops, published.stale_ops);
-    overflows->advance(c.overflows, published.overflows);
-    resyncs->advance(c.resyncs, published.resyncs);
-    probes_failed->advance(c.probes_failed, published.probes_failed);
-    reconnects->advance(c.reconnects, published.reconnects);
-    dropped_superseded->advance(c.superseded, published.superseded);
-    dropped_after_clear->advance(c.after_final_clear, published.after_final_clear);
-    sweep_restores->advance(c.sweep_restores, published.sweep_restores);
-    sweep_repair_overflows->advance(c.sweep_repair_overflows, published.sweep_repair_overflows);
-    const auto& d = proto->pending().drops();
-    dropped_pairs->advance(d.unsent_pairs, published_set.unsent_pairs);
-    dropped_unreported->advance(d.unreported, published_set.unreported);
+    counters->publish(proto->stats());
+    drops->publish(proto->pending().drops());
     pending_gauge->set(static_cast<double>(proto->pending().size()));
   }
 };
@@ -266,7 +241,7 @@ using debouncer_self = debouncer_actor::stateful_pointer<debouncer_state>;
 debouncer_actor::behavior_type debouncer_fn(debouncer_self self, pipeline_context ctx,
                                             debouncer_options opts, emitter_actor emitter) {
   auto& st = self->state;
-  st.init(std::move(ctx), to_protocol_options(opts));
+  st.init(std::move(ctx), opts.protocol);
   st.emitter = std::move(emitter);
   if (st.ctx.health) st.listeners.push_back(st.ctx.health);
   run(self, [](auto& p, auto now, auto& out) {
@@ -300,7 +275,7 @@ using replica_self = replica_debouncer_actor::stateful_pointer<debouncer_state>;
 
 replica_debouncer_actor::behavior_type replica_fn(replica_self self, pipeline_context ctx,
                                                   debouncer_options opts) {
-  auto o = to_protocol_options(opts);
+  auto o = opts.protocol;
   o.merged = true;
   self->state.init(std::move(ctx), o);
   run(self, [](auto& p, auto now, auto& out) { p.start(now, out); });

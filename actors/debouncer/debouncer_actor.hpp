@@ -14,7 +14,6 @@
 // spawn_debouncer then returns a port: a debouncer_actor that forwards what its data path sends,
 // tagged with the rank, and that restarts with its data path while the replica debouncer stays.
 
-#include <chrono>
 #include <optional>
 
 #include "actors/debouncer/debouncer_protocol.hpp"
@@ -28,33 +27,13 @@ class actor_system;
 namespace kvrelay {
 
 struct debouncer_options {
-  std::chrono::milliseconds window{100};       // R04: ≤ 0 is clamped to 100 ms by config
-  size_t flush_threshold = 4096;               // pending adds that force a flush (R13)
-  bool l2_mode = false;                        // --ignore-block-removed
-  size_t max_pending = 2'000'000;              // distinct keys held (DB11)
-  size_t max_units_in_flight = 2;              // credits toward the emitter
-  std::chrono::milliseconds refresh_interval{10 * 60 * 1000};  // 0 = never
-  std::chrono::milliseconds resync_backoff_max{30'000};
-  /// At most one reconnect resync per interval (DB12): a full re-report is O(resident blocks), and
-  /// 5 s bounds how long a server that restarted empty goes without our hints.
-  std::chrono::milliseconds reconnect_resync_interval{5'000};
-  /// ALL_CLEARED before anything else. On by default: a (re)started data path has an empty
-  /// reverse map, so whatever an earlier run reported for this replica could never be evicted
-  /// by us any more; with a replay endpoint the catch-up rebuilds it right away. In merged mode
-  /// the replica debouncer's own option decides (the ports ignore theirs).
-  bool start_with_clear = true;
-  /// Shutdown ends with ALL_CLEARED (server.on_shutdown = clear): every start clears and catches
-  /// up anyway, and a stopped reporter's hints could only go stale. false = keep.
-  bool shutdown_clear = true;
-  /// rpc eviction mode against a server that ignores CacheEvent.adapter_scoped: re-report the
-  /// LoRA entries a base-model eviction sweeps (sweep_repair.hpp).
-  bool repair_base_sweeps = false;
+  /// The protocol's options (debouncer_protocol.hpp); the replica debouncer sets `merged`.
+  debounce::options protocol;
   /// Merged DP mode: this pipeline is rank `merged_rank` of `replica` (spawn_replica_debouncer).
+  /// In merged mode the replica debouncer's own protocol options decide (the ports ignore theirs).
   std::optional<unsigned> merged_rank;
   replica_debouncer_actor replica;
 };
-
-debounce::options to_protocol_options(const debouncer_options& o);
 
 /// Tells `ctx.health` when the server's answer to units changes (acknowledged / failed). In
 /// merged mode (opts.replica set) returns the rank's port to the replica debouncer instead.

@@ -111,9 +111,17 @@ struct options {
   ms refresh_interval{10 * 60 * 1000};  // 0 = never (DB13)
   ms resync_backoff_initial{500};
   ms resync_backoff_max{30'000};
-  ms reconnect_resync_interval{5'000};  // DB12
-  bool start_with_clear = true;         // DB14 (merged: the replica's start)
-  bool shutdown_clear = true;           // DB16
+  /// DB12: at most one reconnect resync per interval: a full re-report is O(resident blocks),
+  /// and 5 s bounds how long a server that restarted empty goes without our hints.
+  ms reconnect_resync_interval{5'000};
+  /// DB14: ALL_CLEARED before anything else (merged: the replica's start). On by default: a
+  /// (re)started data path has an empty reverse map, so whatever an earlier run reported for this
+  /// replica could never be evicted by us any more; with a replay endpoint the catch-up rebuilds
+  /// it right away.
+  bool start_with_clear = true;
+  /// DB16: shutdown ends with ALL_CLEARED (server.on_shutdown = clear): every start clears and
+  /// catches up anyway, and a stopped reporter's hints could only go stale. false = keep.
+  bool shutdown_clear = true;
   bool merged = false;                  // DB15: several ranks, one replica
   /// rpc mode, server without adapter_scoped: put back what a base-model eviction sweeps from
   /// the LoRA partitions (DB18, sweep_repair.hpp).

@@ -10,9 +10,11 @@
 
 #include <array>
 #include <chrono>
+#include <optional>
 
 #include "actors/decoder/batch_router.hpp"
 #include "actors/shard/shard_actor.hpp"
+#include "base/counter_table.hpp"
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
 #include "base/rate_limiter.hpp"
@@ -23,16 +25,28 @@ namespace kvrelay {
 
 namespace {
 
-// Counter series the protocol's counters are published to. Fixed families are resolved at spawn;
-// the bounded label sets (medium, drop reason, unknown medium value) on first use, once each.
+// The router's counters with a fixed series each, declared once: one row per series
+// (base/counter_table.hpp), resolved at spawn.
+constexpr const char* events_help = "Decoded events by type (and medium)";
+
+constexpr counter_row<router_stats> router_rows[] = {
+    {"kvrelay_batches_total", "Batches decoded", nullptr, nullptr, &router_stats::decoded},
+    {"kvrelay_events_total", events_help, "type", "AllBlocksCleared", &router_stats::cleared},
+    {"kvrelay_events_total", events_help, "type", "unknown", &router_stats::unknown_tags},
+    {"kvrelay_unmapped_adapter_events_total",
+     "BlockStored dropped: LoRA id without a name (fail-closed)", nullptr, nullptr,
+     &router_stats::unmapped},
+    {"kvrelay_partition_limit_events_total", "BlockStored dropped: too many adapter partitions",
+     nullptr, nullptr, &router_stats::partition_limited},
+    {"kvrelay_group_filtered_events_total", "Events of non-main KV-cache groups (never indexed)",
+     nullptr, nullptr, &router_stats::group_filtered},
+    {"kvrelay_wrong_dp_rank_batches_total", "Batches whose DP rank is not the subscribed one",
+     nullptr, nullptr, &router_stats::wrong_rank},
+};
+
+// The families whose label values are computed (medium, drop reason, unknown medium value,
+// event kind and decode error): resolved on first use, once each.
 struct decoder_series {
-  counter_series* batches_ok = nullptr;
-  counter_series* cleared = nullptr;
-  counter_series* unknown_tags = nullptr;
-  counter_series* unmapped = nullptr;
-  counter_series* partition_limited = nullptr;
-  counter_series* group_filtered = nullptr;
-  counter_series* wrong_rank = nullptr;
   std::array<std::array<counter_series*, medium_count>, 2> events{};
   std::array<std::array<counter_series*, medium_count>, 2> blocks{};
   std::array<counter_series*, 64> dropped{};  // by decode_error; the last one: wrong_dp_rank
@@ -60,8 +74,9 @@ struct decoder_state {
 
   rate_limiter bad_batch_log{5, 10'000};
   rate_limiter bad_event_log{5, 10'000};
+  std::optional<counter_table<router_stats>> counters;
   decoder_series series;
-  router_stats published;  // what /metrics already has
+  router_stats published;  // what /metrics already has of the computed families
 
   decoder_state() = default;
 };
@@ -84,13 +99,7 @@ void publish(decoder_state& st) {
   const router_stats& now = st.router.stats();
   router_stats& was = st.published;
   auto& se = st.series;
-  se.batches_ok->advance(now.decoded, was.decoded);
-  se.cleared->advance(now.cleared, was.cleared);
-  se.unknown_tags->advance(now.unknown_tags, was.unknown_tags);
-  se.unmapped->advance(now.unmapped, was.unmapped);
-  se.partition_limited->advance(now.partition_limited, was.partition_limited);
-  se.group_filtered->advance(now.group_filtered, was.group_filtered);
-  se.wrong_rank->advance(now.wrong_rank, was.wrong_rank);
+  st.counters->publish(now);
   static const char* const event_type_label[2] = {"BlockStored", "BlockRemoved"};
   static const char* const block_type_label[2] = {"stored", "removed"};
   const auto by_medium = [&](counter_series*& s, const char* metric, const char* help,
@@ -103,7 +112,7 @@ void publish(decoder_state& st) {
   };
   for (size_t t = 0; t < 2; ++t) {
     for (size_t m = 0; m < medium_count; ++m) {
-      by_medium(se.events[t][m], "kvrelay_events_total", "Decoded events by type (and medium)",
+      by_medium(se.events[t][m], "kvrelay_events_total", events_help,
                 event_type_label[t], m, now.events_by_medium[t][m], was.events_by_medium[t][m]);
       by_medium(se.blocks[t][m], "kvrelay_blocks_total", "Block hashes in decoded events",
                 block_type_label[t], m, now.blocks_by_medium[t][m], was.blocks_by_medium[t][m]);
@@ -198,7 +207,7 @@ void execute(decoder_self self, uint64_t seq) {
     log::warn("too many adapter partitions; stores for new adapters are dropped",
               {{"replica", st.ctx.name}, {"partitions", st.router.partitions()}});
   // An AllBlocksCleared: the engine's cache is empty like the index (health: known again).
-  const bool engine_cleared = st.router.stats().cleared != st.published.cleared;
+  const bool engine_cleared = st.router.stats().cleared != st.counters->published().cleared;
   for (auto& step : out.steps) {
     if (step.what == router_step::kind::work) {
       // Charged until the shard is done with it (messages/pipeline.hpp).
@@ -219,18 +228,11 @@ void execute(decoder_self self, uint64_t seq) {
   publish(st);
 }
 
-router_options router_options_of(const decoder_options& o) {
-  router_options r;
-  r.adapters = o.adapters;
-  r.expected_dp_rank = o.expected_dp_rank;
-  return r;
-}
-
 decoder_actor::behavior_type decoder_fn(decoder_self self, pipeline_context ctx,
                                         decoder_options opts, debouncer_actor debouncer,
                                         std::function<void(size_t)> credit) {
   auto& st = self->state;
-  st.router = batch_router(router_options_of(opts));
+  st.router = batch_router(opts.router);
   st.debouncer = std::move(debouncer);
   st.ctx = std::move(ctx);
   st.credit = std::move(credit);
@@ -244,20 +246,7 @@ decoder_actor::behavior_type decoder_fn(decoder_self self, pipeline_context ctx,
   }
   st.shard = spawn_shard(self, st.ctx, so, st.debouncer);
   const auto& m = st.ctx;
-  auto& se = st.series;
-  se.batches_ok = &m.counter("kvrelay_batches_total", "Batches decoded");
-  se.cleared = &m.counter("kvrelay_events_total", "Decoded events by type (and medium)",
-                          {{"type", "AllBlocksCleared"}});
-  se.unknown_tags = &m.counter("kvrelay_events_total", "Decoded events by type (and medium)",
-                               {{"type", "unknown"}});
-  se.unmapped = &m.counter("kvrelay_unmapped_adapter_events_total",
-                           "BlockStored dropped: LoRA id without a name (fail-closed)");
-  se.partition_limited = &m.counter("kvrelay_partition_limit_events_total",
-                                    "BlockStored dropped: too many adapter partitions");
-  se.group_filtered = &m.counter("kvrelay_group_filtered_events_total",
-                                 "Events of non-main KV-cache groups (never indexed)");
-  se.wrong_rank = &m.counter("kvrelay_wrong_dp_rank_batches_total",
-                             "Batches whose DP rank is not the subscribed one");
+  st.counters.emplace(router_rows, m.metrics, m.labels());
   self->send(st.debouncer, atom::update_v, caf::actor_cast<decoder_actor>(self));
   return {
       [=](raw_batch_ptr rb) {

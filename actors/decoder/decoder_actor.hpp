@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "actors/decoder/batch_router.hpp"
 #include "actors/shard/positional_index.hpp"
 #include "messages/actors.hpp"
 #include "messages/pipeline_context.hpp"
@@ -26,9 +27,10 @@ namespace kvrelay {
 
 
 struct decoder_options {
-  std::map<int64_t, std::string> adapters; // --lora-adapter-names
-  index_options index;                     // for every shard
-  std::optional<int64_t> expected_dp_rank; // batches from another rank are dropped
+  /// The protocol's options (batch_router.hpp): adapters (--lora-adapter-names), the expected
+  /// DP rank (batches from another rank are dropped), decoding limits, the partition bound.
+  router_options router;
+  index_options index;  // for every shard
   /// Durable index (issue 22): the state to start from (a proved snapshot); null = empty.
   std::shared_ptr<const snapshot::pipeline_snapshot> restore;
 };

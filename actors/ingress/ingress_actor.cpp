@@ -9,12 +9,12 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <string_view>
 #include <vector>
 
+#include "base/counter_table.hpp"
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
 #include "base/tsan.hpp"
@@ -31,17 +31,7 @@ constexpr auto publish_cooldown = std::chrono::seconds(1);
 constexpr auto drain_poll = std::chrono::milliseconds(20);
 constexpr auto drain_read_max = std::chrono::seconds(1);
 
-// Every counter the ingress publishes, declared once: (name, help, label, field). A row with a
-// label is one series of a family whose other rows share the name and help.
-template <class Counters>
-struct counter_row {
-  const char* name;
-  const char* help;
-  const char* label_key;  // nullptr: no label of its own
-  const char* label_value;
-  uint64_t Counters::*field;
-};
-
+// Every counter the ingress publishes, declared once: one row per series (base/counter_table.hpp).
 constexpr const char* replays_help = "Replay requests by outcome";
 constexpr const char* bad_help = "Malformed ZMQ messages dropped, by reason";
 
@@ -95,39 +85,15 @@ constexpr counter_row<ingress::frame_counters> frame_rows[] = {
      nullptr, nullptr, &ingress::frame_counters::unsequenced},
 };
 
-// The series of one table, resolved once at spawn (created at 0: dashboards see them).
-template <class Counters, size_t N>
-std::array<counter_series*, N> resolve(const pipeline_context& m,
-                                       const counter_row<Counters> (&rows)[N]) {
-  std::array<counter_series*, N> out{};
-  for (size_t i = 0; i < N; ++i) {
-    label_set extra;
-    if (rows[i].label_key) extra.emplace_back(rows[i].label_key, rows[i].label_value);
-    out[i] = &m.counter(rows[i].name, rows[i].help, std::move(extra));
-  }
-  return out;
-}
-
-// Each series advances by its field's growth since the last publish.
-template <class Counters, size_t N>
-void advance(const std::array<counter_series*, N>& series, const counter_row<Counters> (&rows)[N],
-             const Counters& now, Counters& published) {
-  for (size_t i = 0; i < N; ++i)
-    series[i]->advance(now.*(rows[i].field), published.*(rows[i].field));
-}
-
-constexpr size_t tracker_row_count = sizeof tracker_rows / sizeof tracker_rows[0];
-constexpr size_t frame_row_count = sizeof frame_rows / sizeof frame_rows[0];
-
 struct ingress_series {
   explicit ingress_series(const pipeline_context& m)
-      : tracker(resolve(m, tracker_rows)), frames(resolve(m, frame_rows)) {
+      : tracker(tracker_rows, m.metrics, m.labels()), frames(frame_rows, m.metrics, m.labels()) {
     in_flight = &m.gauge("kvrelay_ingress_in_flight",
                          "Batches handed to the decoder, not yet decoded");
     connected = &m.gauge("kvrelay_engine_connected", "1 when the SUB socket has an engine peer");
   }
-  std::array<counter_series*, tracker_row_count> tracker;
-  std::array<counter_series*, frame_row_count> frames;
+  counter_table<ingress::tracker_counters> tracker;
+  counter_table<ingress::frame_counters> frames;
   gauge_series *in_flight, *connected;
 };
 
@@ -140,7 +106,7 @@ struct ingress_state {
   std::unique_ptr<ingress_series> series;
   bool told_connected = false;  // what ctx.health last heard
   bool told_catchup = false;
-  ingress::zmq_source_stats last{};  // counters already published
+  ingress::zmq_source_stats last{};  // the stats the last publish read (its in_flight)
 
   // Publishing cadence. The source sets `dirty` on the ZMQ thread and wakes us only on the
   // false → true edge, so at most one wake-up is queued per cooldown.
@@ -170,8 +136,8 @@ void publish(ingress_self self) {
   const auto now = st.source->stats();
   auto& m = *st.series;
   const auto& t = now.tracker;
-  advance(m.tracker, tracker_rows, t, st.last.tracker);
-  advance(m.frames, frame_rows, now.frames, st.last.frames);
+  m.tracker.publish(t);
+  m.frames.publish(now.frames);
   m.in_flight->set(static_cast<double>(now.in_flight));
   m.connected->set(now.connected ? 1 : 0);
   if (st.ctx.health && now.connected != st.told_connected) {

@@ -9,11 +9,13 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <algorithm>
-#include <array>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "actors/shard/partition_set.hpp"
 #include "base/clock.hpp"
+#include "base/counter_table.hpp"
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
 #include "base/rate_limiter.hpp"
@@ -26,45 +28,61 @@ namespace {
 constexpr size_t resync_chunk = 16384;
 constexpr size_t status_partitions = 64;  // partitions listed by name in /debug/tree
 
-// kvrelay_index_blocks_total{outcome}: the index counters published per partition.
-struct outcome {
-  const char* label;
-  uint64_t index_stats::*field;
-};
-constexpr outcome outcomes[] = {
-    {"stored", &index_stats::stored_blocks},
-    {"mismatch_event", &index_stats::mismatches},
-    {"empty_event", &index_stats::empty_events},
-    {"unknown_parent_dropped_event", &index_stats::unknown_parent_dropped},
-    {"unknown_parent_rerooted_event", &index_stats::unknown_parent_rerooted},
-    {"tainted", &index_stats::tainted_blocks},
-    {"fingerprint_change", &index_stats::fingerprint_changes},
-    {"location_update", &index_stats::location_updates},
-    {"location_unknown", &index_stats::location_unknown},
-    {"unknown_removal", &index_stats::unknown_removals},
-    {"removal_tier_absent", &index_stats::removal_tier_absent},
-    {"copy_added", &index_stats::copy_added},
-    {"reannounced", &index_stats::reannounced},
-    {"copies_saturated", &index_stats::copies_saturated},
-    {"copy_removed", &index_stats::copy_removed},
-    {"authoritative_count", &index_stats::authoritative_counts},
-    {"copy_counts_ignored_event", &index_stats::copy_counts_ignored},
-    {"unknown_medium_event", &index_stats::unknown_medium_events},
-    {"downgrade", &index_stats::downgrades},
-    {"evicted", &index_stats::evictions},
-    {"l2_downgrade", &index_stats::l2_downgrades},
-    {"cap_evicted", &index_stats::cap_evictions},
-    {"t2_cap_dropped", &index_stats::t2_cap_drops},
-    {"t3_cap_dropped", &index_stats::t3_cap_drops},
-    {"token_overflow_event", &index_stats::token_overflow},
-};
-constexpr size_t outcome_count = sizeof outcomes / sizeof outcomes[0];
+// Every counter the shard publishes, declared once: one row per series (base/counter_table.hpp).
+// kvrelay_index_blocks_total{adapter, outcome}: the index counters, per partition, each series
+// made on its first count (partitions times outcomes would list mostly zeros).
+constexpr const char* index_blocks = "kvrelay_index_blocks_total";
+constexpr const char* index_help = "Index outcomes per block or event, by adapter partition";
 
-// One partition's series: the gauge at creation, each outcome on its first non-zero delta.
+constexpr counter_row<index_stats> index_rows[] = {
+    {index_blocks, index_help, "outcome", "stored", &index_stats::stored_blocks},
+    {index_blocks, index_help, "outcome", "mismatch_event", &index_stats::mismatches},
+    {index_blocks, index_help, "outcome", "empty_event", &index_stats::empty_events},
+    {index_blocks, index_help, "outcome", "unknown_parent_dropped_event",
+     &index_stats::unknown_parent_dropped},
+    {index_blocks, index_help, "outcome", "unknown_parent_rerooted_event",
+     &index_stats::unknown_parent_rerooted},
+    {index_blocks, index_help, "outcome", "tainted", &index_stats::tainted_blocks},
+    {index_blocks, index_help, "outcome", "fingerprint_change", &index_stats::fingerprint_changes},
+    {index_blocks, index_help, "outcome", "location_update", &index_stats::location_updates},
+    {index_blocks, index_help, "outcome", "location_unknown", &index_stats::location_unknown},
+    {index_blocks, index_help, "outcome", "unknown_removal", &index_stats::unknown_removals},
+    {index_blocks, index_help, "outcome", "removal_tier_absent", &index_stats::removal_tier_absent},
+    {index_blocks, index_help, "outcome", "copy_added", &index_stats::copy_added},
+    {index_blocks, index_help, "outcome", "reannounced", &index_stats::reannounced},
+    {index_blocks, index_help, "outcome", "copies_saturated", &index_stats::copies_saturated},
+    {index_blocks, index_help, "outcome", "copy_removed", &index_stats::copy_removed},
+    {index_blocks, index_help, "outcome", "authoritative_count",
+     &index_stats::authoritative_counts},
+    {index_blocks, index_help, "outcome", "copy_counts_ignored_event",
+     &index_stats::copy_counts_ignored},
+    {index_blocks, index_help, "outcome", "unknown_medium_event",
+     &index_stats::unknown_medium_events},
+    {index_blocks, index_help, "outcome", "downgrade", &index_stats::downgrades},
+    {index_blocks, index_help, "outcome", "evicted", &index_stats::evictions},
+    {index_blocks, index_help, "outcome", "l2_downgrade", &index_stats::l2_downgrades},
+    {index_blocks, index_help, "outcome", "cap_evicted", &index_stats::cap_evictions},
+    {index_blocks, index_help, "outcome", "t2_cap_dropped", &index_stats::t2_cap_drops},
+    {index_blocks, index_help, "outcome", "t3_cap_dropped", &index_stats::t3_cap_drops},
+    {index_blocks, index_help, "outcome", "token_overflow_event", &index_stats::token_overflow},
+};
+
+constexpr const char* routing_name = "kvrelay_removal_routing_total";
+constexpr const char* routing_help = "Removed hashes by how they were routed to partitions";
+
+constexpr counter_row<partition_set::counters> routing_rows[] = {
+    {routing_name, routing_help, "outcome", "unrouted", &partition_set::counters::unrouted_hashes},
+    {routing_name, routing_help, "outcome", "shared", &partition_set::counters::shared_hashes},
+    {routing_name, routing_help, "outcome", "copy_counts_ignored",
+     &partition_set::counters::copy_counts_ignored},
+    {routing_name, routing_help, "outcome", "bad_partition",
+     &partition_set::counters::bad_partition_events},
+};
+
+// One partition's series: the gauge at creation, the index counters on first count.
 struct partition_series {
   gauge_series* resident = nullptr;
-  std::array<counter_series*, outcome_count> outcomes{};
-  index_stats published;
+  counter_table<index_stats> outcomes;
 };
 
 struct shard_state {
@@ -75,8 +93,7 @@ struct shard_state {
   debouncer_actor debouncer;
   uint64_t epoch = 0;
   std::vector<partition_series> series;
-  partition_set::counters routing_published;
-  std::array<counter_series*, 4> routing{};  // unrouted, shared, counts ignored, bad partition
+  std::optional<counter_table<partition_set::counters>> routing;
   rate_limiter no_entries_log{5, 10'000};
 };
 
@@ -85,28 +102,22 @@ using shard_self = shard_actor::stateful_pointer<shard_state>;
 // New partitions get their series once; every touched one publishes its counters' growth.
 void publish(shard_state& st, uint32_t partition) {
   while (st.series.size() < st.parts.size()) {
-    partition_series s;
-    s.resident = &st.ctx.gauge("kvrelay_resident_blocks",
-                               "Blocks in the reverse map, by adapter partition",
-                               {{"adapter", st.parts.name(static_cast<uint32_t>(st.series.size()))}});
-    st.series.push_back(std::move(s));
+    const std::string& adapter = st.parts.name(static_cast<uint32_t>(st.series.size()));
+    gauge_series* resident = &st.ctx.gauge(
+        "kvrelay_resident_blocks", "Blocks in the reverse map, by adapter partition",
+        {{"adapter", adapter}});
+    st.series.push_back(
+        {resident, counter_table<index_stats>(index_rows, st.ctx.metrics,
+                                              st.ctx.labels({{"adapter", adapter}}),
+                                              counter_table<index_stats>::create::on_first_count)});
   }
   if (partition >= st.series.size()) return;
   const positional_index& idx = st.parts.index(partition);
   const index_stats& now = idx.stats();
   partition_series& ps = st.series[partition];
-  const uint64_t no_entries_before = ps.published.mismatches + ps.published.empty_events;
-  for (size_t i = 0; i < outcome_count; ++i) {
-    const uint64_t cur = now.*outcomes[i].field;
-    uint64_t& prev = ps.published.*outcomes[i].field;
-    if (cur == prev) continue;
-    auto*& s = ps.outcomes[i];
-    if (s == nullptr)
-      s = &st.ctx.counter("kvrelay_index_blocks_total",
-                          "Index outcomes per block or event, by adapter partition",
-                          {{"adapter", st.parts.name(partition)}, {"outcome", outcomes[i].label}});
-    s->advance(cur, prev);
-  }
+  const index_stats& was = ps.outcomes.published();
+  const uint64_t no_entries_before = was.mismatches + was.empty_events;
+  ps.outcomes.publish(now);
   ps.resident->set(static_cast<double>(idx.size()));
   const uint64_t no_entries = now.mismatches + now.empty_events - no_entries_before;
   uint64_t suppressed = 0;
@@ -119,12 +130,7 @@ void publish(shard_state& st, uint32_t partition) {
 }
 
 void publish_routing(shard_state& st) {
-  const auto& now = st.parts.stats();
-  auto& was = st.routing_published;
-  st.routing[0]->advance(now.unrouted_hashes, was.unrouted_hashes);
-  st.routing[1]->advance(now.shared_hashes, was.shared_hashes);
-  st.routing[2]->advance(now.copy_counts_ignored, was.copy_counts_ignored);
-  st.routing[3]->advance(now.bad_partition_events, was.bad_partition_events);
+  st.routing->publish(st.parts.stats());
 }
 
 void send_ops(shard_self self, uint32_t partition, int64_t ts_us, bool had_store, bool resync,
@@ -230,12 +236,7 @@ shard_actor::behavior_type shard_fn(shard_self self, pipeline_context ctx, shard
   st.parts = partition_set(opts.index);
   st.debouncer = std::move(debouncer);
   st.ctx = std::move(ctx);
-  const char* const routing_labels[] = {"unrouted", "shared", "copy_counts_ignored",
-                                        "bad_partition"};
-  for (size_t i = 0; i < st.routing.size(); ++i)
-    st.routing[i] = &st.ctx.counter("kvrelay_removal_routing_total",
-                                    "Removed hashes by how they were routed to partitions",
-                                    {{"outcome", routing_labels[i]}});
+  st.routing.emplace(routing_rows, st.ctx.metrics, st.ctx.labels());
   if (opts.restore) restore(self, *opts.restore);
   return {
       [=](shard_work_ptr w) { on_work(self, *w); },

@@ -46,8 +46,8 @@ struct Shell : ::testing::Test {
     ctx.name = "det-0";
     ctx.wall_us = [] { return int64_t{7'000'000}; };
     ctx.health = supervisor.as<health_listener_actor>();
-    opts.refresh_interval = milliseconds(0);
-    opts.shutdown_clear = false;
+    opts.protocol.refresh_interval = milliseconds(0);
+    opts.protocol.shutdown_clear = false;
     decoder.reply_with([](const caf::message&) { return caf::make_message(true); });
   }
   template <class Hdl>
@@ -126,7 +126,7 @@ TEST_F(Shell, AnOutageEndsWithTheClearFirstThenTheReReport) {
 }
 
 TEST_F(Shell, DrainEndsWithTheFinalClearWhenAsked) {
-  opts.shutdown_clear = true;
+  opts.protocol.shutdown_clear = true;
   auto aut = spawn_debouncer(t.sys(), ctx, opts, emitter.as<emitter_actor>());
   stop_at_end(aut);
   t.run();

@@ -142,6 +142,11 @@ TEST(DecoderActor, ExecutesStepsInOrderAndTheShardRoutesRemovals) {
             1);
   EXPECT_EQ(f.metric("kvrelay_resident_blocks", {{"adapter", ""}}), 0) << "cleared";
   EXPECT_EQ(f.metric("kvrelay_resident_blocks", {{"adapter", "sql-lora"}}), 0);
+  // Said once per clear: a later batch without one tells the supervisor nothing.
+  f.send(1, {store_ev(3)});
+  EXPECT_EQ(f.health.all<health_fact>(),
+            (std::vector<health_fact>{health_fact::batch_decoded, health_fact::engine_cleared}));
+  EXPECT_EQ(f.metric("kvrelay_batches_total"), 2);
 }
 
 TEST(DecoderActor, UnknownMediaAndBadBatchesAreCountedNotIndexed) {

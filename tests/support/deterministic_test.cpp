@@ -33,8 +33,8 @@ TEST(DeterministicSystem, TimersFireOnlyWhenTheTestAdvancesTheClock) {
   ctx.name = "det-0";
   ctx.wall_us = [] { return int64_t{1'000'000}; };
   debouncer_options opts;
-  opts.window = milliseconds(100);
-  opts.refresh_interval = milliseconds(0);
+  opts.protocol.window = milliseconds(100);
+  opts.protocol.refresh_interval = milliseconds(0);
   auto aut = spawn_debouncer(t.sys(), ctx, opts, emitter.as<emitter_actor>());
   t.stop_at_end(caf::actor_cast<caf::actor>(aut));
   t.run();
