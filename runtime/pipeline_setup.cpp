@@ -95,13 +95,11 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
   p.emitter.client.rpc_timeout = cfg.server.rpc_timeout;
   p.emitter.client.keepalive_time = cfg.server.keepalive_time;
   p.emitter.client.keepalive_timeout = cfg.server.keepalive_timeout;
-  p.emitter.eviction_mode = config::effective(cfg.server.eviction_mode) == config::eviction_mode::rpc
-                                ? emitter::eviction_mode::rpc
-                                : emitter::eviction_mode::expire;
+  const bool rpc = config::effective(cfg.server.eviction_mode) == config::eviction_mode::rpc;
+  p.emitter.sequencer.mode = rpc ? emitter::eviction_mode::rpc : emitter::eviction_mode::expire;
   // rpc: a base-model PREFIX_EVICTED sweeps every adapter partition on a server that does not
   // read adapter_scoped; put back what LoRA adapters still hold (docs/operations.md).
-  p.debouncer.protocol.repair_base_sweeps =
-      p.emitter.eviction_mode == emitter::eviction_mode::rpc && !cfg.server.scoped_evictions;
+  p.debouncer.protocol.repair_base_sweeps = rpc && !cfg.server.scoped_evictions;
   if (cfg.server.tls) {
     p.emitter.client.tls = true;
     p.emitter.client.ca_file = cfg.server.ca_file;

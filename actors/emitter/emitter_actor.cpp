@@ -177,9 +177,7 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
   st.opts = std::move(opts);
   st.inbox = std::move(inbox);
   st.port = std::move(port);
-  emitter::sequencer_options so;
-  so.mode = st.opts.eviction_mode;
-  so.max_evictions_in_flight = st.opts.max_evictions_in_flight;
+  emitter::sequencer_options so = st.opts.sequencer;
   so.deadline_ms = static_cast<int64_t>(st.opts.client.rpc_timeout.count());
   st.seq = emitter::unit_sequencer(so);
   const auto& m = st.ctx;
@@ -227,7 +225,7 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
         const auto& c = s.seq.counters();
         actor_status j("emitter", self->mailbox().size());
         j.add("target", s.opts.client.target);
-        j.add("eviction_mode", emitter::to_string(s.opts.eviction_mode));
+        j.add("eviction_mode", emitter::to_string(s.opts.sequencer.mode));
         j.add("channel", emitter::to_string(s.seq.channel()));  // as the emitter last heard it
         j.add("in_flight", s.port->in_flight());
         j.add("queued_units", s.seq.queued_units());
@@ -255,7 +253,7 @@ emitter_actor spawn_emitter(caf::actor_system& sys, const pipeline_context& ctx,
   cfg.client = opts.client;
   cfg.identity = ctx.identity;
   cfg.max_entries_per_message = opts.max_entries_per_message;
-  cfg.evict_wake_batch = std::max<size_t>(1, opts.max_evictions_in_flight / 4);
+  cfg.evict_wake_batch = std::max<size_t>(1, opts.sequencer.max_evictions_in_flight / 4);
   auto inbox = std::make_shared<emitter::port_inbox>();
   std::shared_ptr<emitter::policy_port> port =
       opts.make_port ? opts.make_port(cfg, inbox, error)

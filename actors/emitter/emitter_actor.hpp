@@ -28,11 +28,9 @@ namespace kvrelay {
 
 struct emitter_options {
   client_options client;
-  /// How evictions travel (U2): `expire` (default) or `rpc`.
-  emitter::eviction_mode eviction_mode = emitter::eviction_mode::expire;
-  /// rpc mode: PublishEvent(PREFIX_EVICTED) calls in flight at most. More did not help: against
-  /// a gRPC sync server (the bench sink) 256 and 1024 were slower than 64 (bench_emitter).
-  size_t max_evictions_in_flight = 64;
+  /// The sequencer's: how evictions travel (`mode`, U2), rpc mode's evictions in flight at most.
+  /// Its `deadline_ms` is taken from `client.rpc_timeout` (one setting, not two).
+  emitter::sequencer_options sequencer;
   /// Stream messages are cut at this many entries (and ~1 MiB).
   size_t max_entries_per_message = 16384;
   /// Builds the port; empty = gRPC (emitter::make_grpc_port). Shell tests pass a fake.

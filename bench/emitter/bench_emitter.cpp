@@ -140,8 +140,8 @@ run_result run(caf::actor_system& sys, const std::string& target, emitter::evict
   ctx.identity = {"bench-0", "bench-model", "bench-tenant", "vllm"};
   emitter_options o;
   o.client.target = target;
-  o.eviction_mode = mode;
-  o.max_evictions_in_flight = in_flight;
+  o.sequencer.mode = mode;
+  o.sequencer.max_evictions_in_flight = in_flight;
   std::string err;
   auto em = spawn_emitter(sys, ctx, o, err);
   if (!em) {

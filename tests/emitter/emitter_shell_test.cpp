@@ -88,8 +88,8 @@ struct fixture {
     ctx.identity.replica_id = "r";
     ctx.wall_us = [] { return int64_t{2'000'000}; };
     emitter_options o;
-    o.eviction_mode = mode;
-    o.max_evictions_in_flight = 2;
+    o.sequencer.mode = mode;
+    o.sequencer.max_evictions_in_flight = 2;
     o.make_port = [this](const emitter::port_config&, std::shared_ptr<emitter::port_inbox> in,
                          std::string&) {
       auto p = std::make_unique<fake_port>(std::move(in));
