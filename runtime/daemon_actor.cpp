@@ -240,6 +240,106 @@ void status_of(daemon_self self, status_promise rp) {
           });
 }
 
+using ready_promise = caf::typed_response_promise<bool, std::vector<std::string>>;
+
+// Ready when every pipeline is and no engine is still waited for; the reasons of all that are not.
+ready_promise ready_of(daemon_self self) {
+  auto& st = self->state;
+  const auto& ps = st.pipelines;
+  auto rp = self->make_response_promise<bool, std::vector<std::string>>();
+  std::vector<std::string> waiting;
+  for (const auto& [e, why] : st.waiting) waiting.push_back(why);
+  if (ps.empty()) {
+    if (waiting.empty()) waiting.push_back("no pipeline configured");
+    rp.deliver(false, std::move(waiting));
+    return rp;
+  }
+  struct answer {
+    bool ok = false;
+    std::vector<std::string> reasons;
+  };
+  auto g = gather<answer>::make(
+      ps.size(), [rp, waiting](std::vector<answer>& items) mutable {
+        bool all = waiting.empty();
+        std::vector<std::string> reasons = std::move(waiting);
+        for (auto& a : items) {
+          all = all && a.ok;
+          for (auto& r : a.reasons) reasons.push_back(std::move(r));
+        }
+        rp.deliver(all, std::move(reasons));
+      });
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const auto name = ps[i].facts.name;
+    self->request(ps[i].hdl, pipeline_ready_timeout, atom::ready_v)
+        .then(
+            [g, i, name](bool ok, std::vector<std::string>& why) {
+              g->fill(i, [&](answer& a) {
+                a.ok = ok;
+                for (auto& r : why) a.reasons.push_back(name + ": " + r);
+              });
+            },
+            [g, i, name](caf::error& err) {
+              g->slot(i).reasons.push_back(name + ": no answer (" + caf::to_string(err) +
+                                           ")");
+              g->one();
+            });
+  }
+  return rp;
+}
+
+// Tells every pipeline of `replica` (all: empty) about an adapter; answers once each applied it.
+caf::result<bool> add_adapter(daemon_self self, const std::string& replica, int64_t id,
+                              const std::string& name) {
+  auto& st = self->state;
+  std::vector<pipeline_actor> targets;
+  if (!st.setup.options.engines.empty())
+    st.adapters.push_back({replica, id, name});
+  for (auto& p : st.pipelines)
+    if (replica.empty() || p.facts.replica_id == replica) targets.push_back(p.hdl);
+  if (targets.empty()) return false;
+  // Answers after every matching decoder applied it (or did not answer in time: the
+  // pipeline has kept the mapping for its next decoder either way).
+  auto rp = self->make_response_promise<bool>();
+  auto g = gather<bool>::make(targets.size(),
+                              [rp](std::vector<bool>&) mutable { rp.deliver(true); });
+  for (auto& t : targets)
+    self->request(t, pipeline_ready_timeout, atom::adapter_v, id, name)
+        .then([g](bool) { g->one(); }, [g](caf::error&) { g->one(); });
+  return rp;
+}
+
+// Every pipeline drains at once, within one budget; one report each.
+caf::typed_response_promise<std::vector<drain_report>> drain_all(daemon_self self,
+                                                                 caf::timespan budget) {
+  auto& st = self->state;
+  const auto& ps = st.pipelines;
+  auto rp = self->make_response_promise<std::vector<drain_report>>();
+  if (ps.empty()) {
+    rp.deliver(std::vector<drain_report>{});
+    return rp;
+  }
+  auto g = gather<drain_report>::make(
+      ps.size(),
+      [rp](std::vector<drain_report>& items) mutable { rp.deliver(std::move(items)); });
+  // Every pipeline at once, so they drain in parallel within one budget.
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const auto name = ps[i].facts.name;
+    self->request(ps[i].hdl, budget + drain_report_slack, atom::drain_v, budget)
+        .then(
+            [g, i](drain_report& r) {
+              g->fill(i, [&](drain_report& slot) { slot = std::move(r); });
+            },
+            [g, i, name](caf::error& err) {
+              auto& r = g->slot(i);
+              r.pipeline = name;
+              r.timed_out = true;
+              r.failed_step = "pipeline: " + caf::to_string(err);
+              g->one();
+            });
+  }
+  return rp;
+}
+
 daemon_actor::behavior_type daemon_fn(daemon_self self, std::vector<daemon_pipeline> ps,
                                       daemon_discovery setup) {
   auto& st = self->state;
@@ -284,48 +384,7 @@ daemon_actor::behavior_type daemon_fn(daemon_self self, std::vector<daemon_pipel
         status_of(self, rp);
         return rp;
       },
-      [=](atom::ready) -> caf::result<bool, std::vector<std::string>> {
-        const auto& ps = self->state.pipelines;
-        auto rp = self->make_response_promise<bool, std::vector<std::string>>();
-        std::vector<std::string> waiting;
-        for (const auto& [e, why] : self->state.waiting) waiting.push_back(why);
-        if (ps.empty()) {
-          if (waiting.empty()) waiting.push_back("no pipeline configured");
-          rp.deliver(false, std::move(waiting));
-          return rp;
-        }
-        struct answer {
-          bool ok = false;
-          std::vector<std::string> reasons;
-        };
-        auto g = gather<answer>::make(
-            ps.size(), [rp, waiting](std::vector<answer>& items) mutable {
-              bool all = waiting.empty();
-              std::vector<std::string> reasons = std::move(waiting);
-              for (auto& a : items) {
-                all = all && a.ok;
-                for (auto& r : a.reasons) reasons.push_back(std::move(r));
-              }
-              rp.deliver(all, std::move(reasons));
-            });
-        for (size_t i = 0; i < ps.size(); ++i) {
-          const auto name = ps[i].facts.name;
-          self->request(ps[i].hdl, pipeline_ready_timeout, atom::ready_v)
-              .then(
-                  [g, i, name](bool ok, std::vector<std::string>& why) {
-                    g->fill(i, [&](answer& a) {
-                      a.ok = ok;
-                      for (auto& r : why) a.reasons.push_back(name + ": " + r);
-                    });
-                  },
-                  [g, i, name](caf::error& err) {
-                    g->slot(i).reasons.push_back(name + ": no answer (" + caf::to_string(err) +
-                                                 ")");
-                    g->one();
-                  });
-        }
-        return rp;
-      },
+      [=](atom::ready) -> caf::result<bool, std::vector<std::string>> { return ready_of(self); },
       [=](atom::crash, const std::string& pipeline, actor_kind who) -> caf::result<bool> {
         for (auto& p : self->state.pipelines)
           if (p.facts.name == pipeline) return self->delegate(p.hdl, atom::crash_v, who);
@@ -333,49 +392,10 @@ daemon_actor::behavior_type daemon_fn(daemon_self self, std::vector<daemon_pipel
       },
       [=](atom::adapter, const std::string& replica, int64_t id,
           const std::string& name) -> caf::result<bool> {
-        std::vector<pipeline_actor> targets;
-        if (!self->state.setup.options.engines.empty())
-          self->state.adapters.push_back({replica, id, name});
-        for (auto& p : self->state.pipelines)
-          if (replica.empty() || p.facts.replica_id == replica) targets.push_back(p.hdl);
-        if (targets.empty()) return false;
-        // Answers after every matching decoder applied it (or did not answer in time: the
-        // pipeline has kept the mapping for its next decoder either way).
-        auto rp = self->make_response_promise<bool>();
-        auto g = gather<bool>::make(targets.size(),
-                                    [rp](std::vector<bool>&) mutable { rp.deliver(true); });
-        for (auto& t : targets)
-          self->request(t, pipeline_ready_timeout, atom::adapter_v, id, name)
-              .then([g](bool) { g->one(); }, [g](caf::error&) { g->one(); });
-        return rp;
+        return add_adapter(self, replica, id, name);
       },
       [=](atom::drain, caf::timespan budget) -> caf::result<std::vector<drain_report>> {
-        const auto& ps = self->state.pipelines;
-        auto rp = self->make_response_promise<std::vector<drain_report>>();
-        if (ps.empty()) {
-          rp.deliver(std::vector<drain_report>{});
-          return rp;
-        }
-        auto g = gather<drain_report>::make(
-            ps.size(),
-            [rp](std::vector<drain_report>& items) mutable { rp.deliver(std::move(items)); });
-        // Every pipeline at once, so they drain in parallel within one budget.
-        for (size_t i = 0; i < ps.size(); ++i) {
-          const auto name = ps[i].facts.name;
-          self->request(ps[i].hdl, budget + drain_report_slack, atom::drain_v, budget)
-              .then(
-                  [g, i](drain_report& r) {
-                    g->fill(i, [&](drain_report& slot) { slot = std::move(r); });
-                  },
-                  [g, i, name](caf::error& err) {
-                    auto& r = g->slot(i);
-                    r.pipeline = name;
-                    r.timed_out = true;
-                    r.failed_step = "pipeline: " + caf::to_string(err);
-                    g->one();
-                  });
-        }
-        return rp;
+        return drain_all(self, budget);
       },
   };
 }
