@@ -73,6 +73,8 @@ const char* k_usage =
     "  --go-file PATH       wait (up to 120 s) until PATH exists before publishing\n"
     "  --replay-bind EP     serve replay requests on this ROUTER endpoint (default: no replay)\n"
     "  --buffer-steps N     the replay ring, in batches (default 10000; with --replay-bind)\n"
+    "  --sndhwm N           the PUB's send high-water mark in messages; past it the engine drops\n"
+    "                       (default 0: unbounded, the benchmark never drops on the engine side)\n"
     "  --prelude-batches N  publish the first N batches (per rank) as fast as possible before\n"
     "                       waiting for --go-file (\"prelude\" line; default 0)\n"
     "  --floor-only         generate, measure the floor, exit\n"
@@ -106,7 +108,7 @@ struct options {
   double evict_rate = 0;
   std::string era = "G";
   long seed = 1, floor_repeats = 3, linger_ms = 30000;
-  long buffer_steps = 10000, prelude_batches = 0;
+  long buffer_steps = 10000, prelude_batches = 0, sndhwm = 0;
   std::string replay_bind;
   std::string go_file, block_times, eviction_times, evict_go_file;
   bool floor_only = false;
@@ -162,6 +164,7 @@ options parse(int argc, char** argv) {
     else if (name == "replay-bind") o.replay_bind = value;
     else if (name == "buffer-steps") o.buffer_steps = num();
     else if (name == "prelude-batches") o.prelude_batches = num();
+    else if (name == "sndhwm") o.sndhwm = num();
     else if (name == "linger-ms") o.linger_ms = num();
     else if (name == "block-times") o.block_times = value;
     else if (name == "eviction-times") o.eviction_times = value;
@@ -177,8 +180,8 @@ options parse(int argc, char** argv) {
   }
   if (o.blocks < 1 || o.rate < 0) usage_error("--blocks must be >= 1 and --rate >= 0");
   if (o.evict_rate < 0) usage_error("--evict-rate must be >= 0");
-  if (o.buffer_steps < 1 || o.prelude_batches < 0) {
-    usage_error("--buffer-steps must be >= 1 and --prelude-batches >= 0");
+  if (o.buffer_steps < 1 || o.prelude_batches < 0 || o.sndhwm < 0) {
+    usage_error("--buffer-steps must be >= 1, --prelude-batches and --sndhwm >= 0");
   }
   if (!o.replay_bind.empty() && o.dp_size * o.engines > 1) {
     usage_error("--replay-bind serves one rank only");
@@ -464,7 +467,7 @@ int main(int argc, char** argv) {
       po.bind = o.engines > 1 ? engine_endpoint(o.bind, r) : o.bind;
       po.topic = "kv-events";
       po.dp_rank = o.engines > 1 ? 0 : static_cast<int>(r);
-      po.sndhwm = 0;  // unbounded: a benchmark must never drop on the engine side
+      po.sndhwm = static_cast<int>(o.sndhwm);  // 0 (default): a benchmark never drops
       po.linger_ms = static_cast<int>(o.linger_ms);
       po.buffer_steps = o.replay_bind.empty() ? 1 : static_cast<size_t>(o.buffer_steps);
       po.replay_bind = o.replay_bind;

@@ -13,7 +13,8 @@
 #
 #   bench/memory/cgroup_burst.sh [--build-dir build/default] [--blocks 1000000] [--limit-mib 128]
 #       [--capacity 16384] [--no-cgroup] [--memory-budget SIZE] [--cpu-quota-us Q]
-#       [--rate B --seconds S] [--outage S] [--catch-up N] [--case NAME] [--timeout S]
+#       [--rate B --seconds S] [--outage S] [--catch-up N] [--ring N] [--engine-sndhwm N]
+#       [--case NAME] [--timeout S]
 #
 #   --rate B --seconds S   paced at B stored blocks/s for S seconds (blocks = B * S); default: a
 #                          burst, as fast as the loadgen can publish
@@ -22,6 +23,8 @@
 #                          restarted on the same port S seconds later (a new, empty server)
 #   --catch-up N           the engine publishes its first N batches before kvrelay starts; its
 #                          replay ring (N batches) holds them, kvrelay gets its replay endpoint
+#   --ring N               the engine serves a replay ring of N batches (no prelude)
+#   --engine-sndhwm N      the engine's PUB drops past N queued messages (default 0: never drops)
 #
 # "exact": the engine finished publishing, kvrelay's resident blocks (all partitions) equal the
 # engine's resident blocks, nothing is pending for the server or queued, the index is not
@@ -33,7 +36,7 @@
 set -euo pipefail
 
 BUILD=build/default BLOCKS=1000000 LIMIT_MIB=128 CAPACITY=16384 CGROUP=1 KV_EXTRA=()
-RATE=0 SECONDS_=0 CPU_QUOTA="" OUTAGE=0 CATCH_UP=0 CASE="" TIMEOUT=300
+RATE=0 SECONDS_=0 CPU_QUOTA="" OUTAGE=0 CATCH_UP=0 RING=0 SNDHWM=0 CASE="" TIMEOUT=300
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build-dir) BUILD="$2"; shift ;;
@@ -46,7 +49,9 @@ while [[ $# -gt 0 ]]; do
     --rate) RATE="$2"; shift ;;
     --seconds) SECONDS_="$2"; shift ;;
     --outage) OUTAGE="$2"; shift ;;
-    --catch-up) CATCH_UP="$2"; shift ;;
+    --catch-up) CATCH_UP="$2"; RING="$2"; shift ;;
+    --ring) RING="$2"; shift ;;
+    --engine-sndhwm) SNDHWM="$2"; shift ;;
     --case) CASE="$2"; shift ;;
     --timeout) TIMEOUT="$2"; shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
@@ -97,10 +102,9 @@ PUB_PORT="$(free_port)"
 REPLAY_PORT="$(free_port)"
 ADMIN="127.0.0.1:$(free_port)"
 
-LG_EXTRA=() KV_REPLAY=()
-if [[ "$CATCH_UP" -gt 0 ]]; then
-  LG_EXTRA=(--replay-bind "tcp://127.0.0.1:$REPLAY_PORT" --buffer-steps "$CATCH_UP"
-            --prelude-batches "$CATCH_UP")
+LG_EXTRA=(--sndhwm "$SNDHWM" --prelude-batches "$CATCH_UP") KV_REPLAY=()
+if [[ "$RING" -gt 0 ]]; then
+  LG_EXTRA+=(--replay-bind "tcp://127.0.0.1:$REPLAY_PORT" --buffer-steps "$RING")
   KV_REPLAY=(--replay-endpoint "tcp://127.0.0.1:$REPLAY_PORT")
 fi
 "$LG" --bind "tcp://127.0.0.1:$PUB_PORT" --blocks "$BLOCKS" --rate "$RATE" --capacity "$CAPACITY" \
@@ -217,6 +221,8 @@ EXIT_STATUS=""
 if [[ $ALIVE == 1 ]]; then
   sleep 3  # the trim after the overload, and the last flushes
   scrape
+  curl -s --max-time 2 "http://$ADMIN/debug/tree" >"$WORK/debug_tree.json" || true
+  cp "/proc/$KV_PID/smaps_rollup" "$WORK/smaps_rollup" 2>/dev/null || true
 else
   wait "$KV_PID" 2>/dev/null && EXIT_STATUS=0 || EXIT_STATUS=$?
 fi
@@ -240,7 +246,8 @@ print(json.dumps({
   "case": "${CASE}", "blocks": ${GENERATED}, "capacity": ${CAPACITY},
   "engine_resident": ${ENGINE_RESIDENT}, "kvrelay_resident": int("$(m kvrelay_resident_blocks)"),
   "rate_target": ${RATE}, "rate_achieved": float("$(loadgen_line published blocks_per_s)" or 0),
-  "catch_up_batches": ${CATCH_UP}, "outage_s": ${OUTAGE},
+  "catch_up_batches": ${CATCH_UP}, "ring": ${RING}, "engine_sndhwm": ${SNDHWM},
+  "outage_s": ${OUTAGE},
   "alive": bool(${ALIVE}), "exit_status": int("${EXIT_STATUS}") if "${EXIT_STATUS}" else None,
   "budget": """${BUDGET}""".strip(),
   "rss_idle_mib": round(${RSS_IDLE} / 1024, 1), "rss_peak_sampled_mib": round(${PEAK_RSS} / 1024, 1),

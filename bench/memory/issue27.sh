@@ -10,14 +10,18 @@
 #
 #   bench/memory/issue27.sh [--build-dir build/default] [--out /tmp/issue27] [--cases LIST]
 #
-# LIST (comma separated, default all): a20k a100k b200k outage catchup nolimit-b200k
-# nolimit-catchup nolimit-a100k nolimit-outage. Needs the targets kvrelay, kvrelay-bench-loadgen and
+# LIST (comma separated, default all): a20k a100k b200k outage catchup overrun, and each of them
+# prefixed nolimit- (the default runs nolimit- of b200k, catchup, a100k, outage, overrun).
+# "overrun" is b200k against an engine whose PUB drops past 1 000 queued messages (ZMQ's default
+# high-water mark) and which serves a 10 000-batch replay ring: an overrun becomes gaps, repaired
+# by replay or declared lost. Needs the targets kvrelay, kvrelay-bench-loadgen and
 # kvrelay-bench-sink. Takes about 15 minutes; never asserts a timing.
 set -uo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
 BUILD=build/default OUT=/tmp/issue27
-CASES="a20k,a100k,b200k,outage,catchup,nolimit-b200k,nolimit-catchup,nolimit-a100k,nolimit-outage"
+CASES="a20k,a100k,b200k,outage,catchup,overrun"
+CASES+=",nolimit-b200k,nolimit-catchup,nolimit-a100k,nolimit-outage,nolimit-overrun"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build-dir) BUILD="$2"; shift ;;
@@ -37,6 +41,7 @@ declare -A ARGS=(
   [b200k]="--case sustained-200k --rate 200000 --seconds 30"
   [outage]="--case outage-60s-20k --rate 20000 --seconds 80 --outage 60"
   [catchup]="--case catch-up-10000 --catch-up 10000 --blocks 5100000 --rate 20000"
+  [overrun]="--case overrun-200k-hwm1000 --rate 200000 --seconds 30 --engine-sndhwm 1000 --ring 10000"
 )
 : >"$OUT.jsonl"
 IFS=, read -r -a list <<<"$CASES"
