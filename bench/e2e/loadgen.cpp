@@ -13,6 +13,11 @@
 // (BlockRemoved for every block still resident, in LRU order, in batches shaped like the stored
 // phase's), so a benchmark can time evictions of blocks the server has seen.
 //
+// With --replay-bind, the engine also serves replay requests from a ring of its last
+// --buffer-steps batches (as vLLM's ROUTER does); --prelude-batches N publishes the first N
+// batches before waiting for --go-file, so a benchmark can start kvrelay against an engine whose
+// ring already holds them (the cold-start catch-up).
+//
 // Output: one JSON object per line on stdout ({"kind":"generated"|"floor"|"published"|"evicted",
 // ...}).
 // tools/fake-engine paces by batches and encodes on the fly; a benchmark needs blocks/s pacing,
@@ -21,6 +26,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -65,6 +71,12 @@ const char* k_usage =
     "  --seed N             workload seed (default 1)\n"
     "  --floor-repeats N    floor passes (best of N; 0 = skip the floor; default 3)\n"
     "  --go-file PATH       wait (up to 120 s) until PATH exists before publishing\n"
+    "  --replay-bind EP     serve replay requests on this ROUTER endpoint (default: no replay)\n"
+    "  --buffer-steps N     the replay ring, in batches (default 10000; with --replay-bind)\n"
+    "  --sndhwm N           the PUB's send high-water mark in messages; past it the engine drops\n"
+    "                       (default 0: unbounded, the benchmark never drops on the engine side)\n"
+    "  --prelude-batches N  publish the first N batches (per rank) as fast as possible before\n"
+    "                       waiting for --go-file (\"prelude\" line; default 0)\n"
     "  --floor-only         generate, measure the floor, exit\n"
     "  --linger-ms N        wait for queued messages at exit (default 30000)\n"
     "  --block-times PATH   write (fingerprint u64, publish time us i64) per stored block (two native\n"
@@ -96,6 +108,8 @@ struct options {
   double evict_rate = 0;
   std::string era = "G";
   long seed = 1, floor_repeats = 3, linger_ms = 30000;
+  long buffer_steps = 10000, prelude_batches = 0, sndhwm = 0;
+  std::string replay_bind;
   std::string go_file, block_times, eviction_times, evict_go_file;
   bool floor_only = false;
 };
@@ -147,6 +161,10 @@ options parse(int argc, char** argv) {
     else if (name == "seed") o.seed = num();
     else if (name == "floor-repeats") o.floor_repeats = num();
     else if (name == "go-file") o.go_file = value;
+    else if (name == "replay-bind") o.replay_bind = value;
+    else if (name == "buffer-steps") o.buffer_steps = num();
+    else if (name == "prelude-batches") o.prelude_batches = num();
+    else if (name == "sndhwm") o.sndhwm = num();
     else if (name == "linger-ms") o.linger_ms = num();
     else if (name == "block-times") o.block_times = value;
     else if (name == "eviction-times") o.eviction_times = value;
@@ -162,6 +180,12 @@ options parse(int argc, char** argv) {
   }
   if (o.blocks < 1 || o.rate < 0) usage_error("--blocks must be >= 1 and --rate >= 0");
   if (o.evict_rate < 0) usage_error("--evict-rate must be >= 0");
+  if (o.buffer_steps < 1 || o.prelude_batches < 0 || o.sndhwm < 0) {
+    usage_error("--buffer-steps must be >= 1, --prelude-batches and --sndhwm >= 0");
+  }
+  if (!o.replay_bind.empty() && o.dp_size * o.engines > 1) {
+    usage_error("--replay-bind serves one rank only");
+  }
   return o;
 }
 
@@ -383,21 +407,23 @@ bool wait_for_file(const std::string& path, int seconds) {
   return false;
 }
 
-// Publishes one phase's batches, round-robin over ranks (one batch each), paced by the batches'
-// blocks when a rate is given; the envelope ts is patched at send. Prints the phase's JSON line.
+// Publishes one phase's batches [first, last) of each rank, round-robin over ranks (one batch
+// each), paced by the batches' blocks when a rate is given; the envelope ts is patched at send.
+// Prints the phase's JSON line.
 void publish_phase(const char* kind, std::vector<rank_load>& loads,
                    std::vector<batch> rank_load::*phase, double rate,
-                   std::vector<std::unique_ptr<publisher>>& pubs) {
+                   std::vector<std::unique_ptr<publisher>>& pubs, bool retain, size_t first = 0,
+                   size_t last = SIZE_MAX) {
   const double t0 = wall_seconds();
   const auto s0 = std::chrono::steady_clock::now();
-  std::vector<size_t> next(loads.size(), 0);
+  std::vector<size_t> next(loads.size(), first);
   uint64_t sent_blocks = 0, sent_batches = 0;
   bool more = true;
   while (more && !g_stop.load()) {
     more = false;
     for (size_t r = 0; r < loads.size(); ++r) {
       auto& batches = loads[r].*phase;
-      if (next[r] >= batches.size()) continue;
+      if (next[r] >= std::min(last, batches.size())) continue;
       more = true;
       batch& b = batches[next[r]++];
       if (rate > 0) {
@@ -409,7 +435,7 @@ void publish_phase(const char* kind, std::vector<rank_load>& loads,
       const double ts = wall_seconds();
       patch_ts(b.payload, ts);
       b.published_us = static_cast<int64_t>(ts * 1e6);
-      pubs[r]->publish(b.payload, false);
+      pubs[r]->publish(b.payload, retain);
       sent_blocks += b.blocks;
       ++sent_batches;
     }
@@ -441,9 +467,10 @@ int main(int argc, char** argv) {
       po.bind = o.engines > 1 ? engine_endpoint(o.bind, r) : o.bind;
       po.topic = "kv-events";
       po.dp_rank = o.engines > 1 ? 0 : static_cast<int>(r);
-      po.sndhwm = 0;  // unbounded: a benchmark must never drop on the engine side
+      po.sndhwm = static_cast<int>(o.sndhwm);  // 0 (default): a benchmark never drops
       po.linger_ms = static_cast<int>(o.linger_ms);
-      po.buffer_steps = 1;
+      po.buffer_steps = o.replay_bind.empty() ? 1 : static_cast<size_t>(o.buffer_steps);
+      po.replay_bind = o.replay_bind;
       try {
         pubs.push_back(std::make_unique<publisher>(po));
       } catch (const std::exception& e) {
@@ -490,18 +517,21 @@ int main(int argc, char** argv) {
   floor_in = {};  // release the copies before publishing
   if (o.floor_only) return 0;
 
+  const bool retain = !o.replay_bind.empty();
+  const auto prelude = static_cast<size_t>(o.prelude_batches);
+  if (prelude > 0) publish_phase("prelude", loads, &rank_load::batches, 0, pubs, retain, 0, prelude);
   if (!o.go_file.empty() && !wait_for_file(o.go_file, 120)) {
     std::fprintf(stderr, "loadgen: no go file %s\n", o.go_file.c_str());
     return 1;
   }
-  publish_phase("published", loads, &rank_load::batches, o.rate, pubs);
+  publish_phase("published", loads, &rank_load::batches, o.rate, pubs, retain, prelude);
   if (!o.evict_go_file.empty()) {
     // Generous: the harness first waits until kvrelay has drained the stored phase.
     if (!wait_for_file(o.evict_go_file, 300)) {
       std::fprintf(stderr, "loadgen: no evict go file %s\n", o.evict_go_file.c_str());
       return 1;
     }
-    publish_phase("evicted", loads, &rank_load::evictions, o.evict_rate, pubs);
+    publish_phase("evicted", loads, &rank_load::evictions, o.evict_rate, pubs, retain);
   }
   if (!o.block_times.empty() && !write_block_times(o.block_times, loads, &batch::fingerprints)) {
     std::fprintf(stderr, "loadgen: cannot write %s\n", o.block_times.c_str());

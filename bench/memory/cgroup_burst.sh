@@ -3,21 +3,40 @@
 #
 # SPDX-License-Identifier: Apache-2.0
 #
-# Issue 27: kvrelay alone in a v1 memory cgroup (root only), the bench loadgen and sink outside it,
-# against a burst of stored blocks published as fast as possible by a full-cache engine (LRU
-# evictions past --capacity). Prints one JSON line: peak memory (the cgroup's max_usage and
-# kvrelay's VmHWM), RSS idle / after, OOM kills, the overloads and pause time kvrelay counted,
-# sequence gaps, and the seconds from the first publish until kvrelay decoded every block and its
-# queues and pending set were empty. --no-cgroup runs the same without a limit, for comparison.
+# Issue 27: kvrelay alone in a v1 memory cgroup (root only), optionally a v1 cpu cgroup too, the
+# bench loadgen and sink outside them, against a full-cache engine (LRU evictions past
+# --capacity). One case per run; bench/memory/issue27.sh runs the issue's list. Prints one JSON
+# line: peak memory (the cgroup's max_usage and kvrelay's VmHWM), RSS idle / after, OOM kills and
+# failcnt, kvrelay's exit status, CPU throttling (cpu.stat), the overloads, pause time, gaps,
+# replays and declared losses kvrelay counted, the rate the loadgen achieved, and the seconds
+# until the index is exact again.
 #
 #   bench/memory/cgroup_burst.sh [--build-dir build/default] [--blocks 1000000] [--limit-mib 128]
-#                                [--capacity 16384] [--no-cgroup] [--memory-budget SIZE]
+#       [--capacity 16384] [--no-cgroup] [--memory-budget SIZE] [--cpu-quota-us Q]
+#       [--rate B --seconds S] [--outage S] [--catch-up N] [--ring N] [--engine-sndhwm N]
+#       [--case NAME] [--timeout S]
 #
+#   --rate B --seconds S   paced at B stored blocks/s for S seconds (blocks = B * S); default: a
+#                          burst, as fast as the loadgen can publish
+#   --cpu-quota-us Q       also a v1 cpu cgroup: cfs_quota_us Q per cfs_period_us 100000
+#   --outage S             the policy server (sink) is killed 5 s after the first publish and
+#                          restarted on the same port S seconds later (a new, empty server)
+#   --catch-up N           the engine publishes its first N batches before kvrelay starts; its
+#                          replay ring (N batches) holds them, kvrelay gets its replay endpoint
+#   --ring N               the engine serves a replay ring of N batches (no prelude)
+#   --engine-sndhwm N      the engine's PUB drops past N queued messages (default 0: never drops)
+#
+# "exact": the engine finished publishing, kvrelay's resident blocks (all partitions) equal the
+# engine's resident blocks, nothing is pending for the server or queued, the index is not
+# incomplete, and (with --outage) kvrelay resynced the restarted server. The seconds count from
+# the first publish (burst, catch-up) or the last publish (paced, outage); with --outage,
+# "resync_s" counts from the server's restart until kvrelay resynced it and nothing is pending.
 # Needs the targets kvrelay, kvrelay-bench-loadgen and kvrelay-bench-sink. Never asserts a timing;
-# exits 1 when kvrelay died or missed blocks.
+# exits 1 when kvrelay died or the index did not become exact within --timeout.
 set -euo pipefail
 
 BUILD=build/default BLOCKS=1000000 LIMIT_MIB=128 CAPACITY=16384 CGROUP=1 KV_EXTRA=()
+RATE=0 SECONDS_=0 CPU_QUOTA="" OUTAGE=0 CATCH_UP=0 RING=0 SNDHWM=0 CASE="" TIMEOUT=300
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build-dir) BUILD="$2"; shift ;;
@@ -26,20 +45,35 @@ while [[ $# -gt 0 ]]; do
     --capacity) CAPACITY="$2"; shift ;;
     --no-cgroup) CGROUP=0 ;;
     --memory-budget) KV_EXTRA+=(--memory-budget "$2"); shift ;;
+    --cpu-quota-us) CPU_QUOTA="$2"; shift ;;
+    --rate) RATE="$2"; shift ;;
+    --seconds) SECONDS_="$2"; shift ;;
+    --outage) OUTAGE="$2"; shift ;;
+    --catch-up) CATCH_UP="$2"; RING="$2"; shift ;;
+    --ring) RING="$2"; shift ;;
+    --engine-sndhwm) SNDHWM="$2"; shift ;;
+    --case) CASE="$2"; shift ;;
+    --timeout) TIMEOUT="$2"; shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
 done
+[[ "$RATE" == 0 || "$SECONDS_" == 0 ]] || BLOCKS=$((RATE * SECONDS_))
+[[ $CGROUP == 1 ]] || CPU_QUOTA=""
+[[ -n "$CASE" ]] || CASE="burst-${BLOCKS}"
+CASE+=$([[ $CGROUP == 1 ]] && echo "-cgroup-${LIMIT_MIB}MiB${CPU_QUOTA:+-cpu${CPU_QUOTA}}" || echo "-nolimit")
 KV="$BUILD/kvrelay"
 LG="$BUILD/bench/e2e/kvrelay-bench-loadgen"
 SINK="$BUILD/bench/e2e/kvrelay-bench-sink"
+ADAPTERS="1=lora-0,2=lora-1,3=lora-2,4=lora-3,5=lora-4,6=lora-5,7=lora-6,8=lora-7"
 WORK="$(mktemp -d)"
-CG=""
+CG="" CPU_CG="" SINK_PID=""
 PIDS=()
 cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}" $SINK_PID; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}" $SINK_PID; do wait "$p" 2>/dev/null || true; done
   [[ -z "$CG" ]] || rmdir "$CG" 2>/dev/null || true
+  [[ -z "$CPU_CG" ]] || rmdir "$CPU_CG" 2>/dev/null || true
 }
 trap cleanup EXIT
 
@@ -47,17 +81,35 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 now() { date +%s.%N; }
+since() { python3 -c "print(round($(now) - $1, 2))"; }
+start_sink() {  # $1 listen address
+  rm -f "$WORK/sink.port"
+  "$SINK" --listen "$1" --port-file "$WORK/sink.port" --stats-file "$WORK/sink.json" \
+    2>>"$WORK/sink.log" &
+  SINK_PID=$!
+  for _ in $(seq 200); do [[ -s "$WORK/sink.port" ]] && break; sleep 0.02; done
+}
+loadgen_line() {  # $1 kind, $2 field: the field of the loadgen's JSON line of that kind, or ""
+  python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    d=json.loads(l)
+    if d["kind"]==sys.argv[2]: print(d[sys.argv[3]])' "$WORK/loadgen.out" "$1" "$2" 2>/dev/null || true
+}
 
-"$SINK" --listen 127.0.0.1:0 --port-file "$WORK/sink.port" --stats-file "$WORK/sink.json" \
-  2>"$WORK/sink.log" &
-PIDS+=($!)
-for _ in $(seq 200); do [[ -s "$WORK/sink.port" ]] && break; sleep 0.02; done
+start_sink 127.0.0.1:0
 SINK_PORT="$(cat "$WORK/sink.port")"
 PUB_PORT="$(free_port)"
+REPLAY_PORT="$(free_port)"
 ADMIN="127.0.0.1:$(free_port)"
 
-"$LG" --bind "tcp://127.0.0.1:$PUB_PORT" --blocks "$BLOCKS" --rate 0 --capacity "$CAPACITY" \
-  --clear-prob 0 --floor-repeats 0 --go-file "$WORK/go" >"$WORK/loadgen.out" 2>"$WORK/loadgen.log" &
+LG_EXTRA=(--sndhwm "$SNDHWM" --prelude-batches "$CATCH_UP") KV_REPLAY=()
+if [[ "$RING" -gt 0 ]]; then
+  LG_EXTRA+=(--replay-bind "tcp://127.0.0.1:$REPLAY_PORT" --buffer-steps "$RING")
+  KV_REPLAY=(--replay-endpoint "tcp://127.0.0.1:$REPLAY_PORT")
+fi
+"$LG" --bind "tcp://127.0.0.1:$PUB_PORT" --blocks "$BLOCKS" --rate "$RATE" --capacity "$CAPACITY" \
+  --clear-prob 0 --floor-repeats 0 --go-file "$WORK/go" "${LG_EXTRA[@]}" \
+  >"$WORK/loadgen.out" 2>"$WORK/loadgen.log" &
 PIDS+=($!)
 
 if [[ $CGROUP == 1 ]]; then
@@ -65,78 +117,162 @@ if [[ $CGROUP == 1 ]]; then
   mkdir "$CG"
   echo $((LIMIT_MIB << 20)) >"$CG/memory.limit_in_bytes"
   echo 0 >"$CG/memory.swappiness" 2>/dev/null || true
+  if [[ -n "$CPU_QUOTA" ]]; then
+    CPU_CG="/sys/fs/cgroup/cpu/kvrelay-bench-$$"
+    mkdir "$CPU_CG"
+    echo 100000 >"$CPU_CG/cpu.cfs_period_us"
+    echo "$CPU_QUOTA" >"$CPU_CG/cpu.cfs_quota_us"
+  fi
 fi
-(
-  [[ -z "$CG" ]] || echo "$BASHPID" >"$CG/cgroup.procs"
-  exec "$KV" --server "127.0.0.1:$SINK_PORT" --admin-listen "$ADMIN" --log-level warn \
-    --engine-endpoint "tcp://127.0.0.1:$PUB_PORT" --replica-id bench --model-id bench \
-    --engine-metrics-url "" "${KV_EXTRA[@]}"
-) >"$WORK/kvrelay.log" 2>&1 &
-KV_PID=$!
-PIDS+=("$KV_PID")
+start_kvrelay() {
+  (
+    [[ -z "$CG" ]] || echo "$BASHPID" >"$CG/cgroup.procs"
+    [[ -z "$CPU_CG" ]] || echo "$BASHPID" >"$CPU_CG/cgroup.procs"
+    exec "$KV" --server "127.0.0.1:$SINK_PORT" --admin-listen "$ADMIN" --log-level warn \
+      --engine-endpoint "tcp://127.0.0.1:$PUB_PORT" --replica-id bench --model-id bench \
+      --engine-metrics-url "" --lora-adapter-names "$ADAPTERS" "${KV_REPLAY[@]}" "${KV_EXTRA[@]}"
+  ) >"$WORK/kvrelay.log" 2>&1 &
+  KV_PID=$!
+  PIDS+=("$KV_PID")
+}
 
-metrics() { curl -s --max-time 2 "http://$ADMIN/metrics" || true; }
-msum() {  # $1 family, $2 optional substring of the series
-  metrics | awk -v n="$1" -v f="${2:-}" '
+# The last scrape that answered stays in $WORK/metrics (kvrelay's counters survive its death).
+scrape() {
+  curl -s --max-time 2 "http://$ADMIN/metrics" >"$WORK/metrics.new" 2>/dev/null &&
+    mv "$WORK/metrics.new" "$WORK/metrics" || true
+}
+msum() {  # $1 family, $2 optional substring of the series; from the last scrape
+  awk -v n="$1" -v f="${2:-}" '
     index($0, n) == 1 && (substr($0, length(n) + 1, 1) == "{" || substr($0, length(n) + 1, 1) == " ") &&
-    (f == "" || index($0, f) > 0) { s += $NF } END { printf "%.3f", s + 0 }'
+    (f == "" || index($0, f) > 0) { s += $NF } END { printf(fmt, s + 0) }' fmt="${FMT:-%.0f}" \
+    "$WORK/metrics" 2>/dev/null
 }
 status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+wait_connected() {
+  for _ in $(seq 1200); do
+    scrape
+    [[ "$(msum kvrelay_engine_connected)" == "1" ]] && return
+    sleep 0.05
+  done
+}
 
-for _ in $(seq 1200); do
-  [[ "$(msum kvrelay_engine_connected)" == "1.000" ]] && break
-  sleep 0.05
-done
 for _ in $(seq 3000); do
   grep -q '"kind":"generated"' "$WORK/loadgen.out" 2>/dev/null && break
   sleep 0.1
 done
-GENERATED="$(python3 -c 'import json,sys
-for l in open(sys.argv[1]):
-    d=json.loads(l)
-    if d["kind"]=="generated": print(d["blocks"])' "$WORK/loadgen.out")"
-sleep 1
-RSS_IDLE="$(status_kb "$KV_PID" VmRSS)"
-BUDGET="$(metrics | grep '^kvrelay_memory_budget_bytes' || true)"
+GENERATED="$(loadgen_line generated blocks)"
+ENGINE_RESIDENT="$(loadgen_line generated engine_resident_blocks)"
+if [[ "$CATCH_UP" -gt 0 ]]; then  # the engine ran before kvrelay: its ring holds the prelude
+  for _ in $(seq 3000); do
+    grep -q '"kind":"prelude"' "$WORK/loadgen.out" 2>/dev/null && break
+    sleep 0.1
+  done
+  start_kvrelay
+  T0="$(now)"
+  wait_connected
+  touch "$WORK/go"  # the live stream resumes at once: kvrelay catches up meanwhile
+  RSS_IDLE=0
+else
+  start_kvrelay
+  wait_connected
+  sleep 1
+  RSS_IDLE="$(status_kb "$KV_PID" VmRSS)"
+  T0="$(now)"
+  touch "$WORK/go"
+fi
+scrape
+BUDGET="$(grep '^kvrelay_memory_budget_bytes' "$WORK/metrics" || true)"
 
-T0="$(now)"
-touch "$WORK/go"
-PEAK_RSS=0 EXACT_S="" ALIVE=1
-for _ in $(seq 6000); do
+PEAK_RSS=0 EXACT_S="" RESYNC_S="" ALIVE=1 T_FROM="$T0" OUTAGE_STATE=none RESYNCS0=0
+period=0.1
+[[ "$RATE" == 0 ]] || period=0.5  # fewer scrapes while paced: each costs kvrelay CPU
+deadline="$(python3 -c "print($(now) + $TIMEOUT + ${SECONDS_} + ${OUTAGE})")"
+while python3 -c "import sys; sys.exit(0 if $(now) < $deadline else 1)"; do
   if ! kill -0 "$KV_PID" 2>/dev/null; then ALIVE=0; break; fi
   r="$(status_kb "$KV_PID" VmRSS)"; [[ "$r" -gt "$PEAK_RSS" ]] && PEAK_RSS="$r"
-  stored="$(msum kvrelay_blocks_total 'type="stored"')"
-  if [[ "${stored%.*}" -ge "$GENERATED" && "$(msum kvrelay_pending_entries)" == "0.000" &&
-        "$(msum kvrelay_queue_bytes)" == "0.000" ]]; then
-    EXACT_S="$(python3 -c "print(round($(now) - $T0, 2))")"
-    break
+  scrape
+  if [[ "$OUTAGE" -gt 0 ]]; then
+    if [[ $OUTAGE_STATE == none ]] && python3 -c "import sys; sys.exit(0 if $(now) - $T0 >= 5 else 1)"; then
+      kill "$SINK_PID"; wait "$SINK_PID" 2>/dev/null || true
+      OUTAGE_STATE=down T_DOWN="$(now)"
+    elif [[ $OUTAGE_STATE == down ]] &&
+         python3 -c "import sys; sys.exit(0 if $(now) - $T_DOWN >= $OUTAGE else 1)"; then
+      RESYNCS0="$(msum kvrelay_resyncs_total)"
+      start_sink "127.0.0.1:$SINK_PORT"
+      OUTAGE_STATE=up T_UP="$(now)"
+    elif [[ $OUTAGE_STATE == up && -z "$RESYNC_S" && "$(msum kvrelay_resyncs_total)" -gt "$RESYNCS0" &&
+            "$(msum kvrelay_pending_entries)" == 0 ]]; then
+      RESYNC_S="$(since "$T_UP")"
+    fi
   fi
-  sleep 0.1
+  if grep -q '"kind":"published"' "$WORK/loadgen.out" 2>/dev/null; then
+    [[ "$RATE" == 0 || "$CATCH_UP" -gt 0 || "$T_FROM" != "$T0" ]] ||
+      T_FROM="$(loadgen_line published end_unix)"
+    if [[ "$OUTAGE" == 0 || -n "$RESYNC_S" ]] &&
+       [[ "$(msum kvrelay_resident_blocks)" == "$ENGINE_RESIDENT" && "$(msum kvrelay_pending_entries)" == 0 &&
+          "$(msum kvrelay_queue_bytes)" == 0 && "$(msum kvrelay_index_incomplete)" == 0 ]]; then
+      EXACT_S="$(since "$T_FROM")"
+      break
+    fi
+  fi
+  sleep "$period"
 done
-sleep 3  # the trim after the overload, and the last flushes
+EXIT_STATUS=""
+if [[ $ALIVE == 1 ]]; then
+  sleep 3  # the trim after the overload, and the last flushes
+  scrape
+  curl -s --max-time 2 "http://$ADMIN/debug/tree" >"$WORK/debug_tree.json" || true
+  cp "/proc/$KV_PID/smaps_rollup" "$WORK/smaps_rollup" 2>/dev/null || true
+else
+  wait "$KV_PID" 2>/dev/null && EXIT_STATUS=0 || EXIT_STATUS=$?
+fi
 RSS_AFTER="$(status_kb "$KV_PID" VmRSS)"
 HWM="$(status_kb "$KV_PID" VmHWM)"
-CG_PEAK="" OOM_KILLS="" FAILCNT=""
+CG_PEAK="" OOM_KILLS="" FAILCNT="" NR_PERIODS="" NR_THROTTLED="" THROTTLED_NS=""
 if [[ -n "$CG" ]]; then
   CG_PEAK="$(cat "$CG/memory.max_usage_in_bytes")"
   OOM_KILLS="$(awk '$1 == "oom_kill" { print $2 }' "$CG/memory.oom_control")"
   FAILCNT="$(cat "$CG/memory.failcnt")"
 fi
+if [[ -n "$CPU_CG" ]]; then
+  NR_PERIODS="$(awk '$1 == "nr_periods" { print $2 }' "$CPU_CG/cpu.stat")"
+  NR_THROTTLED="$(awk '$1 == "nr_throttled" { print $2 }' "$CPU_CG/cpu.stat")"
+  THROTTLED_NS="$(awk '$1 == "throttled_time" { print $2 }' "$CPU_CG/cpu.stat")"
+fi
+m() { msum "$@"; }
 python3 - <<PY
 import json
 print(json.dumps({
-  "case": "burst-${BLOCKS}" + ("-cgroup-${LIMIT_MIB}MiB" if ${CGROUP} else "-nolimit"),
-  "blocks": ${GENERATED}, "capacity": ${CAPACITY}, "alive": bool(${ALIVE}),
+  "case": "${CASE}", "blocks": ${GENERATED}, "capacity": ${CAPACITY},
+  "engine_resident": ${ENGINE_RESIDENT}, "kvrelay_resident": int("$(m kvrelay_resident_blocks)"),
+  "rate_target": ${RATE}, "rate_achieved": float("$(loadgen_line published blocks_per_s)" or 0),
+  "catch_up_batches": ${CATCH_UP}, "ring": ${RING}, "engine_sndhwm": ${SNDHWM},
+  "outage_s": ${OUTAGE},
+  "alive": bool(${ALIVE}), "exit_status": int("${EXIT_STATUS}") if "${EXIT_STATUS}" else None,
   "budget": """${BUDGET}""".strip(),
   "rss_idle_mib": round(${RSS_IDLE} / 1024, 1), "rss_peak_sampled_mib": round(${PEAK_RSS} / 1024, 1),
   "vm_hwm_mib": round(${HWM:-0} / 1024, 1), "rss_after_mib": round(${RSS_AFTER:-0} / 1024, 1),
   "cgroup_max_usage_mib": round(int("${CG_PEAK}" or 0) / 1048576, 1) if "${CG_PEAK}" else None,
   "oom_kills": int("${OOM_KILLS}") if "${OOM_KILLS}" else None,
   "failcnt": int("${FAILCNT}") if "${FAILCNT}" else None,
+  "cpu_periods": int("${NR_PERIODS}") if "${NR_PERIODS}" else None,
+  "cpu_throttled": int("${NR_THROTTLED}") if "${NR_THROTTLED}" else None,
+  "cpu_throttled_s": round(int("${THROTTLED_NS}") / 1e9, 1) if "${THROTTLED_NS}" else None,
   "seconds_until_exact": float("${EXACT_S}") if "${EXACT_S}" else None,
-  "overloads": float("$(msum kvrelay_overloads_total)"),
-  "paused_s": float("$(msum kvrelay_ingress_paused_seconds_total)"),
-  "gaps": float("$(msum kvrelay_seq_gaps_total)"),
+  "resync_s": float("${RESYNC_S}") if "${RESYNC_S}" else None,
+  "stored_decoded": int("$(m kvrelay_blocks_total 'type="stored"')"),
+  "overloads": int("$(m kvrelay_overloads_total)"),
+  "paused_s": float("$(FMT=%.2f m kvrelay_ingress_paused_seconds_total)"),
+  "gaps": int("$(m kvrelay_seq_gaps_total)"),
+  "batches_lost": int("$(m kvrelay_batches_lost_total)"),
+  "history_lost": int("$(m kvrelay_history_lost_total)"),
+  "history_skipped": int("$(m kvrelay_history_skipped_batches_total)"),
+  "recovered": int("$(m kvrelay_batches_recovered_total)"),
+  "replays": int("$(m kvrelay_replays_total 'outcome="requested"')"),
+  "pending_overflows": int("$(m kvrelay_pending_overflows_total)"),
+  "resyncs": int("$(m kvrelay_resyncs_total)"),
+  "index_incomplete": int("$(m kvrelay_index_incomplete)"),
+  "work": "${WORK}",
 }))
 PY
 [[ $ALIVE == 1 && -n "$EXACT_S" ]]
