@@ -250,7 +250,7 @@ budget_bounds derive_bounds(uint64_t budget_bytes, size_t pipelines) {
   budget_bounds b;
   b.queue_bytes = budget_bytes / 4;  // MD1
   b.queue_messages = std::max<uint64_t>(64, b.queue_bytes / 1024);
-  b.rcvhwm = static_cast<int>(std::clamp<uint64_t>(budget_bytes / 16 / n / 4096, 64, 100000));
+  b.rcvhwm = static_cast<int>(std::clamp<uint64_t>(budget_bytes / 16 / n / (32 * 1024), 64, 100000));
   b.max_pending =
       static_cast<size_t>(std::clamp<uint64_t>(budget_bytes / 4 / n / 128, 16384, 2000000));
   return b;

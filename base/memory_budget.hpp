@@ -192,7 +192,10 @@ struct budget_bounds {
   size_t max_pending = 0;       // MD3: the debouncer's pending keys per pipeline
 };
 ///  MD1. Queues: budget/4 bytes, max(64, that/1024) messages.
-///  MD2. rcvhwm: (budget/16)/pipelines at an assumed 4 KiB a batch, within [64, 100000].
+///  MD2. rcvhwm: (budget/16)/pipelines at 32 KiB a batch, within [64, 100000]. ZMQ counts
+///       messages, not bytes, so the size is a fat batch's (~250 blocks), not a typical one's:
+///       at 4 KiB a queue of 32 KB batches held 8x its share, uncharged, and the 128 MiB cgroup
+///       bench was OOM-killed in an overrun (BENCHMARKS.md, issue 27 cases).
 ///  MD3. Pending: (budget/4)/pipelines at 128 bytes a key, within [16384, 2000000].
 ///  MD4. `pipelines` 0 counts as 1.
 budget_bounds derive_bounds(uint64_t budget_bytes, size_t pipelines);

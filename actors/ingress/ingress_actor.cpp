@@ -62,6 +62,9 @@ constexpr counter_row<ingress::tracker_counters> tracker_rows[] = {
      nullptr, nullptr, &ingress::tracker_counters::cold_skipped},
     {"kvrelay_incarnation_resets_total", "Engine restarts seen as sequence resets", nullptr,
      nullptr, &ingress::tracker_counters::resets},
+    {"kvrelay_replay_shed_batches_total",
+     "Live batches shed from a full reorder buffer during a replay, read from the ring again",
+     nullptr, nullptr, &ingress::tracker_counters::batches_shed},
     {"kvrelay_duplicate_batches_total", "Batches seen twice (dropped)", nullptr, nullptr,
      &ingress::tracker_counters::duplicates},
 };

@@ -29,8 +29,14 @@
 //      incarnation starts cold (ST5).
 //  ST2 Reorder buffer: while the ring is being read (phase `replaying`), live batches wait in a
 //      bounded buffer; whatever is contiguous with the last delivered seq goes out at once, so
-//      memory holds only what sits above a hole. Outgrowing the buffer gives the replay up: the
-//      holes below the buffer are lost (buffer_overflow).
+//      memory holds only what sits above a hole. Outgrowing the buffer sheds its newest live
+//      batches, down to half its bounds (`batches_shed`): the engine's ring holds them as it
+//      holds the hole below them, so the replay goes on, and once it has read past the buffer
+//      what was shed is asked for like the rest of a reply (ST10). Only what the ring no longer
+//      holds by then is lost (ST8). A catch-up that outruns the buffer (a full ring read at 0.2
+//      core while the engine keeps publishing) is paced by the ring, not given up. A buffer of
+//      replayed batches alone cannot shed: the replay is given up (buffer_overflow), the holes
+//      below the buffer lost.
 //  ST3 `s < next expected` (or already buffered): duplicate, dropped and counted. Replay replies
 //      that overlap what was delivered live are the usual source.
 //  ST4 `s > next expected`: a gap. With a replay endpoint, ask the ring from the first missing
@@ -196,6 +202,7 @@ struct tracker_counters {
   uint64_t batches_lost = 0;       // seqs covered by them
   uint64_t cold_skipped = 0;       // seqs before the first delivery that were never available
   uint64_t buffer_overflows = 0;
+  uint64_t batches_shed = 0;       // ST2: live batches dropped from a full buffer, asked for again
   uint64_t stray_replies = 0;      // replies or END with no replay outstanding
   uint64_t discarded_on_reset = 0; // buffered batches of the old incarnation thrown away
   uint64_t tail_probes = 0;        // ST6 re-asks sent
@@ -344,10 +351,11 @@ class sequence_tracker {
       // before asking was published before, so the ring had it and has lost it since.
       uint64_t lost_below = asked_from_;
       if (live_high_at_request_) lost_below = std::max(lost_below, *live_high_at_request_ + 1);
-      drain(lost_below,
-            why_ == replay_reason::resume ? loss_reason::resume_outside_ring
-                                          : loss_reason::history_lost,
-            out);
+      const loss_reason r = why_ == replay_reason::resume ? loss_reason::resume_outside_ring
+                                                          : loss_reason::history_lost;
+      drain(lost_below, r, out);
+      // Shed batches (ST2) have nothing buffered above them to end the hole at.
+      if (buffer_.empty() && next_ && *next_ < lost_below) declare_lost(lost_below, r, out);
     }
     reply_ended(out);
   }
@@ -464,7 +472,7 @@ class sequence_tracker {
   // The reply ended (END, or the stall timeout after replies): ST10 or ST11.
   void reply_ended(actions& out) {
     const bool answered = last_reply_.has_value();
-    if (!buffer_.empty()) {
+    if (!buffer_.empty() || shed_pending()) {
       // A hole remains below live batches: after an answered request the rest of the reply was
       // lost on the way (ST10); after an unanswered one the live batches came after the ring
       // was read (ST11). Either way, ask from the hole.
@@ -508,11 +516,37 @@ class sequence_tracker {
     store(seq, std::move(p), replayed);
     if (full) {
       ++c_.buffer_overflows;  // ST2
-      give_up(loss_reason::buffer_overflow, out);
-      return;
+      if (!shed_live_tail()) {
+        give_up(loss_reason::buffer_overflow, out);
+        return;
+      }
     }
     drain(0, loss_reason::history_lost, out);
   }
+
+  // ST2: drops the newest live batches until the buffer is within half its bounds; false when
+  // none could be dropped (only replayed batches wait).
+  bool shed_live_tail() {
+    uint64_t shed = 0;
+    auto within = [&] {
+      return buffer_.size() <= opts_.max_buffered_batches / 2 &&
+             c_.buffered_bytes <= opts_.max_buffered_bytes / 2;
+    };
+    for (auto it = buffer_.end(); it != buffer_.begin() && !within();) {
+      --it;
+      if (it->second.replayed) continue;
+      shed_below_ = std::max(shed_below_.value_or(0), it->first + 1);
+      c_.buffered_bytes -= payload_bytes(it->second.payload);
+      it = buffer_.erase(it);
+      ++shed;
+    }
+    c_.buffered = buffer_.size();
+    c_.batches_shed += shed;
+    return shed > 0;
+  }
+
+  // Seqs below shed_below_ that are not delivered yet were shed (ST2) and must be asked for.
+  bool shed_pending() const { return shed_below_ && next_ && *next_ < *shed_below_; }
 
   // Delivers the buffer front while it is contiguous; a hole below `lost_below` can no longer be
   // filled and is declared lost (up to the next batch we have, or `lost_below`).
@@ -547,6 +581,7 @@ class sequence_tracker {
     phase_ = tracker_phase::streaming;
     c_.discarded_on_reset += buffer_.size();
     buffer_.clear();
+    shed_below_.reset();
     replayed_digests_.clear();
     c_.buffered = 0;
     c_.buffered_bytes = 0;
@@ -589,6 +624,7 @@ class sequence_tracker {
   uint64_t asked_from_ = 0;
   std::optional<uint64_t> last_reply_;   // its highest reply so far
   std::optional<uint64_t> live_high_at_request_;
+  std::optional<uint64_t> shed_below_;  // ST2: one past the newest live batch shed
   uint32_t failures_ = 0;                // requests in a row without any reply (ST10)
   uint32_t probes_sent_ = 0;             // ST6 probes of this process (never reset: bounded)
   std::optional<uint64_t> late_join_from_;  // ST6 repair of a late subscription, from here

@@ -328,7 +328,7 @@ TEST(SequenceTracker, RepeatedTimeoutsGiveUpAndDeclareTheLoss) {
   EXPECT_EQ(h.live(7), "D7");
 }
 
-TEST(SequenceTracker, BufferOverflowByCountGivesUpTheReplay) {
+TEST(SequenceTracker, ST2_AFullBufferShedsItsNewestLiveBatchesAndTheRingSuppliesThem) {
   tracker_options o = with_replay();
   o.max_buffered_batches = 3;
   harness h(o);
@@ -337,14 +337,27 @@ TEST(SequenceTracker, BufferOverflowByCountGivesUpTheReplay) {
   EXPECT_EQ(h.live(6), "");
   EXPECT_EQ(h.live(7), "");
   EXPECT_EQ(h.c().buffered, 3u);
-  EXPECT_EQ(h.live(8), "C L1-5:buffer_overflow D5 D6 D7 D8");
+  EXPECT_EQ(h.live(8), "") << "no loss, no give-up: the ring holds what is shed";
   EXPECT_EQ(h.c().buffer_overflows, 1u);
-  EXPECT_EQ(h.c().buffered, 0u);
-  EXPECT_EQ(h.replay(1), "");
-  EXPECT_EQ(h.c().stray_replies, 1u);
+  EXPECT_EQ(h.c().batches_shed, 3u) << "down to half the bound, newest first";
+  EXPECT_EQ(h.c().buffered, 1u);
+  EXPECT_TRUE(h.t.replay_outstanding());
+  EXPECT_EQ(h.replay(1), "D1r");
+  EXPECT_EQ(h.replay(2), "D2r");
+  EXPECT_EQ(h.replay(3), "D3r");
+  EXPECT_EQ(h.replay(4), "D4r D5");
+  EXPECT_EQ(h.end(), "R6+") << "the reply ended below what was shed: ask for it (ST10)";
+  EXPECT_EQ(h.replay(6), "D6r");
+  EXPECT_EQ(h.replay(7), "D7r");
+  EXPECT_EQ(h.replay(8), "D8r");
+  EXPECT_EQ(h.end(), "");
+  EXPECT_FALSE(h.t.replay_outstanding());
+  EXPECT_EQ(h.live(9), "D9");
+  EXPECT_EQ(h.c().batches_lost, 0u);
+  EXPECT_EQ(h.c().history_lost, 0u);
 }
 
-TEST(SequenceTracker, BufferOverflowByBytesGivesUpTheReplay) {
+TEST(SequenceTracker, ST2_AFullBufferByBytesShedsToo) {
   tracker_options o = with_replay();
   o.max_buffered_bytes = 7;  // "p5" + "p6" + "p7" = 6 bytes fit, "p8" does not
   harness h(o);
@@ -352,7 +365,54 @@ TEST(SequenceTracker, BufferOverflowByBytesGivesUpTheReplay) {
   h.live(5);
   h.live(6);
   EXPECT_EQ(h.live(7), "");
-  EXPECT_EQ(h.live(8), "C L1-5:buffer_overflow D5 D6 D7 D8");
+  EXPECT_EQ(h.live(8), "");
+  EXPECT_EQ(h.c().batches_shed, 3u) << "to at most half the bytes: p5 alone";
+  EXPECT_EQ(h.c().buffered_bytes, 2u);
+}
+
+TEST(SequenceTracker, ST2_ShedBatchesTheRingNoLongerHoldsAreLost) {
+  tracker_options o = with_replay();
+  o.max_buffered_batches = 3;
+  harness h(o);
+  h.live(0);
+  h.live(5);
+  h.live(6);
+  h.live(7);
+  h.live(8);
+  h.replay(1);
+  h.replay(2);
+  h.replay(3);
+  EXPECT_EQ(h.replay(4), "D4r D5");
+  EXPECT_EQ(h.end(), "R6+");
+  // The ring moved on meanwhile: nothing from 6. What the live stream showed before asking (up
+  // to 8) was in it and is gone (ST8).
+  EXPECT_EQ(h.end(), "L6-9:history_lost");
+  EXPECT_EQ(h.c().batches_lost, 3u);
+  EXPECT_EQ(h.live(9), "D9");
+}
+
+TEST(SequenceTracker, ST2_LiveBatchesAfterASheddingWaitAboveTheShedOnes) {
+  tracker_options o = with_replay();
+  o.max_buffered_batches = 4;
+  harness h(o);
+  h.live(0);
+  h.live(5);
+  h.live(6);
+  h.live(7);
+  h.live(8);
+  EXPECT_EQ(h.live(9), "");  // sheds 9, 8, 7: {5, 6} left
+  EXPECT_EQ(h.c().batches_shed, 3u);
+  EXPECT_EQ(h.live(10), "");  // waits above the shed 7-9
+  h.replay(1);
+  h.replay(2);
+  h.replay(3);
+  EXPECT_EQ(h.replay(4), "D4r D5 D6");
+  EXPECT_EQ(h.end(), "R7+");
+  h.replay(7);
+  h.replay(8);
+  EXPECT_EQ(h.replay(9), "D9r D10");
+  EXPECT_EQ(h.end(), "");
+  EXPECT_EQ(h.c().batches_lost, 0u);
 }
 
 TEST(SequenceTracker, SeqGoingBackToZeroIsANewIncarnation) {
@@ -703,11 +763,11 @@ TEST(SequenceTracker, PhaseIsOneValueThroughACatchUp) {
 // queue, replies past the queue dropped but for a few stragglers, END lost half the time, live
 // batches arriving throughout. Every seed must end exact: every seq from 0 once, in order, and
 // nothing declared lost or skipped (the ring held all of it).
-TEST(SequenceTracker, BusyEngineCatchUpEndsExactWhateverTheReplyDrops) {
+void busy_engine_catch_up(size_t max_buffered, uint64_t live_one_in) {
   for (uint64_t seed = 1; seed <= 40; ++seed) {
     std::mt19937_64 rng(seed);
     tracker_options o = with_replay(true);
-    o.max_buffered_batches = 100000;
+    o.max_buffered_batches = max_buffered;
     tracker t(o);
     tracker::actions out;
     uint64_t published = 3000 + rng() % 2000;  // already in the ring when kvrelay starts
@@ -733,7 +793,7 @@ TEST(SequenceTracker, BusyEngineCatchUpEndsExactWhateverTheReplyDrops) {
     run();
     for (int step = 0; step < 100000 && (t.phase() != tracker_phase::streaming || !reply.empty());
          ++step) {
-      if (rng() % 8 == 0) {
+      if (rng() % live_one_in == 0) {
         t.on_live(published, "p" + std::to_string(published), out);
         ++published;
       } else if (!reply.empty()) {
@@ -756,7 +816,20 @@ TEST(SequenceTracker, BusyEngineCatchUpEndsExactWhateverTheReplyDrops) {
     EXPECT_EQ(t.counters().cold_skipped, 0u);
     EXPECT_EQ(t.counters().replays_failed, 0u);
     EXPECT_GT(t.counters().replays_continued, 0u) << "seed " << seed;
+    if (max_buffered < 100) {
+      EXPECT_GT(t.counters().batches_shed, 0u) << "seed " << seed;
+    }
   }
+}
+
+TEST(SequenceTracker, BusyEngineCatchUpEndsExactWhateverTheReplyDrops) {
+  busy_engine_catch_up(100000, 8);
+}
+
+// ST2: the same with a reorder buffer far smaller than what arrives live during the catch-up
+// (one live batch in three steps): the buffer sheds, the ring supplies, nothing is lost.
+TEST(SequenceTracker, ST2_BusyEngineCatchUpThroughATinyBufferEndsExact) {
+  busy_engine_catch_up(16, 3);
 }
 
 // ST1 without a live watermark: the live and replay sockets are not ordered with each other, so

@@ -251,10 +251,10 @@ TEST(DeriveBounds, MD1_ToMD4) {
   auto b = derive_bounds(96 * MiB, 1);
   EXPECT_EQ(b.queue_bytes, 24 * MiB);
   EXPECT_EQ(b.queue_messages, 24u * 1024);
-  EXPECT_EQ(b.rcvhwm, 1536);  // 6 MiB at 4 KiB
+  EXPECT_EQ(b.rcvhwm, 192);  // 6 MiB at 32 KiB
   EXPECT_EQ(b.max_pending, 196608u);
   b = derive_bounds(8 * MiB, 1);
-  EXPECT_EQ(b.rcvhwm, 128);
+  EXPECT_EQ(b.rcvhwm, 64);  // the floor
   EXPECT_EQ(b.max_pending, 16384u);  // the floor
   b = derive_bounds(8 * MiB, 16);
   EXPECT_EQ(b.rcvhwm, 64);  // the floor

@@ -60,7 +60,7 @@ TEST(CheckWithDiscovery, PrintsTheMemoryBudgetAndItsBounds) {
   EXPECT_NE(text.find("[memory]\nbudget = 100663296\n"), std::string::npos) << text;
   EXPECT_NE(text.find("# memory budget: 96 MiB (config)\n"), std::string::npos) << text;
   EXPECT_NE(text.find("#   queues pause the ingress at 25165824 bytes or 24576 messages; per "
-                      "pipeline: ZMQ rcvhwm 1536 messages, pending keys 196608\n"),
+                      "pipeline: ZMQ rcvhwm 192 messages, pending keys 196608\n"),
             std::string::npos)
       << text;
 }
