@@ -86,7 +86,9 @@ const char* k_usage =
     "  --evict-go-file PATH after publishing, wait (up to 300 s) until PATH exists, then remove\n"
     "                       every block still resident (LRU order; each batch has the shape of a\n"
     "                       stored batch: one BlockRemoved per BlockStored, as many hashes)\n"
-    "  --evict-rate B       removed blocks/s of that phase; 0 = as fast as possible (default 0)\n";
+    "  --evict-rate B       removed blocks/s of that phase; 0 = as fast as possible (default 0)\n"
+    "  --hold-file PATH     after publishing, keep the engine (its replay ring) up until PATH\n"
+    "                       exists (up to 600 s): a subscriber still replaying can finish\n";
 
 [[noreturn]] void usage_error(const std::string& msg) {
   std::fprintf(stderr, "%s\n%s", msg.c_str(), k_usage);
@@ -110,7 +112,7 @@ struct options {
   long seed = 1, floor_repeats = 3, linger_ms = 30000;
   long buffer_steps = 10000, prelude_batches = 0, sndhwm = 0;
   std::string replay_bind;
-  std::string go_file, block_times, eviction_times, evict_go_file;
+  std::string go_file, block_times, eviction_times, evict_go_file, hold_file;
   bool floor_only = false;
 };
 
@@ -169,6 +171,7 @@ options parse(int argc, char** argv) {
     else if (name == "block-times") o.block_times = value;
     else if (name == "eviction-times") o.eviction_times = value;
     else if (name == "evict-go-file") o.evict_go_file = value;
+    else if (name == "hold-file") o.hold_file = value;
     else if (name == "evict-rate") o.evict_rate = to_double(name, value);
     else usage_error("unknown flag --" + name);
   }
@@ -542,6 +545,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "loadgen: cannot write %s\n", o.eviction_times.c_str());
     return 1;
   }
+  // A subscriber behind the engine (a catch-up, an overrun) reads the ring after the last publish.
+  if (!o.hold_file.empty() && !wait_for_file(o.hold_file, 600))
+    std::fprintf(stderr, "loadgen: no hold file %s; stopping\n", o.hold_file.c_str());
   for (auto& p : pubs) p->stop();  // lingers until the subscriber has the queued messages
   return 0;
 }

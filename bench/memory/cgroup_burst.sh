@@ -28,9 +28,12 @@
 #
 # "exact": the engine finished publishing, kvrelay's resident blocks (all partitions) equal the
 # engine's resident blocks, nothing is pending for the server or queued, the index is not
-# incomplete, and (with --outage) kvrelay resynced the restarted server. The seconds count from
-# the first publish (burst, catch-up) or the last publish (paced, outage); with --outage,
-# "resync_s" counts from the server's restart until kvrelay resynced it and nothing is pending.
+# incomplete, every batch the engine generated was decoded or declared lost (a full cache holds
+# as many blocks after any batch: the count alone is met long before), and (with --outage)
+# kvrelay resynced the restarted server. With a ring, the engine serves it until then. The
+# seconds count from the first publish (burst, catch-up) or the last publish (paced, outage);
+# with --outage, "resync_s" counts from the server's restart until kvrelay resynced it and
+# nothing is pending.
 # Needs the targets kvrelay, kvrelay-bench-loadgen and kvrelay-bench-sink. Never asserts a timing;
 # exits 1 when kvrelay died or the index did not become exact within --timeout.
 set -euo pipefail
@@ -104,7 +107,8 @@ ADMIN="127.0.0.1:$(free_port)"
 
 LG_EXTRA=(--sndhwm "$SNDHWM" --prelude-batches "$CATCH_UP") KV_REPLAY=()
 if [[ "$RING" -gt 0 ]]; then
-  LG_EXTRA+=(--replay-bind "tcp://127.0.0.1:$REPLAY_PORT" --buffer-steps "$RING")
+  # The engine stays up (its ring served) until the loop below ends: kvrelay may still be reading it.
+  LG_EXTRA+=(--replay-bind "tcp://127.0.0.1:$REPLAY_PORT" --buffer-steps "$RING" --hold-file "$WORK/hold")
   KV_REPLAY=(--replay-endpoint "tcp://127.0.0.1:$REPLAY_PORT")
 fi
 "$LG" --bind "tcp://127.0.0.1:$PUB_PORT" --blocks "$BLOCKS" --rate "$RATE" --capacity "$CAPACITY" \
@@ -161,6 +165,7 @@ for _ in $(seq 3000); do
   sleep 0.1
 done
 GENERATED="$(loadgen_line generated blocks)"
+GEN_BATCHES="$(loadgen_line generated batches)"
 ENGINE_RESIDENT="$(loadgen_line generated engine_resident_blocks)"
 if [[ "$CATCH_UP" -gt 0 ]]; then  # the engine ran before kvrelay: its ring holds the prelude
   for _ in $(seq 3000); do
@@ -210,13 +215,15 @@ while python3 -c "import sys; sys.exit(0 if $(now) < $deadline else 1)"; do
       T_FROM="$(loadgen_line published end_unix)"
     if [[ "$OUTAGE" == 0 || -n "$RESYNC_S" ]] &&
        [[ "$(msum kvrelay_resident_blocks)" == "$ENGINE_RESIDENT" && "$(msum kvrelay_pending_entries)" == 0 &&
-          "$(msum kvrelay_queue_bytes)" == 0 && "$(msum kvrelay_index_incomplete)" == 0 ]]; then
+          "$(msum kvrelay_queue_bytes)" == 0 && "$(msum kvrelay_index_incomplete)" == 0 &&
+          $(( $(msum kvrelay_batches_total) + $(msum kvrelay_batches_lost_total) )) -ge "$GEN_BATCHES" ]]; then
       EXACT_S="$(since "$T_FROM")"
       break
     fi
   fi
   sleep "$period"
 done
+touch "$WORK/hold"
 EXIT_STATUS=""
 if [[ $ALIVE == 1 ]]; then
   sleep 3  # the trim after the overload, and the last flushes
@@ -268,6 +275,8 @@ print(json.dumps({
   "history_lost": int("$(m kvrelay_history_lost_total)"),
   "history_skipped": int("$(m kvrelay_history_skipped_batches_total)"),
   "recovered": int("$(m kvrelay_batches_recovered_total)"),
+  "replay_shed": int("$(m kvrelay_replay_shed_batches_total)"),
+  "engine_batches": ${GEN_BATCHES}, "batches_decoded": int("$(m kvrelay_batches_total)"),
   "replays": int("$(m kvrelay_replays_total 'outcome="requested"')"),
   "pending_overflows": int("$(m kvrelay_pending_overflows_total)"),
   "resyncs": int("$(m kvrelay_resyncs_total)"),

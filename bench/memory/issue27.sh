@@ -71,13 +71,14 @@ for r in rows:
     rate = "burst" if not r["rate_target"] else f"{r['rate_target']/1000:g} k → {r['rate_achieved']/1000:.1f} k"
     thr = "—" if r["cpu_throttled"] is None else f"{r['cpu_throttled']} of {r['cpu_periods']}, {r['cpu_throttled_s']} s"
     exact = f(r["seconds_until_exact"]) if r["seconds_until_exact"] is not None else \
-        f"**never** (resident {r['kvrelay_resident']} of {r['engine_resident']}, incomplete {r['index_incomplete']})"
+        f"**never** (resident {r['kvrelay_resident']} of {r['engine_resident']}, incomplete {r['index_incomplete']}" \
+        + (f", decoded {r['batches_decoded']} of {r['engine_batches']} batches" if "engine_batches" in r else "") + ")"
     if r.get("resync_s") is not None: exact += f" (resync {r['resync_s']} s after the restart)"
     print(f"| {r['case']} | {r['blocks']:,} ({r['engine_resident']:,}) | {rate} "
           f"| {'yes' if r['alive'] else '**no**'}{'' if r['exit_status'] is None else ' (' + str(r['exit_status']) + ')'} "
           f"| {f(r['oom_kills'])} / {f(r['failcnt'])} | {f(r['cgroup_max_usage_mib'], '{} MiB')} "
           f"| {r['vm_hwm_mib']} MiB | {r['rss_idle_mib']} → {r['rss_after_mib']} MiB | {thr} "
           f"| {r['overloads']} ({r['paused_s']}) | {r['gaps']} / {r['replays']} / {r['recovered']} "
-          f"| {r['batches_lost']} / {r['history_lost']} | {exact} |")
+          f"| {r['batches_lost']} / {r['history_lost']} | {f(r.get('replay_shed'))} | {exact} |")
 PY
 cat "$OUT.md"
