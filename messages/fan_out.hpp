@@ -7,9 +7,9 @@
 // fan_out_request. A `gather` holds one slot per actor asked; each answer (or its error) fills
 // its slot and counts down, and the last one runs `done` with every slot, in the order asked.
 // Answers travel through CAF's mailboxes, which ThreadSanitizer cannot see (base/tsan.hpp): `fill`
-// consumes before the answer is read and the last one publishes before `done` hands the result
-// on, so a caller never writes those edges itself. Include only from actor implementation files
-// (it pulls in CAF's request machinery).
+// consumes before an answer is read, and `done` hands its result on with `deliver_answer`, which
+// publishes after the result is built, so a caller never writes those edges itself. Include only
+// from actor implementation files (it pulls in CAF's request machinery).
 
 #include <caf/typed_response_promise.hpp>
 
@@ -26,6 +26,14 @@
 #include "messages/actors.hpp"
 
 namespace kvrelay {
+
+/// Delivers an answer built on this thread to an asker on another: publishes first, after
+/// everything in it was written (base/tsan.hpp).
+template <class Promise, class... Ts>
+void deliver_answer(Promise& p, Ts&&... xs) {
+  tsan::handoff_publish();
+  p.deliver(std::forward<Ts>(xs)...);
+}
 
 template <class T>
 class gather {
@@ -57,10 +65,7 @@ class gather {
 
  private:
   gather(size_t n, done_fn done) : items_(n), remaining_(n), done_(std::move(done)) {}
-  void finish() {
-    tsan::handoff_publish();  // `done` hands the result to another actor's thread
-    done_(items_);
-  }
+  void finish() { done_(items_); }
 
   std::vector<T> items_;
   size_t remaining_;
@@ -83,7 +88,7 @@ void fan_out_status(Self* self, actor_status head, std::vector<status_child> chi
   auto g = gather<actor_status>::make(
       children.size(), [head_ptr, promise](std::vector<actor_status>& kids) mutable {
         head_ptr->children = std::move(kids);
-        promise.deliver(std::move(*head_ptr));
+        deliver_answer(promise, std::move(*head_ptr));
       });
   for (size_t i = 0; i < children.size(); ++i) {
     auto& slot = g->slot(i);

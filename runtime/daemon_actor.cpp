@@ -202,7 +202,7 @@ void status_of(daemon_self self, status_promise rp) {
         for (size_t i = 0; i < disc; ++i) (*views)[i].status = std::move(items[i]);
         for (auto& w : waiting) views->push_back(std::move(w));
         actor_status d = with_discovery ? std::move(items[disc]) : actor_status{};
-        rp.deliver(std::move(*views), std::move(d));
+        deliver_answer(rp, std::move(*views), std::move(d));
       });
   for (size_t i = 0; i < ps.size(); ++i) {
     self->request(ps[i].hdl, pipeline_status_timeout, atom::status_v)
@@ -251,7 +251,7 @@ ready_promise ready_of(daemon_self self) {
   for (const auto& [e, why] : st.waiting) waiting.push_back(why);
   if (ps.empty()) {
     if (waiting.empty()) waiting.push_back("no pipeline configured");
-    rp.deliver(false, std::move(waiting));
+    deliver_answer(rp, false, std::move(waiting));
     return rp;
   }
   struct answer {
@@ -266,7 +266,7 @@ ready_promise ready_of(daemon_self self) {
           all = all && a.ok;
           for (auto& r : a.reasons) reasons.push_back(std::move(r));
         }
-        rp.deliver(all, std::move(reasons));
+        deliver_answer(rp, all, std::move(reasons));
       });
   for (size_t i = 0; i < ps.size(); ++i) {
     const auto name = ps[i].facts.name;
@@ -301,7 +301,7 @@ caf::result<bool> add_adapter(daemon_self self, const std::string& replica, int6
   // pipeline has kept the mapping for its next decoder either way).
   auto rp = self->make_response_promise<bool>();
   auto g = gather<bool>::make(targets.size(),
-                              [rp](std::vector<bool>&) mutable { rp.deliver(true); });
+                              [rp](std::vector<bool>&) mutable { deliver_answer(rp, true); });
   for (auto& t : targets)
     self->request(t, pipeline_ready_timeout, atom::adapter_v, id, name)
         .then([g](bool) { g->one(); }, [g](caf::error&) { g->one(); });
@@ -315,12 +315,12 @@ caf::typed_response_promise<std::vector<drain_report>> drain_all(daemon_self sel
   const auto& ps = st.pipelines;
   auto rp = self->make_response_promise<std::vector<drain_report>>();
   if (ps.empty()) {
-    rp.deliver(std::vector<drain_report>{});
+    deliver_answer(rp, std::vector<drain_report>{});
     return rp;
   }
   auto g = gather<drain_report>::make(
       ps.size(),
-      [rp](std::vector<drain_report>& items) mutable { rp.deliver(std::move(items)); });
+      [rp](std::vector<drain_report>& items) mutable { deliver_answer(rp, std::move(items)); });
   // Every pipeline at once, so they drain in parallel within one budget.
   for (size_t i = 0; i < ps.size(); ++i) {
     const auto name = ps[i].facts.name;

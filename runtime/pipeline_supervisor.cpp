@@ -386,7 +386,7 @@ void report_leftovers(pipeline_self self, std::shared_ptr<drain_report> report,
             resident += std::max<int64_t>(0, shard.integer("resident_blocks", 0));
           report->resident = resident;
         }
-        promise.deliver(*report);
+        deliver_answer(promise, *report);
       });
   auto ask = [&](const auto& who, size_t slot) {
     if (!who) return g->one();
