@@ -205,7 +205,6 @@ class grpc_port final : public policy_port {
     });
   }
 
-  channel_state state() const override { return client_->state(); }
   size_t in_flight() const override { return client_->in_flight(); }
 
  private:

@@ -121,7 +121,6 @@ class policy_port {
   /// Starts connecting and following the channel's state (port_event::kind::channel). Never
   /// blocks.
   virtual void start() = 0;
-  virtual channel_state state() const = 0;
   /// Calls issued and not completed yet.
   virtual size_t in_flight() const = 0;
 };

@@ -53,7 +53,6 @@ class fake_port final : public emitter::policy_port {
   }
   void set_deadline(int64_t ms) override { deadlines.push_back(ms); }
   void start() override { started = true; }
-  channel_state state() const override { return channel_state::ready; }
   size_t in_flight() const override { return calls.size(); }
 
   /// Completes one call (from the test thread, as a gRPC thread would).
