@@ -146,6 +146,7 @@ using emit_unit_ptr = std::shared_ptr<const emit_unit>;
 
 /// The emitter's answer for one unit.
 struct emit_result {
+  std::string target;       // the target the unit was for (U4 holds per target)
   uint64_t id = 0;
   bool ok = true;           // every RPC of the unit succeeded
   uint32_t failed_rpcs = 0;
