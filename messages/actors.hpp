@@ -35,16 +35,20 @@ using health_listener_actor = caf::typed_actor<
   // A fact about the pipeline changed (first batch, engine connected, server ok, ...).
   caf::reacts_to<health_fact>>;
 
-/// Hears from the emitter that the transport to the policy server came back after it was lost
-/// (the server may have restarted empty: resync). The debouncer implements it.
+/// Hears from the emitter which policy server targets there are, and that the transport to one
+/// came back after it was lost (that server may have restarted empty: resync). The debouncer
+/// implements it.
 using reconnect_listener_actor = caf::typed_actor<
-  // The channel went from connected to lost and is connected again.
-  caf::reacts_to<atom::reconnected>>;
+  // That target's channel went from connected to lost and is connected again.
+  caf::reacts_to<atom::reconnected, std::string>,
+  // Every target, sorted: when the listener registers and after every change (DNS fan-out).
+  caf::reacts_to<atom::targets, std::vector<std::string>>>;
 
 /// Talks to the policy server: ordered units of index changes, and stats.
 using emitter_actor = caf::typed_actor<
-  // Sends one ordered unit; answers the debouncer with an emit_result when all its RPCs finished.
-  caf::reacts_to<emit_unit_ptr>,
+  // Sends one ordered unit to one target; answers the debouncer with an emit_result (naming the
+  // target) when all its RPCs finished.
+  caf::reacts_to<std::string, emit_unit_ptr>,
   // Sends a stats-only CacheStateUpdate; true when the server acknowledged it (accepted=true).
   caf::replies_to<stats_sample_ptr>::with<bool>,
   // Internal: RPC completions are waiting in the emitter's inbox (one message per batch of them).
@@ -104,8 +108,10 @@ using debouncer_actor = caf::typed_actor<
   caf::reacts_to<atom::resync, uint64_t>,
   // Periodic refresh: re-report everything resident so the server's TTL never expires it.
   caf::reacts_to<atom::refresh>,
-  // The emitter's transport to the server came back: the server may have lost its state.
-  caf::reacts_to<atom::reconnected>,
+  // A target's transport came back: that server may have lost its state.
+  caf::reacts_to<atom::reconnected, std::string>,
+  // The emitter's targets (static and DNS fan-out), after every change.
+  caf::reacts_to<atom::targets, std::vector<std::string>>,
   // Shutdown: flush everything (or end with ALL_CLEARED); true when the emitter acknowledged it.
   caf::replies_to<atom::drain>::with<bool>>
   ::extend_with<supervised_actor>;
@@ -132,8 +138,9 @@ using replica_debouncer_actor = caf::typed_actor<
   caf::reacts_to<atom::resync, uint64_t>,
   // Periodic refresh.
   caf::reacts_to<atom::refresh>,
-  // The emitter's transport to the server came back.
-  caf::reacts_to<atom::reconnected>,
+  // A target's transport came back; the emitter's targets changed.
+  caf::reacts_to<atom::reconnected, std::string>,
+  caf::reacts_to<atom::targets, std::vector<std::string>>,
   // Shutdown (any rank's): as the debouncer's drain, for the whole replica.
   caf::replies_to<atom::drain>::with<bool>>
   ::extend_with<supervised_actor>;

@@ -295,7 +295,7 @@ TEST_F(Protocol, AfterAResyncEvictionsOfKeysNotReReportedAreDropped) {  // DB6, 
 
 // ---- outage, resync, reconnect -----------------------------------------------------------------
 
-TEST_F(Protocol, DuringAnOutageOnlyTheProbeGoesOutAndRecoveryClearsFirst) {  // DB7-DB9
+TEST_F(Protocol, DuringAnOutageOnlyTheProbeGoesOutAndRecoveryClearsFirst) {  // TD3-TD5, DB9
   start();
   ops({up(1)});
   window();
@@ -332,7 +332,7 @@ TEST_F(Protocol, DuringAnOutageOnlyTheProbeGoesOutAndRecoveryClearsFirst) {  // 
 
 TEST_F(Protocol, OutageDuringAResyncProbesAgainWithBackoff) {
   start();
-  p->on_reconnected("a", t, out);  // healthy: a resync starts at once (DB12)
+  p->on_reconnected("a", t, out);  // healthy: a resync starts at once (TD6)
   auto probe = take_units();
   ASSERT_EQ(probe.size(), 1u);
   ops({up(7)});
@@ -350,7 +350,7 @@ TEST_F(Protocol, OutageDuringAResyncProbesAgainWithBackoff) {
   EXPECT_EQ(of(action_kind::report).size(), 1u);
 }
 
-TEST_F(Protocol, UnitsFailedAfterTheFirstOnlyCount) {  // DB10, U3
+TEST_F(Protocol, UnitsFailedAfterTheFirstOnlyCount) {  // TD3, U3
   start();
   ops({ev(1)});
   ops({ev(2)});
@@ -365,7 +365,7 @@ TEST_F(Protocol, UnitsFailedAfterTheFirstOnlyCount) {  // DB10, U3
   EXPECT_EQ(warns, 1u);
 }
 
-TEST_F(Protocol, StillUnreachableIsLoggedAtMostOncePer10sWithCounts) {  // DB7
+TEST_F(Protocol, StillUnreachableIsLoggedAtMostOncePer10sWithCounts) {  // TD3
   start();
   ops({ev(1)});
   fail(take_units()[0]->id);
@@ -384,7 +384,7 @@ TEST_F(Protocol, StillUnreachableIsLoggedAtMostOncePer10sWithCounts) {  // DB7
   EXPECT_EQ(p->stats().probes_failed, 20u);
 }
 
-TEST_F(Protocol, ReconnectWhileUnhealthyProbesAtOnce) {  // DB8
+TEST_F(Protocol, ReconnectWhileUnhealthyProbesAtOnce) {  // TD4
   start();
   ops({ev(1)});
   fail(take_units()[0]->id);
@@ -395,7 +395,7 @@ TEST_F(Protocol, ReconnectWhileUnhealthyProbesAtOnce) {  // DB8
   EXPECT_TRUE(only_clear(*probe[0]));
 }
 
-TEST_F(Protocol, ReconnectResyncsAreRateLimited) {  // DB12
+TEST_F(Protocol, ReconnectResyncsAreRateLimited) {  // TD6
   start();
   p->on_reconnected("a", t, out);
   auto probe = take_units();
@@ -416,7 +416,7 @@ TEST_F(Protocol, ReconnectResyncsAreRateLimited) {  // DB12
   EXPECT_EQ(p->stats().reconnects, 3u);
 }
 
-TEST_F(Protocol, EmitterReplacedWithUnitsInFlightResyncs) {  // DB10
+TEST_F(Protocol, EmitterReplacedWithUnitsInFlightResyncs) {  // TD7
   start();
   ops({ev(1)});
   ASSERT_EQ(take_units().size(), 1u);
