@@ -101,6 +101,8 @@ namespace kvrelay::debounce {
 
 using ms = std::chrono::milliseconds;
 
+enum class readiness_policy : uint8_t { any, all, quorum };
+
 struct options {
   ms window{100};                       // R04: ≤ 0 is clamped to 100 ms by config
   size_t flush_threshold = 4096;        // pending adds that force a flush (R13)
@@ -127,6 +129,8 @@ struct options {
   /// the LoRA partitions (DB18, sweep_repair.hpp).
   bool repair_base_sweeps = false;
   uint64_t seed = 0;                    // backoff jitter (0: random)
+  readiness_policy readiness = readiness_policy::any;
+  size_t max_target_lag_bytes = size_t{16} << 20;
 };
 
 /// When an input happened: the steady clock (rate limits, outage length) and the wall clock
