@@ -91,7 +91,24 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
     p.debouncer.replica = std::move(replica);
   }
 
-  p.emitter.client.target = cfg.server.address;
+  // HA (issue 23): every server a target of its own; client.target names the first, for what
+  // still speaks of one server.
+  p.emitter.targets = config::policy_targets(cfg.server);
+  p.emitter.client.target = p.emitter.targets.front();
+  p.emitter.resolve_interval = cfg.server.resolve_interval;
+  switch (cfg.server.readiness) {
+    case config::readiness_policy::any:
+      p.debouncer.protocol.readiness = debounce::readiness_policy::any;
+      break;
+    case config::readiness_policy::all:
+      p.debouncer.protocol.readiness = debounce::readiness_policy::all;
+      break;
+    case config::readiness_policy::quorum:
+      p.debouncer.protocol.readiness = debounce::readiness_policy::quorum;
+      break;
+  }
+  p.debouncer.protocol.max_target_lag_bytes =
+      static_cast<size_t>(std::max<int64_t>(cfg.server.max_target_lag, 1));
   p.emitter.client.rpc_timeout = cfg.server.rpc_timeout;
   p.emitter.client.keepalive_time = cfg.server.keepalive_time;
   p.emitter.client.keepalive_timeout = cfg.server.keepalive_timeout;

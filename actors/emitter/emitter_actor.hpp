@@ -28,6 +28,8 @@ namespace kvrelay {
 
 struct emitter_options {
   client_options client;
+  std::vector<std::string> targets;
+  std::chrono::milliseconds resolve_interval{30000};
   /// The sequencer's: how evictions travel (`mode`, U2), rpc mode's evictions in flight at most.
   /// Its `deadline_ms` is taken from `client.rpc_timeout` (one setting, not two).
   emitter::sequencer_options sequencer;
