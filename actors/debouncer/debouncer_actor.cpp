@@ -11,7 +11,9 @@
 #include <map>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -80,6 +82,10 @@ struct debouncer_state {
   pipeline_context ctx;
   std::optional<debounce::protocol> proto;
   emitter_actor emitter;
+  // The emitter's targets (atom::targets); every unit goes to the first one. Units wait in
+  // `held` until the emitter has named one. (Transitional: one stream for one target.)
+  std::vector<std::string> targets;
+  std::vector<emit_unit_ptr> held;
   std::map<uint32_t, decoder_actor> decoders;
   std::vector<health_listener_actor> listeners;
   std::optional<bool> told_ok;
@@ -143,7 +149,10 @@ void execute(Self self, debounce::actions& out) {
   for (auto& a : out) {
     switch (a.kind) {
       case debounce::action_kind::send_unit:
-        self->send(st.emitter, std::move(a.unit));
+        if (st.targets.empty())
+          st.held.push_back(std::move(a.unit));
+        else
+          self->send(st.emitter, st.targets.front(), std::move(a.unit));
         break;
       case debounce::action_kind::arm_flush:
         self->delayed_send(self, a.delay, atom::flush_v, a.gen);
@@ -219,6 +228,8 @@ auto common_handlers(Self self) {
       },
       [=](atom::update, emitter_actor e) {
         self->state.emitter = std::move(e);
+        self->state.targets.clear();
+        self->state.held.clear();
         run(self, [&](auto& p, auto now, auto& out) { p.on_emitter(now, out); });
       },
       [=](atom::resync, uint64_t gen) {
@@ -227,8 +238,15 @@ auto common_handlers(Self self) {
       [=](atom::refresh) {
         run(self, [&](auto& p, auto now, auto& out) { p.on_refresh_timer(now, out); });
       },
-      [=](atom::reconnected) {
+      [=](atom::reconnected, const std::string&) {
         run(self, [&](auto& p, auto now, auto& out) { p.on_reconnected(now, out); });
+      },
+      [=](atom::targets, std::vector<std::string>& names) {
+        auto& st = self->state;
+        st.targets = std::move(names);
+        if (st.targets.empty() || !st.emitter) return;
+        for (auto& u : st.held) self->send(st.emitter, st.targets.front(), std::move(u));
+        st.held.clear();
       },
       [=](atom::drain) -> caf::result<bool> { return drain(self); },
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); });
@@ -346,7 +364,8 @@ debouncer_actor::behavior_type port_fn(port_self self, pipeline_context ctx, uin
       [=](atom::update, decoder_actor d) { self->send(owner, atom::update_v, rank, std::move(d)); },
       [=](atom::resync, uint64_t) {},
       [=](atom::refresh) {},
-      [=](atom::reconnected) {},
+      [=](atom::reconnected, const std::string&) {},
+      [=](atom::targets, const std::vector<std::string>&) {},
       [=](atom::drain) { return self->delegate(owner, atom::drain_v); },
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
       [=](atom::status) { return self->delegate(owner, atom::status_v); },

@@ -69,8 +69,10 @@ struct Protocol : ::testing::Test {
               out.end());
     return v;
   }
-  void ack(uint64_t id) { p->on_result(emit_result{id, true, 0, true, ""}, t, out); }
-  void fail(uint64_t id) { p->on_result(emit_result{id, false, 1, true, "UNAVAILABLE"}, t, out); }
+  void ack(uint64_t id) { p->on_result(emit_result{"", id, true, 0, true, ""}, t, out); }
+  void fail(uint64_t id) {
+    p->on_result(emit_result{"", id, false, 1, true, "UNAVAILABLE"}, t, out);
+  }
   void ops(std::vector<prefix_op> v, uint32_t rank = 0, uint64_t epoch = 1) {
     p->on_ops(rank, batch(std::move(v), epoch), t, out);
   }
@@ -355,7 +357,7 @@ TEST_F(Protocol, UnitsFailedAfterTheFirstOnlyCount) {  // DB10, U3
   auto u = take_units();
   ASSERT_EQ(u.size(), 2u);
   fail(u[0]->id);
-  p->on_result(emit_result{u[1]->id, false, 0, false, "abandoned"}, t, out);
+  p->on_result(emit_result{"", u[1]->id, false, 0, false, "abandoned"}, t, out);
   EXPECT_EQ(p->stats().units_failed, 2u);
   EXPECT_EQ(of(action_kind::arm_resync).size(), 1u) << "one outage, one backoff";
   size_t warns = 0;
