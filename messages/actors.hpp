@@ -55,9 +55,11 @@ using emitter_actor = caf::typed_actor<
   caf::replies_to<stats_sample_ptr>::with<bool>,
   // Internal: RPC completions are waiting in a link's inbox (one message per batch of them).
   caf::reacts_to<atom::completed>,
-  // Internal: resolve DNS fan-out targets again (0: the periodic timer; i + 1: spec i, a lost
+  // Internal: resolve DNS fan-out targets again (0: the periodic timer; i + 1: name i, a lost
   // link's deferred re-resolve).
   caf::reacts_to<atom::resolve, uint64_t>,
+  // Internal: the resolver thread's answer for DNS fan-out name i: its addresses, or an error.
+  caf::reacts_to<atom::resolve, uint64_t, std::vector<std::string>, std::string>,
   // Who to tell when the transport to the server comes back (the debouncer, at its start).
   caf::reacts_to<atom::update, reconnect_listener_actor>>
   ::extend_with<supervised_actor>;

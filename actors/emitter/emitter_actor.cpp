@@ -16,9 +16,13 @@
 
 #include <algorithm>
 #include <array>
+#include <condition_variable>
+#include <deque>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -88,6 +92,65 @@ struct dns_spec {
   std::vector<std::string> addresses;  // the last good set, sorted
 };
 
+// Resolves DNS fan-out names on a thread of its own (resolving blocks, and a detached actor
+// carries CAF 0.17's shutdown race #1196), one at a time; each answer goes to the emitter as
+// (resolve, index, addresses, error). Destroying it waits for a resolve under way.
+class resolver_thread {
+ public:
+  resolver_thread(std::function<resolve_result(const std::string&)> resolve,
+                  caf::weak_actor_ptr owner)
+      : resolve_(std::move(resolve)), owner_(std::move(owner)), thread_([this] { run(); }) {}
+  resolver_thread(const resolver_thread&) = delete;
+  resolver_thread& operator=(const resolver_thread&) = delete;
+  ~resolver_thread() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+  void ask(size_t index, std::string spec) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      queue_.emplace_back(index, std::move(spec));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      std::pair<size_t, std::string> job;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [this] { return stop_ || !queue_.empty(); });
+        if (stop_) return;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      resolve_result r;
+      try {
+        r = resolve_(job.second);
+      } catch (const std::exception& e) {
+        r = {{}, e.what()};
+      }
+      if (auto hdl = caf::actor_cast<emitter_actor>(owner_))
+        caf::anon_send(hdl, atom::resolve_v, static_cast<uint64_t>(job.first),
+                       std::move(r.addresses), std::move(r.error));
+    }
+  }
+
+  std::function<resolve_result(const std::string&)> resolve_;
+  caf::weak_actor_ptr owner_;  // the thread must not keep its actor alive
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<size_t, std::string>> queue_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once the rest is built
+};
+
 // A stats request fanned out to every link: answered once all of them answered.
 struct stats_request {
   caf::typed_response_promise<bool> promise;
@@ -100,14 +163,14 @@ struct emitter_state {
 
   ~emitter_state() {
     links.clear();
-    if (resolver) caf::anon_send_exit(resolver, caf::exit_reason::kill);
+    resolver.reset();  // joins its thread
   }
 
   pipeline_context ctx;
   emitter_options opts;
   std::map<std::string, std::unique_ptr<link>> links;  // by name: sorted
   std::vector<dns_spec> dns;
-  caf::actor resolver;  // detached: resolving may block
+  std::unique_ptr<resolver_thread> resolver;  // only with DNS fan-out names
   rate_limiter resolve_log{1, 30'000};
   counter_series* resolve_failures = nullptr;
 
@@ -411,23 +474,7 @@ void start_resolve(emitter_self self, size_t i) {
   if (d.in_flight || !st.resolver) return;
   d.in_flight = true;
   d.last_start_ms = rate_limiter::steady_ms();
-  self->request(st.resolver, caf::infinite, atom::resolve_v, d.spec)
-      .then(
-          [=](std::vector<std::string>& addresses, std::string& error) {
-            on_resolved(self, i, std::move(addresses), error);
-          },
-          [=](caf::error& e) { on_resolved(self, i, {}, caf::to_string(e)); });
-}
-
-// The resolver: blocking resolves on a thread of its own, one at a time.
-caf::behavior resolver_fn(caf::event_based_actor*,
-                          std::function<resolve_result(const std::string&)> resolve) {
-  return {
-      [resolve](atom::resolve, const std::string& spec) {
-        auto r = resolve(spec);
-        return caf::make_message(std::move(r.addresses), std::move(r.error));
-      },
-  };
+  st.resolver->ask(i, d.spec);
 }
 
 void add_status(actor_status& j, const emitter_state& st) {
@@ -503,7 +550,9 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
     st.dns.back().spec = std::move(n);
   }
   if (!st.dns.empty()) {
-    st.resolver = self->spawn<caf::detached>(resolver_fn, st.opts.resolve);
+    // Created on the actor's thread: what the thread reads happens-before it by its creation.
+    st.resolver = std::make_unique<resolver_thread>(
+        st.opts.resolve, caf::actor_cast<caf::weak_actor_ptr>(self));
     for (size_t i = 0; i < st.dns.size(); ++i) start_resolve(self, i);
     self->delayed_send(self, st.opts.resolve_interval, atom::resolve_v, uint64_t{0});
   }
@@ -561,6 +610,10 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
         if (which > s.dns.size()) return;
         s.dns[which - 1].deferred = false;
         start_resolve(self, which - 1);
+      },
+      [=](atom::resolve, uint64_t which, std::vector<std::string>& addresses,
+          std::string& error) {
+        if (which < self->state.dns.size()) on_resolved(self, which, std::move(addresses), error);
       },
       [=](atom::update, reconnect_listener_actor l) {
         self->state.listener = std::move(l);

@@ -53,8 +53,9 @@ struct emitter_options {
   /// DNS fan-out names are resolved again this often (and at once, at most once a second, when
   /// one of their links leaves READY).
   std::chrono::milliseconds resolve_interval{30000};
-  /// Resolves a DNS fan-out name; runs off the actor's thread and may block. Empty: DNS names
-  /// are handed to gRPC as one target (one channel, whichever address it picks).
+  /// Resolves a DNS fan-out name; runs on the emitter's resolver thread and may block (bound it:
+  /// an emitter going away waits for a resolve under way). Empty: DNS names are handed to gRPC
+  /// as one target (one channel, whichever address it picks).
   std::function<resolve_result(const std::string& spec)> resolve;
   /// The sequencer's: how evictions travel (`mode`, U2), rpc mode's evictions in flight at most.
   /// Its `deadline_ms` is taken from `client.rpc_timeout` (one setting, not two).
