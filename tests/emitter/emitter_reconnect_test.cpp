@@ -86,38 +86,53 @@ bool all_ready(caf::scoped_actor& self, const emitter_actor& em,
   return false;
 }
 
-TEST(EmitterReconnect, ANewEmptyServerOnTheSamePortIsToldToTheListener) {
-  auto first = std::make_unique<policy::policy_server>();
-  ASSERT_TRUE(first->start());
-  const int port = first->port();
-  const std::string target = first->target();
-
-  system_fixture f;
+// An emitter for `o` (names the pipeline, bounds the reconnect backoff), listened to by `self`.
+emitter_actor start_emitter(system_fixture& f, caf::scoped_actor& self, const std::string& name,
+                            emitter_options o) {
   pipeline_context ctx;
-  ctx.name = "reconnect-0";
-  ctx.identity = {"r-0", "m", "t", "vllm"};
-  emitter_options o;
-  o.client.target = target;
+  ctx.name = name;
+  ctx.identity = {name, "m", "t", "vllm"};
   o.client.max_reconnect_backoff = 500ms;  // the test's bound, not its assertion
   std::string err;
   auto em = spawn_emitter(f.sys, ctx, o, err);
-  ASSERT_TRUE(em) << err;
+  EXPECT_TRUE(em) << err;
+  if (em) self->send(em, atom::update_v, caf::actor_cast<reconnect_listener_actor>(self));
+  return em;
+}
+
+// Stops `first` and starts a new, empty server on its port (nullptr if the port was taken).
+std::unique_ptr<policy::policy_server> restart(std::unique_ptr<policy::policy_server> first) {
+  const int port = first->port();
+  first->stop();
+  first.reset();
+  policy::server_options so;
+  so.listen = "127.0.0.1:" + std::to_string(port);
+  auto second = std::make_unique<policy::policy_server>(so);
+  if (!second->start()) return nullptr;
+  return second;
+}
+
+TEST(EmitterReconnect, ANewEmptyServerOnTheSamePortIsToldToTheListener) {
+  auto first = std::make_unique<policy::policy_server>();
+  ASSERT_TRUE(first->start());
+  const std::string target = first->target();
+
+  system_fixture f;
   caf::scoped_actor self{f.sys};
-  self->send(em, atom::update_v, caf::actor_cast<reconnect_listener_actor>(self));
+  emitter_options o;
+  o.client.target = target;
+  auto em = start_emitter(f, self, "reconnect-0", o);
+  ASSERT_TRUE(em);
 
   // Connected (the emitter connects at start), and no reconnect for that first READY.
   ASSERT_TRUE(all_ready(self, em, {"channel"})) << "the emitter never connected";
   EXPECT_EQ(heard_reconnect(self, 0s), "");
 
   // The server goes away; a new, empty one takes its port.
-  first->stop();
-  first.reset();
-  policy::server_options so;
-  so.listen = "127.0.0.1:" + std::to_string(port);
-  policy::policy_server second(so);
-  ASSERT_TRUE(second.start()) << "port " << port << " taken meanwhile";
+  auto second = restart(std::move(first));
+  ASSERT_TRUE(second) << "the port was taken meanwhile";
   EXPECT_EQ(heard_reconnect(self, 30s), target) << "the listener never heard of the reconnect";
-  EXPECT_EQ(second.calls().report_streams + second.calls().publish, 0u)
+  EXPECT_EQ(second->calls().report_streams + second->calls().publish, 0u)
       << "noticed without any call";
 
   self->send_exit(em, caf::exit_reason::user_shutdown);
@@ -129,32 +144,22 @@ TEST(EmitterReconnect, OfTwoServersOnlyTheRestartedOneIsReported) {
   ASSERT_TRUE(steady.start());
   auto first = std::make_unique<policy::policy_server>();
   ASSERT_TRUE(first->start());
-  const int port = first->port();
   const std::string restarted = first->target();
 
   system_fixture f;
-  pipeline_context ctx;
-  ctx.name = "reconnect-1";
-  ctx.identity = {"r-1", "m", "t", "vllm"};
+  caf::scoped_actor self{f.sys};
   emitter_options o;
   o.targets = {steady.target(), restarted};
-  o.client.max_reconnect_backoff = 500ms;
-  std::string err;
-  auto em = spawn_emitter(f.sys, ctx, o, err);
-  ASSERT_TRUE(em) << err;
-  caf::scoped_actor self{f.sys};
-  self->send(em, atom::update_v, caf::actor_cast<reconnect_listener_actor>(self));
-  ASSERT_TRUE(all_ready(self, em, {"target[" + steady.target() + "]", "target[" + restarted + "]"}))
+  auto em = start_emitter(f, self, "reconnect-1", o);
+  ASSERT_TRUE(em);
+  const std::string steady_key = "target[" + steady.target() + "]";
+  ASSERT_TRUE(all_ready(self, em, {steady_key, "target[" + restarted + "]"}))
       << "the emitter never connected to both";
 
-  first->stop();
-  first.reset();
-  policy::server_options so;
-  so.listen = "127.0.0.1:" + std::to_string(port);
-  policy::policy_server second(so);
-  ASSERT_TRUE(second.start()) << "port " << port << " taken meanwhile";
+  auto second = restart(std::move(first));
+  ASSERT_TRUE(second) << "the port was taken meanwhile";
   EXPECT_EQ(heard_reconnect(self, 30s), restarted) << "the restarted server's target, only";
-  EXPECT_EQ(channel_of(self, em, "target[" + steady.target() + "]"), "READY");
+  EXPECT_EQ(channel_of(self, em, steady_key), "READY");
 
   self->send_exit(em, caf::exit_reason::user_shutdown);
   self->wait_for(em);

@@ -118,6 +118,18 @@ struct fixture {
     t.run();
   }
 
+  // Asks for a stats update from a client actor; its answer lands in `answer`.
+  void ask_stats(std::optional<bool>& answer) {
+    auto client = t.sys().spawn([&](caf::event_based_actor* self) {
+      auto s = std::make_shared<stats_sample>();
+      s->hit_rate = 0.5f;
+      self->request(aut, std::chrono::seconds(5), stats_sample_ptr(s))
+          .then([&](bool ok) { answer = ok; });
+    });
+    t.stop_at_end(client);
+    t.run();
+  }
+
   testing::deterministic_system t;
   testing::recorder debouncer;
   testing::recorder listener;
@@ -272,14 +284,7 @@ TEST(EmitterShell, TheListenerHearsTheTargetsAndOfAReconnectOnly) {
 TEST(EmitterShell, StatsAreAnsweredFromTheirCompletion) {
   fixture f;
   std::optional<bool> answer;
-  auto client = f.t.sys().spawn([&](caf::event_based_actor* self) {
-    auto s = std::make_shared<stats_sample>();
-    s->hit_rate = 0.5f;
-    self->request(f.aut, std::chrono::seconds(5), stats_sample_ptr(s))
-        .then([&](bool ok) { answer = ok; });
-  });
-  f.t.stop_at_end(client);
-  f.t.run();
+  f.ask_stats(answer);
   ASSERT_EQ(f.port->calls.size(), 1u);
   EXPECT_EQ(f.port->calls[0].what, fake_port::call::kind::stats);
   EXPECT_EQ(f.port->calls[0].ts_us, 2'000'000) << "stats carry the context's clock";
@@ -359,12 +364,7 @@ TEST(EmitterLinks, OneLinksHungCallsDelayNoOther) {
 TEST(EmitterLinks, StatsFanOutAndAreTrueWhenOneTargetAccepted) {
   fixture f(emitter::eviction_mode::expire, three);
   std::optional<bool> answer;
-  auto client = f.t.sys().spawn([&](caf::event_based_actor* self) {
-    auto sample = stats_sample_ptr(std::make_shared<stats_sample>());
-    self->request(f.aut, std::chrono::seconds(5), sample).then([&](bool ok) { answer = ok; });
-  });
-  f.t.stop_at_end(client);
-  f.t.run();
+  f.ask_stats(answer);
   for (const auto& t : three) {
     ASSERT_EQ(f.ports[t]->calls.size(), 1u) << t;
     EXPECT_EQ(f.ports[t]->calls[0].what, fake_port::call::kind::stats);
@@ -382,12 +382,7 @@ TEST(EmitterLinks, StatsFanOutAndAreTrueWhenOneTargetAccepted) {
 TEST(EmitterLinks, StatsAreFalseWhenNoTargetAccepted) {
   fixture f(emitter::eviction_mode::expire, {"a:1", "b:2"});
   std::optional<bool> answer;
-  auto client = f.t.sys().spawn([&](caf::event_based_actor* self) {
-    auto sample = stats_sample_ptr(std::make_shared<stats_sample>());
-    self->request(f.aut, std::chrono::seconds(5), sample).then([&](bool ok) { answer = ok; });
-  });
-  f.t.stop_at_end(client);
-  f.t.run();
+  f.ask_stats(answer);
   f.ports["a:1"]->complete(f.ports["a:1"]->calls[0].id, 14);
   f.ports["b:2"]->complete(f.ports["b:2"]->calls[0].id, 0, /*accepted=*/false);
   f.t.run();
