@@ -11,6 +11,7 @@
 
 #include "base/memory_budget.hpp"
 #include "base/metrics_registry.hpp"
+#include "net/dns_resolver.hpp"
 
 namespace kvrelay {
 
@@ -96,6 +97,14 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
   p.emitter.targets = config::policy_targets(cfg.server);
   p.emitter.client.target = p.emitter.targets.front();
   p.emitter.resolve_interval = cfg.server.resolve_interval;
+  // DNS fan-out names: the emitter's resolver thread calls this; 5 s bounds one resolve (the
+  // emitter keeps the last good set when it fails).
+  p.emitter.resolve = [](const std::string& spec) {
+    std::string error;
+    auto t = net::parse_dns_target(spec, error);
+    if (!t) return net::resolve_result{{}, error};
+    return net::resolve(*t, std::chrono::seconds(5));
+  };
   switch (cfg.server.readiness) {
     case config::readiness_policy::any:
       p.debouncer.protocol.readiness = debounce::readiness_policy::any;

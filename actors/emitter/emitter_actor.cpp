@@ -35,8 +35,6 @@
 
 namespace kvrelay {
 
-bool is_dns_fanout(const std::string& spec) { return spec.rfind("dns:/", 0) == 0; }
-
 namespace {
 
 using emitter::call_kind;
@@ -648,7 +646,7 @@ emitter_actor spawn_emitter(caf::actor_system& sys, const pipeline_context& ctx,
   std::vector<prepared_link> ready;
   std::vector<std::string> dns_names;
   for (const auto& t : o.targets) {
-    if (is_dns_fanout(t) && o.resolve) {
+    if (net::is_dns_target(t) && o.resolve) {
       if (!o.make_port) {
         client_options c = o.client;
         c.target = t;

@@ -24,6 +24,7 @@
 #include "actors/emitter/policy_client.hpp"
 #include "actors/emitter/policy_port.hpp"
 #include "actors/emitter/unit_sequencer.hpp"
+#include "net/dns_resolver.hpp"
 #include "messages/actors.hpp"
 #include "messages/pipeline_context.hpp"
 
@@ -33,15 +34,9 @@ class actor_system;
 
 namespace kvrelay {
 
-/// What resolving a DNS fan-out target gave: its addresses ("ip:port", IPv6 as "[ip]:port"), or
-/// why none (`error` set: the emitter keeps the last good set).
-struct resolve_result {
-  std::vector<std::string> addresses;
-  std::string error;
-};
-
-/// A DNS fan-out target: "dns:///name:port" or "dns://NS_IP:NS_PORT/name:port".
-bool is_dns_fanout(const std::string& spec);
+/// What resolving a DNS fan-out target gave (net/dns_resolver.hpp): its addresses, or why none
+/// (`error` set: the emitter keeps the last good set).
+using resolve_result = net::resolve_result;
 
 struct emitter_options {
   /// The template of every link's client (TLS, timeouts, keepalive); each link gets a copy with
