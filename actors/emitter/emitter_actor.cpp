@@ -396,7 +396,8 @@ void drop_link(emitter_self self, const std::string& name) {
   if (it == st.links.end()) return;
   auto l = std::move(it->second);
   st.links.erase(it);
-  l->connected->set(0);
+  l->connected = nullptr;  // the series goes: a target that left is not "disconnected"
+  st.ctx.metrics->remove("kvrelay_target_connected", st.ctx.labels({{"target", l->name}}));
   for (const auto& [ticket, request] : l->stats_reply) stats_answered(st, request, false);
   log::info("policy-server target dropped: its name no longer resolves to it",
             {{"replica", st.ctx.name},

@@ -8,9 +8,6 @@
 // two hold exactly what the engine holds, the daemon keeps ingesting every batch, and the
 // affected one converges to the truth once it is back. Plus per-target ordering across one
 // target's outage: add → evict → add of one key, and an AllBlocksCleared.
-//
-// The DISABLED_ cases need the per-target emitter and debouncer (one link and one delivery
-// machine per target); until they land, kvrelay reports to the first target only.
 
 #include <gtest/gtest.h>
 
@@ -19,6 +16,7 @@
 
 #include "base/fingerprint.hpp"
 #include "tests/faults/fault_fixture.hpp"
+#include "tests/support/dns_test_server.hpp"
 
 namespace kvrelay::faults {
 namespace {
@@ -144,7 +142,7 @@ TEST(HaTargetsConfig, ATargetsListOfOneReportsLikeTheAddress) {
 }
 
 // (a) One server killed for a while, then back with what it held.
-TEST_F(HaTargets, DISABLED_KilledServerComesBackAndTheOthersNeverNotice) {
+TEST_F(HaTargets, KilledServerComesBackAndTheOthersNeverNotice) {
   const size_t down = 1;
   ASSERT_NO_FATAL_FAILURE(start_then_stop(down));
   const auto others_calls = ha.server(0).calls().report_messages;
@@ -157,7 +155,7 @@ TEST_F(HaTargets, DISABLED_KilledServerComesBackAndTheOthersNeverNotice) {
 
 // (b) One server restarted empty on the same port: it gets the whole index, the others nothing
 // extra (no clear reaches them).
-TEST_F(HaTargets, DISABLED_RestartedEmptyGetsTheWholeIndexOthersSeeNothingExtra) {
+TEST_F(HaTargets, RestartedEmptyGetsTheWholeIndexOthersSeeNothingExtra) {
   ASSERT_NO_FATAL_FAILURE(start_all_exact(ha));
   const size_t down = 2;
   const auto cleared0 = ha.server(0).index().counters().cleared_events;
@@ -177,7 +175,7 @@ TEST_F(HaTargets, DISABLED_RestartedEmptyGetsTheWholeIndexOthersSeeNothingExtra)
 
 // (c) One server stalled (every call held unanswered): it falls behind past max_target_lag,
 // stops queueing, and is re-reported in full once it answers again.
-TEST_F(HaTargets, DISABLED_StalledServerNeitherStallsIngestionNorTheOthers) {
+TEST_F(HaTargets, StalledServerNeitherStallsIngestionNorTheOthers) {
   ha.env.cfg.server.rpc_timeout = 300ms;
   ha.env.cfg.server.max_target_lag = 4096;  // a few units: the bound is crossed during the stall
   ASSERT_NO_FATAL_FAILURE(start_all_exact(ha));
@@ -192,7 +190,7 @@ TEST_F(HaTargets, DISABLED_StalledServerNeitherStallsIngestionNorTheOthers) {
 
 // Per target ordering: one key added, evicted and added again while target 1 is away; every
 // target ends holding it, none loses it to a reordered eviction.
-TEST_F(HaTargets, DISABLED_AddEvictAddOfOneKeyAcrossOneTargetsOutage) {
+TEST_F(HaTargets, AddEvictAddOfOneKeyAcrossOneTargetsOutage) {
   const size_t down = 1;
   ASSERT_NO_FATAL_FAILURE(start_then_stop(down));
 
@@ -227,7 +225,7 @@ TEST_F(HaTargets, DISABLED_AddEvictAddOfOneKeyAcrossOneTargetsOutage) {
 
 // An AllBlocksCleared while target 1 is down: the others clear at once; the returned one ends
 // with exactly what the engine stored after the clear, nothing from before it.
-TEST_F(HaTargets, DISABLED_AClearWhileOneTargetIsDownReachesItInOrder) {
+TEST_F(HaTargets, AClearWhileOneTargetIsDownReachesItInOrder) {
   const size_t down = 1;
   ASSERT_NO_FATAL_FAILURE(start_then_stop(down));
   ASSERT_NO_FATAL_FAILURE(traffic_while_affected(ha, down, 2));
@@ -237,6 +235,59 @@ TEST_F(HaTargets, DISABLED_AClearWhileOneTargetIsDownReachesItInOrder) {
   ASSERT_TRUE(ha.server(down).start());
   ASSERT_NO_FATAL_FAILURE(traffic_while_affected(ha, down, 1));
   EXPECT_EQ(ha.wait_exact(down, 20s), "") << "nothing from before the clear survives";
+}
+
+// DNS fan-out: one name, each of its A records a target, answered by the test's own DNS server on
+// loopback. While traffic flows an address is added (it gets ALL_CLEARED and the whole index,
+// then follows) and one is removed (kvrelay forgets it: its series go, nothing more is sent).
+TEST(HaTargetsDns, AnAddressAddedAndOneRemovedWhileTrafficFlows) {
+  kvrelay::testing::dns_test_server dns;
+  std::unique_ptr<policy::policy_server> second, third;  // outlive the daemon (declared first)
+  fault_env env;  // its server listens on 127.0.0.1:P; the others on 127.0.0.2:P, 127.0.0.3:P
+  const std::string port = std::to_string(env.server.port());
+  for (auto [slot, host] : {std::pair{&second, "127.0.0.2"}, std::pair{&third, "127.0.0.3"}}) {
+    policy::server_options o;
+    o.listen = std::string(host) + ":" + port;
+    *slot = std::make_unique<policy::policy_server>(o);
+    ASSERT_TRUE((*slot)->start()) << o.listen;
+  }
+  const auto exact = [&](policy::policy_server& s, std::chrono::milliseconds timeout) {
+    std::string d;
+    wait_until(
+        [&] {
+          d = describe_diff(env.model.expected(), server_view(s));
+          return d.empty();
+        },
+        timeout);
+    return d;
+  };
+
+  dns.set("policy.test", {"127.0.0.1", "127.0.0.2"});
+  env.cfg.server.targets = {dns.target("policy.test:" + port)};
+  env.cfg.server.address = config::server_settings{}.address;  // unused with targets
+  env.cfg.server.resolve_interval = 1s;
+  std::string err;
+  ASSERT_TRUE(env.start_daemon(&err)) << err;
+  env.publish_steps(40);
+  ASSERT_EQ(exact(env.server, 10s), "") << "127.0.0.1";
+  ASSERT_EQ(exact(*second, 10s), "") << "127.0.0.2";
+  EXPECT_EQ(third->calls().report_streams + third->calls().publish, 0u) << "not in the name yet";
+
+  // 127.0.0.3 joins, 127.0.0.1 leaves: the next resolve (1 s) sees both changes.
+  dns.set("policy.test", {"127.0.0.2", "127.0.0.3"});
+  const std::string first_target = "127.0.0.1:" + port;
+  ASSERT_TRUE(wait_until(
+      [&] { return env.metric("kvrelay_target_up", {{"target", first_target}}) < 0; }, 10s))
+      << "127.0.0.1 is still a target";
+  const auto first_calls = env.server.calls().report_messages + env.server.calls().publish;
+  for (int round = 0; round < 5; ++round) {
+    env.publish_steps(10);
+    ASSERT_EQ(exact(*second, 10s), "") << "127.0.0.2 in round " << round;
+  }
+  EXPECT_EQ(exact(*third, 20s), "") << "the joined address converges to the engine";
+  EXPECT_EQ(env.server.calls().report_messages + env.server.calls().publish, first_calls)
+      << "nothing is sent to an address that left the name";
+  EXPECT_GE(dns.queries(), 2);
 }
 
 }  // namespace

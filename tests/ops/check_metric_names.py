@@ -41,10 +41,6 @@ DOCS = "docs/operations.md"
 # Families the test's daemon cannot export, each with the reason. ops_test drives a malformed
 # batch, a crash and the scraper on purpose so that this list stays short; keep it that way.
 FAULT_ONLY = {
-    # Issue 23 lands in parts: the alert KvrelayPolicyTargetDown (configuration part) names the
-    # per-target gauge the emitter part exports. Drop this line when it does (the check below
-    # fails once the scrape has it).
-    "kvrelay_target_up": "exported by the per-target emitter of issue 23, which lands separately",
 }
 
 # Labels Prometheus or prometheus-operator attach to every scraped series.
