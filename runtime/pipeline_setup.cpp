@@ -116,7 +116,7 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
       p.debouncer.protocol.readiness = debounce::readiness_policy::quorum;
       break;
   }
-  p.debouncer.protocol.max_target_lag_bytes =
+  p.debouncer.protocol.target.max_lag_bytes =
       static_cast<size_t>(std::max<int64_t>(cfg.server.max_target_lag, 1));
   p.emitter.client.rpc_timeout = cfg.server.rpc_timeout;
   p.emitter.client.keepalive_time = cfg.server.keepalive_time;

@@ -55,7 +55,6 @@ protocol::protocol(options o)
     : opts_(o),
       pending_(pending_set::options{o.l2_mode, o.max_pending, o.max_adds_per_unit}),
       lane_pending_(pending_set::options{false, o.max_pending, o.max_adds_per_unit}) {
-  if (opts_.max_units_in_flight == 0) opts_.max_units_in_flight = 1;
   if (opts_.flush_threshold == 0) opts_.flush_threshold = 1;
   if (opts_.merged) holders_.emplace();
   if (opts_.repair_base_sweeps) repair_.emplace(opts_.max_pending);
@@ -109,13 +108,7 @@ bool protocol::any_live() const {
 }
 
 target_options protocol::target_opts() const {
-  target_options t;
-  t.credits = opts_.max_units_in_flight;
-  t.max_lag_bytes = opts_.max_target_lag_bytes;
-  t.backoff_initial = opts_.resync_backoff_initial;
-  t.backoff_max = opts_.resync_backoff_max;
-  t.reconnect_resync_interval = opts_.reconnect_resync_interval;
-  t.l2_mode = opts_.l2_mode;
+  target_options t = opts_.target;
   t.seed = opts_.seed != 0 ? opts_.seed + next_serial_ : 0;
   return t;
 }

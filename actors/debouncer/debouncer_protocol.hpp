@@ -19,7 +19,7 @@
 //       for the window), a clear is pending, or a drain asked. In L2 mode a batch holding removals
 //       first flushes the adds before it (L08: the history is [T1, T2]); otherwise an add and its
 //       own later eviction simply coalesce (U1 sends a unit's adds before its evictions anyway).
-//  DB3. Credits: at most max_units_in_flight units are with the emitter. A due flush without a
+//  DB3. Credits: at most target.credits units are with the emitter per target (TD1). A due flush without a
 //       credit waits for the next answer; meanwhile pending keeps coalescing (that is the batching
 //       under load). A unit carries at most max_adds_per_unit adds; the rest stay pending.
 //  DB4. No emitter yet (merged mode, before rank 0's data path joined): nothing is taken.
@@ -112,12 +112,7 @@ struct options {
   bool l2_mode = false;                 // --ignore-block-removed
   size_t max_pending = 2'000'000;       // distinct keys held (DB11)
   size_t max_adds_per_unit = 16384;
-  size_t max_units_in_flight = 2;       // credits toward the emitter, per target (TD1)
   ms refresh_interval{10 * 60 * 1000};  // 0 = never (DB13)
-  ms resync_backoff_initial{500};
-  ms resync_backoff_max{30'000};
-  /// TD6: at most one reconnect resync per interval and target.
-  ms reconnect_resync_interval{5'000};
   /// DB14: ALL_CLEARED before anything else (merged: the replica's start). On by default: a
   /// (re)started data path has an empty reverse map, so whatever an earlier run reported for this
   /// replica could never be evicted by us any more; with a replay endpoint the catch-up rebuilds
@@ -132,7 +127,9 @@ struct options {
   bool repair_base_sweeps = false;
   uint64_t seed = 0;                    // backoff jitter (0: random)
   readiness_policy readiness = readiness_policy::any;  // DB12
-  size_t max_target_lag_bytes = size_t{16} << 20;      // TD2
+  /// Delivery to each target (target_delivery.hpp, TD1-TD9): credits, lag bound, backoff,
+  /// reconnect resyncs. Its seed is derived per target from `seed`.
+  target_options target;
 };
 
 /// Monotonic counters for /metrics (the shell publishes the differences).

@@ -62,7 +62,6 @@ struct target_options {
   /// TD6: a full re-report is O(resident blocks); 5 s bounds how long a server that restarted
   /// empty goes without our hints.
   ms reconnect_resync_interval{5'000};
-  bool l2_mode = false;  // only changes what an outage's log line says
   uint64_t seed = 0;     // backoff jitter (0: random)
 };
 

@@ -169,7 +169,7 @@ TEST_F(Targets, AStalledTargetNeverHoldsTheOthersBackAndCatchesUpWithinItsBound)
 }
 
 TEST_F(Targets, AStalledTargetPastItsLagBoundIsReReportedInFullWhenItAnswers) {  // TD2, DB10
-  opts.max_target_lag_bytes = 2048;
+  opts.target.max_lag_bytes = 2048;
   start();
   stalled.insert("c");
   for (uint64_t i = 1; i <= 40; ++i) {
