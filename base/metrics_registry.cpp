@@ -143,6 +143,18 @@ gauge_series& metrics_registry::gauge(const std::string& name, const std::string
   return series_of(f.gauges, f.labels, render_labels(labels), labels);
 }
 
+void metrics_registry::remove(const std::string& name, const label_set& labels) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = families_.find(name);
+  if (it == families_.end()) return;
+  auto& f = it->second;
+  const auto key = render_labels(labels);
+  f.counters.erase(key);
+  f.gauges.erase(key);
+  f.histograms.erase(key);
+  f.labels.erase(key);
+}
+
 histogram_series& metrics_registry::histogram(const std::string& name, const std::string& help,
                                               const std::vector<double>& bounds,
                                               const label_set& labels) {

@@ -77,6 +77,10 @@ class metrics_registry {
   histogram_series& histogram(const std::string& name, const std::string& help,
                               const std::vector<double>& bounds, const label_set& labels = {});
 
+  /// Drops one series (a policy server target that left): it is no longer rendered. The
+  /// reference the caller got from counter()/gauge()/histogram() dangles after this.
+  void remove(const std::string& name, const label_set& labels);
+
   /// Prometheus text exposition format 0.0.4: the registry's families, then what every
   /// collector appends.
   std::string render() const;

@@ -142,7 +142,23 @@ outcome<void> apply_flags(daemon_config& cfg, const flag_values& f) {
     slot = *flag;
     cfg.origin[key] = std::string("--") + name;
   };
-  set(cfg.server.address, f.server, "server.address", "server");
+  if (!f.servers.empty()) {
+    // Command-line servers replace the file's, address and targets alike: one --server is the
+    // address (as it always was), several are the targets.
+    const server_settings defaults;
+    cfg.origin.erase("server.address");
+    cfg.origin.erase("server.targets");
+    if (f.servers.size() == 1) {
+      cfg.server.address = f.servers.front();
+      cfg.server.targets.clear();
+      cfg.origin["server.address"] = "--server";
+    } else {
+      cfg.server.address = defaults.address;
+      cfg.server.targets = f.servers;
+      cfg.origin["server.targets"] = "--server";
+    }
+  }
+  set(cfg.server.readiness, f.server_readiness, "server.readiness", "server-readiness");
   set(cfg.server.eviction_mode, f.eviction_mode, "server.eviction_mode", "eviction-mode");
   set(cfg.server.scoped_evictions, f.scoped_evictions, "server.scoped_evictions",
       "scoped-evictions");
@@ -232,7 +248,24 @@ outcome<void> validate(daemon_config& c, std::vector<std::string>* notes) {
 
   // [server]
   const auto& sv = c.server;
-  if (auto err = check_grpc_target(sv.address); !err.empty()) return fail("server.address", err);
+  if (auto err = check_policy_target(sv.address); !err.empty()) return fail("server.address", err);
+  if (sv.targets.size() > detail::max_targets)
+    return fail("server.targets", "too many entries (at most " +
+                                      std::to_string(detail::max_targets) + ")");
+  for (size_t i = 0; i < sv.targets.size(); ++i) {
+    if (auto err = check_policy_target(sv.targets[i]); !err.empty())
+      return fail("server.targets", "entry " + std::to_string(i + 1) + ": " + err);
+    for (size_t j = 0; j < i; ++j)
+      if (sv.targets[j] == sv.targets[i])
+        return fail("server.targets", "duplicate target \"" + sv.targets[i] + "\" (entries " +
+                                          std::to_string(j + 1) + " and " +
+                                          std::to_string(i + 1) + ")");
+  }
+  if (sv.max_target_lag <= 0)
+    return fail("server.max_target_lag", "must be positive (the bytes a target may fall behind)");
+  if (sv.resolve_interval < std::chrono::seconds(1) || sv.resolve_interval > max_keepalive)
+    return fail("server.resolve_interval",
+                "must be between 1s and " + format_duration(max_keepalive));
   if (!sv.tls) {
     const std::pair<const std::string*, const char*> tls_keys[] = {{&sv.ca_file, "ca_file"},
                                                                    {&sv.cert_file, "cert_file"},
@@ -432,6 +465,16 @@ std::vector<pipeline_settings> pipelines(const daemon_config& c) {
       out.push_back(std::move(p));
     }
   }
+  return out;
+}
+
+std::vector<std::string> policy_targets(const server_settings& s) {
+  return s.targets.empty() ? std::vector<std::string>{s.address} : s.targets;
+}
+
+std::string policy_targets_text(const server_settings& s) {
+  std::string out;
+  for (const auto& t : policy_targets(s)) out += (out.empty() ? "" : ",") + t;
   return out;
 }
 

@@ -180,9 +180,22 @@ const std::vector<flag_spec>& table() {
        "durable index: keep each pipeline's index in this directory across restarts; \"\" = off",
        [] { return quote(state_settings{}.dir); },
        [](flag_values& f, std::string_view v) { return (f.state_dir = std::string(v)), std::string(); }},
-      {"server", "string", false, "cache-policy server gRPC target",
+      {"server", "string", false,
+       "cache-policy server gRPC target (or dns:///name:port, every address a target); repeat "
+       "for several servers, each a target (they replace the file's)",
        [] { return quote(server_settings{}.address); },
-       [](flag_values& f, std::string_view v) { return (f.server = std::string(v)), std::string(); }},
+       [](flag_values& f, std::string_view v) {
+         if (f.servers.size() >= detail::max_targets)
+           return "at most " + std::to_string(detail::max_targets) + " servers";
+         f.servers.emplace_back(v);
+         return std::string();
+       }},
+      {"server-readiness", "string", false,
+       "/readyz is ready while this many servers are healthy: any | all | quorum (more than half)",
+       [] { return quote(to_string(server_settings{}.readiness)); },
+       [](flag_values& f, std::string_view v) {
+         return set_choice(f.server_readiness, v, allowed_readiness_policies());
+       }},
       {"stats-interval", "duration", true, "engine metrics scrape interval; <= 0 becomes 10s",
        [] { return format_duration(metrics_settings{}.interval); },
        [](flag_values& f, std::string_view v) { return set_duration(f.stats_interval, v); }},

@@ -30,11 +30,12 @@ struct flag_values {
   std::optional<std::string> admin_listen;
   std::optional<config::eviction_mode> eviction_mode;
   std::optional<bool> scoped_evictions;
+  std::optional<readiness_policy> server_readiness;
   std::optional<std::string> engine_url;  // an engine flag: --engine-url
   std::optional<log_format> log_format_v;
   std::optional<log_level> log_level_v;
   // -- the reference sidecar's (§4), which describe one engine -----------------------------------
-  std::optional<std::string> server;
+  std::vector<std::string> servers;  // --server, repeatable: each occurrence one more target
   std::optional<std::string> state_dir;
   std::optional<int64_t> memory_budget;  // --memory-budget: bytes, or a size such as "96MiB"
   std::optional<std::string> engine_endpoint;

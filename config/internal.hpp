@@ -19,6 +19,7 @@ namespace kvrelay::config::detail {
 // A config file is untrusted, so nothing it says may allocate without bound.
 constexpr size_t max_engines = 256;
 constexpr int64_t max_dp_size = 1024;
+constexpr size_t max_targets = 64;  // server.targets entries (each a channel of its own)
 
 /// Whitespace (" \t\r\n\v\f") removed at both ends.
 std::string trim(std::string_view s);

@@ -48,11 +48,13 @@ constexpr bool is_enum_setting = std::is_same_v<T, dp_mode> || std::is_same_v<T,
                                  std::is_same_v<T, cache_tier> ||
                                  std::is_same_v<T, eviction_mode> ||
                                  std::is_same_v<T, shutdown_action> ||
+                                 std::is_same_v<T, readiness_policy> ||
                                  std::is_same_v<T, log_format> || std::is_same_v<T, log_level>;
 
 const char* allowed_for(dp_mode) { return allowed_dp_modes(); }
 const char* allowed_for(eviction_mode) { return allowed_eviction_modes(); }
 const char* allowed_for(shutdown_action) { return allowed_shutdown_actions(); }
+const char* allowed_for(readiness_policy) { return allowed_readiness_policies(); }
 const char* allowed_for(unknown_parent) { return allowed_unknown_parents(); }
 const char* allowed_for(cache_tier) { return allowed_cache_tiers(); }
 const char* allowed_for(log_format) { return allowed_log_formats(); }
@@ -160,6 +162,20 @@ std::string rd(const toml::node& n, owner_of<M>& s) {
       return {};
     }
     return expected("an integer", n);
+  } else if constexpr (std::is_same_v<V, std::vector<std::string>>) {
+    const auto* arr = n.as_array();
+    if (!arr) return expected("an array of strings", n);
+    if (arr->size() > detail::max_targets)
+      return "too many entries (at most " + std::to_string(detail::max_targets) + ")";
+    std::vector<std::string> out;
+    for (size_t i = 0; i < arr->size(); ++i) {
+      const auto* v = arr->get(i)->as_string();
+      if (!v)
+        return "entry " + std::to_string(i + 1) + ": " + expected("a string", *arr->get(i));
+      out.push_back(v->get());
+    }
+    s.*M = std::move(out);
+    return {};
   } else if constexpr (std::is_same_v<V, milliseconds>) {
     const auto* v = n.as_string();
     if (!v) return expected("a duration string such as \"100ms\", \"10s\" or \"1m\"", n);
@@ -193,6 +209,11 @@ std::string wr(const owner_of<M>& s) {
   else if constexpr (std::is_same_v<V, bool>) return s.*M ? "true" : "false";
   else if constexpr (std::is_same_v<V, int64_t>) return std::to_string(s.*M);
   else if constexpr (std::is_same_v<V, milliseconds>) return toml_quote(format_duration(s.*M));
+  else if constexpr (std::is_same_v<V, std::vector<std::string>>) {
+    std::string out = "[";
+    for (const auto& v : s.*M) out += (out.size() > 1 ? ", " : "") + toml_quote(v);
+    return out + "]";
+  }
   else return toml_quote(to_string(s.*M));
 }
 
@@ -202,6 +223,10 @@ std::string wr(const owner_of<M>& s) {
 
 const field_def<server_settings> server_fields[] = {
     KVRELAY_FIELD(server_settings, "address", address),
+    KVRELAY_FIELD(server_settings, "targets", targets),
+    KVRELAY_FIELD(server_settings, "readiness", readiness),
+    KVRELAY_SIZE_FIELD(server_settings, "max_target_lag", max_target_lag),
+    KVRELAY_FIELD(server_settings, "resolve_interval", resolve_interval),
     KVRELAY_FIELD(server_settings, "tls", tls),
     KVRELAY_FIELD(server_settings, "ca_file", ca_file),
     KVRELAY_FIELD(server_settings, "cert_file", cert_file),
@@ -303,6 +328,12 @@ class reader {
         return error();
       }
     }
+    // One server or several, never both: which one a reader meant is not for kvrelay to guess.
+    const auto address = cfg_.origin.find("server.address");
+    const auto targets = cfg_.origin.find("server.targets");
+    if (address != cfg_.origin.end() && !cfg_.server.targets.empty())
+      return invalid(targets->second + ": server.targets: cannot be used with server.address (" +
+                     address->second + "); list every server in targets");
     // A file without engines is reported against the file (flags may still add one).
     if (cfg_.engines.empty()) cfg_.origin["engine"] = file_;
     detail::mark_given(cfg_);
@@ -480,46 +511,54 @@ outcome<daemon_config> load_toml(const std::string& path) {
 
 std::string to_toml(const daemon_config& c) {
   std::ostringstream out;
-  // learnt(key): the engine will tell this value, so it is shown as a comment; after(key): a
-  // comment line that explains the value just printed.
-  auto section = [&out](const char* header, const auto& fields, const auto& s, auto&& learnt,
+  // hidden(key): why the value is not in force (the engine will tell it; another key stands for
+  // it), shown as a comment instead of the value, or "": the value; after(key): a comment line
+  // that explains the value just printed.
+  auto section = [&out](const char* header, const auto& fields, const auto& s, auto&& hidden,
                         auto&& after) {
     out << header << "\n";
     for (const auto& f : fields) {
-      if (learnt(f.key)) out << "# " << f.key << " = (discovered at start)\n";
+      if (auto why = hidden(f.key); !why.empty()) out << "# " << f.key << " = " << why << "\n";
       else out << f.key << " = " << f.write(s) << "\n";
       out << after(f.key);
     }
   };
-  const auto no = [](std::string_view) { return false; };
   const auto none = [](std::string_view) { return std::string(); };
   out << "# kvrelay effective configuration (defaults included)\n\n";
-  section("[server]", server_fields, c.server, no, [&c](std::string_view k) {
+  const auto server_hidden = [&c](std::string_view k) {
+    return k == "address" && !c.server.targets.empty()
+               ? std::string("(unused: the servers are the targets)")
+               : std::string();
+  };
+  section("[server]", server_fields, c.server, server_hidden, [&c](std::string_view k) {
     if (k != "eviction_mode" || c.server.eviction_mode != eviction_mode::auto_) return std::string();
     return std::string("# eviction_mode \"auto\" runs as \"") +
            to_string(effective(eviction_mode::auto_)) + "\"\n";
   });
   out << "\n";
-  section("[admin]", admin_fields, c.admin, no, none);
+  section("[admin]", admin_fields, c.admin, none, none);
   out << "\n";
-  section("[state]", state_fields, c.state, no, [&c](std::string_view k) {
+  section("[state]", state_fields, c.state, none, [&c](std::string_view k) {
     if (k == "dir" && c.state.dir.empty()) return std::string("# dir \"\": the durable index is off\n");
     if (k != "interval" || c.state.interval.count() != 0) return std::string();
     return std::string("# interval \"0s\": a quarter of the replay ring's span at the batch rate, "
                        "1s to 60s\n");
   });
   out << "\n";
-  section("[memory]", memory_fields, c.memory, no, [&c](std::string_view k) {
+  section("[memory]", memory_fields, c.memory, none, [&c](std::string_view k) {
     if (k != "budget" || c.memory.budget != 0) return std::string();
     return std::string("# budget 0: the cgroup's memory limit less a margin, else 512MiB\n");
   });
   out << "\n";
-  section("[log]", log_fields, c.log, no, none);
+  section("[log]", log_fields, c.log, none, none);
   const auto all_pipelines = pipelines(c);
   for (size_t i = 0; i < c.engines.size(); ++i) {
     const auto& e = c.engines[i];
     out << "\n";
-    section("[[engine]]", engine_fields, e, [&e](std::string_view k) { return discovered(e, k); },
+    section("[[engine]]", engine_fields, e,
+            [&e](std::string_view k) {
+              return std::string(discovered(e, k) ? "(discovered at start)" : "");
+            },
             none);
     // What the ranks expand to, so --check shows the endpoints and replica ids it will use
     // (unless the engine will tell them).
@@ -533,7 +572,7 @@ std::string to_toml(const daemon_config& c) {
       }
     }
     out << "\n";
-    section("[engine.metrics]", metrics_fields, e.metrics, no, none);
+    section("[engine.metrics]", metrics_fields, e.metrics, none, none);
     out << "\n[engine.adapters]\n";
     for (const auto& [id, name] : e.adapters) out << id << " = " << toml_quote(name) << "\n";
   }

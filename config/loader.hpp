@@ -114,6 +114,12 @@ struct pipeline_settings {
 /// For an engine with discovery, only after the discovered values are filled in.
 std::vector<pipeline_settings> pipelines(const daemon_config& cfg);
 
+/// The policy servers kvrelay reports to, as configured: `targets`, or else the one `address`.
+/// A dns: entry stands for every address its name resolves to (the emitter resolves it).
+std::vector<std::string> policy_targets(const server_settings& s);
+/// The same, comma separated: what the start-up log lines show as "server".
+std::string policy_targets_text(const server_settings& s);
+
 /// Where the value of `key` ("engine[0].endpoint", "server.eviction_mode") came from:
 /// "file:line:col", "--flag", or "" for a default (or a value set in code).
 std::string origin_of(const daemon_config& cfg, const std::string& key);

@@ -51,6 +51,13 @@ enum class shutdown_action : uint8_t {
   keep,   // leave the entries; they age out at the server's TTL
 };
 
+/// When /readyz calls kvrelay ready, counting the policy targets that are healthy (issue 23).
+enum class readiness_policy : uint8_t {
+  any,     // at least one target
+  all,     // every target
+  quorum,  // more than half of them
+};
+
 enum class log_format : uint8_t { json, text };
 enum class log_level : uint8_t { debug, info, warn, error };
 
@@ -59,6 +66,7 @@ const char* to_string(unknown_parent v);
 const char* to_string(cache_tier v);
 const char* to_string(eviction_mode v);
 const char* to_string(shutdown_action v);
+const char* to_string(readiness_policy v);
 const char* to_string(log_format v);
 const char* to_string(log_level v);
 /// Exact, case-sensitive parses; false (and `out` untouched) for anything else.
@@ -67,6 +75,7 @@ bool parse(std::string_view s, unknown_parent& out);
 bool parse(std::string_view s, cache_tier& out);
 bool parse(std::string_view s, eviction_mode& out);
 bool parse(std::string_view s, shutdown_action& out);
+bool parse(std::string_view s, readiness_policy& out);
 bool parse(std::string_view s, log_format& out);
 bool parse(std::string_view s, log_level& out);
 /// The accepted names, comma separated, in the order messages and docs list them.
@@ -75,12 +84,21 @@ const char* allowed_unknown_parents(); // "drop, root"
 const char* allowed_cache_tiers();     // "auto, kv, gpu, cpu" (the fallback order)
 const char* allowed_eviction_modes();  // "auto, expire, rpc"
 const char* allowed_shutdown_actions(); // "clear, keep"
+const char* allowed_readiness_policies(); // "any, all, quorum"
 const char* allowed_log_formats();     // "json, text"
 const char* allowed_log_levels();      // "debug, info, warn, error"
 
-/// Connection to the cache-policy server (gRPC).
+/// Connection to the cache-policy servers (gRPC).
 struct server_settings {
   std::string address = "127.0.0.1:9090";  // gRPC target (--server)
+  /// Several policy servers (HA, issue 23; excludes `address`): each entry a target of its own,
+  /// "host:port", any gRPC target, or a DNS fan-out name "dns:///name:port" (system resolver) or
+  /// "dns://NS_IP:NS_PORT/name:port" whose every address is a target. A repeated --server.
+  std::vector<std::string> targets;
+  readiness_policy readiness = readiness_policy::any;  // --server-readiness
+  /// Bytes a target may fall behind before it stops queueing and is re-reported in full.
+  int64_t max_target_lag = int64_t{16} << 20;
+  milliseconds resolve_interval{30000};    // DNS fan-out re-resolution; also when a target is lost
   bool tls = false;                        // TLS on; the file keys below require it
   std::string ca_file;                     // PEM roots; "" = the system roots
   std::string cert_file;                   // client certificate (mTLS), with key_file

@@ -374,6 +374,44 @@ std::string check_grpc_target(std::string_view s) {
   return {};
 }
 
+std::string check_policy_target(std::string_view s) {
+  if (auto err = check_grpc_target(s); !err.empty()) return err;
+  if (s.substr(0, 4) != "dns:") return {};
+  const std::string bad = "invalid server target \"" + std::string(s) +
+                          "\": a dns: target needs a name and a port (dns:///name:port, or "
+                          "dns://NS_IP:NS_PORT/name:port to ask that DNS server)";
+  std::string_view rest = s.substr(4);
+  if (rest.substr(0, 2) == "//") {
+    rest.remove_prefix(2);
+    const auto slash = rest.find('/');
+    if (slash == std::string_view::npos) return bad;
+    const std::string_view authority = rest.substr(0, slash);
+    rest.remove_prefix(slash + 1);
+    if (!authority.empty()) {
+      std::string_view host, port;
+      bool bracketed = false;
+      int p = 0;
+      if (!split_host_port(authority, host, port, bracketed) || !parse_port(port, 1, p))
+        return bad;
+      const std::string ip(host);
+      in_addr v4{};
+      in6_addr v6{};
+      if (bracketed ? inet_pton(AF_INET6, ip.c_str(), &v6) != 1
+                    : inet_pton(AF_INET, ip.c_str(), &v4) != 1)
+        return "invalid server target \"" + std::string(s) +
+               "\": the DNS server must be an IP address and a port "
+               "(dns://NS_IP:NS_PORT/name:port)";
+    }
+  }
+  std::string_view host, port;
+  bool bracketed = false;
+  int p = 0;
+  if (!split_host_port(rest, host, port, bracketed) || bracketed || !valid_hostname(host) ||
+      !parse_port(port, 1, p))
+    return bad;
+  return {};
+}
+
 bool is_loopback_host(std::string_view host) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);

@@ -59,6 +59,12 @@ std::string_view listen_host(std::string_view listen);
 /// (dns:, unix:, unix-abstract:, ipv4:, ipv6:).
 std::string check_grpc_target(std::string_view s);
 
+/// A policy server target (server.address, each server.targets entry, --server): what
+/// check_grpc_target takes, and a dns: target must name a host and a port, with or without the
+/// DNS server to ask: "dns:///name:port", "dns:name:port" or "dns://NS_IP:NS_PORT/name:port"
+/// (NS_IP an IPv4 literal or [IPv6]).
+std::string check_policy_target(std::string_view s);
+
 /// The endpoint of data-parallel rank `rank`, the way engines derive it (shared/spec/engine-wire.md
 /// §1): tcp port + rank; inproc://x → inproc://x_dp<rank>; ipc cannot be ranked (error). Rank 0
 /// is the endpoint itself. Assumes check_endpoint passed.

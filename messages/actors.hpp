@@ -13,6 +13,7 @@
 #include <caf/typed_actor.hpp>
 
 #include <string>
+#include <vector>
 
 #include "base/status.hpp"
 #include "messages/fwd.hpp"
@@ -35,20 +36,30 @@ using health_listener_actor = caf::typed_actor<
   // A fact about the pipeline changed (first batch, engine connected, server ok, ...).
   caf::reacts_to<health_fact>>;
 
-/// Hears from the emitter that the transport to the policy server came back after it was lost
-/// (the server may have restarted empty: resync). The debouncer implements it.
+/// Hears from the emitter which policy-server targets exist and when one's transport came back
+/// after it was lost (that server may have restarted empty: resync it). The debouncer
+/// implements it.
 using reconnect_listener_actor = caf::typed_actor<
-  // The channel went from connected to lost and is connected again.
-  caf::reacts_to<atom::reconnected>>;
+  // Target T's channel went from connected to lost and is connected again.
+  caf::reacts_to<atom::reconnected, std::string>,
+  // The full, sorted set of target names: at registration and after every change.
+  caf::reacts_to<atom::targets, std::vector<std::string>>>;
 
-/// Talks to the policy server: ordered units of index changes, and stats.
+/// Talks to the policy servers (one link per target): ordered units of index changes, and stats.
 using emitter_actor = caf::typed_actor<
-  // Sends one ordered unit; answers the debouncer with an emit_result when all its RPCs finished.
-  caf::reacts_to<emit_unit_ptr>,
-  // Sends a stats-only CacheStateUpdate; true when the server acknowledged it (accepted=true).
+  // Sends one ordered unit to target T; answers the sender with an emit_result (target T) when
+  // all its RPCs finished, at once when T is no target ("unknown target").
+  caf::reacts_to<std::string, emit_unit_ptr>,
+  // Sends a stats-only CacheStateUpdate to every target; true when at least one acknowledged it
+  // (accepted=true), answered once every target answered.
   caf::replies_to<stats_sample_ptr>::with<bool>,
-  // Internal: RPC completions are waiting in the emitter's inbox (one message per batch of them).
+  // Internal: RPC completions are waiting in a link's inbox (one message per batch of them).
   caf::reacts_to<atom::completed>,
+  // Internal: resolve DNS fan-out targets again (0: the periodic timer; i + 1: name i, a lost
+  // link's deferred re-resolve).
+  caf::reacts_to<atom::resolve, uint64_t>,
+  // Internal: the resolver thread's answer for DNS fan-out name i: its addresses, or an error.
+  caf::reacts_to<atom::resolve, uint64_t, std::vector<std::string>, std::string>,
   // Who to tell when the transport to the server comes back (the debouncer, at its start).
   caf::reacts_to<atom::update, reconnect_listener_actor>>
   ::extend_with<supervised_actor>;
@@ -104,8 +115,10 @@ using debouncer_actor = caf::typed_actor<
   caf::reacts_to<atom::resync, uint64_t>,
   // Periodic refresh: re-report everything resident so the server's TTL never expires it.
   caf::reacts_to<atom::refresh>,
-  // The emitter's transport to the server came back: the server may have lost its state.
-  caf::reacts_to<atom::reconnected>,
+  // Target T's transport came back: that server may have lost its state.
+  caf::reacts_to<atom::reconnected, std::string>,
+  // The emitter's full, sorted set of target names (at registration and after every change).
+  caf::reacts_to<atom::targets, std::vector<std::string>>,
   // Shutdown: flush everything (or end with ALL_CLEARED); true when the emitter acknowledged it.
   caf::replies_to<atom::drain>::with<bool>>
   ::extend_with<supervised_actor>;
@@ -132,8 +145,10 @@ using replica_debouncer_actor = caf::typed_actor<
   caf::reacts_to<atom::resync, uint64_t>,
   // Periodic refresh.
   caf::reacts_to<atom::refresh>,
-  // The emitter's transport to the server came back.
-  caf::reacts_to<atom::reconnected>,
+  // Target T's transport came back.
+  caf::reacts_to<atom::reconnected, std::string>,
+  // The emitter's full, sorted set of target names.
+  caf::reacts_to<atom::targets, std::vector<std::string>>,
   // Shutdown (any rank's): as the debouncer's drain, for the whole replica.
   caf::replies_to<atom::drain>::with<bool>>
   ::extend_with<supervised_actor>;

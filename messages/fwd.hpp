@@ -52,6 +52,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvrelay, caf::first_custom_type_id)
   // -- emitter -----------------------------------------------------------------------------------
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, completed, "completed")  // RPC completions in the inbox
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, reconnected, "reconnect") // transport to the server is back
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, targets, "targets")      // the emitter's set of target names
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, resolve, "resolve")      // timer: resolve DNS targets again
   // -- scraper -----------------------------------------------------------------------------------
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, scrape, "scrape")        // timer: one scrape interval
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, fetched, "fetched")      // the fetch thread's result

@@ -116,7 +116,11 @@ struct prefix_evict {
 ///  U3. A unit whose clear fails is abandoned: nothing after the clear is sent, and the unit
 ///      fails. After any failed unit the emitter fails every queued unit without sending it,
 ///      until a unit that starts with a clear arrives (the debouncer's resync).
-///  U4. The emitter answers every unit exactly once with an emit_result to its sender.
+///  U4. Per target: the debouncer sends each unit to one target by name (the emitter's
+///      (atom::targets, names) says which exist), and the emitter answers every unit it got
+///      exactly once with an emit_result to its sender, naming that target. A unit for a target
+///      that is not (or no longer) one is answered ok = false, sent = false ("unknown target");
+///      units pending at a target that vanished are dropped unanswered.
 ///  U5. `restores` (rpc mode, debouncer rule SR2): adapter keys a base-model PREFIX_EVICTED of
 ///      this unit sweeps from a server that ignores adapter_scoped. The emitter sends them as one
 ///      ReportCacheState stream once every eviction of the unit completed, so they land after
@@ -146,6 +150,7 @@ using emit_unit_ptr = std::shared_ptr<const emit_unit>;
 
 /// The emitter's answer for one unit.
 struct emit_result {
+  std::string target;       // the target the unit was for (U4)
   uint64_t id = 0;
   bool ok = true;           // every RPC of the unit succeeded
   uint32_t failed_rpcs = 0;

@@ -150,7 +150,7 @@ bool daemon::start(std::string& error) {
   log::info("kvrelay starting",
             {{"version", KVRELAY_VERSION}, {"pipelines", count},
              {"discovered_engines", discovery_count},
-             {"server", d.cfg.server.address}, {"admin", d.cfg.admin.listen}});
+             {"server", config::policy_targets_text(d.cfg.server)}, {"admin", d.cfg.admin.listen}});
   return true;
 }
 

@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
       return config::discovered(e, key) ? std::string("(discovered at start)") : value;
     };
     log::info("kvevent-subscriber starting",
-              {{"engine_endpoint", shown("endpoint", e.endpoint)}, {"server", c.server.address},
+              {{"engine_endpoint", shown("endpoint", e.endpoint)}, {"server", config::policy_targets_text(c.server)},
                {"replica_id", e.replica_id}, {"model_id", shown("model_id", e.model_id)},
                {"engine_url", e.url},
                {"eviction_mode", config::to_string(config::effective(c.server.eviction_mode))},

@@ -11,6 +11,7 @@
 
 #include "base/memory_budget.hpp"
 #include "base/metrics_registry.hpp"
+#include "net/dns_resolver.hpp"
 
 namespace kvrelay {
 
@@ -91,7 +92,32 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
     p.debouncer.replica = std::move(replica);
   }
 
-  p.emitter.client.target = cfg.server.address;
+  // HA (issue 23): every server a target of its own; client.target names the first, for what
+  // still speaks of one server.
+  p.emitter.targets = config::policy_targets(cfg.server);
+  p.emitter.client.target = p.emitter.targets.front();
+  p.emitter.resolve_interval = cfg.server.resolve_interval;
+  // DNS fan-out names: the emitter's resolver thread calls this; 5 s bounds one resolve (the
+  // emitter keeps the last good set when it fails).
+  p.emitter.resolve = [](const std::string& spec) {
+    std::string error;
+    auto t = net::parse_dns_target(spec, error);
+    if (!t) return net::resolve_result{{}, error};
+    return net::resolve(*t, std::chrono::seconds(5));
+  };
+  switch (cfg.server.readiness) {
+    case config::readiness_policy::any:
+      p.debouncer.protocol.readiness = debounce::readiness_policy::any;
+      break;
+    case config::readiness_policy::all:
+      p.debouncer.protocol.readiness = debounce::readiness_policy::all;
+      break;
+    case config::readiness_policy::quorum:
+      p.debouncer.protocol.readiness = debounce::readiness_policy::quorum;
+      break;
+  }
+  p.debouncer.protocol.target.max_lag_bytes =
+      static_cast<size_t>(std::max<int64_t>(cfg.server.max_target_lag, 1));
   p.emitter.client.rpc_timeout = cfg.server.rpc_timeout;
   p.emitter.client.keepalive_time = cfg.server.keepalive_time;
   p.emitter.client.keepalive_timeout = cfg.server.keepalive_timeout;

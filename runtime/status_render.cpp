@@ -112,6 +112,27 @@ std::string render_engines(const std::vector<pipeline_view>& pipelines) {
       d["restore_detail"] = text("restore_detail");
       d["last_snapshot"] = text("last_snapshot");
     }
+    // The policy server targets (issue 23): each one's state, lag and last error, as the
+    // debouncer's delivery machines see them.
+    auto targets = nlohmann::ordered_json::array();
+    if (const actor_status* deb = s.child("debouncer"))
+      for (const auto& c : deb->children) {
+        if (c.kind != "target") continue;
+        const auto text = [&c](const char* key) -> std::string {
+          const auto* v = c.find(key);
+          const auto* t = v ? std::get_if<std::string>(v) : nullptr;
+          return t ? *t : std::string();
+        };
+        nlohmann::ordered_json t;
+        t["target"] = text("target");
+        t["state"] = c.state;
+        t["up"] = c.flag("up");
+        t["lag_bytes"] = c.integer("lag_bytes", 0);
+        t["resyncs"] = c.integer("resyncs", 0);
+        t["last_error"] = text("last_error");
+        targets.push_back(std::move(t));
+      }
+    j["targets"] = std::move(targets);
     auto adapters = nlohmann::ordered_json::object();
     if (const auto* v = s.find("adapters"))
       if (const auto* m = std::get_if<actor_status::string_map>(v))

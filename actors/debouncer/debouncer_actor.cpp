@@ -97,11 +97,54 @@ struct debouncer_state {
     pending_gauge = &ctx.gauge("kvrelay_pending_entries", "Coalesced updates not yet sent");
   }
 
+  // Each target's series, created when it joins and removed when it leaves (issue 23).
+  struct target_series {
+    gauge_series* up = nullptr;
+    gauge_series* lag = nullptr;
+    counter_series* resyncs = nullptr;
+    uint64_t resyncs_published = 0;
+  };
+  std::map<std::string, target_series> target_metrics;
+
+  static constexpr const char* target_metric_names[] = {
+      "kvrelay_target_up", "kvrelay_target_lag_bytes", "kvrelay_target_resyncs_total"};
+
+  void sync_targets() {
+    const auto& targets = proto->targets();
+    for (auto it = target_metrics.begin(); it != target_metrics.end();) {
+      if (targets.count(it->first) != 0) {
+        ++it;
+        continue;
+      }
+      for (const char* m : target_metric_names)
+        ctx.metrics->remove(m, ctx.labels({{"target", it->first}}));
+      it = target_metrics.erase(it);
+    }
+    for (const auto& [name, t] : targets) {
+      auto& m = target_metrics[name];
+      if (!m.up) {
+        const label_set l{{"target", name}};
+        m.up = &ctx.gauge("kvrelay_target_up",
+                          "1 while the policy server target answers units (TD9), else 0", l);
+        m.lag = &ctx.gauge("kvrelay_target_lag_bytes",
+                           "Bytes of units waiting for this target beyond its credits (TD2)", l);
+        m.resyncs = &ctx.counter("kvrelay_target_resyncs_total",
+                                 "ALL_CLEARED + full re-reports of this target", l);
+      }
+      m.up->set(t.up() ? 1.0 : 0.0);
+      m.lag->set(static_cast<double>(t.queued_bytes()));
+      const uint64_t r = t.stats().resyncs;
+      if (r > m.resyncs_published) m.resyncs->inc(r - m.resyncs_published);
+      m.resyncs_published = r;
+    }
+  }
+
   // Publishes what the protocol counted since the last call.
   void sync() {
     counters->publish(proto->stats());
     drops->publish(proto->pending().drops());
     pending_gauge->set(static_cast<double>(proto->pending().size()));
+    sync_targets();
   }
 };
 
@@ -143,7 +186,7 @@ void execute(Self self, debounce::actions& out) {
   for (auto& a : out) {
     switch (a.kind) {
       case debounce::action_kind::send_unit:
-        self->send(st.emitter, std::move(a.unit));
+        self->send(st.emitter, std::move(a.target), std::move(a.unit));
         break;
       case debounce::action_kind::arm_flush:
         self->delayed_send(self, a.delay, atom::flush_v, a.gen);
@@ -196,6 +239,26 @@ actor_status status_of(Self self) {
   j.add("re_reporting", p.reporting());
   j.add("tracked_keys", p.pending().tracked());
   j.add("draining", p.draining());
+  j.add("targets", p.targets().size());
+  if (!p.lane().empty())
+    j.add("lane", actor_status::string_list(p.lane().begin(), p.lane().end()));
+  for (const auto& [name, t] : p.targets()) {  // one child per policy server target
+    actor_status c("target", 0);
+    c.name = "target[" + name + "]";
+    c.state = !t.healthy() ? "unhealthy" : t.resync_in_progress() ? "resyncing" : "healthy";
+    c.add("target", name);
+    c.add("up", t.up());
+    c.add("in_flight", t.in_flight());
+    c.add("queued_units", t.queued_units());
+    c.add("lag_bytes", t.queued_bytes());
+    c.add("units_sent", t.stats().units_sent);
+    c.add("units_failed", t.stats().units_failed);
+    c.add("units_superseded", t.stats().units_superseded);
+    c.add("resyncs", t.stats().resyncs);
+    c.add("lag_overflows", t.stats().lag_overflows);
+    c.add("last_error", t.last_error());
+    j.children.push_back(std::move(c));
+  }
   return j;
 }
 
@@ -227,8 +290,11 @@ auto common_handlers(Self self) {
       [=](atom::refresh) {
         run(self, [&](auto& p, auto now, auto& out) { p.on_refresh_timer(now, out); });
       },
-      [=](atom::reconnected) {
-        run(self, [&](auto& p, auto now, auto& out) { p.on_reconnected(now, out); });
+      [=](atom::reconnected, const std::string& target) {
+        run(self, [&](auto& p, auto now, auto& out) { p.on_reconnected(target, now, out); });
+      },
+      [=](atom::targets, const std::vector<std::string>& names) {
+        run(self, [&](auto& p, auto now, auto& out) { p.on_targets(names, now, out); });
       },
       [=](atom::drain) -> caf::result<bool> { return drain(self); },
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); });
@@ -346,7 +412,8 @@ debouncer_actor::behavior_type port_fn(port_self self, pipeline_context ctx, uin
       [=](atom::update, decoder_actor d) { self->send(owner, atom::update_v, rank, std::move(d)); },
       [=](atom::resync, uint64_t) {},
       [=](atom::refresh) {},
-      [=](atom::reconnected) {},
+      [=](atom::reconnected, const std::string&) {},
+      [=](atom::targets, const std::vector<std::string>&) {},
       [=](atom::drain) { return self->delegate(owner, atom::drain_v); },
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
       [=](atom::status) { return self->delegate(owner, atom::status_v); },

@@ -27,6 +27,15 @@ const char* to_string(action_kind k) noexcept {
   return "?";
 }
 
+const char* to_string(readiness_policy p) noexcept {
+  switch (p) {
+    case readiness_policy::any: return "any";
+    case readiness_policy::all: return "all";
+    case readiness_policy::quorum: return "quorum";
+  }
+  return "?";
+}
+
 namespace {
 
 action make(action_kind k) {
@@ -45,9 +54,7 @@ bool has_removal(const shard_ops& ops) {
 protocol::protocol(options o)
     : opts_(o),
       pending_(pending_set::options{o.l2_mode, o.max_pending, o.max_adds_per_unit}),
-      backoff_(o.resync_backoff_initial, o.resync_backoff_max,
-               o.seed != 0 ? o.seed : std::random_device{}()) {
-  if (opts_.max_units_in_flight == 0) opts_.max_units_in_flight = 1;
+      lane_pending_(pending_set::options{false, o.max_pending, o.max_adds_per_unit}) {
   if (opts_.flush_threshold == 0) opts_.flush_threshold = 1;
   if (opts_.merged) holders_.emplace();
   if (opts_.repair_base_sweeps) repair_.emplace(opts_.max_pending);
@@ -62,6 +69,48 @@ void protocol::log(actions& out, log::level l, std::string text, std::vector<log
   auto a = make(action_kind::log);
   a.line = log::record{l, std::move(text), std::move(f)};
   out.push_back(std::move(a));
+}
+
+counters protocol::stats() const {
+  counters c = c_;
+  auto add = [&](const target_counters& t) {
+    c.units_failed += t.units_failed;
+    c.resyncs += t.resyncs;
+    c.probes_failed += t.probes_failed;
+    c.reconnects += t.reconnects;
+    c.superseded += t.entries_superseded;
+  };
+  add(departed_);
+  for (const auto& [name, t] : targets_) add(t.stats());
+  return c;
+}
+
+size_t protocol::units_in_flight() const {
+  size_t n = 0;
+  for (const auto& [name, t] : targets_) n += t.in_flight();
+  return n;
+}
+
+bool protocol::healthy() const {
+  if (targets_.empty()) return true;
+  return std::any_of(targets_.begin(), targets_.end(),
+                     [](const auto& kv) { return kv.second.healthy(); });
+}
+
+bool protocol::resync_in_progress() const {
+  return std::any_of(targets_.begin(), targets_.end(),
+                     [](const auto& kv) { return kv.second.resync_in_progress(); });
+}
+
+bool protocol::any_live() const {
+  return std::any_of(targets_.begin(), targets_.end(),
+                     [](const auto& kv) { return kv.second.live(); });
+}
+
+target_options protocol::target_opts() const {
+  target_options t = opts_.target;
+  t.seed = opts_.seed != 0 ? opts_.seed + next_serial_ : 0;
+  return t;
 }
 
 // ---- inputs ------------------------------------------------------------------------------------
@@ -82,13 +131,44 @@ void protocol::start(moment now, actions& out) {
 void protocol::on_emitter(moment now, actions& out) {
   has_emitter_ = true;
   out.push_back(make(action_kind::listen));
-  if (!in_flight_.empty()) {  // DB10: whatever the old emitter had not finished is unknown
-    in_flight_.clear();
-    const bool had_probe = probe_unit_ != 0;
-    if (final_ == final_clear::sent) final_ = final_clear::wanted;  // to the new emitter
-    ++c_.units_failed;
-    failed(had_probe, "emitter restarted with units in flight", now, out);
+  for (auto& [name, t] : targets_) t.on_emitter_replaced(now, out);  // TD7
+  tell_health(out);
+  pump(now, out);
+  check_drains(out);
+}
+
+void protocol::on_targets(const std::vector<std::string>& names, moment now, actions& out) {
+  const std::set<std::string> want(names.begin(), names.end());
+  for (auto it = targets_.begin(); it != targets_.end();) {
+    if (want.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    const auto& c = it->second.stats();  // DB7: gone; its counts stay in the totals
+    departed_.units_failed += c.units_failed;
+    departed_.resyncs += c.resyncs;
+    departed_.probes_failed += c.probes_failed;
+    departed_.reconnects += c.reconnects;
+    departed_.entries_superseded += c.entries_superseded;
+    log(out, log::level::info, "policy server target removed", {{"target", it->first}});
+    audience_.erase(it->first);
+    lane_wanted_.erase(it->first);
+    it = targets_.erase(it);
   }
+  for (const auto& n : want) {
+    if (targets_.count(n) != 0) continue;
+    log(out, log::level::info, "policy server target added",
+        {{"target", n}, {"resync", sent_any_}});
+    // DB7: one that joins after something was sent may hold stale hints, and lacks the index.
+    auto [it, fresh] = targets_.emplace(
+        std::piecewise_construct, std::forward_as_tuple(n),
+        std::forward_as_tuple(n, ++next_serial_, target_opts(), !sent_any_, now, out));
+    if (draining_) {
+      it->second.drain();
+      if (final_ == final_clear::sent) it->second.offer_final(final_unit_, out);
+    }
+  }
+  tell_health(out);
   pump(now, out);
   check_drains(out);
 }
@@ -119,7 +199,9 @@ void protocol::on_ops(uint32_t r, const shard_ops& ops, moment now, actions& out
     rs.epoch = ops.epoch;
     clear_rank(r, ops.ts_us, now, out);
   }
-  if (holders_)
+  if (ops.resync && !audience_.empty())
+    apply_lane(ops, now, out);
+  else if (holders_)
     apply(filter_merged(r, ops), now, out);
   else
     apply(ops, now, out);
@@ -138,19 +220,11 @@ void protocol::on_clear(uint32_t r, uint64_t epoch, int64_t ts_us, moment now, a
 }
 
 void protocol::on_result(const emit_result& r, moment now, actions& out) {
-  auto it = std::find(in_flight_.begin(), in_flight_.end(), r.id);
-  if (it == in_flight_.end()) return;  // from before an emitter restart
-  in_flight_.erase(it);
-  if (r.id == final_unit_ && final_ == final_clear::sent) {
-    final_ = r.ok ? final_clear::acked : final_clear::failed;
-    tell_health(r.ok, out);
-  } else if (!r.ok) {
-    ++c_.units_failed;
-    failed(r.id == probe_unit_, r.last_error, now, out);
-  } else {
-    tell_health(true, out);
-    if (r.id == probe_unit_) probe_acked(now, out);
-  }
+  auto it = targets_.find(r.target);
+  if (it == targets_.end()) return;  // a target that left
+  if (it->second.on_result(r, now, out) == target_delivery::outcome::probe_acked)
+    probe_acked(r.target, now, out);
+  tell_health(out);
   pump(now, out);
   check_drains(out);
 }
@@ -164,13 +238,9 @@ void protocol::on_flush_timer(uint64_t gen, moment now, actions& out) {
 }
 
 void protocol::on_resync_timer(uint64_t gen, moment now, actions& out) {
-  if (gen != resync_gen_ || draining_) return;
-  if (deferred_resync_) {
-    deferred_resync_ = false;
-    if (healthy_) start_resync("transport reconnected (deferred)", now, out);
-  } else if (!healthy_ && probe_unit_ == 0) {
-    probe_wanted_ = true;  // DB8
-  }
+  const uint32_t serial = target_delivery::gen_serial(gen);
+  for (auto& [name, t] : targets_)
+    if (t.serial() == serial) t.on_timer(gen, now, out);
   pump(now, out);
   check_drains(out);
 }
@@ -181,48 +251,28 @@ void protocol::on_refresh_timer(moment, actions& out) {
     a.delay = opts_.refresh_interval;
     out.push_back(std::move(a));
   }
-  if (!healthy_ || resync_in_progress() || draining_ || !reporting_.empty()) return;  // DB13
-  for (const auto& [r, rs] : ranks_)
-    if (rs.decoder) {
-      auto a = make(action_kind::report);
-      a.rank = r;
-      out.push_back(std::move(a));
-    }
+  if (!any_live() || draining_ || !reporting_.empty()) return;  // DB13
+  // With a barrier outside merged mode, so that no lane starts before this re-report has arrived
+  // (its chunks would go to the lane's targets only).
+  request_reports(holders_ ? 0 : ++report_gen_, out);
 }
 
 void protocol::on_reported(uint32_t r, uint64_t gen, moment now, actions& out) {
   if (gen == 0 || gen != report_gen_) return;
   reporting_.erase(std::remove(reporting_.begin(), reporting_.end(), r), reporting_.end());
-  if (reporting_.empty()) pending_.end_tracking();  // DB6 ends: every re-report has arrived
+  if (reporting_.empty()) {
+    pending_.end_tracking();  // DB6 ends: every re-report has arrived
+    audience_.clear();        // DB10: the lane ends
+    start_lane(out);
+  }
   pump(now, out);
   check_drains(out);
 }
 
-void protocol::on_reconnected(moment now, actions& out) {
-  ++c_.reconnects;
-  if (draining_) return;
-  if (!healthy_) {
-    // DB8: the transport is back; probe now instead of waiting for the backoff.
-    if (probe_unit_ == 0 && !probe_wanted_) {
-      probe_wanted_ = true;
-      ++resync_gen_;  // the backoff timer is moot
-    }
-  } else if (probe_unit_ != 0 || probe_wanted_ ||
-             (last_resync_ms_ &&
-              now.steady_ms - *last_resync_ms_ < opts_.reconnect_resync_interval.count())) {
-    // DB12: one deferred resync at the end of the interval (the probe in flight may have reached
-    // the server before it restarted).
-    if (!deferred_resync_) {
-      deferred_resync_ = true;
-      const int64_t since = last_resync_ms_ ? now.steady_ms - *last_resync_ms_ : 0;
-      auto a = make(action_kind::arm_resync);
-      a.delay = ms(std::max<int64_t>(opts_.reconnect_resync_interval.count() - since, 1));
-      a.gen = ++resync_gen_;
-      out.push_back(std::move(a));
-    }
-  } else {
-    start_resync("transport reconnected", now, out);
-  }
+void protocol::on_reconnected(const std::string& target, moment now, actions& out) {
+  auto it = targets_.find(target);
+  if (it == targets_.end()) return;
+  it->second.on_reconnected(now, out);
   pump(now, out);
   check_drains(out);
 }
@@ -232,20 +282,18 @@ void protocol::on_drain(moment now, actions& out) {
   if (!draining_) {
     draining_ = true;
     due_ = true;
-    probe_wanted_ = false;
-    deferred_resync_ = false;
-    ++resync_gen_;  // no more probes: the shutdown decides what the server keeps
+    for (auto& [name, t] : targets_) t.drain();
+    lane_wanted_.clear();
     if (opts_.shutdown_clear) {  // DB16
       c_.superseded += pending_.size();
       pending_.reset();
       final_ = final_clear::wanted;
-    } else if (!healthy_) {  // DB17: nothing can be delivered
-      drain_failed_ = true;
+    } else if (!any_live()) {  // DB17: nothing can be delivered
       c_.superseded += pending_.size();
       pending_.reset();
       log(out, log::level::warn,
-          "shutting down while the policy server is unreachable; it keeps what it last had "
-          "for this replica until its TTL expires");
+          "shutting down while no policy server target is reachable; each keeps what it last "
+          "had for this replica until its TTL expires");
     }
   }
   pump(now, out);
@@ -271,7 +319,8 @@ void protocol::clear_rank(uint32_t r, int64_t ts_us, moment now, actions& out) {
   for (auto& [adapter, o] : by_adapter) apply(o, now, out);
 }
 
-// DB15: an add when `r` is the key's first (or only) holder, an eviction when it was the last.
+// DB15: an add when `r` is the key's first (or only) holder or the ops are a re-report, an
+// eviction when it was the last.
 shard_ops protocol::filter_merged(uint32_t r, const shard_ops& in) {
   shard_ops out;
   out.adapter = in.adapter;
@@ -284,7 +333,7 @@ shard_ops protocol::filter_merged(uint32_t r, const shard_ops& in) {
   for (const auto& op : in.ops) {
     if (op.op == prefix_op::kind::upsert) {
       const bool first = holders_->add(in.adapter, op.fingerprint, r);
-      if (first || holders_->holders(in.adapter, op.fingerprint) == me) {
+      if (first || in.resync || holders_->holders(in.adapter, op.fingerprint) == me) {
         out.ops.push_back(op);
         if (!first) out.ops.back().introduces = false;
       }
@@ -296,7 +345,7 @@ shard_ops protocol::filter_merged(uint32_t r, const shard_ops& in) {
 }
 
 void protocol::apply(const shard_ops& ops, moment now, actions& out) {
-  if (superseded() && !opts_.l2_mode) {  // DB7: the re-report will bring the truth
+  if (superseded() && !opts_.l2_mode) {  // DB8: the re-report will bring the truth
     c_.superseded += ops.ops.size();
     return;
   }
@@ -311,13 +360,29 @@ void protocol::apply(const shard_ops& ops, moment now, actions& out) {
       log(out, log::level::error, "pending updates over their bound; will clear and resync",
           {{"max_pending", opts_.max_pending}, {"suppressed", suppressed}});
     pending_.reset_overflow();
-    if (healthy_) start_resync("pending overflow", now, out);
+    resync_all("pending overflow", now, out);
     return;
   }
   if (pending_.pending_removals() > 0 || pending_.clear_pending() ||
       pending_.pending_adds() >= opts_.flush_threshold)
     due_ = true;
   if (pending_.pending_adds() > 0) arm_window(out);
+}
+
+// DB10: everything pending before the chunk goes to everyone first, then the chunk to the lane.
+void protocol::apply_lane(const shard_ops& ops, moment now, actions& out) {
+  while (auto u = pending_.take(next_unit_++)) offer(seal(std::move(*u)), nullptr, now, out);
+  due_ = false;
+  if (!lane_pending_.apply(ops)) {  // bounded like pending: the lane's targets resync again
+    lane_pending_.reset();
+    lane_pending_.reset_overflow();
+    for (const auto& n : audience_) {
+      auto it = targets_.find(n);
+      if (it != targets_.end()) it->second.start_resync("re-report over its bound", now, out);
+    }
+    return;
+  }
+  while (auto u = lane_pending_.take(next_unit_++)) offer(seal(std::move(*u)), &audience_, now, out);
 }
 
 void protocol::arm_window(actions& out) {
@@ -329,134 +394,102 @@ void protocol::arm_window(actions& out) {
   out.push_back(std::move(a));
 }
 
-void protocol::send(emit_unit u, actions& out) {
+emit_unit_ptr protocol::seal(emit_unit u) {
   if (repair_) {  // DB18
     repair_->on_unit(u);
     c_.sweep_restores = repair_->stats().restored;
     c_.sweep_repair_overflows = repair_->stats().overflows;
   }
-  in_flight_.push_back(u.id);
   ++c_.units_sent;
   c_.entries_sent += u.entries();
-  auto a = make(action_kind::send_unit);
-  a.unit = std::make_shared<const emit_unit>(std::move(u));
-  out.push_back(std::move(a));
+  sent_any_ = true;
+  return std::make_shared<const emit_unit>(std::move(u));
+}
+
+// DB8: one unit, encoded once, to every target (or the lane's).
+void protocol::offer(const emit_unit_ptr& u, const std::set<std::string>* only, moment now,
+                     actions& out) {
+  const size_t bytes = unit_bytes(*u);
+  for (auto& [name, t] : targets_)
+    if (!only || only->count(name) != 0) t.offer(u, bytes, now, out);
+}
+
+static bool wants_more(const std::map<std::string, target_delivery>& targets) {
+  return std::any_of(targets.begin(), targets.end(),
+                     [](const auto& kv) { return kv.second.wants_more(); });
 }
 
 void protocol::pump(moment now, actions& out) {
-  while (has_emitter_ && in_flight_.size() < opts_.max_units_in_flight) {  // DB3, DB4
+  if (has_emitter_ && !targets_.empty()) {  // DB7: no target, nothing taken
     if (draining_ && opts_.shutdown_clear) {  // DB16: only the final clear
-      if (final_ != final_clear::wanted) break;
-      emit_unit u;
-      u.id = final_unit_ = next_unit_++;
-      u.clear = true;
-      u.clear_ts_us = now.wall_us;
-      final_ = final_clear::sent;
-      send(std::move(u), out);
-      break;
+      if (final_ == final_clear::wanted) {
+        emit_unit u;
+        u.id = next_unit_++;
+        u.clear = true;
+        u.clear_ts_us = now.wall_us;
+        final_unit_ = std::make_shared<const emit_unit>(std::move(u));
+        final_ = final_clear::sent;
+        for (auto& [name, t] : targets_) t.offer_final(final_unit_, out);
+      }
+    } else {
+      while (due_ && !pending_.empty() && wants_more(targets_)) {  // DB3, DB8
+        auto u = pending_.take(next_unit_++);
+        due_ = draining_ || pending_.pending_removals() > 0 ||
+               pending_.pending_adds() >= opts_.flush_threshold;
+        offer(seal(std::move(*u)), nullptr, now, out);
+        if (pending_.pending_adds() > 0) arm_window(out);
+      }
     }
-    if (probe_unit_ != 0) break;  // DB7: nothing until the probe answers
-    if (probe_wanted_) {
-      emit_unit u;
-      u.id = probe_unit_ = next_unit_++;
-      u.clear = true;
-      u.clear_ts_us = now.wall_us;
-      probe_wanted_ = false;
-      send(std::move(u), out);
-      break;
-    }
-    if (!healthy_ || !due_ || pending_.empty()) break;
-    auto u = pending_.take(next_unit_++);
-    due_ = draining_ || pending_.pending_removals() > 0 ||
-           pending_.pending_adds() >= opts_.flush_threshold;
-    send(std::move(*u), out);
-    if (pending_.pending_adds() > 0) arm_window(out);
   }
-  if (pending_.released_memory()) out.push_back(make(action_kind::trim_heap));
+  if (pending_.released_memory() | lane_pending_.released_memory())
+    out.push_back(make(action_kind::trim_heap));
 }
 
-void protocol::start_resync(const char* why, moment now, actions& out) {
-  if (draining_ || resync_in_progress()) return;
-  log(out, log::level::info, "resyncing the policy server: ALL_CLEARED, then every resident block",
-      {{"reason", why}, {"merged_dp", opts_.merged}});
-  last_resync_ms_ = now.steady_ms;
-  probe_wanted_ = true;
-  if (!opts_.l2_mode) {  // DB7: superseded by the re-report
+void protocol::resync_all(const char* why, moment now, actions& out) {
+  if (draining_) return;
+  log(out, log::level::info, "resyncing every policy server target: ALL_CLEARED, then every "
+      "resident block", {{"reason", why}, {"merged_dp", opts_.merged}});
+  if (!opts_.l2_mode) {  // superseded by the re-report
     c_.superseded += pending_.size();
     pending_.reset();
   }
+  for (auto& [name, t] : targets_) t.start_resync(why, now, out);
 }
 
-void protocol::arm_probe(moment, actions& out) {
-  deferred_resync_ = false;
-  auto a = make(action_kind::arm_resync);
-  a.delay = backoff_.next();
-  a.gen = ++resync_gen_;
-  out.push_back(std::move(a));
-}
-
-void protocol::failed(bool was_probe, const std::string& err, moment now, actions& out) {
-  tell_health(false, out);
-  if (was_probe) probe_unit_ = 0;
-  if (draining_) {  // no resync while shutting down; the answer says it
-    drain_failed_ = true;
-    if (!opts_.shutdown_clear) pending_.reset();
-    return;
-  }
-  if (healthy_) {  // DB7
-    healthy_ = false;
-    unhealthy_since_ms_ = now.steady_ms;
-    failed_since_log_ = 0;
-    log(out, log::level::warn,
-        "policy server unreachable; only the resync's ALL_CLEARED goes out until it answers",
-        {{"err", err}, {"units_in_flight", in_flight_.size()}});
-    if (!opts_.l2_mode) {
-      c_.superseded += pending_.size();
-      pending_.reset();
-    }
-    arm_probe(now, out);
-    return;
-  }
-  ++failed_since_log_;
-  if (!was_probe) return;
-  ++c_.probes_failed;
-  arm_probe(now, out);
-  uint64_t suppressed = 0;
-  if (outage_log_.allow(now.steady_ms, suppressed)) {
-    log(out, log::level::warn, "policy server still unreachable",
-        {{"err", err},
-         {"outage_s", (now.steady_ms - unhealthy_since_ms_) / 1000},
-         {"probes_failed", c_.probes_failed},
-         {"units_failed", failed_since_log_},
-         {"next_probe_ms", static_cast<int64_t>(out.back().delay.count())},
-         {"suppressed", suppressed}});
-    failed_since_log_ = 0;
-  }
-}
-
-void protocol::probe_acked(moment now, actions& out) {
-  probe_unit_ = 0;
-  ++c_.resyncs;
-  if (!healthy_)
-    log(out, log::level::info, "policy server reachable again; re-reporting every resident block",
-        {{"outage_s", (now.steady_ms - unhealthy_since_ms_) / 1000},
-         {"probes_failed", c_.probes_failed},
-         {"dropped_superseded", c_.superseded}});
-  healthy_ = true;
-  backoff_.reset();
-  last_resync_ms_ = now.steady_ms;  // DB12: this resync counts
-  const size_t before = pending_.size();
-  pending_.drop_for_resync();  // DB9
-  c_.superseded += before - pending_.size();
-  if (holders_) holders_->clear();
+void protocol::probe_acked(const std::string& target, moment, actions& out) {
   if (draining_) {  // keep mode: the server is empty now and will not be re-reported
     pending_.end_tracking();
-    drain_failed_ = true;
     return;
   }
+  const bool others_live = std::any_of(targets_.begin(), targets_.end(), [&](const auto& kv) {
+    return kv.first != target && kv.second.live();
+  });
+  if (others_live) {
+    if (holders_) {  // DB10: no lane in merged mode; everyone gets this re-report
+      if (reporting_.empty()) request_reports(0, out);
+      return;
+    }
+    lane_wanted_.insert(target);
+    if (reporting_.empty()) start_lane(out);
+    return;
+  }
+  // DB9: no one else to keep pending for.
+  const size_t before = pending_.size();
+  pending_.drop_for_resync();
+  c_.superseded += before - pending_.size();
+  if (holders_) holders_->clear();
+  if (repair_) repair_->on_cleared();  // SR1: what the re-report brings rebuilds the mirror
+  audience_.clear();
+  lane_wanted_.clear();
   // Merged mode needs no DB6 window: the holder set, forgotten above, already drops a rank's
   // eviction of a key it has not re-reported (and the barrier would race the ports' forwarding).
   request_reports(holders_ ? 0 : ++report_gen_, out);
+}
+
+void protocol::start_lane(actions& out) {
+  if (lane_wanted_.empty() || !reporting_.empty() || draining_) return;
+  audience_ = std::exchange(lane_wanted_, {});
+  request_reports(++report_gen_, out);
 }
 
 void protocol::request_reports(uint64_t gen, actions& out) {
@@ -469,10 +502,28 @@ void protocol::request_reports(uint64_t gen, actions& out) {
     out.push_back(std::move(a));
     if (gen != 0) reporting_.push_back(r);
   }
-  if (reporting_.empty()) pending_.end_tracking();
+  if (reporting_.empty()) {
+    pending_.end_tracking();
+    audience_.clear();
+  }
 }
 
-void protocol::tell_health(bool ok, actions& out) {
+void protocol::tell_health(actions& out) {
+  size_t up = 0, answered = 0;
+  for (const auto& [name, t] : targets_) {
+    up += t.up() ? 1 : 0;
+    answered += t.answered() ? 1 : 0;
+  }
+  if (answered == 0) return;  // DB12: nothing known yet
+  const size_t n = targets_.size();
+  bool ok = false;
+  switch (opts_.readiness) {
+    case readiness_policy::any: ok = up >= 1; break;
+    case readiness_policy::all: ok = up == n; break;
+    case readiness_policy::quorum: ok = 2 * up > n; break;
+  }
+  // Not ready only for a reason: a target failed, or every one has answered.
+  if (!ok && answered < n && answered == up) return;
   if (told_ok_ == ok) return;
   told_ok_ = ok;
   auto a = make(action_kind::health);
@@ -482,16 +533,22 @@ void protocol::tell_health(bool ok, actions& out) {
 
 void protocol::check_drains(actions& out) {
   if (drains_waiting_ == 0) return;
-  bool done = false, ok = false;
-  if (!has_emitter_) {
-    done = true;
+  bool done = true, ok = has_emitter_ && !targets_.empty();
+  if (!ok) {
+    // nothing to deliver to
   } else if (opts_.shutdown_clear) {  // DB16
-    done = final_ == final_clear::acked || final_ == final_clear::failed;
-    ok = final_ == final_clear::acked;
+    for (const auto& [name, t] : targets_) {
+      done = done && t.final_answered();
+      ok = ok && t.final_acked();
+    }
   } else {  // DB17
-    done = drain_failed_ || (in_flight_.empty() && pending_.empty() && reporting_.empty() &&
-                             probe_unit_ == 0);
-    ok = !drain_failed_;
+    const bool stuck = !any_live();  // nothing pending can go anywhere
+    done = stuck || (pending_.empty() && reporting_.empty());
+    for (const auto& [name, t] : targets_) {
+      done = done && (t.drain_failed() || (t.idle() && !t.resync_in_progress()));
+      ok = ok && !t.drain_failed();
+    }
+    ok = ok && !stuck;
   }
   if (!done) return;
   drains_waiting_ = 0;
@@ -500,9 +557,9 @@ void protocol::check_drains(actions& out) {
   out.push_back(std::move(a));
   log(out, ok ? log::level::info : log::level::warn,
       ok ? "shutdown: everything sent was acknowledged"
-         : "shutdown: not everything was acknowledged; the server may keep stale entries for "
+         : "shutdown: not everything was acknowledged; a server may keep stale entries for "
            "this replica until its TTL expires",
-      {{"final_clear", opts_.shutdown_clear}, {"units_failed", c_.units_failed}});
+      {{"final_clear", opts_.shutdown_clear}, {"units_failed", stats().units_failed}});
 }
 
 }  // namespace kvrelay::debounce

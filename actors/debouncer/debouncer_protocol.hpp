@@ -19,7 +19,7 @@
 //       for the window), a clear is pending, or a drain asked. In L2 mode a batch holding removals
 //       first flushes the adds before it (L08: the history is [T1, T2]); otherwise an add and its
 //       own later eviction simply coalesce (U1 sends a unit's adds before its evictions anyway).
-//  DB3. Credits: at most max_units_in_flight units are with the emitter. A due flush without a
+//  DB3. Credits: at most target.credits units are with the emitter per target (TD1). A due flush without a
 //       credit waits for the next answer; meanwhile pending keeps coalescing (that is the batching
 //       under load). A unit carries at most max_adds_per_unit adds; the rest stay pending.
 //  DB4. No emitter yet (merged mode, before rank 0's data path joined): nothing is taken.
@@ -34,48 +34,48 @@
 //       needs no window: the holder set, forgotten at the clear, drops a rank's eviction of a key
 //       it has not re-reported, for good.
 //
-// Server health, outage and resync
-//  DB7. A failed unit marks the server unhealthy (one WARN; later failures are counted and
-//       summarised at most once per 10 s). While it is unhealthy, or a resync's probe is pending,
-//       no unit goes out but the probe: a unit that is only an ALL_CLEARED. What arrives meanwhile
-//       is superseded by the re-report and dropped (counted), except L2 downgrades, which the
-//       re-report cannot know of; so memory stays bounded by the pending bound and, in practice, by
-//       nothing at all.
-//  DB8. The probe goes after a jittered backoff (resync_backoff_initial doubling to _max) and again
-//       after each failure. A reconnect notice while unhealthy probes at once.
-//  DB9. The probe's success: the server is healthy and empty; pending is dropped but for downgrades
-//       (the server never held it, or it is stale); merged mode forgets the holder set; every known
-//       decoder is asked to re-report (DB6 runs until their barriers answer); the backoff starts
-//       over.
-//  DB10. Units taken before a failure are lost when they fail (the emitter fails queued units after
-//        a failure until a clear arrives, contract U3); the resync repairs them. An emitter
-//        replaced while units were in flight loses them the same way: unhealthy, resync.
-//  DB11. Pending over its bound: it is dropped (it is only a copy of what the shards hold) and a
-//        resync starts.
-//
-// Reconnect and refresh
-//  DB12. A reconnect notice (the transport was lost and is back; the server may have restarted
-//        empty) starts a resync, at most one per reconnect_resync_interval (5 s): a notice within
-//        it defers one resync to the interval's end.
-//  DB13. Every refresh_interval, when healthy and no resync runs, every decoder re-reports (no
-//        clear) so long-lived prefixes never reach the server's TTL.
-//
+// Targets (issue 23): each policy server the unit stream goes to is a target_delivery
+// (target_delivery.hpp, TD1-TD9: credits, lag bound, health, outage, probes, reconnects).
+//  DB7. Targets come from the emitter (static ones and DNS fan-out), and change at any time. One
+//       that joins before anything was sent is live at once (the start clear reaches it); one that
+//       joins later resyncs (TD5). One that leaves is forgotten. No target: nothing is taken.
+//  DB8. A unit is taken from pending while some target wants more (the fastest paces: a slow or
+//       dead target never holds the others back) and offered to every target, encoded once and
+//       shared. With no live target, ops are superseded by the re-report to come and dropped
+//       (counted), except L2 downgrades, which the re-report cannot know of.
+//  DB9. A target's probe succeeded (it is empty now). If no other target is live: pending is
+//       dropped but for downgrades (the server never held it, or it is stale), merged mode forgets
+//       the holder set, every known decoder re-reports to everyone (DB6 runs until their barriers
+//       answer). Otherwise the re-report is for that target alone (DB10).
+//  DB10. A re-report for some targets only (a lane; not in merged mode, whose barriers race the
+//        ports: there everyone gets it): while it runs, each re-reported chunk first flushes
+//        everything pending to every target, then goes to the lane's targets only, so each
+//        target's stream keeps the engine's order and the others see nothing extra. One lane at a
+//        time; targets that need one meanwhile wait for the next. It ends at its barriers.
+//  DB11. Pending over its bound: it is dropped (it is only a copy of what the shards hold) and
+//        every target resyncs.
+//  DB12. Health for the supervisor: the readiness policy (any | all | quorum) over the targets
+//        that are up (TD9), told once a target has answered and whenever it changes.
+//  DB13. Every refresh_interval, when some target is live and no re-report runs, every decoder
+//        re-reports to everyone (no clear) so long-lived prefixes never reach the server's TTL.
+
 // Clears and merged DP mode
 //  DB14. One rank (a pipeline): start_with_clear queues an ALL_CLEARED at once; a clear (engine
 //        AllBlocksCleared, lost history) supersedes pending and heads the next unit.
 //  DB15. Merged: the instance is the replica's only owner of the holder set (which ranks hold each
 //        key). An add reaches the server when its rank is the key's first holder (or its only one:
-//        a tier change); an eviction when its rank was the last. A rank's clear, or its data path
+//        a tier change), and always when it is a re-report (a target may have been cleared, and a
+//        refresh must reach keys several ranks hold); an eviction when its rank was the last. A rank's clear, or its data path
 //        restarting (rank_started), releases what that rank held: evictions of the keys no other
 //        rank holds. Only the replica's start clears the server.
 //
 // Drain (shutdown)
-//  DB16. With shutdown_clear, pending is dropped and the last unit is an ALL_CLEARED (sent whatever
-//        the health: it is also a probe); ops after it are dropped. The answer: it was
-//        acknowledged.
-//  DB17. Without, every flush is due at once; the answer: nothing pending, no unit or re-report
-//        outstanding, and every unit acknowledged. While the server is unhealthy nothing can be
-//        delivered: the answer is false at once.
+//  DB16. With shutdown_clear, pending is dropped and the last unit is an ALL_CLEARED to every
+//        target (sent whatever the health: it is also a probe); ops after it are dropped. The
+//        answer: every target acknowledged it.
+//  DB17. Without, every flush is due at once; the answer comes when nothing is pending, no
+//        re-report is outstanding and every target is idle or failed (an unhealthy one at once):
+//        true when none failed.
 //
 // rpc evictions and LoRA partitions
 //  DB18. With repair_base_sweeps, every unit passes through sweep_repair before it is sent: the
@@ -86,20 +86,25 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "actors/debouncer/debounce_actions.hpp"
 #include "actors/debouncer/holder_set.hpp"
 #include "actors/debouncer/pending_set.hpp"
 #include "actors/debouncer/sweep_repair.hpp"
-#include "base/backoff.hpp"
+#include "actors/debouncer/target_delivery.hpp"
 #include "base/log.hpp"
 #include "base/rate_limiter.hpp"
 #include "messages/pipeline.hpp"
 
 namespace kvrelay::debounce {
 
-using ms = std::chrono::milliseconds;
+/// DB12: when the policy plane counts as healthy (/readyz): some target up, every one, or more
+/// than half of them.
+enum class readiness_policy : uint8_t { any, all, quorum };
+const char* to_string(readiness_policy p) noexcept;
 
 struct options {
   ms window{100};                       // R04: ≤ 0 is clamped to 100 ms by config
@@ -107,13 +112,7 @@ struct options {
   bool l2_mode = false;                 // --ignore-block-removed
   size_t max_pending = 2'000'000;       // distinct keys held (DB11)
   size_t max_adds_per_unit = 16384;
-  size_t max_units_in_flight = 2;       // credits toward the emitter
   ms refresh_interval{10 * 60 * 1000};  // 0 = never (DB13)
-  ms resync_backoff_initial{500};
-  ms resync_backoff_max{30'000};
-  /// DB12: at most one reconnect resync per interval: a full re-report is O(resident blocks),
-  /// and 5 s bounds how long a server that restarted empty goes without our hints.
-  ms reconnect_resync_interval{5'000};
   /// DB14: ALL_CLEARED before anything else (merged: the replica's start). On by default: a
   /// (re)started data path has an empty reverse map, so whatever an earlier run reported for this
   /// replica could never be evicted by us any more; with a replay endpoint the catch-up rebuilds
@@ -127,46 +126,17 @@ struct options {
   /// the LoRA partitions (DB18, sweep_repair.hpp).
   bool repair_base_sweeps = false;
   uint64_t seed = 0;                    // backoff jitter (0: random)
+  readiness_policy readiness = readiness_policy::any;  // DB12
+  /// Delivery to each target (target_delivery.hpp, TD1-TD9): credits, lag bound, backoff,
+  /// reconnect resyncs. Its seed is derived per target from `seed`.
+  target_options target;
 };
-
-/// When an input happened: the steady clock (rate limits, outage length) and the wall clock
-/// (the timestamp of a clear). The shell reads them; tests pin them.
-struct moment {
-  int64_t steady_ms = 0;
-  int64_t wall_us = 0;
-};
-
-enum class action_kind : uint8_t {
-  send_unit,      // unit → the emitter
-  arm_flush,      // delay, gen: the window (a stale generation is ignored)
-  arm_resync,     // delay, gen: the next probe, or a deferred reconnect resync
-  arm_refresh,    // delay: the periodic re-report
-  report,         // rank, gen: ask that rank's decoder to re-report; with gen != 0 then ask it
-                  // for a drain barrier and call on_reported(rank, gen) when it answers (or fails)
-  answer_drains,  // ok: deliver every drain waiting
-  health,         // ok: the server's answers changed (tell the supervisor)
-  listen,         // ask the emitter to tell us about reconnects (atom::update, our handle)
-  log,            // line
-  trim_heap,      // a large pending set was released: hand its memory back to the OS
-};
-const char* to_string(action_kind k) noexcept;
-
-struct action {
-  action_kind kind = action_kind::log;
-  emit_unit_ptr unit;
-  ms delay{0};
-  uint64_t gen = 0;
-  uint32_t rank = 0;
-  bool ok = false;
-  log::record line;
-};
-using actions = std::vector<action>;
 
 /// Monotonic counters for /metrics (the shell publishes the differences).
 struct counters {
-  uint64_t units_sent = 0;
+  uint64_t units_sent = 0;          // units taken from pending (each offered to every target)
   uint64_t entries_sent = 0;
-  uint64_t units_failed = 0;
+  uint64_t units_failed = 0;        // the rest down to reconnects: summed over the targets
   uint64_t stale_ops = 0;
   uint64_t overflows = 0;
   uint64_t resyncs = 0;            // probes that started a resync
@@ -184,9 +154,11 @@ class protocol {
 
   /// Once, first: arms the refresh and queues the start clear (DB14).
   void start(moment now, actions& out);
-  /// An emitter to send to: the first one, or a replacement (DB10). Also asks it to tell us of
-  /// reconnects.
+  /// An emitter to send to: the first one, or a replacement (TD7). Also asks it to tell us of
+  /// its targets and their reconnects.
   void on_emitter(moment now, actions& out);
+  /// The emitter's current targets (DB7), sorted or not.
+  void on_targets(const std::vector<std::string>& names, moment now, actions& out);
   /// The decoder of `rank` exists (it asks itself; also after a data-path restart).
   void on_decoder(uint32_t rank, moment now, actions& out);
   /// Merged mode: the data path of `rank` (re)started (DB15).
@@ -197,20 +169,26 @@ class protocol {
   void on_result(const emit_result& r, moment now, actions& out);
 
   void on_flush_timer(uint64_t gen, moment now, actions& out);
+  /// A target's timer (target_delivery::gen_serial names it).
   void on_resync_timer(uint64_t gen, moment now, actions& out);
   void on_refresh_timer(moment now, actions& out);
   void on_reported(uint32_t rank, uint64_t gen, moment now, actions& out);
-  void on_reconnected(moment now, actions& out);
+  void on_reconnected(const std::string& target, moment now, actions& out);
   /// A drain request (the shell keeps its promise until answer_drains).
   void on_drain(moment now, actions& out);
 
   // -- what the status shows -------------------------------------------------------------------
   const pending_set& pending() const noexcept { return pending_; }
-  const counters& stats() const noexcept { return c_; }
-  size_t units_in_flight() const noexcept { return in_flight_.size(); }
-  bool healthy() const noexcept { return healthy_; }
-  bool resync_in_progress() const noexcept { return probe_wanted_ || probe_unit_ != 0; }
+  /// Own counters plus every target's, including targets that left.
+  counters stats() const;
+  const std::map<std::string, target_delivery>& targets() const noexcept { return targets_; }
+  size_t units_in_flight() const;
+  /// Some target is healthy (no target yet: true).
+  bool healthy() const;
+  bool resync_in_progress() const;
   bool reporting() const noexcept { return !reporting_.empty(); }
+  /// The targets a lane re-report runs for (DB10), empty when none runs.
+  const std::set<std::string>& lane() const noexcept { return audience_; }
   bool draining() const noexcept { return draining_; }
   uint64_t epoch(uint32_t rank = 0) const;
   size_t held_keys() const noexcept { return holders_ ? holders_->size() : 0; }
@@ -224,57 +202,56 @@ class protocol {
   };
 
   rank_state& rank(uint32_t r) { return ranks_[r]; }
-  bool superseded() const { return !healthy_ || probe_wanted_ || probe_unit_ != 0; }
+  bool any_live() const;
+  bool superseded() const { return !targets_.empty() && !any_live(); }
+  target_options target_opts() const;
   void clear_rank(uint32_t r, int64_t ts_us, moment now, actions& out);
   void apply(const shard_ops& ops, moment now, actions& out);
+  void apply_lane(const shard_ops& ops, moment now, actions& out);
   shard_ops filter_merged(uint32_t r, const shard_ops& in);
   void pump(moment now, actions& out);
-  void send(emit_unit u, actions& out);
+  emit_unit_ptr seal(emit_unit u);
+  void offer(const emit_unit_ptr& u, const std::set<std::string>* only, moment now,
+             actions& out);
   void arm_window(actions& out);
-  void start_resync(const char* why, moment now, actions& out);
-  void arm_probe(moment now, actions& out);
-  void failed(bool was_probe, const std::string& err, moment now, actions& out);
-  void probe_acked(moment now, actions& out);
+  void resync_all(const char* why, moment now, actions& out);
+  void probe_acked(const std::string& target, moment now, actions& out);
+  void start_lane(actions& out);
   void request_reports(uint64_t gen, actions& out);
-  void tell_health(bool ok, actions& out);
+  void tell_health(actions& out);
   void check_drains(actions& out);
   void log(actions& out, log::level l, std::string text, std::vector<log::field> f = {});
 
   options opts_;
   pending_set pending_;
+  pending_set lane_pending_;  // DB10: a chunk's ops become the lane's units
   std::optional<holder_set> holders_;
   std::optional<sweep_repair> repair_;
   std::map<uint32_t, rank_state> ranks_;
   counters c_;
 
   bool has_emitter_ = false;
+  std::map<std::string, target_delivery> targets_;
+  uint32_t next_serial_ = 0;
+  target_counters departed_;  // counters of targets that left (DB7)
+  bool sent_any_ = false;     // DB7: a target joining after this resyncs
   uint64_t next_unit_ = 1;
-  std::vector<uint64_t> in_flight_;
   bool due_ = false;
   uint64_t flush_gen_ = 0;
   bool window_armed_ = false;
-
-  bool healthy_ = true;
   std::optional<bool> told_ok_;
-  int64_t unhealthy_since_ms_ = 0;
-  bool probe_wanted_ = false;
-  uint64_t probe_unit_ = 0;
-  backoff backoff_;
-  uint64_t resync_gen_ = 0;        // the resync timer's generation
-  bool deferred_resync_ = false;   // DB12: a reconnect resync waits for the interval's end
-  std::optional<int64_t> last_resync_ms_;
+
   uint64_t report_gen_ = 0;
-  std::vector<uint32_t> reporting_;  // ranks whose re-report barrier is outstanding
-  rate_limiter outage_log_{1, 10'000};
+  std::vector<uint32_t> reporting_;   // ranks whose re-report barrier is outstanding
+  std::set<std::string> audience_;    // DB10: the lane running (empty: none)
+  std::set<std::string> lane_wanted_; // DB10: targets waiting for the next lane
   rate_limiter overflow_log_{1, 10'000};
-  uint64_t failed_since_log_ = 0;
 
   bool draining_ = false;
   size_t drains_waiting_ = 0;
-  bool drain_failed_ = false;
-  enum class final_clear : uint8_t { none, wanted, sent, acked, failed };
+  enum class final_clear : uint8_t { none, wanted, sent };
   final_clear final_ = final_clear::none;
-  uint64_t final_unit_ = 0;
+  emit_unit_ptr final_unit_;
 };
 
 }  // namespace kvrelay::debounce

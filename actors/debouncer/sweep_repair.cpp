@@ -49,11 +49,13 @@ void sweep_repair::erase(uint64_t fp, const std::string& adapter) {
   if (v.empty()) by_fp_.erase(it);
 }
 
+void sweep_repair::on_cleared() {  // SR1, SR4: a clear starts afresh
+  forget_all();
+  overflowed_ = false;
+}
+
 void sweep_repair::on_unit(emit_unit& u) {
-  if (u.clear) {  // SR1, SR4: a clear starts afresh
-    forget_all();
-    overflowed_ = false;
-  }
+  if (u.clear) on_cleared();
   for (const auto& a : u.adds) upsert(a);
   for (const auto& g : u.downgrades)
     for (const auto& a : g.entries) upsert(a);

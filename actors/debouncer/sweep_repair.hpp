@@ -47,6 +47,8 @@ class sweep_repair {
 
   /// Fold a unit about to be sent into the mirror and fill its restores (SR1, SR2).
   void on_unit(emit_unit& u);
+  /// The servers were cleared outside a unit (a resync's probe, debouncer rule DB9) (SR1).
+  void on_cleared();
 
   size_t size() const noexcept { return keys_; }
   bool active() const noexcept { return !overflowed_; }

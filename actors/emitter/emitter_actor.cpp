@@ -2,8 +2,10 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The emitter's shell: unpacks messages, feeds unit_sequencer, executes its actions on the port,
-// records the RPC metrics. Every decision about what goes on the wire is the sequencer's.
+// The emitter's shell: one link per target (port, inbox, unit_sequencer, answers), units routed to
+// their target's link, stats fanned out to every link, DNS fan-out names resolved off the actor's
+// thread and turned into links. Every decision about what goes on the wire to one target is that
+// link's sequencer's.
 #include "actors/emitter/emitter_actor.hpp"
 
 #include <caf/actor_system.hpp>
@@ -14,7 +16,13 @@
 
 #include <algorithm>
 #include <array>
+#include <condition_variable>
+#include <deque>
+#include <limits>
+#include <map>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -30,109 +38,264 @@ namespace kvrelay {
 namespace {
 
 using emitter::call_kind;
+using emitter::channel_state;
 using emitter::emit_action;
 using emitter::port_event;
 
 constexpr int n_methods = 2;  // ReportCacheState, PublishEvent
 constexpr int n_codes = 17;   // grpc::StatusCode 0-16; anything else counts as UNKNOWN (2)
+constexpr size_t static_source = std::numeric_limits<size_t>::max();
+constexpr int64_t min_triggered_resolve_ms = 1000;  // a lost link re-resolves at most this often
+
+// A port the emitter talks through, built but not started yet.
+struct prepared_link {
+  std::string name;
+  std::shared_ptr<emitter::port_inbox> inbox;
+  std::shared_ptr<emitter::policy_port> port;
+};
+
+// One target: its port, its protocol, its answers and its metric series.
+struct link {
+  link() = default;
+  link(const link&) = delete;
+  link& operator=(const link&) = delete;
+  ~link() {
+    // Completions of calls the port cancels now must not wake the actor for a link that is gone.
+    if (inbox) inbox->bind({});
+    port.reset();
+  }
+
+  std::string name;
+  std::shared_ptr<emitter::port_inbox> inbox;
+  std::shared_ptr<emitter::policy_port> port;  // the link is its last owner
+  emitter::unit_sequencer seq;
+  uint64_t next_ticket = 1;
+  absl::flat_hash_map<uint64_t, caf::strong_actor_ptr> unit_reply;
+  absl::flat_hash_map<uint64_t, uint64_t> stats_reply;  // link ticket → stats request
+  std::vector<size_t> sources;  // DNS spec indexes that named it; static_source for a static one
+
+  // Series resolved once: per (method, code) on first use, the rest when the link is made.
+  std::array<std::array<counter_series*, n_codes>, n_methods> rpc_total{};
+  std::array<std::array<histogram_series*, n_codes>, n_methods> rpc_duration{};
+  std::array<histogram_series*, n_methods> rpc_latency{};
+  gauge_series* connected = nullptr;
+};
+
+// A DNS fan-out name and what its last good resolve gave.
+struct dns_spec {
+  std::string spec;
+  bool in_flight = false;
+  bool deferred = false;  // a triggered re-resolve waits out the once-a-second limit
+  int64_t last_start_ms = std::numeric_limits<int64_t>::min() / 2;
+  std::vector<std::string> addresses;  // the last good set, sorted
+};
+
+// Resolves DNS fan-out names on a thread of its own (resolving blocks, and a detached actor
+// carries CAF 0.17's shutdown race #1196), one at a time; each answer goes to the emitter as
+// (resolve, index, addresses, error). Destroying it waits for a resolve under way.
+class resolver_thread {
+ public:
+  resolver_thread(std::function<resolve_result(const std::string&)> resolve,
+                  caf::weak_actor_ptr owner)
+      : resolve_(std::move(resolve)), owner_(std::move(owner)), thread_([this] { run(); }) {}
+  resolver_thread(const resolver_thread&) = delete;
+  resolver_thread& operator=(const resolver_thread&) = delete;
+  ~resolver_thread() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+  void ask(size_t index, std::string spec) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      queue_.emplace_back(index, std::move(spec));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      std::pair<size_t, std::string> job;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [this] { return stop_ || !queue_.empty(); });
+        if (stop_) return;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      resolve_result r;
+      try {
+        r = resolve_(job.second);
+      } catch (const std::exception& e) {
+        r = {{}, e.what()};
+      }
+      if (auto hdl = caf::actor_cast<emitter_actor>(owner_))
+        caf::anon_send(hdl, atom::resolve_v, static_cast<uint64_t>(job.first),
+                       std::move(r.addresses), std::move(r.error));
+    }
+  }
+
+  std::function<resolve_result(const std::string&)> resolve_;
+  caf::weak_actor_ptr owner_;  // the thread must not keep its actor alive
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<size_t, std::string>> queue_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once the rest is built
+};
+
+// A stats request fanned out to every link: answered once all of them answered.
+struct stats_request {
+  caf::typed_response_promise<bool> promise;
+  size_t waiting = 0;
+  bool any_ok = false;
+};
 
 struct emitter_state {
   static inline constexpr const char* name = "emitter";
 
   ~emitter_state() {
-    // Completions of calls the port cancels now must not wake an actor that is going away.
-    if (inbox) inbox->bind({});
-    port.reset();
+    links.clear();
+    resolver.reset();  // joins its thread
   }
 
   pipeline_context ctx;
   emitter_options opts;
-  std::shared_ptr<emitter::port_inbox> inbox;
-  std::shared_ptr<emitter::policy_port> port;  // the state is its last owner
-  emitter::unit_sequencer seq;
+  std::map<std::string, std::unique_ptr<link>> links;  // by name: sorted
+  std::vector<dns_spec> dns;
+  std::unique_ptr<resolver_thread> resolver;  // only with DNS fan-out names
+  rate_limiter resolve_log{1, 30'000};
+  counter_series* resolve_failures = nullptr;
 
   // Reused between messages: no allocation per completion batch in steady state.
   emitter::emit_actions actions;
   std::vector<port_event> events;
 
-  uint64_t next_ticket = 1;
-  absl::flat_hash_map<uint64_t, caf::strong_actor_ptr> unit_reply;
-  absl::flat_hash_map<uint64_t, caf::typed_response_promise<bool>> stats_reply;
+  uint64_t next_stats = 1;
+  absl::flat_hash_map<uint64_t, stats_request> stats;
   reconnect_listener_actor listener;
-
-  // Series resolved once: per (method, code) on first use, the rest at spawn.
-  std::array<std::array<counter_series*, n_codes>, n_methods> rpc_total{};
-  std::array<std::array<histogram_series*, n_codes>, n_methods> rpc_duration{};
   histogram_series* event_age = nullptr;
-  // Kept beside the duration histogram: dashboards and rules built on it keep working.
-  std::array<histogram_series*, n_methods> rpc_latency{};
 };
 
 using emitter_self = emitter_actor::stateful_pointer<emitter_state>;
 
-void observe_rpc(emitter_state& st, call_kind kind, int code, int64_t latency_us) {
-  const int m = emitter::method_of(kind)[0] == 'P' ? 1 : 0;
+int method_index(call_kind kind) { return emitter::method_of(kind)[0] == 'P' ? 1 : 0; }
+
+void observe_rpc(emitter_state& st, link& l, call_kind kind, int code, int64_t latency_us) {
+  const int m = method_index(kind);
   const int c = code >= 0 && code < n_codes ? code : 2;
-  auto& total = st.rpc_total[m][c];
+  auto& total = l.rpc_total[m][c];
   if (!total) {
-    const label_set l{{"method", emitter::method_of(kind)},
-                      {"code", emitter::status_code_name(c)}};
+    const label_set labels{{"target", l.name},
+                           {"method", emitter::method_of(kind)},
+                           {"code", emitter::status_code_name(c)}};
     total = &st.ctx.counter("kvrelay_rpc_total",
-                            "RPCs to the policy server by method and gRPC code", l);
-    st.rpc_duration[m][c] = &st.ctx.histogram(
+                            "RPCs to the policy servers by target, method and gRPC code", labels);
+    l.rpc_duration[m][c] = &st.ctx.histogram(
         "kvrelay_rpc_duration_seconds",
-        "RPC duration (issue to completion) to the policy server by method and gRPC code",
-        metrics_registry::latency_buckets(), l);
+        "RPC duration (issue to completion) to the policy servers by target, method and gRPC code",
+        metrics_registry::latency_buckets(), labels);
   }
   total->inc();
   const double seconds = static_cast<double>(latency_us) / 1e6;
-  st.rpc_duration[m][c]->observe(seconds);
-  st.rpc_latency[m]->observe(seconds);
+  l.rpc_duration[m][c]->observe(seconds);
+  l.rpc_latency[m]->observe(seconds);
 }
 
-// Executes the sequencer's actions, in order.
-void execute(emitter_self self) {
+std::vector<std::string> target_names(const emitter_state& st) {
+  std::vector<std::string> names;
+  names.reserve(st.links.size());
+  for (const auto& [name, l] : st.links) names.push_back(name);
+  return names;
+}
+
+void tell_targets(emitter_self self) {
+  auto& st = self->state;
+  if (st.listener) self->send(st.listener, atom::targets_v, target_names(st));
+}
+
+// One link's answer to a fanned-out stats request.
+void stats_answered(emitter_state& st, uint64_t request, bool ok) {
+  auto it = st.stats.find(request);
+  if (it == st.stats.end()) return;
+  it->second.any_ok = it->second.any_ok || ok;
+  if (--it->second.waiting > 0) return;
+  it->second.promise.deliver(it->second.any_ok);
+  st.stats.erase(it);
+}
+
+void start_resolve(emitter_self self, size_t i);
+
+// A link of a DNS name left READY: that name is resolved again soon (at most once a second).
+void trigger_resolve(emitter_self self, const link& l) {
+  auto& st = self->state;
+  const int64_t now = rate_limiter::steady_ms();
+  for (const size_t i : l.sources) {
+    if (i == static_source) continue;
+    auto& d = st.dns[i];
+    if (d.in_flight || d.deferred) continue;
+    const int64_t wait = d.last_start_ms + min_triggered_resolve_ms - now;
+    if (wait <= 0) {
+      start_resolve(self, i);
+    } else {
+      d.deferred = true;
+      self->delayed_send(self, std::chrono::milliseconds(wait), atom::resolve_v,
+                         static_cast<uint64_t>(i + 1));
+    }
+  }
+}
+
+// Executes one link's actions of its sequencer, in order.
+void execute(emitter_self self, link& l) {
   auto& st = self->state;
   for (auto& a : st.actions) {
     switch (a.what) {
       case emit_action::kind::start_clear:
-        st.port->clear(a.call, a.unit->clear_ts_us);
+        l.port->clear(a.call, a.unit->clear_ts_us);
         break;
       case emit_action::kind::start_stream:
-        st.port->stream(a.call, std::move(a.unit), a.with_expirations);
+        l.port->stream(a.call, std::move(a.unit), a.with_expirations);
         break;
       case emit_action::kind::start_evict:
-        st.port->evict(a.call, a.unit->evicts[a.index]);
+        l.port->evict(a.call, a.unit->evicts[a.index]);
         break;
       case emit_action::kind::start_stats:
         break;  // issued by the stats handler, which holds the sample
       case emit_action::kind::answer_unit: {
-        auto it = st.unit_reply.find(a.ticket);
-        if (it == st.unit_reply.end()) break;
+        auto it = l.unit_reply.find(a.ticket);
+        if (it == l.unit_reply.end()) break;
         auto to = caf::actor_cast<debouncer_actor>(std::move(it->second));
-        st.unit_reply.erase(it);
+        l.unit_reply.erase(it);
+        a.result.target = l.name;
         if (to) self->send(to, std::move(a.result));
         break;
       }
       case emit_action::kind::answer_stats: {
-        auto it = st.stats_reply.find(a.ticket);
-        if (it == st.stats_reply.end()) break;
-        it->second.deliver(a.ok);
-        st.stats_reply.erase(it);
+        auto it = l.stats_reply.find(a.ticket);
+        if (it == l.stats_reply.end()) break;
+        const uint64_t request = it->second;
+        l.stats_reply.erase(it);
+        stats_answered(st, request, a.ok);
         break;
       }
       case emit_action::kind::reconnected:  // counted by the listener (kvrelay_reconnects_total)
         log::info("policy server connection is back after it was lost; asking for a resync",
-                  {{"replica", st.ctx.name}, {"target", st.opts.client.target}});
-        if (st.listener) self->send(st.listener, atom::reconnected_v);
+                  {{"replica", st.ctx.name}, {"target", l.name}});
+        if (st.listener) self->send(st.listener, atom::reconnected_v, l.name);
         break;
       case emit_action::kind::log:
-        log::write(a.log, {{"replica", st.ctx.name}});
+        log::write(a.log, {{"replica", st.ctx.name}, {"target", l.name}});
         break;
       case emit_action::kind::set_deadline: {
-        st.port->set_deadline(a.deadline_ms);
+        l.port->set_deadline(a.deadline_ms);
         const auto configured = static_cast<int64_t>(st.opts.client.rpc_timeout.count());
         const log::fields f{{"replica", st.ctx.name},
+                            {"target", l.name},
                             {"deadline_ms", a.deadline_ms},
                             {"configured_ms", configured}};
         if (a.deadline_ms > configured)
@@ -147,96 +310,323 @@ void execute(emitter_self self) {
   st.actions.clear();
 }
 
-void on_events(emitter_self self) {
+void on_events(emitter_self self, link& l) {
   auto& st = self->state;
-  st.inbox->take(st.events);
+  l.inbox->take(st.events);
+  if (st.events.empty()) return;
   const int64_t now_ms = rate_limiter::steady_ms();
+  bool lost = false;
   for (auto& e : st.events) {
     if (e.what == port_event::kind::channel) {
-      st.seq.on_channel(e.state, st.actions);
+      const bool was_ready = l.seq.channel() == channel_state::ready;
+      l.seq.on_channel(e.state, st.actions);
+      const bool ready = l.seq.channel() == channel_state::ready;
+      if (was_ready && !ready) lost = true;
+      l.connected->set(ready ? 1.0 : 0.0);
       continue;
     }
-    const auto info = st.seq.on_completed(e.call, e.code, e.message, e.accepted, now_ms,
-                                          st.actions, e.latency_us);
+    const auto info = l.seq.on_completed(e.call, e.code, e.message, e.accepted, now_ms,
+                                         st.actions, e.latency_us);
     if (!info.known) continue;
-    observe_rpc(st, info.kind, e.code, e.latency_us);
+    observe_rpc(st, l, info.kind, e.code, e.latency_us);
     if (e.code == 0 && info.adds_ts_us > 0) {
       const double age = static_cast<double>(st.ctx.wall_us() - info.adds_ts_us) / 1e6;
       if (age >= 0) st.event_age->observe(age);
     }
   }
-  execute(self);
+  execute(self, l);
+  if (lost) trigger_resolve(self, l);
+}
+
+// Makes a link of a prepared port: its sequencer, its series, its wake-up. Not started.
+std::unique_ptr<link> make_link(emitter_self self, prepared_link p) {
+  auto& st = self->state;
+  auto l = std::make_unique<link>();
+  l->name = std::move(p.name);
+  l->inbox = std::move(p.inbox);
+  l->port = std::move(p.port);
+  emitter::sequencer_options so = st.opts.sequencer;
+  so.deadline_ms = static_cast<int64_t>(st.opts.client.rpc_timeout.count());
+  l->seq = emitter::unit_sequencer(so);
+  for (const call_kind k : {call_kind::stream, call_kind::evict}) {
+    l->rpc_latency[method_index(k)] = &st.ctx.histogram(
+        "kvrelay_rpc_latency_seconds", "RPC latency to the policy servers by target",
+        metrics_registry::latency_buckets(),
+        {{"target", l->name}, {"method", emitter::method_of(k)}});
+  }
+  l->connected = &st.ctx.gauge("kvrelay_target_connected",
+                               "1 while the channel to the policy-server target is READY",
+                               {{"target", l->name}});
+  l->connected->set(0);
+  // The wake-up holds a weak reference: the inbox must not keep its actor alive.
+  caf::weak_actor_ptr weak = caf::actor_cast<caf::weak_actor_ptr>(self);
+  l->inbox->bind([weak] {
+    if (auto hdl = caf::actor_cast<emitter_actor>(weak)) caf::anon_send(hdl, atom::completed_v);
+  });
+  return l;
+}
+
+emitter::port_config port_config_for(const pipeline_context& ctx, const emitter_options& opts,
+                                     const std::string& target) {
+  emitter::port_config cfg;
+  cfg.client = opts.client;
+  cfg.client.target = target;
+  cfg.identity = ctx.identity;
+  cfg.max_entries_per_message = opts.max_entries_per_message;
+  cfg.evict_wake_batch = std::max<size_t>(1, opts.sequencer.max_evictions_in_flight / 4);
+  return cfg;
+}
+
+// Builds a target's port; nullptr with `error` set when it cannot.
+std::shared_ptr<emitter::policy_port> build_port(const pipeline_context& ctx,
+                                                 const emitter_options& opts,
+                                                 const std::string& target,
+                                                 const std::shared_ptr<emitter::port_inbox>& inbox,
+                                                 std::string& error) {
+  const auto cfg = port_config_for(ctx, opts, target);
+  if (opts.make_port) return opts.make_port(cfg, inbox, error);
+  return emitter::make_grpc_port(cfg, inbox, error);
+}
+
+// Drops a link: its port is destroyed (calls cancelled), its pending units are dropped, its
+// share of pending stats requests answers false.
+void drop_link(emitter_self self, const std::string& name) {
+  auto& st = self->state;
+  auto it = st.links.find(name);
+  if (it == st.links.end()) return;
+  auto l = std::move(it->second);
+  st.links.erase(it);
+  l->connected = nullptr;  // the series goes: a target that left is not "disconnected"
+  st.ctx.metrics->remove("kvrelay_target_connected", st.ctx.labels({{"target", l->name}}));
+  for (const auto& [ticket, request] : l->stats_reply) stats_answered(st, request, false);
+  log::info("policy-server target dropped: its name no longer resolves to it",
+            {{"replica", st.ctx.name},
+             {"target", l->name},
+             {"units_dropped", static_cast<uint64_t>(l->unit_reply.size())}});
+}
+
+// A DNS name resolved (or failed to): its links follow the new set.
+void on_resolved(emitter_self self, size_t i, std::vector<std::string> addresses,
+                 const std::string& error) {
+  auto& st = self->state;
+  auto& d = st.dns[i];
+  d.in_flight = false;
+  if (!error.empty() || addresses.empty()) {
+    st.resolve_failures->inc();
+    uint64_t suppressed = 0;
+    if (st.resolve_log.allow(suppressed))
+      log::warn("cannot resolve the policy-server DNS name; keeping its last good addresses",
+                {{"replica", st.ctx.name},
+                 {"name", d.spec},
+                 {"err", error.empty() ? std::string("no address") : error},
+                 {"addresses", static_cast<uint64_t>(d.addresses.size())},
+                 {"suppressed", suppressed}});
+    return;
+  }
+  std::sort(addresses.begin(), addresses.end());
+  addresses.erase(std::unique(addresses.begin(), addresses.end()), addresses.end());
+  if (addresses == d.addresses) return;
+  bool changed = false;
+  // Gone: this name no longer gives them; links no other source names are dropped.
+  for (const auto& a : d.addresses) {
+    if (std::binary_search(addresses.begin(), addresses.end(), a)) continue;
+    auto it = st.links.find(a);
+    if (it == st.links.end()) continue;
+    auto& src = it->second->sources;
+    src.erase(std::remove(src.begin(), src.end(), i), src.end());
+    if (src.empty()) {
+      drop_link(self, a);
+      changed = true;
+    }
+  }
+  // New: links made and started.
+  for (const auto& a : addresses) {
+    auto it = st.links.find(a);
+    if (it != st.links.end()) {
+      auto& src = it->second->sources;
+      if (std::find(src.begin(), src.end(), i) == src.end()) src.push_back(i);
+      continue;
+    }
+    std::string err;
+    auto inbox = std::make_shared<emitter::port_inbox>();
+    auto port = build_port(st.ctx, st.opts, a, inbox, err);
+    if (!port) {
+      log::error("cannot make a link to a resolved policy-server address",
+                 {{"replica", st.ctx.name}, {"name", d.spec}, {"target", a}, {"err", err}});
+      continue;
+    }
+    auto l = make_link(self, {a, std::move(inbox), port});
+    l->sources.push_back(i);
+    st.links.emplace(a, std::move(l));
+    port->start();  // on the actor's thread, after the link exists
+    log::info("policy-server target added: the DNS name resolves to it",
+              {{"replica", st.ctx.name}, {"name", d.spec}, {"target", a}});
+    changed = true;
+  }
+  d.addresses = std::move(addresses);
+  if (changed) tell_targets(self);
+}
+
+void start_resolve(emitter_self self, size_t i) {
+  auto& st = self->state;
+  auto& d = st.dns[i];
+  if (d.in_flight || !st.resolver) return;
+  d.in_flight = true;
+  d.last_start_ms = rate_limiter::steady_ms();
+  st.resolver->ask(i, d.spec);
+}
+
+void add_status(actor_status& j, const emitter_state& st) {
+  uint64_t in_flight = 0, queued = 0, done = 0, failed = 0, unsent = 0, reconnects = 0,
+           raised = 0;
+  int64_t deadline = 0;
+  bool holding_back = false;
+  std::string last_error;
+  for (const auto& [name, l] : st.links) {
+    const auto& c = l->seq.counters();
+    in_flight += l->port->in_flight();
+    queued += l->seq.queued_units();
+    done += c.units_ok;
+    failed += c.units_failed;
+    unsent += c.units_unsent;
+    reconnects += c.reconnects;
+    raised += c.deadline_raised;
+    deadline = std::max(deadline, l->seq.deadline_ms());
+    holding_back = holding_back || l->seq.holding_back();
+    if (last_error.empty()) last_error = l->seq.last_error();
+  }
+  // Totals over every target first (one target: exactly its values), then each target.
+  j.add("targets", st.links.size());
+  j.add("channel", st.links.empty() ? std::string("none")
+                                    : emitter::to_string(st.links.begin()->second->seq.channel()));
+  j.add("in_flight", in_flight);
+  j.add("queued_units", queued);
+  j.add("holding_back", holding_back);
+  j.add("units_done", done);
+  j.add("units_failed", failed);
+  j.add("units_unsent", unsent);
+  j.add("reconnects", reconnects);
+  j.add("deadline_ms", deadline);
+  j.add("deadline_raised", raised);
+  j.add("last_error", last_error);
+  for (const auto& [name, l] : st.links) {
+    const auto& c = l->seq.counters();
+    actor_status::string_map m{
+        {"channel", emitter::to_string(l->seq.channel())},
+        {"in_flight", std::to_string(l->port->in_flight())},
+        {"queued_units", std::to_string(l->seq.queued_units())},
+        {"holding_back", l->seq.holding_back() ? "true" : "false"},
+        {"units_done", std::to_string(c.units_ok)},
+        {"units_failed", std::to_string(c.units_failed + c.units_unsent)},
+        {"reconnects", std::to_string(c.reconnects)},
+        {"deadline_ms", std::to_string(l->seq.deadline_ms())},
+        {"last_error", l->seq.last_error()},
+    };
+    j.add("target[" + name + "]", std::move(m));
+  }
 }
 
 emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
-                                        emitter_options opts,
-                                        std::shared_ptr<emitter::port_inbox> inbox,
-                                        std::shared_ptr<emitter::policy_port> port) {
+                                        emitter_options opts, std::vector<prepared_link> ready,
+                                        std::vector<std::string> dns_names) {
   auto& st = self->state;
   st.ctx = std::move(ctx);
   st.opts = std::move(opts);
-  st.inbox = std::move(inbox);
-  st.port = std::move(port);
-  emitter::sequencer_options so = st.opts.sequencer;
-  so.deadline_ms = static_cast<int64_t>(st.opts.client.rpc_timeout.count());
-  st.seq = emitter::unit_sequencer(so);
-  const auto& m = st.ctx;
-  st.event_age = &m.histogram("kvrelay_event_age_seconds",
-                              "Engine batch time to policy-server acknowledgement of the adds",
-                              metrics_registry::latency_buckets());
-  for (const call_kind k : {call_kind::stream, call_kind::evict}) {
-    const int i = emitter::method_of(k)[0] == 'P' ? 1 : 0;
-    st.rpc_latency[i] = &m.histogram("kvrelay_rpc_latency_seconds",
-                                     "RPC latency to the policy server",
-                                     metrics_registry::latency_buckets(),
-                                     {{"method", emitter::method_of(k)}});
+  st.event_age = &st.ctx.histogram("kvrelay_event_age_seconds",
+                                   "Engine batch time to policy-server acknowledgement of the adds",
+                                   metrics_registry::latency_buckets());
+  st.resolve_failures = &st.ctx.counter(
+      "kvrelay_target_resolve_failures_total",
+      "Resolves of a DNS fan-out policy-server name that failed (the last good set is kept)");
+  for (auto& p : ready) {
+    auto l = make_link(self, std::move(p));
+    l->sources.push_back(static_source);
+    auto name = l->name;
+    st.links.emplace(std::move(name), std::move(l));
   }
-  // The wake-up holds a weak reference: the inbox must not keep its actor alive.
-  caf::weak_actor_ptr weak = caf::actor_cast<caf::weak_actor_ptr>(self);
-  st.inbox->bind([weak] {
-    if (auto hdl = caf::actor_cast<emitter_actor>(weak)) caf::anon_send(hdl, atom::completed_v);
-  });
+  for (auto& n : dns_names) {
+    st.dns.emplace_back();
+    st.dns.back().spec = std::move(n);
+  }
+  if (!st.dns.empty()) {
+    // Created on the actor's thread: what the thread reads happens-before it by its creation.
+    st.resolver = std::make_unique<resolver_thread>(
+        st.opts.resolve, caf::actor_cast<caf::weak_actor_ptr>(self));
+    for (size_t i = 0; i < st.dns.size(); ++i) start_resolve(self, i);
+    self->delayed_send(self, st.opts.resolve_interval, atom::resolve_v, uint64_t{0});
+  }
   return {
-      [=](emit_unit_ptr unit) {
+      [=](std::string& target, emit_unit_ptr unit) {
         auto& s = self->state;
-        const uint64_t ticket = s.next_ticket++;
-        s.unit_reply.emplace(ticket, self->current_sender());
-        s.seq.on_unit(ticket, std::move(unit), s.actions);
-        execute(self);
+        auto it = s.links.find(target);
+        if (it == s.links.end() || !unit) {
+          emit_result r;
+          r.target = std::move(target);
+          r.id = unit ? unit->id : 0;
+          r.ok = false;
+          r.sent = false;
+          r.last_error = "unknown target";
+          if (auto to = caf::actor_cast<debouncer_actor>(self->current_sender()))
+            self->send(to, std::move(r));
+          return;
+        }
+        auto& l = *it->second;
+        const uint64_t ticket = l.next_ticket++;
+        l.unit_reply.emplace(ticket, self->current_sender());
+        l.seq.on_unit(ticket, std::move(unit), s.actions);
+        execute(self, l);
       },
       [=](stats_sample_ptr stats) -> caf::result<bool> {
         auto& s = self->state;
-        if (!stats) return false;
-        const uint64_t ticket = s.next_ticket++;
+        if (!stats || s.links.empty()) return false;
+        const uint64_t request = s.next_stats++;
         auto promise = self->make_response_promise<bool>();
-        s.stats_reply.emplace(ticket, promise);
-        s.seq.on_stats(ticket, s.actions);
-        for (const auto& a : s.actions)
-          if (a.what == emit_action::kind::start_stats)
-            s.port->stats(a.call, *stats, s.ctx.wall_us());  // stats carry the daemon's clock (S13)
-        execute(self);
+        s.stats.emplace(request, stats_request{promise, s.links.size(), false});
+        const int64_t now_us = s.ctx.wall_us();  // stats carry the daemon's clock (S13)
+        for (auto& [name, lp] : s.links) {
+          auto& l = *lp;
+          const uint64_t ticket = l.next_ticket++;
+          l.stats_reply.emplace(ticket, request);
+          l.seq.on_stats(ticket, s.actions);
+          for (const auto& a : s.actions)
+            if (a.what == emit_action::kind::start_stats) l.port->stats(a.call, *stats, now_us);
+          execute(self, l);
+        }
         return promise;
       },
-      [=](atom::completed) { on_events(self); },
-      [=](atom::update, reconnect_listener_actor l) { self->state.listener = std::move(l); },
+      [=](atom::completed) {
+        // Any link's inbox may have woken the actor: look at every one.
+        auto& s = self->state;
+        for (auto& [name, l] : s.links) on_events(self, *l);
+      },
+      [=](atom::resolve, uint64_t which) {
+        auto& s = self->state;
+        if (which == 0) {
+          for (size_t i = 0; i < s.dns.size(); ++i) start_resolve(self, i);
+          self->delayed_send(self, s.opts.resolve_interval, atom::resolve_v, uint64_t{0});
+          return;
+        }
+        if (which > s.dns.size()) return;
+        s.dns[which - 1].deferred = false;
+        start_resolve(self, which - 1);
+      },
+      [=](atom::resolve, uint64_t which, std::vector<std::string>& addresses,
+          std::string& error) {
+        if (which < self->state.dns.size()) on_resolved(self, which, std::move(addresses), error);
+      },
+      [=](atom::update, reconnect_listener_actor l) {
+        self->state.listener = std::move(l);
+        tell_targets(self);
+      },
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
       [=](atom::status) {
         auto& s = self->state;
-        const auto& c = s.seq.counters();
         actor_status j("emitter", self->mailbox().size());
-        j.add("target", s.opts.client.target);
+        std::string specs;
+        for (const auto& t : s.opts.targets) specs += (specs.empty() ? "" : ",") + t;
+        j.add("target", specs);
         j.add("eviction_mode", emitter::to_string(s.opts.sequencer.mode));
-        j.add("channel", emitter::to_string(s.seq.channel()));  // as the emitter last heard it
-        j.add("in_flight", s.port->in_flight());
-        j.add("queued_units", s.seq.queued_units());
-        j.add("holding_back", s.seq.holding_back());
-        j.add("units_done", c.units_ok);
-        j.add("units_failed", c.units_failed);
-        j.add("units_unsent", c.units_unsent);
-        j.add("reconnects", c.reconnects);
-        j.add("deadline_ms", s.seq.deadline_ms());
-        j.add("deadline_raised", c.deadline_raised);
-        j.add("last_error", s.seq.last_error());
+        add_status(j, s);
         tsan::handoff_publish();  // read on the asker's thread
         return j;
       },
@@ -247,25 +637,43 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
 
 emitter_actor spawn_emitter(caf::actor_system& sys, const pipeline_context& ctx,
                             const emitter_options& opts, std::string& error) {
-  // The port is built here, not in the actor, so a bad TLS file is an error for the caller
-  // instead of an actor that dies on start.
-  emitter::port_config cfg;
-  cfg.client = opts.client;
-  cfg.identity = ctx.identity;
-  cfg.max_entries_per_message = opts.max_entries_per_message;
-  cfg.evict_wake_batch = std::max<size_t>(1, opts.sequencer.max_evictions_in_flight / 4);
-  auto inbox = std::make_shared<emitter::port_inbox>();
-  std::shared_ptr<emitter::policy_port> port =
-      opts.make_port ? opts.make_port(cfg, inbox, error)
-                     : emitter::make_grpc_port(cfg, inbox, error);
-  if (!port) return {};
-  std::shared_ptr<emitter::policy_port> keep = port;  // alive across start() whatever the actor does
-  auto hdl = sys.spawn(emitter_fn, ctx, opts, std::move(inbox), std::move(port));
-  // The port's connectivity thread starts here, on the spawning thread, after the actor exists:
-  // what it reads (the port, the actor) then happens-before it by the thread's creation, which
-  // ThreadSanitizer can see (CAF's own hand-offs it cannot). Its first events wait in the inbox
-  // until the actor has bound it.
-  keep->start();
+  emitter_options o = opts;
+  if (o.targets.empty()) o.targets.push_back(o.client.target);
+  std::sort(o.targets.begin(), o.targets.end());
+  o.targets.erase(std::unique(o.targets.begin(), o.targets.end()), o.targets.end());
+  // Static targets' ports are built here, not in the actor, so a bad TLS file is an error for the
+  // caller instead of an actor that dies on start. DNS names get theirs once resolved (the
+  // shared client options are checked here all the same).
+  std::vector<prepared_link> ready;
+  std::vector<std::string> dns_names;
+  for (const auto& t : o.targets) {
+    if (net::is_dns_target(t) && o.resolve) {
+      if (!o.make_port) {
+        client_options c = o.client;
+        c.target = t;
+        error = policy_client::validate(c);
+        if (!error.empty()) return {};
+      }
+      dns_names.push_back(t);
+      continue;
+    }
+    auto inbox = std::make_shared<emitter::port_inbox>();
+    auto port = build_port(ctx, o, t, inbox, error);
+    if (!port) {
+      if (error.empty()) error = "cannot make a port for " + t;
+      return {};
+    }
+    ready.push_back({t, std::move(inbox), std::move(port)});
+  }
+  // Alive across start() whatever the actor does.
+  std::vector<std::shared_ptr<emitter::policy_port>> keep;
+  for (const auto& p : ready) keep.push_back(p.port);
+  auto hdl = sys.spawn(emitter_fn, ctx, o, std::move(ready), std::move(dns_names));
+  // The ports' connectivity threads start here, on the spawning thread, after the actor exists:
+  // what they read (the port, the actor) then happens-before them by the thread's creation,
+  // which ThreadSanitizer can see (CAF's own hand-offs it cannot). Their first events wait in
+  // the inbox until the actor has bound it.
+  for (auto& p : keep) p->start();
   return hdl;
 }
 

@@ -153,7 +153,7 @@ run_result run(caf::actor_system& sys, const std::string& target, emitter::evict
   auto warm = std::make_shared<emit_unit>();
   warm->id = 0;
   warm->clear = true;
-  self->send(em, emit_unit_ptr(warm));
+  self->send(em, target, emit_unit_ptr(warm));
   self->receive([](const emit_result&) {});
   std::vector<emit_unit_ptr> units;
   uint64_t fp = 1;
@@ -169,7 +169,7 @@ run_result run(caf::actor_system& sys, const std::string& target, emitter::evict
   const auto t0 = std::chrono::steady_clock::now();
   // Two units in flight, as the debouncer's credit window allows.
   size_t sent = 0, answered = 0;
-  while (sent < units.size() && sent < 2) self->send(em, units[sent++]);
+  while (sent < units.size() && sent < 2) self->send(em, target, units[sent++]);
   // A unit unanswered for 30 s ends the case as stalled: the figures are then meaningless, and
   // a hung emitter must not hang the run.
   while (answered < units.size() && !r.stalled) {
@@ -177,7 +177,7 @@ run_result run(caf::actor_system& sys, const std::string& target, emitter::evict
         [&](const emit_result& res) {
           r.ok = r.ok && res.ok;
           ++answered;
-          if (sent < units.size()) self->send(em, units[sent++]);
+          if (sent < units.size()) self->send(em, target, units[sent++]);
         },
         caf::after(std::chrono::seconds(30)) >> [&] { r.stalled = true; });
   }

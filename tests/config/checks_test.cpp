@@ -397,5 +397,127 @@ TEST(Discovery, RanksAreNotListedBeforeTheEngineNamesThem) {
   EXPECT_EQ(to_toml(c).find("# rank "), std::string::npos) << to_toml(c);
 }
 
+// -- several policy servers (issue 23) --------------------------------------------------------
+
+TEST(Targets, DefaultsAndFileValues) {
+  const server_settings d;
+  EXPECT_TRUE(d.targets.empty());
+  EXPECT_EQ(d.readiness, readiness_policy::any);
+  EXPECT_EQ(d.max_target_lag, int64_t{16} << 20);
+  EXPECT_EQ(d.resolve_interval, milliseconds{30000});
+  EXPECT_EQ(policy_targets(d), std::vector<std::string>{"127.0.0.1:9090"});
+  daemon_config c = load(std::string("[server]\ntargets = [\"a:9090\", \"dns:///p.ns.svc:9090\"]\n"
+                                     "readiness = \"quorum\"\nmax_target_lag = \"1MiB\"\n"
+                                     "resolve_interval = \"5s\"\n") +
+                         minimal);
+  ASSERT_EQ(err(validate(c)), "");
+  EXPECT_EQ(policy_targets(c.server),
+            (std::vector<std::string>{"a:9090", "dns:///p.ns.svc:9090"}));
+  EXPECT_EQ(c.server.readiness, readiness_policy::quorum);
+  EXPECT_EQ(c.server.max_target_lag, int64_t{1} << 20);
+  EXPECT_EQ(c.server.resolve_interval, milliseconds{5000});
+  const std::string text = to_toml(c);
+  for (const char* line : {"# address = (unused: the servers are the targets)\n",
+                           "targets = [\"a:9090\", \"dns:///p.ns.svc:9090\"]\n",
+                           "readiness = \"quorum\"\n", "max_target_lag = 1048576\n",
+                           "resolve_interval = \"5s\"\n"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << text;
+  // What --check prints loads back to the same targets.
+  daemon_config again = load(text);
+  EXPECT_EQ(again.server.targets, c.server.targets);
+  EXPECT_EQ(to_toml(load(minimal)).find("unused:"), std::string::npos);
+  EXPECT_NE(to_toml(load(minimal)).find("targets = []\n"), std::string::npos);
+}
+
+TEST(Targets, AddressAndTargetsTogetherIsAnError) {
+  EXPECT_EQ(load_error("[server]\naddress = \"a:1\"\ntargets = [\"b:1\", \"c:1\"]\n"),
+            "t.toml:3:11: server.targets: cannot be used with server.address (t.toml:2:11); "
+            "list every server in targets");
+  EXPECT_EQ(load_error("[server]\ntargets = [\"b:1\"]\naddress = \"a:1\"\n"),
+            "t.toml:2:11: server.targets: cannot be used with server.address (t.toml:3:11); "
+            "list every server in targets");
+}
+
+TEST(Targets, BadEntriesNameTheKeyAndTheEntry) {
+  const std::string m = minimal;
+  EXPECT_EQ(check("[server]\ntargets = [\"a:1\", \"b:1\", \"a:1\"]\n" + m),
+            "t.toml:2:11: server.targets: duplicate target \"a:1\" (entries 1 and 3)");
+  EXPECT_EQ(check("[server]\ntargets = [\"a:1\", \"dns:///p\"]\n" + m),
+            "t.toml:2:11: server.targets: entry 2: invalid server target \"dns:///p\": a dns: "
+            "target needs a name and a port (dns:///name:port, or dns://NS_IP:NS_PORT/name:port "
+            "to ask that DNS server)");
+  EXPECT_EQ(check("[server]\ntargets = [\"a\"]\n" + m),
+            "t.toml:2:11: server.targets: entry 1: invalid server address \"a\" (expected "
+            "host:port or dns:///host:port)");
+  // Empty is none: `address` is the one server (what --check prints for it).
+  EXPECT_EQ(check("[server]\naddress = \"a:1\"\ntargets = []\n" + m), "");
+  EXPECT_EQ(load_error("[server]\ntargets = \"a:1\"\n"),
+            "t.toml:2:11: server.targets: expected an array of strings, got string");
+  EXPECT_EQ(load_error("[server]\ntargets = [\"a:1\", 2]\n"),
+            "t.toml:2:11: server.targets: entry 2: expected a string, got integer");
+  std::string many = "[server]\ntargets = [";
+  for (int i = 0; i < 65; ++i) many += (i ? ", \"h" : "\"h") + std::to_string(i) + ":1\"";
+  EXPECT_EQ(load_error(many + "]\n"), "t.toml:2:11: server.targets: too many entries (at most 64)");
+  EXPECT_EQ(load_error("[server]\nreadiness = \"most\"\n"),
+            "t.toml:2:13: server.readiness: invalid value \"most\" (allowed: any, all, quorum)");
+  EXPECT_EQ(check("[server]\nmax_target_lag = 0\n" + m),
+            "t.toml:2:18: server.max_target_lag: must be positive (the bytes a target may fall "
+            "behind)");
+  EXPECT_EQ(check("[server]\nresolve_interval = \"100ms\"\n" + m),
+            "t.toml:2:20: server.resolve_interval: must be between 1s and 24h");
+  EXPECT_EQ(check("[server]\naddress = \"dns:///p\"\n" + m).find("t.toml:2:11: server.address: "
+                                                                  "invalid server target"),
+            0u);
+}
+
+TEST(Targets, RepeatedServerFlagAddsTargetsThatReplaceTheFiles) {
+  // The bug of issue 23: --server A --server B kept B only.
+  auto f = flags({"--server", "a:1", "--server=b:1", "--server", "dns:///c.ns.svc:9090"});
+  EXPECT_EQ(f.servers, (std::vector<std::string>{"a:1", "b:1", "dns:///c.ns.svc:9090"}));
+  daemon_config c = load(std::string("[server]\ntargets = [\"x:1\", \"y:1\"]\n") + minimal);
+  ASSERT_EQ(err(apply_flags(c, f)), "");
+  ASSERT_EQ(err(validate(c)), "");
+  EXPECT_EQ(policy_targets(c.server), f.servers);
+  EXPECT_EQ(policy_targets_text(c.server), "a:1,b:1,dns:///c.ns.svc:9090");
+  EXPECT_EQ(origin_of(c, "server.targets"), "--server");
+  // The file's address is replaced as well, not an error against flags.
+  c = load(std::string("[server]\naddress = \"x:1\"\n") + minimal);
+  ASSERT_EQ(err(apply_flags(c, flags({"--server=a:1", "--server=b:1"}))), "");
+  ASSERT_EQ(err(validate(c)), "");
+  EXPECT_EQ(policy_targets(c.server), (std::vector<std::string>{"a:1", "b:1"}));
+  EXPECT_EQ(origin_of(c, "server.address"), "");
+  // One --server is the address, as it always was, and replaces the file's targets.
+  c = load(std::string("[server]\ntargets = [\"x:1\", \"y:1\"]\n") + minimal);
+  ASSERT_EQ(err(apply_flags(c, flags({"--server=a:1"}))), "");
+  ASSERT_EQ(err(validate(c)), "");
+  EXPECT_EQ(c.server.address, "a:1");
+  EXPECT_EQ(policy_targets(c.server), std::vector<std::string>{"a:1"});
+  // Errors name the flag.
+  c = load(minimal);
+  ASSERT_EQ(err(apply_flags(c, flags({"--server=a:1", "--server=a:1"}))), "");
+  EXPECT_EQ(err(validate(c)),
+            "--server: server.targets: duplicate target \"a:1\" (entries 1 and 2)");
+}
+
+TEST(Targets, ReadinessFlag) {
+  daemon_config c = load(std::string("[server]\nreadiness = \"all\"\n") + minimal);
+  ASSERT_EQ(err(apply_flags(c, flags({"--server-readiness=quorum"}))), "");
+  EXPECT_EQ(c.server.readiness, readiness_policy::quorum);
+  EXPECT_EQ(origin_of(c, "server.readiness"), "--server-readiness");
+  auto r = parse_flags(std::vector<std::string>{"--server-readiness=most"});
+  EXPECT_EQ(r.status, flag_parse_result::outcome::error);
+  EXPECT_EQ(r.error,
+            "invalid value \"most\" for flag --server-readiness: allowed: any, all, quorum");
+}
+
+TEST(Targets, ReloadNamesTheChangedKeys) {
+  daemon_config a = load(minimal), b = load(minimal);
+  b.server.targets = {"a:1", "b:1"};
+  b.server.readiness = readiness_policy::all;
+  const auto d = diff_for_reload(a, b);
+  EXPECT_EQ(d.restart_required,
+            (std::vector<std::string>{"server.readiness", "server.targets"}));
+}
+
 }  // namespace
 }  // namespace kvrelay::config

@@ -32,10 +32,10 @@ TEST(ParseFlags, EveryReferenceFlagIsDefined) {
         // ours
         "config", "check", "version", "replay-endpoint", "dp-size", "dp-mode", "unknown-parent",
         "admin-listen", "log-format", "log-level", "eviction-mode", "engine-url", "state-dir",
-        "memory-budget", "scoped-evictions"}) {
+        "memory-budget", "scoped-evictions", "server-readiness"}) {
     EXPECT_TRUE(std::count(names.begin(), names.end(), ref)) << ref;
   }
-  EXPECT_EQ(names.size(), 31u);
+  EXPECT_EQ(names.size(), 32u);
 }
 
 TEST(ParseFlags, SingleAndDoubleDashAreEquivalent) {
@@ -51,8 +51,8 @@ TEST(ParseFlags, SingleAndDoubleDashAreEquivalent) {
 TEST(ParseFlags, SpaceAndEqualsFormsAreEquivalent) {
   auto a = ok({"--server", "h:1", "--topic="});
   auto b = ok({"--server=h:1", "--topic", ""});
-  EXPECT_EQ(*a.server, "h:1");
-  EXPECT_EQ(*b.server, "h:1");
+  EXPECT_EQ(a.servers, std::vector<std::string>{"h:1"});
+  EXPECT_EQ(b.servers, std::vector<std::string>{"h:1"});
   EXPECT_EQ(*a.topic, "");
   EXPECT_EQ(*b.topic, "");
 }

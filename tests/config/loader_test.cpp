@@ -752,6 +752,7 @@ TEST(Examples, DescribeWhatTheirNamesSay) {
   EXPECT_EQ(get("lora-fleet.toml").engines.at(0).adapters.size(), 3u);
   EXPECT_TRUE(get("lmcache-l2.toml").engines.at(0).l2_tier);
   EXPECT_TRUE(get("tls.toml").server.tls);
+  EXPECT_EQ(get("ha-policy-plane.toml").server.targets.size(), 3u);
   EXPECT_EQ(get("durable-sidecar.toml").state.dir, "/var/tmp/kvrelay");
   EXPECT_EQ(get("vllm-sidecar.toml").engines.at(0).metrics.cache_size_bytes, int64_t{40} << 30);
   const auto zero = get("zero-config-sidecar.toml").engines.at(0);
@@ -784,7 +785,7 @@ TEST(Docs, EveryKeyAndFlagIsDocumented) {
     ++keys;
     EXPECT_NE(doc.find("`" + line.substr(0, eq) + "`"), std::string::npos) << line;
   }
-  EXPECT_EQ(keys, 13u + 7u + 3u + 1u + 2u + 19u + 6u);
+  EXPECT_EQ(keys, 17u + 7u + 3u + 1u + 2u + 19u + 6u);
   for (const auto& name : flag_names())
     EXPECT_NE(doc.find("`--" + name), std::string::npos) << name;
 }

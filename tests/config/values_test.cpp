@@ -188,6 +188,26 @@ TEST(CheckAddresses, ListenAndGrpcTargets) {
   EXPECT_NE(check_grpc_target("dns:"), "");
 }
 
+TEST(CheckPolicyTarget, DnsNeedsANameAndAPort) {  // issue 23
+  for (const char* ok : {"policy:9090", "[::1]:9090", "unix:///run/p.sock", "dns:///policy:9090",
+                         "dns:policy.ns.svc:9090", "dns://127.0.0.1:5353/policy-headless:9090",
+                         "dns://[::1]:53/p:1"})
+    EXPECT_EQ(check_policy_target(ok), "") << ok;
+  const std::string need = "\": a dns: target needs a name and a port (dns:///name:port, or "
+                           "dns://NS_IP:NS_PORT/name:port to ask that DNS server)";
+  for (const char* bad : {"dns:///policy", "dns:///:9090", "dns:///policy:0", "dns://policy:9090",
+                          "dns://127.0.0.1:53/", "dns:policy", "dns:///[::1]:9090"})
+    EXPECT_EQ(check_policy_target(bad), "invalid server target \"" + std::string(bad) + need)
+        << bad;
+  EXPECT_EQ(check_policy_target("dns://ns.example:53/p:1"),
+            "invalid server target \"dns://ns.example:53/p:1\": the DNS server must be an IP "
+            "address and a port (dns://NS_IP:NS_PORT/name:port)");
+  EXPECT_EQ(check_policy_target("dns://127.0.0.1/p:1"),
+            "invalid server target \"dns://127.0.0.1/p:1\": a dns: target needs a name and a port "
+            "(dns:///name:port, or dns://NS_IP:NS_PORT/name:port to ask that DNS server)");
+  EXPECT_EQ(check_policy_target("policy"), check_grpc_target("policy"));
+}
+
 TEST(RankEndpoint, PortPlusRankAndInprocSuffix) {
   std::string out;
   EXPECT_EQ(rank_endpoint("tcp://127.0.0.1:5557", 0, out), "");

@@ -56,7 +56,7 @@ struct Shell : ::testing::Test {
   }
   // Units the emitter received since the last call.
   std::vector<emit_unit_ptr> fresh_units() {
-    auto all = emitter.all<emit_unit_ptr>();
+    auto all = emitter.all_last<emit_unit_ptr>();
     std::vector<emit_unit_ptr> v(all.begin() + static_cast<std::ptrdiff_t>(seen), all.end());
     seen = all.size();
     return v;
@@ -73,9 +73,16 @@ struct Shell : ::testing::Test {
     t.run();
     return slot;
   }
+  // The emitter names its one target (a recorder does not): units held until then go out.
+  template <class Hdl>
+  void name_target(const Hdl& aut) {
+    caf::anon_send(aut, atom::targets_v, std::vector<std::string>{"policy:9090"});
+    t.run();
+  }
   template <class Hdl>
   void answer(const Hdl& aut, const emit_unit_ptr& u, bool ok) {
-    caf::anon_send(aut, emit_result{u->id, ok, ok ? 0u : 1u, true, ok ? "" : "UNAVAILABLE"});
+    caf::anon_send(aut, emit_result{"policy:9090", u->id, ok, ok ? 0u : 1u, true,
+                                    ok ? "" : "UNAVAILABLE"});
     t.run();
   }
 };
@@ -85,6 +92,7 @@ TEST_F(Shell, AnOutageEndsWithTheClearFirstThenTheReReport) {
   stop_at_end(aut);
   caf::anon_send(aut, atom::update_v, decoder.as<decoder_actor>());
   t.run();
+  name_target(aut);
   EXPECT_EQ(emitter.starting_with<atom::update>().size(), 1u)
       << "the emitter learns whom to tell about reconnects";
   auto u = fresh_units();
@@ -116,7 +124,7 @@ TEST_F(Shell, AnOutageEndsWithTheClearFirstThenTheReReport) {
   EXPECT_EQ(decoder.starting_with<atom::drain>().size(), 1u) << "and a barrier ends DB6";
 
   // Reconnect right after the resync: deferred to 5 s after it, then a probe again.
-  caf::anon_send(aut, atom::reconnected_v);
+  caf::anon_send(aut, atom::reconnected_v, std::string("policy:9090"));
   t.run();
   EXPECT_TRUE(fresh_units().empty());
   t.advance(milliseconds(5000));
@@ -130,6 +138,7 @@ TEST_F(Shell, DrainEndsWithTheFinalClearWhenAsked) {
   auto aut = spawn_debouncer(t.sys(), ctx, opts, emitter.as<emitter_actor>());
   stop_at_end(aut);
   t.run();
+  name_target(aut);
   answer(aut, fresh_units().at(0), true);
   caf::anon_send(aut, batch({up(5)}));
   t.run();
@@ -167,6 +176,7 @@ TEST_F(Shell, MergedRanksShareOneDebouncerAndOneStream) {
   caf::anon_send(rank0, atom::update_v, decoder.as<decoder_actor>());
   caf::anon_send(rank1, atom::update_v, decoder1.as<decoder_actor>());
   t.run();
+  name_target(replica);
   auto u = fresh_units();
   ASSERT_EQ(u.size(), 1u) << "one clear for the replica, at its start";
   EXPECT_TRUE(u[0]->clear);
@@ -180,7 +190,7 @@ TEST_F(Shell, MergedRanksShareOneDebouncerAndOneStream) {
   u = fresh_units();
   ASSERT_EQ(u.size(), 1u);
   EXPECT_EQ(u[0]->adds.size(), 2u) << "1 once, through rank 0's emitter";
-  EXPECT_TRUE(other_emitter.all<emit_unit_ptr>().empty());
+  EXPECT_TRUE(other_emitter.all_last<emit_unit_ptr>().empty());
   answer(replica, u[0], true);
 
   caf::anon_send(rank0, batch({ev(1)}));

@@ -45,6 +45,7 @@ struct Protocol : ::testing::Test {
     p.emplace(opts);
     p->start(t, out);
     p->on_emitter(t, out);
+    p->on_targets({"a"}, t, out);
     for (auto r : ranks) p->on_decoder(r, t, out);
     if (opts.start_with_clear) {
       auto u = take_units();
@@ -69,8 +70,8 @@ struct Protocol : ::testing::Test {
               out.end());
     return v;
   }
-  void ack(uint64_t id) { p->on_result(emit_result{id, true, 0, true, ""}, t, out); }
-  void fail(uint64_t id) { p->on_result(emit_result{id, false, 1, true, "UNAVAILABLE"}, t, out); }
+  void ack(uint64_t id) { p->on_result(emit_result{"a", id, true, 0, true, ""}, t, out); }
+  void fail(uint64_t id) { p->on_result(emit_result{"a", id, false, 1, true, "UNAVAILABLE"}, t, out); }
   void ops(std::vector<prefix_op> v, uint32_t rank = 0, uint64_t epoch = 1) {
     p->on_ops(rank, batch(std::move(v), epoch), t, out);
   }
@@ -113,6 +114,7 @@ TEST_F(Protocol, StartClearGoesAtOnceAndAskForReconnectNotices) {  // DB14
   p->start(t, out);
   EXPECT_TRUE(take_units().empty()) << "no emitter yet (DB4)";
   p->on_emitter(t, out);
+  p->on_targets({"a"}, t, out);
   EXPECT_EQ(of(action_kind::listen).size(), 1u);
   auto u = take_units();
   ASSERT_EQ(u.size(), 1u);
@@ -260,7 +262,7 @@ TEST_F(Protocol, AnAddOverAPendingEvictionIsNeverDropped) {  // DB5
 
 TEST_F(Protocol, AfterAResyncEvictionsOfKeysNotReReportedAreDropped) {  // DB6, DB9
   start();
-  p->on_reconnected(t, out);
+  p->on_reconnected("a", t, out);
   auto probe = take_units();
   ASSERT_EQ(probe.size(), 1u);
   ack(probe[0]->id);
@@ -293,7 +295,7 @@ TEST_F(Protocol, AfterAResyncEvictionsOfKeysNotReReportedAreDropped) {  // DB6, 
 
 // ---- outage, resync, reconnect -----------------------------------------------------------------
 
-TEST_F(Protocol, DuringAnOutageOnlyTheProbeGoesOutAndRecoveryClearsFirst) {  // DB7-DB9
+TEST_F(Protocol, DuringAnOutageOnlyTheProbeGoesOutAndRecoveryClearsFirst) {  // TD3-TD5, DB9
   start();
   ops({up(1)});
   window();
@@ -330,7 +332,7 @@ TEST_F(Protocol, DuringAnOutageOnlyTheProbeGoesOutAndRecoveryClearsFirst) {  // 
 
 TEST_F(Protocol, OutageDuringAResyncProbesAgainWithBackoff) {
   start();
-  p->on_reconnected(t, out);  // healthy: a resync starts at once (DB12)
+  p->on_reconnected("a", t, out);  // healthy: a resync starts at once (TD6)
   auto probe = take_units();
   ASSERT_EQ(probe.size(), 1u);
   ops({up(7)});
@@ -348,14 +350,14 @@ TEST_F(Protocol, OutageDuringAResyncProbesAgainWithBackoff) {
   EXPECT_EQ(of(action_kind::report).size(), 1u);
 }
 
-TEST_F(Protocol, UnitsFailedAfterTheFirstOnlyCount) {  // DB10, U3
+TEST_F(Protocol, UnitsFailedAfterTheFirstOnlyCount) {  // TD3, U3
   start();
   ops({ev(1)});
   ops({ev(2)});
   auto u = take_units();
   ASSERT_EQ(u.size(), 2u);
   fail(u[0]->id);
-  p->on_result(emit_result{u[1]->id, false, 0, false, "abandoned"}, t, out);
+  p->on_result(emit_result{"a", u[1]->id, false, 0, false, "abandoned"}, t, out);
   EXPECT_EQ(p->stats().units_failed, 2u);
   EXPECT_EQ(of(action_kind::arm_resync).size(), 1u) << "one outage, one backoff";
   size_t warns = 0;
@@ -363,7 +365,7 @@ TEST_F(Protocol, UnitsFailedAfterTheFirstOnlyCount) {  // DB10, U3
   EXPECT_EQ(warns, 1u);
 }
 
-TEST_F(Protocol, StillUnreachableIsLoggedAtMostOncePer10sWithCounts) {  // DB7
+TEST_F(Protocol, StillUnreachableIsLoggedAtMostOncePer10sWithCounts) {  // TD3
   start();
   ops({ev(1)});
   fail(take_units()[0]->id);
@@ -376,33 +378,33 @@ TEST_F(Protocol, StillUnreachableIsLoggedAtMostOncePer10sWithCounts) {  // DB7
     fail(probe[0]->id);
   }
   for (const auto& a : of(action_kind::log))
-    if (a.line.message == "policy server still unreachable") ++lines;
+    if (a.line.message == "policy server target still unreachable") ++lines;
   EXPECT_LT(lines, 20u);
   EXPECT_GE(lines, 1u);
   EXPECT_EQ(p->stats().probes_failed, 20u);
 }
 
-TEST_F(Protocol, ReconnectWhileUnhealthyProbesAtOnce) {  // DB8
+TEST_F(Protocol, ReconnectWhileUnhealthyProbesAtOnce) {  // TD4
   start();
   ops({ev(1)});
   fail(take_units()[0]->id);
   EXPECT_TRUE(take_units().empty());
-  p->on_reconnected(t, out);
+  p->on_reconnected("a", t, out);
   auto probe = take_units();
   ASSERT_EQ(probe.size(), 1u);
   EXPECT_TRUE(only_clear(*probe[0]));
 }
 
-TEST_F(Protocol, ReconnectResyncsAreRateLimited) {  // DB12
+TEST_F(Protocol, ReconnectResyncsAreRateLimited) {  // TD6
   start();
-  p->on_reconnected(t, out);
+  p->on_reconnected("a", t, out);
   auto probe = take_units();
   ASSERT_EQ(probe.size(), 1u);
   ack(probe[0]->id);
   out.clear();
   t.steady_ms += 1000;
-  p->on_reconnected(t, out);
-  p->on_reconnected(t, out);
+  p->on_reconnected("a", t, out);
+  p->on_reconnected("a", t, out);
   EXPECT_TRUE(take_units().empty()) << "within 5 s of the last resync";
   auto arms = of(action_kind::arm_resync);
   ASSERT_EQ(arms.size(), 1u) << "one deferred resync, however many notices";
@@ -414,11 +416,12 @@ TEST_F(Protocol, ReconnectResyncsAreRateLimited) {  // DB12
   EXPECT_EQ(p->stats().reconnects, 3u);
 }
 
-TEST_F(Protocol, EmitterReplacedWithUnitsInFlightResyncs) {  // DB10
+TEST_F(Protocol, EmitterReplacedWithUnitsInFlightResyncs) {  // TD7
   start();
   ops({ev(1)});
   ASSERT_EQ(take_units().size(), 1u);
   p->on_emitter(t, out);
+  p->on_targets({"a"}, t, out);
   EXPECT_EQ(of(action_kind::listen).size(), 1u) << "the new emitter learns whom to tell";
   EXPECT_FALSE(p->healthy());
   EXPECT_EQ(p->units_in_flight(), 0u);
@@ -443,7 +446,8 @@ TEST_F(Protocol, RefreshReReportsWithoutAClearOnlyWhenHealthy) {  // DB13
   start();
   p->on_refresh_timer(t, out);
   ASSERT_EQ(of(action_kind::report).size(), 1u);
-  EXPECT_EQ(of(action_kind::report)[0].gen, 0u) << "no barrier, no tracking";
+  EXPECT_NE(of(action_kind::report)[0].gen, 0u) << "a barrier: no lane starts before it ends";
+  EXPECT_FALSE(p->pending().tracking()) << "no clear, no tracking";
   EXPECT_EQ(of(action_kind::arm_refresh).size(), 1u);
   EXPECT_TRUE(take_units().empty());
   out.clear();
@@ -609,7 +613,7 @@ TEST_F(Merged, OnlyTheReplicaStartClearsAndAResyncAsksEveryRank) {  // DB14, DB1
   ops({up(1)}, 1);
   window();
   ack(take_units()[0]->id);
-  p->on_reconnected(t, out);
+  p->on_reconnected("a", t, out);
   auto probe = take_units();
   ASSERT_EQ(probe.size(), 1u);
   ack(probe[0]->id);
@@ -628,6 +632,7 @@ TEST_F(Merged, NoEmitterYetHoldsEverything) {  // DB4
   ops({ev(1)}, 1);
   EXPECT_TRUE(take_units().empty());
   p->on_emitter(t, out);
+  p->on_targets({"a"}, t, out);
   auto u = take_units();
   ASSERT_EQ(u.size(), 1u);
   EXPECT_TRUE(u[0]->clear) << "the start's clear first";
@@ -673,6 +678,7 @@ TEST_F(Protocol, DB18_ABaseEvictionCarriesTheAdapterEntriesItSweepsAndTheResyncF
   u = take_units();
   ASSERT_EQ(u.size(), 1u);
   EXPECT_TRUE(only_clear(*u[0]));
+  ack(u[0]->id);  // the server is empty now
   EXPECT_EQ(p->mirrored_keys(), 0u);
 }
 

@@ -3,8 +3,9 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // The emitter against the real demo policy server over loopback gRPC: when the server goes away
-// and a new, empty one starts on the same port, the reconnect listener hears `reconnected`
-// without any unit or stats call being made (the engine is quiet: issue 12 item 3).
+// and a new, empty one starts on the same port, the reconnect listener hears `reconnected` for
+// that target without any unit or stats call being made (the engine is quiet: issue 12 item 3).
+// With two servers, only the restarted one's target is reported.
 #include <gtest/gtest.h>
 
 #include <caf/actor_system.hpp>
@@ -15,6 +16,8 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "actors/emitter/emitter_actor.hpp"
 #include "messages/system_setup.hpp"
@@ -35,60 +38,128 @@ struct system_fixture {
   caf::actor_system sys;
 };
 
-// Waits for one `reconnected` at `self`; false after `limit`.
-bool heard_reconnect(caf::scoped_actor& self, std::chrono::seconds limit) {
-  bool heard = false;
-  self->receive([&](atom::reconnected) { heard = true; },
-                caf::after(limit) >> [] {});
+// Waits for one `reconnected` at `self` (target sets are skipped); its target, or "" after
+// `limit`.
+std::string heard_reconnect(caf::scoped_actor& self, std::chrono::seconds limit) {
+  std::string heard;
+  bool done = false;
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!done) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    self->receive([&](atom::reconnected, std::string& t) { heard = std::move(t); done = true; },
+                  [&](atom::targets, std::vector<std::string>&) {},
+                  caf::after(left.count() > 0 ? left : std::chrono::milliseconds(0)) >>
+                      [&] { done = true; });
+  }
   return heard;
+}
+
+// The channel field of the emitter's status: `key` is "channel" (the first target's) or
+// "target[T]" (that target's map).
+std::string channel_of(caf::scoped_actor& self, const emitter_actor& em, const std::string& key) {
+  std::string out;
+  self->request(em, 5s, atom::status_v)
+      .receive(
+          [&](const actor_status& s) {
+            for (const auto& [k, v] : s.fields) {
+              if (k != key) continue;
+              if (const auto* str = std::get_if<std::string>(&v)) out = *str;
+              if (const auto* m = std::get_if<actor_status::string_map>(&v))
+                for (const auto& [mk, mv] : *m)
+                  if (mk == "channel") out = mv;
+            }
+          },
+          [](const caf::error&) {});
+  return out;
+}
+
+// Polls the status until every key reports READY; false after ~20 s.
+bool all_ready(caf::scoped_actor& self, const emitter_actor& em,
+               const std::vector<std::string>& keys) {
+  for (int i = 0; i < 1000; ++i) {
+    bool ready = true;
+    for (const auto& k : keys) ready = ready && channel_of(self, em, k) == "READY";
+    if (ready) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
+// An emitter for `o` (names the pipeline, bounds the reconnect backoff), listened to by `self`.
+emitter_actor start_emitter(system_fixture& f, caf::scoped_actor& self, const std::string& name,
+                            emitter_options o) {
+  pipeline_context ctx;
+  ctx.name = name;
+  ctx.identity = {name, "m", "t", "vllm"};
+  o.client.max_reconnect_backoff = 500ms;  // the test's bound, not its assertion
+  std::string err;
+  auto em = spawn_emitter(f.sys, ctx, o, err);
+  EXPECT_TRUE(em) << err;
+  if (em) self->send(em, atom::update_v, caf::actor_cast<reconnect_listener_actor>(self));
+  return em;
+}
+
+// Stops `first` and starts a new, empty server on its port (nullptr if the port was taken).
+std::unique_ptr<policy::policy_server> restart(std::unique_ptr<policy::policy_server> first) {
+  const int port = first->port();
+  first->stop();
+  first.reset();
+  policy::server_options so;
+  so.listen = "127.0.0.1:" + std::to_string(port);
+  auto second = std::make_unique<policy::policy_server>(so);
+  if (!second->start()) return nullptr;
+  return second;
 }
 
 TEST(EmitterReconnect, ANewEmptyServerOnTheSamePortIsToldToTheListener) {
   auto first = std::make_unique<policy::policy_server>();
   ASSERT_TRUE(first->start());
-  const int port = first->port();
   const std::string target = first->target();
 
   system_fixture f;
-  pipeline_context ctx;
-  ctx.name = "reconnect-0";
-  ctx.identity = {"r-0", "m", "t", "vllm"};
+  caf::scoped_actor self{f.sys};
   emitter_options o;
   o.client.target = target;
-  o.client.max_reconnect_backoff = 500ms;  // the test's bound, not its assertion
-  std::string err;
-  auto em = spawn_emitter(f.sys, ctx, o, err);
-  ASSERT_TRUE(em) << err;
-  caf::scoped_actor self{f.sys};
-  self->send(em, atom::update_v, caf::actor_cast<reconnect_listener_actor>(self));
+  auto em = start_emitter(f, self, "reconnect-0", o);
+  ASSERT_TRUE(em);
 
   // Connected (the emitter connects at start), and no reconnect for that first READY.
-  bool ready = false;
-  for (int i = 0; i < 1000 && !ready; ++i) {
-    self->request(em, 5s, atom::status_v)
-        .receive(
-            [&](const actor_status& s) {
-              for (const auto& [k, v] : s.fields)
-                if (k == "channel" && std::holds_alternative<std::string>(v) &&
-                    std::get<std::string>(v) == "READY")
-                  ready = true;
-            },
-            [](const caf::error&) {});
-    if (!ready) std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_TRUE(ready) << "the emitter never connected";
-  EXPECT_FALSE(heard_reconnect(self, 0s));
+  ASSERT_TRUE(all_ready(self, em, {"channel"})) << "the emitter never connected";
+  EXPECT_EQ(heard_reconnect(self, 0s), "");
 
   // The server goes away; a new, empty one takes its port.
-  first->stop();
-  first.reset();
-  policy::server_options so;
-  so.listen = "127.0.0.1:" + std::to_string(port);
-  policy::policy_server second(so);
-  ASSERT_TRUE(second.start()) << "port " << port << " taken meanwhile";
-  EXPECT_TRUE(heard_reconnect(self, 30s)) << "the listener never heard of the reconnect";
-  EXPECT_EQ(second.calls().report_streams + second.calls().publish, 0u)
+  auto second = restart(std::move(first));
+  ASSERT_TRUE(second) << "the port was taken meanwhile";
+  EXPECT_EQ(heard_reconnect(self, 30s), target) << "the listener never heard of the reconnect";
+  EXPECT_EQ(second->calls().report_streams + second->calls().publish, 0u)
       << "noticed without any call";
+
+  self->send_exit(em, caf::exit_reason::user_shutdown);
+  self->wait_for(em);
+}
+
+TEST(EmitterReconnect, OfTwoServersOnlyTheRestartedOneIsReported) {
+  policy::policy_server steady;
+  ASSERT_TRUE(steady.start());
+  auto first = std::make_unique<policy::policy_server>();
+  ASSERT_TRUE(first->start());
+  const std::string restarted = first->target();
+
+  system_fixture f;
+  caf::scoped_actor self{f.sys};
+  emitter_options o;
+  o.targets = {steady.target(), restarted};
+  auto em = start_emitter(f, self, "reconnect-1", o);
+  ASSERT_TRUE(em);
+  const std::string steady_key = "target[" + steady.target() + "]";
+  ASSERT_TRUE(all_ready(self, em, {steady_key, "target[" + restarted + "]"}))
+      << "the emitter never connected to both";
+
+  auto second = restart(std::move(first));
+  ASSERT_TRUE(second) << "the port was taken meanwhile";
+  EXPECT_EQ(heard_reconnect(self, 30s), restarted) << "the restarted server's target, only";
+  EXPECT_EQ(channel_of(self, em, steady_key), "READY");
 
   self->send_exit(em, caf::exit_reason::user_shutdown);
   self->wait_for(em);

@@ -247,8 +247,9 @@ TEST(PolicyServerBlackHole, IngestionKeepsUpMemoryBoundedThenResyncs) {
   EXPECT_TRUE(wait_until([&] { return env.metric("kvrelay_units_failed_total") > 0; }, 10s))
       << "calls must time out (rpc_timeout)";
   const auto deadline_exceeded = [&](const char* method) {
-    return std::max(0.0, env.metric("kvrelay_rpc_total",
-                                    {{"method", method}, {"code", "DEADLINE_EXCEEDED"}}));
+    return std::max(0.0, env.metric("kvrelay_rpc_total", {{"target", env.cfg.server.address},
+                                                          {"method", method},
+                                                          {"code", "DEADLINE_EXCEEDED"}}));
   };
   EXPECT_GT(deadline_exceeded("ReportCacheState") + deadline_exceeded("PublishEvent"), 0)
       << "a server that never answers must end each call at the 300 ms deadline";

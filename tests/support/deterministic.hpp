@@ -14,7 +14,7 @@
 //   caf::anon_send(aut, ops);
 //   t.run();                                    // deliver everything that is ready
 //   t.advance(std::chrono::milliseconds(100));  // the flush window elapses
-//   auto units = emitter.all<emit_unit_ptr>();
+//   auto units = emitter.all_last<emit_unit_ptr>();  // (target, unit) messages
 //
 // CAF headers stay in the .cpp where they can; tests include CAF themselves as needed.
 
@@ -91,6 +91,16 @@ class recorder {
     std::vector<T> out;
     for (const auto& m : received())
       if (m.size() == 1 && m.match_element<T>(0)) out.push_back(m.get_as<T>(0));
+    return out;
+  }
+  /// The last element of every received message that ends with a T, in order (e.g. the units
+  /// of (target, emit_unit_ptr) messages).
+  template <class T>
+  std::vector<T> all_last() const {
+    std::vector<T> out;
+    for (const auto& m : received())
+      if (m.size() >= 1 && m.match_element<T>(m.size() - 1))
+        out.push_back(m.get_as<T>(m.size() - 1));
     return out;
   }
   /// Received messages whose first element is a T (atoms: the atom constant type).
