@@ -249,6 +249,33 @@ with_baseline() {
 }
 
 ADAPTERS="1=lora-0,2=lora-1,3=lora-2,4=lora-3,5=lora-4,6=lora-5,7=lora-6,8=lora-7"
+# Python the result scripts share (fed ahead of their own text: { echo "$PY_TIMES"; cat; }):
+# pairs(path) reads a file of native int64 pairs (fingerprint, µs since the epoch), as the
+# loadgen's --block-times and the sink's --receipts write them; publish_times(path) maps each
+# stored fingerprint to its first publish time; first_receipts(path, published) joins a sink's
+# receipts with it: (publish µs, latency µs) per block, re-stored fingerprints once (first
+# publish, first receipt).
+PY_TIMES='import array, os
+def pairs(path):
+    a = array.array("q")
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            a.frombytes(f.read())
+    return a
+def publish_times(path):
+    published, t = {}, pairs(path)
+    for i in range(0, len(t) - 1, 2):
+        published.setdefault(t[i], t[i + 1])
+    return published
+def first_receipts(path, published):
+    seen, r, out = set(), pairs(path), []
+    for i in range(0, len(r) - 1, 2):
+        fp = r[i]
+        if fp in seen or fp not in published:
+            continue
+        seen.add(fp)
+        out.append((published[fp], r[i + 1] - published[fp]))
+    return out'
 # One run: $1 case, $2 mode (single|dp4|node4), $3 blocks per source, $4 rate (0 = max),
 # $5 extra loadgen flags (quoted string). Appends one JSON line to $RESULTS.
 run_case() {
@@ -347,35 +374,16 @@ for l in open(sys.argv[1]):
     "$c_idle0" "$c_idle1" "$c_post0" "$c_post1" "$idle_s" \
     "$WORK/times-$name.bin" "$WORK/receipts-$name.bin" \
     "$WORK/etimes-$name.bin" "$WORK/ereceipts-$name.bin" "$WORK/evict-$name.json" \
-    >>"$RESULTS" <<'EOF'
-import array, bisect, json, os, sys
+    >>"$RESULTS" < <(echo "$PY_TIMES"; cat <<'EOF'
+import bisect, json, os, sys
 (name, mode, rate, lg_out, sink, t0, t1, c0, c1, c2, expected, stored, gaps, lost, events,
  resident, rss_base, rss, hwm, ci0, ci1, cp0, cp1, idle_s, times_bin, receipts_bin,
  etimes_bin, ereceipts_bin, evict_json) = sys.argv[1:]
 
-def pairs(path):
-    a = array.array("q")
-    if os.path.exists(path):
-        with open(path, "rb") as f:
-            a.frombytes(f.read())
-    return a
-
 # Exact per-block latency: each stored block's publish time (loadgen) joined by fingerprint with
 # its first receipt at the sink. Re-stored fingerprints count once (first publish, first receipt).
-published = {}
-t = pairs(times_bin)
-for i in range(0, len(t) - 1, 2):
-    published.setdefault(t[i], t[i + 1])
-lat = []
-seen = set()
-r = pairs(receipts_bin)
-for i in range(0, len(r) - 1, 2):
-    fp = r[i]
-    if fp in seen or fp not in published:
-        continue
-    seen.add(fp)
-    lat.append(r[i + 1] - published[fp])
-lat.sort()
+published = publish_times(times_bin)
+lat = sorted(l for _, l in first_receipts(receipts_bin, published))
 def pct(q, lat=lat):
     return round(lat[min(len(lat) - 1, int(q * len(lat)))] / 1e3, 3) if lat else None
 # Eviction latency: each eviction the server received (PREFIX_EVICTED or expired entry) joined with
@@ -481,6 +489,7 @@ if floor.get("floor_index_ns") and r["cpu_ns_per_block"]:
                                       if r["blocks_per_s"] else None)
 print(json.dumps(r))
 EOF
+)
   tail -1 "$RESULTS" >&2
   if [[ "$stored" -lt "$expected" || "$gaps" != 0 ]]; then
     log "case $name: received $stored of $expected blocks, $gaps gap(s)"
@@ -1077,41 +1086,26 @@ for l in open(sys.argv[1]):
   python3 - "$name" "$n" "$stop" "$expected" "$stored" "$gaps" "$resident" "$same" "$snap" \
     "$t0" "$t1" "$c0" "$c1" "$c2" "$t_stop" "$t_cont" "$t_exact" "$hwm0" "$hwm1" "$rss_peak" \
     "$lag_peak" "$up_min" "$resyncs0" "$resyncs1" "$(status_kb "$KV_PID" VmHWM)" \
-    "$WORK/times-$name.bin" "${receipts[@]}" >>"$OUT/fanout.jsonl" <<'PY'
-import array, json, os, sys
+    "$WORK/times-$name.bin" "${receipts[@]}" >>"$OUT/fanout.jsonl" < <(echo "$PY_TIMES"; cat <<'PY'
+import json, sys
 (name, n, stop, expected, stored, gaps, resident, same, snap, t0, t1, c0, c1, c2, t_stop, t_cont,
  t_exact, hwm0, hwm1, rss_peak, lag_peak, up_min, rs0, rs1, hwm_end, times) = sys.argv[1:27]
 receipts = sys.argv[27:]
-def pairs(path):
-    a = array.array("q")
-    if os.path.exists(path):
-        with open(path, "rb") as f:
-            a.frombytes(f.read())
-    return a
-published = {}
-t = pairs(times)
-for i in range(0, len(t) - 1, 2):
-    published.setdefault(t[i], t[i + 1])
+published = publish_times(times)
 def pct(lat, q):
     lat = sorted(lat)
     return round(lat[min(len(lat) - 1, int(q * len(lat)))] / 1e3, 3) if lat else None
 # Per sink: block latency (publish -> first receipt), all blocks and, in the stop run, by publish
-# time: before the stop, during it, after SIGCONT.
+# time: the 5 s before the stop (the engine cache full since long: the steady state the stop
+# interrupts; the first seconds, while it fills, run slower), during the stop, after SIGCONT.
 cut = [float(x) * 1e6 for x in (t_stop, t_cont)] if stop else []
 sinks = []
 for path in receipts:
-    seen, lat, parts = set(), [], {"before": [], "during": [], "after": []}
-    r = pairs(path)
-    for i in range(0, len(r) - 1, 2):
-        fp = r[i]
-        if fp in seen or fp not in published:
-            continue
-        seen.add(fp)
-        pub = published[fp]
-        lat.append(r[i + 1] - pub)
-        if cut:
-            parts["before" if pub < cut[0] else "during" if pub < cut[1] else "after"].append(
-                r[i + 1] - pub)
+    lat, parts = [], {"before": [], "during": [], "after": []}
+    for pub, l in first_receipts(path, published):
+        lat.append(l)
+        if cut and pub >= cut[0] - 5e6:
+            parts["before" if pub < cut[0] else "during" if pub < cut[1] else "after"].append(l)
     s = {"matched": len(lat), "p50_ms": pct(lat, 0.5), "p99_ms": pct(lat, 0.99)}
     for k, v in parts.items():
         if cut:
@@ -1134,6 +1128,7 @@ if stop:
                 "exact_after_cont_s": round(float(t_exact) - float(t_cont), 3) if t_exact else None})
 print(json.dumps(row))
 PY
+)
   tail -1 "$OUT/fanout.jsonl" >&2
   python3 -c 'import json,sys
 r=[json.loads(l) for l in open(sys.argv[1])][-1]
@@ -1181,14 +1176,15 @@ if ratios:
           % (", ".join("%.2f" % x for x in ratios), statistics.median(ratios)), file=sys.stderr)
 stops = [r for r in rows if r["stop"]]
 if stops:
-    print("\n| stop case | others' p99 ms before / during the stop | stopped: lag peak MiB, marked down, "
-          "resyncs | kvrelay VmHWM MiB before / at SIGCONT (RSS peak) | exact after SIGCONT s |")
+    print("\n| stop case | others' p99 ms: 5 s before / during the stop / after | stopped: lag peak "
+          "MiB, marked down, resyncs | kvrelay VmHWM MiB before / at SIGCONT (RSS peak) "
+          "| exact after SIGCONT s |")
     print("|" + "---|" * 5)
     for r in stops:
         others = r["sink"][:-1]
         print("| {} | {} | {:.1f}, {}, {} | {:.1f} / {:.1f} ({:.1f}) | {} |".format(
-            r["case"], ", ".join("%s / %s" % (s.get("before_p99_ms"), s.get("during_p99_ms"))
-                                 for s in others),
+            r["case"], ", ".join("%s / %s / %s" % (s.get("before_p99_ms"), s.get("during_p99_ms"),
+                                                   s.get("after_p99_ms")) for s in others),
             r["stopped_lag_bytes_peak"] / 2**20, r["stopped_marked_down"], r["stopped_resyncs"],
             r["hwm_kb_before_stop"] / 1024, r["hwm_kb_at_cont"] / 1024,
             r["rss_kb_peak_during_stop"] / 1024, r["exact_after_cont_s"]))
