@@ -19,7 +19,8 @@
 # gap and, in evictdrain, the sink got one eviction per add; 1 otherwise. Figures are reported,
 # never asserted (the machine is shared).
 # The durable case (issue 22: ingestion with a snapshot every second vs none) runs only when
-# --cases names it.
+# --cases names it, as does the fanout case (issue 23: one kvrelay and 1 vs 3 policy servers, then
+# one of three stopped for FANOUT_STOP_SECONDS, 30; results in fanout.jsonl).
 # The fullcache case (issue 13's full-cache engine, both eviction modes) runs unless --cases names
 # others; KVRELAY_BASELINE=/path/to/kvrelay adds that binary's run of it (its own default eviction
 # mode) to the same run, for "rpc mode at least 2x today's rate"; it adds one to evictdrain too.
@@ -131,12 +132,13 @@ metric_sum() {
 }
 
 SINK_PID=""; SINK_PORT=""; SINK_STATS=""
+SINK_EXTRA=()  # extra flags of the next start_sink (the fanout case's --resident-set)
 start_sink() {
   SINK_STATS="$WORK/sink-$1.json"
   rm -f "$WORK/sink.port"
   "$SINK" --listen 127.0.0.1:0 --port-file "$WORK/sink.port" --stats-file "$SINK_STATS" \
     --receipts "$WORK/receipts-$1.bin" --eviction-receipts "$WORK/ereceipts-$1.bin" \
-    2>>"$OUT/sink.log" &
+    "${SINK_EXTRA[@]}" 2>>"$OUT/sink.log" &
   SINK_PID=$!
   PIDS+=("$SINK_PID")
   for _ in $(seq 200); do [[ -s "$WORK/sink.port" ]] && break; sleep 0.02; done
@@ -247,6 +249,33 @@ with_baseline() {
 }
 
 ADAPTERS="1=lora-0,2=lora-1,3=lora-2,4=lora-3,5=lora-4,6=lora-5,7=lora-6,8=lora-7"
+# Python the result scripts share (fed ahead of their own text: { echo "$PY_TIMES"; cat; }):
+# pairs(path) reads a file of native int64 pairs (fingerprint, µs since the epoch), as the
+# loadgen's --block-times and the sink's --receipts write them; publish_times(path) maps each
+# stored fingerprint to its first publish time; first_receipts(path, published) joins a sink's
+# receipts with it: (publish µs, latency µs) per block, re-stored fingerprints once (first
+# publish, first receipt).
+PY_TIMES='import array, os
+def pairs(path):
+    a = array.array("q")
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            a.frombytes(f.read())
+    return a
+def publish_times(path):
+    published, t = {}, pairs(path)
+    for i in range(0, len(t) - 1, 2):
+        published.setdefault(t[i], t[i + 1])
+    return published
+def first_receipts(path, published):
+    seen, r, out = set(), pairs(path), []
+    for i in range(0, len(r) - 1, 2):
+        fp = r[i]
+        if fp in seen or fp not in published:
+            continue
+        seen.add(fp)
+        out.append((published[fp], r[i + 1] - published[fp]))
+    return out'
 # One run: $1 case, $2 mode (single|dp4|node4), $3 blocks per source, $4 rate (0 = max),
 # $5 extra loadgen flags (quoted string). Appends one JSON line to $RESULTS.
 run_case() {
@@ -345,35 +374,16 @@ for l in open(sys.argv[1]):
     "$c_idle0" "$c_idle1" "$c_post0" "$c_post1" "$idle_s" \
     "$WORK/times-$name.bin" "$WORK/receipts-$name.bin" \
     "$WORK/etimes-$name.bin" "$WORK/ereceipts-$name.bin" "$WORK/evict-$name.json" \
-    >>"$RESULTS" <<'EOF'
-import array, bisect, json, os, sys
+    >>"$RESULTS" < <(echo "$PY_TIMES"; cat <<'EOF'
+import bisect, json, os, sys
 (name, mode, rate, lg_out, sink, t0, t1, c0, c1, c2, expected, stored, gaps, lost, events,
  resident, rss_base, rss, hwm, ci0, ci1, cp0, cp1, idle_s, times_bin, receipts_bin,
  etimes_bin, ereceipts_bin, evict_json) = sys.argv[1:]
 
-def pairs(path):
-    a = array.array("q")
-    if os.path.exists(path):
-        with open(path, "rb") as f:
-            a.frombytes(f.read())
-    return a
-
 # Exact per-block latency: each stored block's publish time (loadgen) joined by fingerprint with
 # its first receipt at the sink. Re-stored fingerprints count once (first publish, first receipt).
-published = {}
-t = pairs(times_bin)
-for i in range(0, len(t) - 1, 2):
-    published.setdefault(t[i], t[i + 1])
-lat = []
-seen = set()
-r = pairs(receipts_bin)
-for i in range(0, len(r) - 1, 2):
-    fp = r[i]
-    if fp in seen or fp not in published:
-        continue
-    seen.add(fp)
-    lat.append(r[i + 1] - published[fp])
-lat.sort()
+published = publish_times(times_bin)
+lat = sorted(l for _, l in first_receipts(receipts_bin, published))
 def pct(q, lat=lat):
     return round(lat[min(len(lat) - 1, int(q * len(lat)))] / 1e3, 3) if lat else None
 # Eviction latency: each eviction the server received (PREFIX_EVICTED or expired entry) joined with
@@ -479,6 +489,7 @@ if floor.get("floor_index_ns") and r["cpu_ns_per_block"]:
                                       if r["blocks_per_s"] else None)
 print(json.dumps(r))
 EOF
+)
   tail -1 "$RESULTS" >&2
   if [[ "$stored" -lt "$expected" || "$gaps" != 0 ]]; then
     log "case $name: received $stored of $expected blocks, $gaps gap(s)"
@@ -944,8 +955,244 @@ if has_case outage; then
   for i in $(seq "$REPEATS"); do run_outage_case "$i"; done
 fi
 
+# ---- fanout: one kvrelay, several policy servers (issue 23) ------------------------------------
+# The same paced load (FANOUT_RATE, 20 k blocks/s, a 64 Ki-block engine cache: stores and expire-
+# mode evictions) into kvrelay with one sink, then with three (kvrelay given --server three
+# times), interleaved: kvrelay's CPU per stored block (go -> drained) and each sink's block p99
+# (publish -> first receipt). Then the stop run: three sinks, one SIGSTOPped FANOUT_STOP_SECONDS
+# (30) from 10 s in and SIGCONTed, the load going on 10 s more: the other sinks' p99 of blocks
+# published before vs during the stop, kvrelay's RSS and VmHWM over the stop, and how long after
+# SIGCONT the stopped sink holds the same set as the others (the sinks' --resident-set: size and
+# XOR of fingerprints). server.rpc_timeout is 1 s so the stopped sink is declared down fast;
+# server.max_target_lag is the default 16 MiB. Rows in fanout.jsonl; only when --cases names it.
+FAN_PIDS=(); FAN_PORTS=(); FAN_STATS=()
+fan_snapshot() {  # fresh "resident xor last_any_us" of every sink, one line each, in sink order
+  local k
+  for k in "${!FAN_PIDS[@]}"; do rm -f "${FAN_STATS[$k]}"; kill -USR1 "${FAN_PIDS[$k]}" 2>/dev/null || true; done
+  for k in "${!FAN_PIDS[@]}"; do
+    for _ in $(seq 250); do [[ -s "${FAN_STATS[$k]}" ]] && break; sleep 0.02; done
+  done
+  python3 - "${FAN_STATS[@]}" <<'PY'
+import json, sys
+for p in sys.argv[1:]:
+    try: d = json.load(open(p)); print(d["resident"], d["resident_xor"], d["last_any_us"])
+    except Exception: print(-1, 0, 0)
+PY
+}
+# True when sinks $@ (indices) hold the same non-empty set in the snapshot on stdin.
+fan_same() {
+  python3 -c 'import sys
+rows = [l.split() for l in sys.stdin.read().splitlines()]
+sel = [rows[int(i)][:2] for i in sys.argv[1:]]
+sys.exit(0 if int(sel[0][0]) > 0 and all(r == sel[0] for r in sel) else 1)' "$@"
+}
+run_fanout() {  # $1 case, $2 sinks, $3 blocks, $4 = stop: one sink stopped mid-run
+  local name="$1" n="$2" blocks="$3" stop="${4:-}" base k
+  base="$(free_base_port)"
+  FAN_PIDS=(); FAN_PORTS=(); FAN_STATS=()
+  SINK_EXTRA=(--resident-set)
+  for k in $(seq "$n"); do
+    start_sink "$name-s$k"
+    FAN_PIDS+=("$SINK_PID"); FAN_PORTS+=("$SINK_PORT"); FAN_STATS+=("$SINK_STATS")
+  done
+  SINK_EXTRA=()
+  SINK_PORT="${FAN_PORTS[0]}"  # start_kvrelay's --server; the others follow
+  local servers=()
+  for k in $(seq 1 $((n - 1))); do servers+=(--server "127.0.0.1:${FAN_PORTS[$k]}"); done
+  printf '[server]\nrpc_timeout = "1s"\n' >"$WORK/fanout.toml"
+  local lg_out="$WORK/loadgen-$name.out"
+  rm -f "$WORK/go"
+  log "case $name: $n sink(s), $blocks blocks at $FAN_RATE blocks/s${stop:+, one sink stopped ${FAN_STOP} s}"
+  # shellcheck disable=SC2086
+  "$LOADGEN" --bind "tcp://127.0.0.1:$base" --blocks "$blocks" --rate "$FAN_RATE" \
+    --go-file "$WORK/go" --block-times "$WORK/times-$name.bin" $FAN_LG \
+    >"$lg_out" 2>>"$OUT/loadgen.log" &
+  local lg_pid=$!
+  PIDS+=("$lg_pid")
+  start_kvrelay "$name" --config "$WORK/fanout.toml" "${servers[@]}" \
+    --engine-endpoint "tcp://127.0.0.1:$base" --replica-id bench --model-id bench \
+    --engine-metrics-url "" --lora-adapter-names "$ADAPTERS"
+  for _ in $(seq 3000); do
+    grep -q '"kind":"generated"' "$lg_out" 2>/dev/null && break
+    kill -0 "$lg_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  wait_connected 1 || { FAILED=1; stop_all; return; }
+  for _ in $(seq 300); do
+    [[ "$(metric_sum kvrelay_target_up)" -ge "$n" ]] && break
+    sleep 0.1
+  done
+  local expected
+  expected="$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    d=json.loads(l)
+    if d["kind"]=="generated": print(d["blocks"])' "$lg_out")"
+  for k in "${FAN_PIDS[@]}"; do kill -USR2 "$k"; done
+  sleep 0.05
+  local c0 t0 c1="" t1="" c2 stored=0 last=-1 stall=0
+  local t_stop="" t_cont="" t_exact="" hwm0=0 hwm1=0 rss_peak=0 lag_peak=0 up_min=1 resyncs0=0
+  local resyncs1=0 rss sp="" target=""
+  c0="$(cpu_seconds "$KV_PID")"; t0="$(now)"
+  touch "$WORK/go"
+  if [[ -n "$stop" ]]; then
+    sp="${FAN_PIDS[$((n - 1))]}"; target="target=\"127.0.0.1:${FAN_PORTS[$((n - 1))]}\""
+    sleep "$FAN_WARM"
+    hwm0="$(status_kb "$KV_PID" VmHWM)"
+    resyncs0="$(metric_sum kvrelay_target_resyncs_total "$target")"
+    kill -STOP "$sp"; t_stop="$(now)"
+    log "case $name: sink $n stopped at t=$(python3 -c "print(round($t_stop - $t0, 1))") s"
+    while python3 -c "import sys; sys.exit(0 if $(now) - $t_stop < $FAN_STOP else 1)"; do
+      rss="$(status_kb "$KV_PID" VmRSS)"; [[ "$rss" -gt "$rss_peak" ]] && rss_peak="$rss"
+      k="$(metric_sum kvrelay_target_lag_bytes "$target")"; [[ "$k" -gt "$lag_peak" ]] && lag_peak="$k"
+      [[ "$(metric_sum kvrelay_target_up "$target")" == 0 ]] && up_min=0
+      sleep 0.5
+    done
+    hwm1="$(status_kb "$KV_PID" VmHWM)"
+    kill -CONT "$sp"; t_cont="$(now)"
+    # Exact: the stopped sink holds the set the others hold (polled while the load goes on).
+    for _ in $(seq 1200); do
+      if fan_snapshot | fan_same $(seq 0 $((n - 1))); then t_exact="$(now)"; break; fi
+      sleep 0.1
+    done
+    [[ -n "$t_exact" ]] || log "case $name: the stopped sink never matched the others within 120 s"
+  fi
+  while :; do
+    stored="$(metric_sum kvrelay_blocks_total 'type="stored"')"
+    if [[ "$stored" -ge "$expected" ]]; then t1="$(now)"; c1="$(cpu_seconds "$KV_PID")"; break; fi
+    if [[ "$stored" == "$last" ]]; then stall=$((stall + 1)); else stall=0; last="$stored"; fi
+    [[ $stall -ge 40 ]] && { log "case $name: stalled at $stored/$expected"; break; }
+    sleep 0.25
+  done
+  [[ -n "$t1" ]] || { t1="$(now)"; c1="$(cpu_seconds "$KV_PID")"; FAILED=1; }
+  # Drained: nothing pending in kvrelay, every sink quiet for 3 polls and all holding one set.
+  local snap prev="" quiet=0 same=0
+  for _ in $(seq 1200); do
+    snap="$(fan_snapshot)"
+    if [[ "$(metric_sum kvrelay_pending_entries)" == 0 && "$snap" == "$prev" ]]; then
+      quiet=$((quiet + 1)); else quiet=0; fi
+    prev="$snap"
+    [[ $quiet -ge 3 ]] && break
+    sleep 0.1
+  done
+  fan_same $(seq 0 $((n - 1))) <<<"$snap" && same=1
+  c2="$(cpu_seconds "$KV_PID")"
+  [[ -z "$stop" ]] || resyncs1="$(metric_sum kvrelay_target_resyncs_total "$target")"
+  local resident gaps
+  resident="$(metric_sum kvrelay_resident_blocks)"; gaps="$(metric_sum kvrelay_seq_gaps_total)"
+  for k in "${FAN_PIDS[@]}"; do kill -TERM "$k" 2>/dev/null; wait "$k" 2>/dev/null || true; done
+  wait "$lg_pid" 2>/dev/null || true
+  local receipts=()
+  for k in $(seq "$n"); do receipts+=("$WORK/receipts-$name-s$k.bin"); done
+  python3 - "$name" "$n" "$stop" "$expected" "$stored" "$gaps" "$resident" "$same" "$snap" \
+    "$t0" "$t1" "$c0" "$c1" "$c2" "$t_stop" "$t_cont" "$t_exact" "$hwm0" "$hwm1" "$rss_peak" \
+    "$lag_peak" "$up_min" "$resyncs0" "$resyncs1" "$(status_kb "$KV_PID" VmHWM)" \
+    "$WORK/times-$name.bin" "${receipts[@]}" >>"$OUT/fanout.jsonl" < <(echo "$PY_TIMES"; cat <<'PY'
+import json, sys
+(name, n, stop, expected, stored, gaps, resident, same, snap, t0, t1, c0, c1, c2, t_stop, t_cont,
+ t_exact, hwm0, hwm1, rss_peak, lag_peak, up_min, rs0, rs1, hwm_end, times) = sys.argv[1:27]
+receipts = sys.argv[27:]
+published = publish_times(times)
+def pct(lat, q):
+    lat = sorted(lat)
+    return round(lat[min(len(lat) - 1, int(q * len(lat)))] / 1e3, 3) if lat else None
+# Per sink: block latency (publish -> first receipt), all blocks and, in the stop run, by publish
+# time: the 5 s before the stop (the engine cache full since long: the steady state the stop
+# interrupts; the first seconds, while it fills, run slower), during the stop, after SIGCONT.
+cut = [float(x) * 1e6 for x in (t_stop, t_cont)] if stop else []
+sinks = []
+for path in receipts:
+    lat, parts = [], {"before": [], "during": [], "after": []}
+    for pub, l in first_receipts(path, published):
+        lat.append(l)
+        if cut and pub >= cut[0] - 5e6:
+            parts["before" if pub < cut[0] else "during" if pub < cut[1] else "after"].append(l)
+    s = {"matched": len(lat), "p50_ms": pct(lat, 0.5), "p99_ms": pct(lat, 0.99)}
+    for k, v in parts.items():
+        if cut:
+            s[k + "_p99_ms"] = pct(v, 0.99); s[k + "_n"] = len(v)
+    sinks.append(s)
+stored = int(stored); cpu = float(c2) - float(c0)
+row = {"case": name, "sinks": int(n), "stop": bool(stop), "expected_blocks": int(expected),
+       "blocks": stored, "seq_gaps": int(gaps), "kvrelay_resident": int(resident),
+       "sinks_resident": [int(l.split()[0]) for l in snap.splitlines()],
+       "sinks_same_set": same == "1",
+       "ingest_s": round(float(t1) - float(t0), 3), "cpu_s": round(cpu, 3),
+       "cpu_s_per_m_blocks": round(cpu / stored * 1e6, 3) if stored else None,
+       "ingest_cpu_s_per_m_blocks": round((float(c1) - float(c0)) / stored * 1e6, 3) if stored else None,
+       "hwm_kb_end": int(hwm_end), "sink": sinks}
+if stop:
+    row.update({"stop_s": round(float(t_cont) - float(t_stop), 3),
+                "hwm_kb_before_stop": int(hwm0), "hwm_kb_at_cont": int(hwm1),
+                "rss_kb_peak_during_stop": int(rss_peak), "stopped_lag_bytes_peak": int(lag_peak),
+                "stopped_marked_down": up_min == "0", "stopped_resyncs": int(rs1) - int(rs0),
+                "exact_after_cont_s": round(float(t_exact) - float(t_cont), 3) if t_exact else None})
+print(json.dumps(row))
+PY
+)
+  tail -1 "$OUT/fanout.jsonl" >&2
+  python3 -c 'import json,sys
+r=[json.loads(l) for l in open(sys.argv[1])][-1]
+ok = r["blocks"] >= r["expected_blocks"] and r["seq_gaps"] == 0 and r["sinks_same_set"]
+ok = ok and r["sinks_resident"][0] == r["kvrelay_resident"]
+ok = ok and (not r["stop"] or r["exact_after_cont_s"] is not None)
+sys.exit(0 if ok else 1)' "$OUT/fanout.jsonl" || { log "case $name: blocks lost, sinks differ or never exact"; FAILED=1; }
+  stop_all
+}
+if has_case fanout; then
+  : >"$OUT/fanout.jsonl"
+  FAN_RATE="${FANOUT_RATE:-20000}"
+  FAN_LG="--capacity 65536 --clear-prob 0 --floor-repeats 0"
+  FAN_STOP="${FANOUT_STOP_SECONDS:-30}"; FAN_WARM=10
+  FAN_BLOCKS=$((FAN_RATE * 20))
+  if [[ $SMOKE == 1 ]]; then FAN_STOP=3; FAN_WARM=2; FAN_BLOCKS=$((FAN_RATE * 2)); fi
+  for i in $(seq "$REPEATS"); do
+    run_fanout "fanout-1sink-$i" 1 "$FAN_BLOCKS"
+    run_fanout "fanout-3sinks-$i" 3 "$FAN_BLOCKS"
+  done
+  for i in $(seq "$REPEATS"); do
+    run_fanout "fanout-stop-$i" 3 $((FAN_RATE * (FAN_WARM + FAN_STOP + 10))) stop
+  done
+  python3 - "$OUT/fanout.jsonl" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print("\n| fanout case | sinks | blocks | CPU s/M blocks | block p99 ms per sink "
+      "| sinks hold one set | its size / kvrelay's resident |")
+print("|" + "---|" * 7)
+for r in rows:
+    if r["stop"]:
+        continue
+    print("| {} | {} | {} | {} | {} | {} | {} / {} |".format(
+        r["case"], r["sinks"], r["blocks"], r["cpu_s_per_m_blocks"],
+        " / ".join(str(s["p99_ms"]) for s in r["sink"]), r["sinks_same_set"],
+        "/".join(map(str, r["sinks_resident"])), r["kvrelay_resident"]))
+ratios = []
+for i in range(1, 100):
+    one = [r for r in rows if r["case"] == "fanout-1sink-%d" % i]
+    three = [r for r in rows if r["case"] == "fanout-3sinks-%d" % i]
+    if one and three and one[0]["cpu_s_per_m_blocks"]:
+        ratios.append(three[0]["cpu_s_per_m_blocks"] / one[0]["cpu_s_per_m_blocks"])
+if ratios:
+    print("[bench] fanout: 3-sink / 1-sink CPU per block %s (median %.2f; bar <= 1.3)"
+          % (", ".join("%.2f" % x for x in ratios), statistics.median(ratios)), file=sys.stderr)
+stops = [r for r in rows if r["stop"]]
+if stops:
+    print("\n| stop case | others' p99 ms: 5 s before / during the stop / after | stopped: lag peak "
+          "MiB, marked down, resyncs | kvrelay VmHWM MiB before / at SIGCONT (RSS peak) "
+          "| exact after SIGCONT s |")
+    print("|" + "---|" * 5)
+    for r in stops:
+        others = r["sink"][:-1]
+        print("| {} | {} | {:.1f}, {}, {} | {:.1f} / {:.1f} ({:.1f}) | {} |".format(
+            r["case"], ", ".join("%s / %s / %s" % (s.get("before_p99_ms"), s.get("during_p99_ms"),
+                                                   s.get("after_p99_ms")) for s in others),
+            r["stopped_lag_bytes_peak"] / 2**20, r["stopped_marked_down"], r["stopped_resyncs"],
+            r["hwm_kb_before_stop"] / 1024, r["hwm_kb_at_cont"] / 1024,
+            r["rss_kb_peak_during_stop"] / 1024, r["exact_after_cont_s"]))
+PY
+fi
+
 # Summary table (medians are the reader's job: every run is listed).
-python3 - "$RESULTS" <<'EOF'
+[[ ! -s "$RESULTS" ]] || python3 - "$RESULTS" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print("| case | blocks | e2e blocks/s | events/s | ingest blocks/s | gaps | evictions/s | CPU s/M blocks "

@@ -9,7 +9,7 @@
 // keeps an index and has no latency record; a benchmark wants neither cost nor a coarse histogram.
 //
 //   kvrelay-bench-sink --listen 127.0.0.1:0 --port-file P --stats-file S [--receipts R]
-//                      [--eviction-receipts E] [--ttl-seconds T]
+//                      [--eviction-receipts E] [--ttl-seconds T] [--resident-set]
 // SIGUSR1 writes the stats JSON to --stats-file (atomically); SIGUSR2 resets every counter and
 // sample (start of a measured phase); SIGTERM/SIGINT write the stats and exit.
 //
@@ -25,7 +25,16 @@
 // (PREFIX_EVICTED events), evictions_expired (expired entries), csu_expired (updates carrying
 // them), clears, other_events, first_prefix_us / last_prefix_us (receipt of the first/last add),
 // first_eviction_us / last_eviction_us, last_any_us (any RPC), latency_samples and lat_p50/p90/
-// p99/max_ms (add updates, timestamp → receipt, weighted by prefixes).
+// p99/max_ms (add updates, timestamp → receipt, weighted by prefixes), resident and
+// resident_xor (-1 and 0 without --resident-set).
+//
+// --resident-set keeps the set of (fingerprint, adapter) entries the server would hold: an add
+// inserts (the entry's adapter_id, else the update's), an expired entry or a PREFIX_EVICTED
+// erases (one with an empty adapter_id and no adapter_scoped erases the prefix from every
+// adapter), ALL_CLEARED empties it, SIGUSR2 leaves it alone (it is the server's state, not a
+// counter). "resident" is its size and "resident_xor" an XOR of one 64-bit hash per entry, so a
+// harness can tell that two servers fed by one kvrelay hold the same set (the fanout case).
+// Off by default: a hash-set insert per prefix is a cost the other cases do not want.
 //
 // Receipt files, written at exit. Both hold records of two native-endian int64, (fingerprint as
 // the BE8 prefix hash read as u64, receipt µs since the epoch), in receipt order:
@@ -40,12 +49,14 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -94,6 +105,7 @@ bool fingerprint_of(const std::string& key, int64_t* fp) {
 struct sink_options {
   bool keep_receipts = false;
   bool keep_eviction_receipts = false;
+  bool resident_set = false;
   int64_t ttl_us = 30LL * 60 * 1000 * 1000;  // the reference's default TTL
 };
 
@@ -119,9 +131,14 @@ class sink final : public ic::InferenceCache::CallbackService {
       s_.last_any_us = t;
       if (e->type() == ic::CacheEvent::PREFIX_EVICTED) {
         ++s_.evictions_rpc;
-        evicted(e->prefix_hash(), t);
-      } else if (e->type() == ic::CacheEvent::ALL_CLEARED) ++s_.clears;
-      else ++s_.other_events;
+        evicted(e->prefix_hash(), e->adapter_id(), e->adapter_id().empty() && !e->adapter_scoped(),
+                t);
+      } else if (e->type() == ic::CacheEvent::ALL_CLEARED) {
+        ++s_.clears;
+        resident_.clear();
+        resident_count_ = 0;
+        resident_xor_ = 0;
+      } else ++s_.other_events;
     }
     ack->set_accepted(true);
     auto* r = ctx->DefaultReactor();
@@ -146,6 +163,7 @@ class sink final : public ic::InferenceCache::CallbackService {
 
   std::string json() {
     stats s;
+    long long resident = -1, resident_xor = 0;
     {
       // Counters and samples only: the receipt vectors (16 B per prefix) are not in the JSON,
       // and copying them under the lock would stall receipt on every SIGUSR1 of a drain poll.
@@ -153,6 +171,10 @@ class sink final : public ic::InferenceCache::CallbackService {
       auto receipts = std::move(s_.receipts);
       auto eviction_receipts = std::move(s_.eviction_receipts);
       s = s_;
+      if (opt_.resident_set) {
+        resident = static_cast<long long>(resident_count_);
+        resident_xor = static_cast<long long>(resident_xor_);
+      }
       s_.receipts = std::move(receipts);
       s_.eviction_receipts = std::move(eviction_receipts);
     }
@@ -182,7 +204,7 @@ class sink final : public ic::InferenceCache::CallbackService {
         "\"other_events\":%llu,\"first_prefix_us\":%lld,\"last_prefix_us\":%lld,"
         "\"first_eviction_us\":%lld,\"last_eviction_us\":%lld,\"last_any_us\":%lld,"
         "\"latency_samples\":%zu,\"lat_p50_ms\":%.3f,\"lat_p90_ms\":%.3f,\"lat_p99_ms\":%.3f,"
-        "\"lat_max_ms\":%.3f}\n",
+        "\"lat_max_ms\":%.3f,\"resident\":%lld,\"resident_xor\":%lld}\n",
         static_cast<ull>(s.report_streams), static_cast<ull>(s.csu),
         static_cast<ull>(s.csu_with_prefixes), static_cast<ull>(s.prefixes),
         static_cast<ull>(s.stats_only), static_cast<ull>(s.evictions_rpc + s.evictions_expired),
@@ -191,7 +213,7 @@ class sink final : public ic::InferenceCache::CallbackService {
         static_cast<ull>(s.other_events), static_cast<ll>(s.first_prefix_us),
         static_cast<ll>(s.last_prefix_us), static_cast<ll>(s.first_eviction_us),
         static_cast<ll>(s.last_eviction_us), static_cast<ll>(s.last_any_us), s.samples.size(),
-        pct(0.50), pct(0.90), pct(0.99), pct(1.0));
+        pct(0.50), pct(0.90), pct(0.99), pct(1.0), resident, resident_xor);
     return buf;
   }
 
@@ -243,7 +265,7 @@ class sink final : public ic::InferenceCache::CallbackService {
     const int64_t ts = u.timestamp_us();
     if (ts != 0 && (ts < 0 || t - ts >= opt_.ttl_us)) {
       ++s_.csu_expired;
-      for (const auto& p : u.prefixes()) evicted(p.prefix_hash(), t);
+      for (const auto& p : u.prefixes()) evicted(p.prefix_hash(), adapter_of(u, p), false, t);
       s_.evictions_expired += n;
       return;
     }
@@ -252,21 +274,58 @@ class sink final : public ic::InferenceCache::CallbackService {
     if (s_.first_prefix_us == 0) s_.first_prefix_us = t;
     s_.last_prefix_us = t;
     if (ts > 0) s_.samples.push_back({t - ts, n});
-    if (!opt_.keep_receipts) return;
+    if (!opt_.keep_receipts && !opt_.resident_set) return;
     for (const auto& p : u.prefixes()) {
       int64_t fp = 0;
       if (!fingerprint_of(p.prefix_hash(), &fp)) continue;
+      if (opt_.resident_set) insert_resident(fp, adapter_of(u, p));
+      if (!opt_.keep_receipts) continue;
       s_.receipts.push_back(fp);
       s_.receipts.push_back(t);
     }
   }
 
-  // One evicted prefix received at `t` (caller holds mu_).
-  void evicted(const std::string& key, int64_t t) {
+  static const std::string& adapter_of(const ic::CacheStateUpdate& u, const ic::PrefixEntry& p) {
+    return p.adapter_id().empty() ? u.adapter_id() : p.adapter_id();
+  }
+
+  // The --resident-set's hash of one entry: FNV-1a over the adapter, mixed with the fingerprint.
+  static uint64_t entry_hash(int64_t fp, const std::string& adapter) {
+    uint64_t h = 1469598103934665603ULL;
+    for (unsigned char c : adapter) h = (h ^ c) * 1099511628211ULL;
+    return (h ^ static_cast<uint64_t>(fp)) * 0x9E3779B97F4A7C15ULL;
+  }
+
+  void insert_resident(int64_t fp, const std::string& adapter) {  // caller holds mu_
+    auto& adapters = resident_[fp];
+    if (std::find(adapters.begin(), adapters.end(), adapter) != adapters.end()) return;
+    adapters.push_back(adapter);
+    ++resident_count_;
+    resident_xor_ ^= entry_hash(fp, adapter);
+  }
+
+  // Erases (fp, adapter), or fp under every adapter with `all` (caller holds mu_).
+  void erase_resident(int64_t fp, const std::string& adapter, bool all) {
+    const auto it = resident_.find(fp);
+    if (it == resident_.end()) return;
+    auto& adapters = it->second;
+    for (size_t i = adapters.size(); i-- > 0;) {
+      if (!all && adapters[i] != adapter) continue;
+      resident_xor_ ^= entry_hash(fp, adapters[i]);
+      --resident_count_;
+      adapters.erase(adapters.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    if (adapters.empty()) resident_.erase(it);
+  }
+
+  // One evicted prefix received at `t` (caller holds mu_); `all`: from every adapter.
+  void evicted(const std::string& key, const std::string& adapter, bool all, int64_t t) {
     if (s_.first_eviction_us == 0) s_.first_eviction_us = t;
     s_.last_eviction_us = t;
     int64_t fp = 0;
-    if (!opt_.keep_eviction_receipts || !fingerprint_of(key, &fp)) return;
+    if (!fingerprint_of(key, &fp)) return;
+    if (opt_.resident_set) erase_resident(fp, adapter, all);
+    if (!opt_.keep_eviction_receipts) return;
     s_.eviction_receipts.push_back(fp);
     s_.eviction_receipts.push_back(t);
   }
@@ -274,6 +333,9 @@ class sink final : public ic::InferenceCache::CallbackService {
   const sink_options opt_;
   std::mutex mu_;
   stats s_;
+  // With --resident-set (under mu_): fingerprint → the adapters holding it ("" = base model).
+  std::unordered_map<int64_t, std::vector<std::string>> resident_;
+  uint64_t resident_count_ = 0, resident_xor_ = 0;
 };
 
 bool write_atomic(const std::string& path, const std::string& text) {
@@ -289,7 +351,8 @@ bool write_atomic(const std::string& path, const std::string& text) {
 [[noreturn]] void usage(const char* msg, int code = 2) {
   std::fprintf(code == 0 ? stdout : stderr,
                "%s\nUsage: kvrelay-bench-sink [--listen 127.0.0.1:0] [--port-file P] "
-               "[--stats-file S] [--receipts R] [--eviction-receipts E] [--ttl-seconds T]\n",
+               "[--stats-file S] [--receipts R] [--eviction-receipts E] [--ttl-seconds T] "
+               "[--resident-set]\n",
                msg);
   std::exit(code);
 }
@@ -302,6 +365,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") usage("kvrelay-bench-sink: a counting policy server", 0);
+    if (a == "--resident-set") {
+      so.resident_set = true;
+      continue;
+    }
     if (i + 1 >= argc) usage("flag needs an argument");
     if (a == "--listen") listen = argv[++i];
     else if (a == "--port-file") port_file = argv[++i];
