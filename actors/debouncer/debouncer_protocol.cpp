@@ -441,8 +441,8 @@ void protocol::pump(moment now, actions& out) {
       }
     }
   }
-  if (pending_.released_memory() | lane_pending_.released_memory())
-    out.push_back(make(action_kind::trim_heap));
+  const bool released = pending_.released_memory();  // both asked: each answers true once
+  if (lane_pending_.released_memory() || released) out.push_back(make(action_kind::trim_heap));
 }
 
 void protocol::resync_all(const char* why, moment now, actions& out) {
