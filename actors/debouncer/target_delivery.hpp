@@ -132,7 +132,6 @@ class target_delivery {
   size_t in_flight() const noexcept { return in_flight_.size(); }
   size_t queued_units() const noexcept { return queue_.size(); }
   size_t queued_bytes() const noexcept { return queued_bytes_; }
-  int64_t unhealthy_since_ms() const noexcept { return unhealthy_since_ms_; }
   const std::string& last_error() const noexcept { return last_error_; }
   const target_counters& stats() const noexcept { return c_; }
 

@@ -134,9 +134,11 @@ class resolver_thread {
       } catch (const std::exception& e) {
         r = {{}, e.what()};
       }
-      if (auto hdl = caf::actor_cast<emitter_actor>(owner_))
+      if (auto hdl = caf::actor_cast<emitter_actor>(owner_)) {
+        tsan::handoff_publish();  // the addresses were built on this thread (base/tsan.hpp)
         caf::anon_send(hdl, atom::resolve_v, static_cast<uint64_t>(job.first),
                        std::move(r.addresses), std::move(r.error));
+      }
     }
   }
 
@@ -612,6 +614,7 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
       },
       [=](atom::resolve, uint64_t which, std::vector<std::string>& addresses,
           std::string& error) {
+        tsan::handoff_consume();  // the resolver thread's answer
         if (which < self->state.dns.size()) on_resolved(self, which, std::move(addresses), error);
       },
       [=](atom::update, reconnect_listener_actor l) {

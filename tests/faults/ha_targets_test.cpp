@@ -173,6 +173,24 @@ TEST_F(HaTargets, RestartedEmptyGetsTheWholeIndexOthersSeeNothingExtra) {
   EXPECT_EQ(ha.diff(0, ha.env.model.expected()), "");
 }
 
+// Both eviction modes work per target: in `rpc` mode every target gets each PREFIX_EVICTED, and
+// one restarted empty converges like in `expire` mode.
+TEST_F(HaTargets, RpcModeEvictionsReachEveryTargetAndARestartedOneConverges) {
+  ha.env.cfg.server.eviction_mode = config::eviction_mode::rpc;
+  ASSERT_NO_FATAL_FAILURE(start_all_exact(ha));
+  const size_t down = 1;
+  ASSERT_TRUE(ha.server(down).restart(/*empty_index=*/true));
+  ASSERT_NO_FATAL_FAILURE(traffic_while_affected(ha, down, 4));
+  EXPECT_EQ(ha.wait_exact(down, 20s), "") << "the empty server converges to the engine";
+  for (size_t i = 0; i < ha_env::n; ++i) {
+    if (i == down) continue;  // its counters started over with its empty index
+    EXPECT_GT(ha.server(i).index().counters().evicted_events, 0u)
+        << "server " << i << " got no PREFIX_EVICTED";
+    EXPECT_EQ(ha.server(i).index().counters().prefixes_expired, 0u)
+        << "server " << i << " got expire-mode evictions";
+  }
+}
+
 // (c) One server stalled (every call held unanswered): it falls behind past max_target_lag,
 // stops queueing, and is re-reported in full once it answers again.
 TEST_F(HaTargets, StalledServerNeitherStallsIngestionNorTheOthers) {
