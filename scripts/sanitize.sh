@@ -9,13 +9,16 @@
 #      as a process, real sockets) under ThreadSanitizer (preset `tsan`, tests/tsan.supp);
 #   3. the pure-logic unit tests under ASan+UBSan (preset `asan`).
 # SANITIZERS=fuzz,tsan,asan (the default) picks stages, e.g. SANITIZERS=tsan for one.
+# With CI=true a stage's build directory is removed once the stage passed (ccache keeps the
+# objects): CI's disk once ran out linking the TSan build. Each stage line says what is free.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
 SANITIZERS="${SANITIZERS:-fuzz,tsan,asan}"
 want() { [[ ",$SANITIZERS," == *",$1,"* ]]; }
-stage() { echo "== sanitize: $1 ($(date -u +%H:%M:%S))"; }
+stage() { echo "== sanitize: $1 ($(date -u +%H:%M:%S), $(df -h --output=avail . | tail -n 1 | tr -d ' ') free)"; }
+prune() { if [ "${CI:-}" = "true" ]; then rm -rf "build/$1"; fi; }
 
 if want fuzz; then
   stage fuzz
@@ -39,6 +42,7 @@ if want fuzz; then
       "${extra[@]}" "$work" "$corpus" 2>&1 | tail -n 12
     rm -rf "$work"
   done
+  prune fuzz
 fi
 
 if want tsan; then
@@ -49,6 +53,7 @@ if want tsan; then
   cmake --preset tsan >/dev/null
   cmake --build --preset tsan
   ctest --preset tsan -j2
+  prune tsan
 fi
 
 if want asan; then

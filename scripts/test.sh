@@ -27,6 +27,8 @@ if grep -q '^SKIP: ' build/default/Testing/Temporary/LastTest.log 2>/dev/null; t
   echo "skipped, and why:"
   grep '^SKIP: ' build/default/Testing/Temporary/LastTest.log | sort | uniq -c
 fi
+# What the build took and what is left: CI's disk once ran out in the TSan stage.
+echo "disk: build/default $(du -sh build/default | cut -f1), $(df -h --output=avail . | tail -n 1 | tr -d ' ') free"
 [ "$rc" = 0 ] || exit "$rc"
 
 # The image stage: build the OCI image twice from one commit (one digest, or fail), then check it
@@ -74,5 +76,8 @@ if [ "${CI:-}" = "true" ]; then
     exit 1
   fi
   image_stage
+  # The package build and the unpacked rootfs are not needed again (build/image-cache is kept):
+  # CI's disk once ran out in the TSan stage that follows.
+  rm -rf build/pkg build/image-work
   ./scripts/sanitize.sh
 fi
