@@ -182,6 +182,7 @@ struct emitter_state {
   absl::flat_hash_map<uint64_t, stats_request> stats;
   reconnect_listener_actor listener;
   histogram_series* event_age = nullptr;
+  std::shared_ptr<emitter::unit_encodings> encodings;  // every link's port shares it
 };
 
 using emitter_self = emitter_actor::stateful_pointer<emitter_state>;
@@ -369,13 +370,15 @@ std::unique_ptr<link> make_link(emitter_self self, prepared_link p) {
 }
 
 emitter::port_config port_config_for(const pipeline_context& ctx, const emitter_options& opts,
-                                     const std::string& target) {
+                                     const std::string& target,
+                                     std::shared_ptr<emitter::unit_encodings> encodings) {
   emitter::port_config cfg;
   cfg.client = opts.client;
   cfg.client.target = target;
   cfg.identity = ctx.identity;
   cfg.max_entries_per_message = opts.max_entries_per_message;
   cfg.evict_wake_batch = std::max<size_t>(1, opts.sequencer.max_evictions_in_flight / 4);
+  cfg.encodings = std::move(encodings);
   return cfg;
 }
 
@@ -384,8 +387,9 @@ std::shared_ptr<emitter::policy_port> build_port(const pipeline_context& ctx,
                                                  const emitter_options& opts,
                                                  const std::string& target,
                                                  const std::shared_ptr<emitter::port_inbox>& inbox,
+                                                 std::shared_ptr<emitter::unit_encodings> encodings,
                                                  std::string& error) {
-  const auto cfg = port_config_for(ctx, opts, target);
+  const auto cfg = port_config_for(ctx, opts, target, std::move(encodings));
   if (opts.make_port) return opts.make_port(cfg, inbox, error);
   return emitter::make_grpc_port(cfg, inbox, error);
 }
@@ -451,7 +455,7 @@ void on_resolved(emitter_self self, size_t i, std::vector<std::string> addresses
     }
     std::string err;
     auto inbox = std::make_shared<emitter::port_inbox>();
-    auto port = build_port(st.ctx, st.opts, a, inbox, err);
+    auto port = build_port(st.ctx, st.opts, a, inbox, st.encodings, err);
     if (!port) {
       log::error("cannot make a link to a resolved policy-server address",
                  {{"replica", st.ctx.name}, {"name", d.spec}, {"target", a}, {"err", err}});
@@ -530,8 +534,10 @@ void add_status(actor_status& j, const emitter_state& st) {
 
 emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
                                         emitter_options opts, std::vector<prepared_link> ready,
-                                        std::vector<std::string> dns_names) {
+                                        std::vector<std::string> dns_names,
+                                        std::shared_ptr<emitter::unit_encodings> encodings) {
   auto& st = self->state;
+  st.encodings = std::move(encodings);
   st.ctx = std::move(ctx);
   st.opts = std::move(opts);
   st.event_age = &st.ctx.histogram("kvrelay_event_age_seconds",
@@ -649,6 +655,7 @@ emitter_actor spawn_emitter(caf::actor_system& sys, const pipeline_context& ctx,
   // shared client options are checked here all the same).
   std::vector<prepared_link> ready;
   std::vector<std::string> dns_names;
+  auto encodings = emitter::make_unit_encodings();
   for (const auto& t : o.targets) {
     if (net::is_dns_target(t) && o.resolve) {
       if (!o.make_port) {
@@ -661,7 +668,7 @@ emitter_actor spawn_emitter(caf::actor_system& sys, const pipeline_context& ctx,
       continue;
     }
     auto inbox = std::make_shared<emitter::port_inbox>();
-    auto port = build_port(ctx, o, t, inbox, error);
+    auto port = build_port(ctx, o, t, inbox, encodings, error);
     if (!port) {
       if (error.empty()) error = "cannot make a port for " + t;
       return {};
@@ -671,7 +678,8 @@ emitter_actor spawn_emitter(caf::actor_system& sys, const pipeline_context& ctx,
   // Alive across start() whatever the actor does.
   std::vector<std::shared_ptr<emitter::policy_port>> keep;
   for (const auto& p : ready) keep.push_back(p.port);
-  auto hdl = sys.spawn(emitter_fn, ctx, o, std::move(ready), std::move(dns_names));
+  auto hdl = sys.spawn(emitter_fn, ctx, o, std::move(ready), std::move(dns_names),
+                       std::move(encodings));
   // The ports' connectivity threads start here, on the spawning thread, after the actor exists:
   // what they read (the port, the actor) then happens-before them by the thread's creation,
   // which ThreadSanitizer can see (CAF's own hand-offs it cannot). Their first events wait in

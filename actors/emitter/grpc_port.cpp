@@ -7,12 +7,14 @@
 //
 // Per-unit cost: a unit's stream is produced one message at a time into one reused
 // CacheStateUpdate (protobuf keeps cleared entries and their strings for reuse), so a unit
-// allocates no per-entry temporaries and, in steady state, no entries at all; the message goes
-// back to a one-slot pool when its stream ends.
+// allocates no per-entry temporaries and, in steady state, no entries at all; each message is
+// serialized as it is produced. The serialized stream is shared (unit_encodings): with several
+// targets, building and serializing were half of what each extra target cost.
 #include "actors/emitter/policy_port.hpp"
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -135,20 +137,67 @@ class unit_stream final : public update_source {
   std::unique_ptr<ic::CacheStateUpdate> msg_;
 };
 
+}  // namespace
+
+// The encodings of the last few units streamed, each kept while its unit lives: the debouncer
+// offers a unit to every target at once, so the other ports find it here; a target that lags
+// behind by more than `keep` units encodes its own.
+class unit_encodings {
+ public:
+  std::shared_ptr<const encoded_stream> get(const emit_unit_ptr& unit, bool with_expirations,
+                                            const std::function<std::unique_ptr<update_source>()>& make) {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (it->unit.expired()) {
+        it = entries_.erase(it);
+        continue;
+      }
+      // The address alone could be a new unit's where an old one died; an unexpired weak
+      // reference rules that out.
+      if (it->key == unit.get() && it->with_expirations == with_expirations) return it->stream;
+      ++it;
+    }
+    auto src = make();
+    auto stream = policy_client::encode(*src);
+    if (entries_.size() >= keep) entries_.erase(entries_.begin());
+    entries_.push_back({unit.get(), unit, with_expirations, stream});
+    return stream;
+  }
+
+ private:
+  static constexpr size_t keep = 4;
+  struct entry {
+    const emit_unit* key;
+    std::weak_ptr<const emit_unit> unit;
+    bool with_expirations;
+    std::shared_ptr<const encoded_stream> stream;
+  };
+  std::mutex mu_;
+  std::vector<entry> entries_;  // oldest first
+};
+
+std::shared_ptr<unit_encodings> make_unit_encodings() { return std::make_shared<unit_encodings>(); }
+
+namespace {
+
 class grpc_port final : public policy_port {
  public:
   grpc_port(const port_config& cfg, std::shared_ptr<port_inbox> inbox,
             std::unique_ptr<policy_client> client)
-      : cfg_(cfg), inbox_(std::move(inbox)), client_(std::move(client)) {}
+      : cfg_(cfg),
+        inbox_(std::move(inbox)),
+        encodings_(cfg.encodings ? cfg.encodings : make_unit_encodings()),
+        client_(std::move(client)) {}
 
   void clear(uint64_t call, int64_t ts_us) override {
     client_->publish(event(ic::CacheEvent::ALL_CLEARED, ts_us), done(call));
   }
 
   void stream(uint64_t call, emit_unit_ptr unit, bool with_expirations) override {
-    client_->report_stream(
-        std::make_unique<unit_stream>(pool_, cfg_, std::move(unit), with_expirations),
-        done(call));
+    auto encoded = encodings_->get(unit, with_expirations, [&] {
+      return std::make_unique<unit_stream>(pool_, cfg_, unit, with_expirations);
+    });
+    client_->report_encoded(std::move(encoded), done(call));
   }
 
   void evict(uint64_t call, const prefix_evict& ev) override {
@@ -242,6 +291,7 @@ class grpc_port final : public policy_port {
   port_config cfg_;
   std::shared_ptr<port_inbox> inbox_;  // declared before client_: outlives its callbacks
   deferred_completions evicts_{inbox_, cfg_.evict_wake_batch};  // before client_ as well
+  std::shared_ptr<unit_encodings> encodings_;
   std::shared_ptr<message_pool> pool_ = std::make_shared<message_pool>();
   ic::CacheEvent evict_msg_;  // reused by every evict (identity set by the first)
   std::unique_ptr<policy_client> client_;

@@ -4,6 +4,7 @@
 
 #include "actors/emitter/policy_client.hpp"
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <pthread.h>
 
@@ -161,6 +162,9 @@ constexpr auto watch_slice = std::chrono::milliseconds(1000);
 // The client whose callback this thread is running, if any: destroying that client from inside
 // its own callback would wait for itself forever, so the destructor turns that into a loud abort.
 thread_local const void* t_in_callback_of = nullptr;
+// Set on the shared completion thread: a client destroyed there would wait for a watch event
+// only that thread can deliver.
+thread_local bool t_on_completion_thread = false;
 
 // What every call keeps alive until its callback has run: the context (which TryCancel needs),
 // the user's callback and the start time. Calls in flight are linked into the client's registry
@@ -177,7 +181,67 @@ struct call_base {
   call_base* next = nullptr;
 };
 
+// What comes back on the shared completion queue: each tag knows what its event means.
+struct cq_tag {
+  virtual void on_cq_event(bool ok) = 0;
+
+ protected:
+  ~cq_tag() = default;
+};
+
+// One completion queue, drained by one thread, for every client of the process: PublishEvent
+// completions and the connectivity watches. A thread per client made each extra target bring a
+// poller of its own, a fifth of what each extra target cost with three (issue 23). Made by the
+// first client that needs it; the last one to let go shuts the queue down and joins the thread
+// (each client lets go only once its own calls and watch are done, so nothing is left queued).
+class completion_thread {
+ public:
+  static std::shared_ptr<completion_thread> acquire() {
+    static std::mutex m;
+    static std::weak_ptr<completion_thread> current;
+    std::lock_guard<std::mutex> lk(m);
+    if (auto p = current.lock()) return p;
+    auto p = std::shared_ptr<completion_thread>(new completion_thread());
+    current = p;
+    return p;
+  }
+  completion_thread(const completion_thread&) = delete;
+  completion_thread& operator=(const completion_thread&) = delete;
+  ~completion_thread() {
+    queue_->Shutdown();
+    // Let go from one of its own completions (the thread keeps the queue alive): no self-join.
+    if (thread_.get_id() == std::this_thread::get_id())
+      thread_.detach();
+    else
+      thread_.join();
+  }
+  grpc::CompletionQueue* cq() const { return queue_.get(); }
+
+ private:
+  completion_thread()
+      : queue_(std::make_shared<grpc::CompletionQueue>()), thread_([q = queue_] {
+          pthread_setname_np(pthread_self(), "kvr.publish");
+          t_on_completion_thread = true;
+          void* tag = nullptr;
+          bool ok = false;
+          // Every tag comes back exactly once (a watch's ok says whether the state changed; a
+          // publish's is always true, cancelled calls included).
+          while (q->Next(&tag, &ok)) {
+            tsan::handoff_consume();
+            static_cast<cq_tag*>(tag)->on_cq_event(ok);
+          }
+        }) {}
+
+  std::shared_ptr<grpc::CompletionQueue> queue_;
+  std::thread thread_;  // last: starts once the queue exists
+};
+
 }  // namespace
+
+struct encoded_stream {
+  std::vector<grpc::ByteBuffer> messages;
+  std::size_t bytes = 0;
+};
 
 struct policy_client::impl {
   client_options opts;
@@ -185,6 +249,11 @@ struct policy_client::impl {
   std::atomic<int64_t> timeout_ms{0};
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<ic::InferenceCache::Stub> stub;
+  // ReportCacheState with messages serialized beforehand (report_encoded): the typed stub would
+  // serialize them again for every server. The wire does not say a call's kind, so the server's
+  // client-streaming handler takes it as any other.
+  std::unique_ptr<grpc::GenericStub> generic;
+  std::string report_method;  // "/<package>.InferenceCache/ReportCacheState"
 
   mutable std::mutex mu;
   std::condition_variable idle;
@@ -195,21 +264,23 @@ struct policy_client::impl {
   // from `calls` because the object must die before the destructor may proceed (see complete).
   std::size_t pending = 0;
 
-  // PublishEvent and the connectivity watch run on a completion queue of the client's own,
-  // drained by one thread that blocks in Next (no polling while idle; started by the first
-  // publish or watch_connectivity). On the callback API each unary call hopped across gRPC's
-  // callback threads and its executor, and a watcher thread of its own in WaitForStateChange
-  // took turns with them at polling the socket; here the thread in Next reads the transport and
-  // runs the completions itself.
-  grpc::CompletionQueue cq;
-  std::thread cq_thread;
+  // PublishEvent and the connectivity watch run on the process's completion queue, drained by
+  // one thread that blocks in Next (no polling while idle; acquired by the first publish or
+  // watch_connectivity). On the callback API each unary call hopped across gRPC's callback
+  // threads and its executor, and a watcher thread of its own in WaitForStateChange took turns
+  // with them at polling the socket; here the thread in Next reads the transport and runs the
+  // completions itself.
+  std::shared_ptr<completion_thread> completions;
   std::once_flag cq_started;
-  void start_cq();
-  void drain_cq();
-  void stop_cq();
+  grpc::CompletionQueue* start_cq();
 
   // The connectivity watch: one NotifyOnStateChange armed at a time, tagged &watch_tag.
-  char watch_tag = 0;
+  struct watch_event final : cq_tag {
+    explicit watch_event(impl* o) : owner(o) {}
+    void on_cq_event(bool ok) override { owner->on_watch(ok); }  // ok: the state changed
+    impl* owner;
+  };
+  watch_event watch_tag{this};
   std::function<void(emitter::channel_state)> on_change;  // set once, before the first arm
   grpc_connectivity_state last_state = GRPC_CHANNEL_SHUTDOWN;  // the cq thread's only
   bool watch_armed = false;                                    // under mu
@@ -279,7 +350,7 @@ struct policy_client::impl {
   }
 
   struct report_call;
-  struct stream_call;
+  struct encoded_call;
   struct publish_call;
 };
 
@@ -293,59 +364,59 @@ struct policy_client::impl::report_call final : call_base,
   std::shared_ptr<const ic::CacheStateUpdate> msg;
 };
 
-// One ReportCacheState stream of several messages: each one is asked for only once the previous
-// one is written (the source reuses its message), then the half-close.
-struct policy_client::impl::stream_call final : call_base,
-                                                grpc::ClientWriteReactor<ic::CacheStateUpdate> {
-  stream_call(impl* o, std::unique_ptr<update_source> s) : owner(o), src(std::move(s)) {}
-  void OnWriteDone(bool ok) override {
-    if (!ok) return;  // the stream broke: OnDone follows with the status
-    if (const auto* m = src->next())
-      StartWrite(m);
+// One ReportCacheState stream of messages serialized beforehand, shared with other calls: each is
+// written once the previous one is, the last with the half-close (one write, not two, for the
+// usual one-message unit), then the Ack is read.
+struct policy_client::impl::encoded_call final
+    : call_base,
+      grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+  encoded_call(impl* o, std::shared_ptr<const encoded_stream> s)
+      : owner(o), stream(std::move(s)) {}
+  void write_next() {
+    const auto& m = stream->messages;
+    const grpc::ByteBuffer* b = &m[written++];
+    if (written == m.size())
+      StartWriteLast(b, grpc::WriteOptions());
     else
-      StartWritesDone();
+      StartWrite(b);
   }
-  void OnDone(const grpc::Status& s) override { owner->complete(this, s); }
+  void OnWriteDone(bool ok) override {
+    // Not ok: the stream broke, and OnDone follows with the status.
+    if (ok && written < stream->messages.size()) write_next();
+  }
+  void OnReadDone(bool ok) override { got_reply = ok; }
+  void OnDone(const grpc::Status& s) override {
+    if (s.ok() && got_reply &&
+        !grpc::SerializationTraits<ic::Ack>::Deserialize(&reply, &ack).ok())
+      ack.Clear();  // not an Ack: not accepted
+    owner->complete(this, s);
+  }
   impl* owner;
-  std::unique_ptr<update_source> src;
+  std::shared_ptr<const encoded_stream> stream;
+  std::size_t written = 0;
+  grpc::ByteBuffer reply;
+  bool got_reply = false;
 };
 
 // One PublishEvent on the client's completion queue. The request is serialized when the call is
 // prepared, so nothing of the caller's is kept. `rpc` lives in the call's arena (its delete
 // frees nothing) and is declared after the context's base, so it goes first.
-struct policy_client::impl::publish_call final : call_base {
+struct policy_client::impl::publish_call final : call_base, cq_tag {
+  explicit publish_call(impl* o) : owner(o) {}
+  void on_cq_event(bool) override { owner->complete(this, status); }
+  impl* owner;
   std::unique_ptr<grpc::ClientAsyncResponseReader<ic::Ack>> rpc;
   grpc::Status status;
 };
 
-void policy_client::impl::start_cq() {
-  std::call_once(cq_started, [this] {
-    cq_thread = std::thread([this] {
-      pthread_setname_np(pthread_self(), "kvr.publish");
-      drain_cq();
-    });
-  });
-}
-
-void policy_client::impl::drain_cq() {
-  void* tag = nullptr;
-  bool ok = false;
-  // The watch's tag, or a publish's Finish tag: each of those comes back exactly once (ok is
-  // always true for it), cancelled calls included, so every publish completes here.
-  while (cq.Next(&tag, &ok)) {
-    tsan::handoff_consume();
-    if (tag == &watch_tag) {
-      on_watch(ok);  // ok: the state changed; else the watch's deadline passed
-      continue;
-    }
-    auto* c = static_cast<publish_call*>(tag);
-    complete(c, c->status);
-  }
+grpc::CompletionQueue* policy_client::impl::start_cq() {
+  std::call_once(cq_started, [this] { completions = completion_thread::acquire(); });
+  return completions->cq();
 }
 
 void policy_client::impl::arm_watch(grpc_connectivity_state last) {
-  channel->NotifyOnStateChange(last, std::chrono::system_clock::now() + watch_slice, &cq,
-                               &watch_tag);
+  channel->NotifyOnStateChange(last, std::chrono::system_clock::now() + watch_slice,
+                               completions->cq(), static_cast<cq_tag*>(&watch_tag));
 }
 
 // The watch fired (`changed`, or the slice ended): report a change, and re-arm unless stopping.
@@ -372,19 +443,6 @@ void policy_client::impl::on_watch(bool changed) {
   // silence be noticed (issue 12 item 3).
   if (now == GRPC_CHANNEL_IDLE) channel->GetState(true);
   arm_watch(now);
-}
-
-// Once every call has completed: Next then returns false and the thread ends.
-void policy_client::impl::stop_cq() {
-  cq.Shutdown();
-  if (cq_thread.joinable()) {
-    cq_thread.join();
-    return;
-  }
-  void* tag = nullptr;
-  bool ok = false;
-  while (cq.Next(&tag, &ok)) {
-  }
 }
 
 namespace {
@@ -418,6 +476,9 @@ std::unique_ptr<policy_client> policy_client::make(const client_options& opts,
     p->timeout_ms = static_cast<int64_t>(opts.rpc_timeout.count());
     p->channel = make_channel(opts, tls);
     p->stub = ic::InferenceCache::NewStub(p->channel);
+    p->generic = std::make_unique<grpc::GenericStub>(p->channel);
+    p->report_method =
+        "/" + std::string(ic::InferenceCache::service_full_name()) + "/ReportCacheState";
     return std::unique_ptr<policy_client>(new policy_client(std::move(p)));
   } catch (const std::exception& e) {
     error = std::string("cannot create policy client: ") + e.what();
@@ -428,10 +489,11 @@ std::unique_ptr<policy_client> policy_client::make(const client_options& opts,
 policy_client::policy_client(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 
 policy_client::~policy_client() {
-  if (t_in_callback_of == impl_.get()) {
+  if (t_in_callback_of == impl_.get() || t_on_completion_thread) {
     // A programming error (e.g. a callback holding the last shared_ptr to its client); waiting
     // would deadlock silently, so fail where it can be seen.
-    std::fputs("kvrelay: policy_client destroyed from inside its own callback\n", stderr);
+    std::fputs("kvrelay: policy_client destroyed from inside its own callback or on the "
+               "completion thread\n", stderr);
     std::abort();
   }
   impl_->stop_watching = true;
@@ -453,7 +515,8 @@ policy_client::~policy_client() {
     std::unique_lock<std::mutex> lk(impl_->mu);
     impl_->idle.wait(lk, [this] { return impl_->pending == 0; });
   }
-  impl_->stop_cq();
+  // Every call and the watch are done: nothing of this client is left on the shared queue.
+  impl_->completions.reset();
 }
 
 void policy_client::report(std::shared_ptr<const ic::CacheStateUpdate> msg, callback done) {
@@ -469,16 +532,37 @@ void policy_client::report(std::shared_ptr<const ic::CacheStateUpdate> msg, call
   c->StartCall();
 }
 
-void policy_client::report_stream(std::unique_ptr<update_source> src, callback done) {
-  const ic::CacheStateUpdate* first = src ? src->next() : nullptr;
-  if (!first) {
-    if (done) done(invalid_argument("report_stream: no message"));
+std::shared_ptr<const encoded_stream> policy_client::encode(update_source& src) {
+  auto s = std::make_shared<encoded_stream>();
+  while (const ic::CacheStateUpdate* m = src.next()) {
+    grpc::ByteBuffer b;
+    bool own = false;
+    // Fails only for a message over 2 GiB, which the port's cut (max_bytes_per_message) rules
+    // out; such a message is left out rather than sent torn.
+    if (!grpc::SerializationTraits<ic::CacheStateUpdate>::Serialize(*m, &b, &own).ok()) continue;
+    s->bytes += b.Length();
+    s->messages.push_back(std::move(b));
+  }
+  return s;
+}
+
+std::size_t policy_client::messages_in(const encoded_stream& s) { return s.messages.size(); }
+std::size_t policy_client::bytes_in(const encoded_stream& s) { return s.bytes; }
+
+void policy_client::report_encoded(std::shared_ptr<const encoded_stream> s, callback done) {
+  if (!s || s->messages.empty()) {
+    if (done) done(invalid_argument("report_encoded: no message"));
     return;
   }
-  auto c = std::make_shared<impl::stream_call>(impl_.get(), std::move(src));
+  auto c = std::make_shared<impl::encoded_call>(impl_.get(), std::move(s));
   impl_->begin(c, std::move(done));
-  impl_->stub->async()->ReportCacheState(&c->ctx, &c->ack, c.get());
-  c->StartWrite(first);
+  // The HEADERS frame goes out with the first message, in one write: uncorked it took a
+  // sendmsg of its own, a third of a unit's (strace, issue 23).
+  c->ctx.set_initial_metadata_corked(true);
+  impl_->generic->PrepareBidiStreamingCall(&c->ctx, impl_->report_method, grpc::StubOptions(),
+                                           c.get());
+  c->write_next();
+  c->StartRead(&c->reply);
   c->StartCall();
 }
 
@@ -491,13 +575,13 @@ void policy_client::publish(std::shared_ptr<const ic::CacheEvent> ev, callback d
 }
 
 void policy_client::publish(const ic::CacheEvent& ev, callback done) {
-  impl_->start_cq();
-  auto c = std::make_shared<impl::publish_call>();
+  grpc::CompletionQueue* cq = impl_->start_cq();
+  auto c = std::make_shared<impl::publish_call>(impl_.get());
   impl_->begin(c, std::move(done));
-  c->rpc = impl_->stub->PrepareAsyncPublishEvent(&c->ctx, ev, &impl_->cq);
-  tsan::handoff_publish();  // the call reaches drain_cq through gRPC's (uninstrumented) queue
+  c->rpc = impl_->stub->PrepareAsyncPublishEvent(&c->ctx, ev, cq);
+  tsan::handoff_publish();  // the call reaches the completion thread through gRPC's queue
   c->rpc->StartCall();
-  c->rpc->Finish(&c->ack, &c->status, c.get());  // the tag drain_cq casts back
+  c->rpc->Finish(&c->ack, &c->status, static_cast<cq_tag*>(c.get()));  // the tag Next gives back
 }
 
 std::size_t policy_client::in_flight() const {

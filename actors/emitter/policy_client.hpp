@@ -59,10 +59,8 @@ struct client_options {
   std::chrono::milliseconds keepalive_timeout{10000};
 };
 
-/// The messages of one ReportCacheState stream, produced one at a time: the client asks for the
-/// next one only once the previous one is written, so a stream holds one message at a time and
-/// the producer can reuse it. Called on the issuing thread first, then on gRPC threads, never
-/// concurrently.
+/// The messages of one ReportCacheState stream, produced one at a time: policy_client::encode
+/// serializes each before it asks for the next, so the producer can reuse one message.
 class update_source {
  public:
   virtual ~update_source() = default;
@@ -70,6 +68,11 @@ class update_source {
   /// the next call or the source's destruction.
   virtual const inferencecache::v1alpha1::CacheStateUpdate* next() = 0;
 };
+
+/// The serialized messages of one ReportCacheState stream (gRPC byte buffers; opaque here).
+/// Immutable once encoded: any number of clients may send it at the same time, which is how a
+/// unit offered to several policy servers is serialized once (issue 23).
+struct encoded_stream;
 
 /// The outcome of one call. `done` callbacks receive exactly one of these.
 struct rpc_result {
@@ -98,7 +101,8 @@ class policy_client {
   /// Cancels every call in flight (each completes with code 1 CANCELLED) and returns only once
   /// each callback has returned, so none can run after destruction. Those callbacks may run on
   /// the destroying thread itself. Must not be called from inside one of this client's
-  /// callbacks (it would wait for itself). Takes about as long as gRPC needs to cancel: well
+  /// callbacks, nor from any client's publish or watch callback (the shared completion thread
+  /// would wait for itself); either aborts with a message. Takes about as long as gRPC needs to cancel: well
   /// under a millisecond per call here, with no network round trip.
   ~policy_client();
 
@@ -111,14 +115,22 @@ class policy_client {
   void report(std::shared_ptr<const inferencecache::v1alpha1::CacheStateUpdate> msg,
               callback done);
 
-  /// ReportCacheState with every message `src` produces, in order, then the half-close and the
-  /// Ack. A source with no message at all completes at once, on the caller's thread, with code 3
+  /// Serializes every message `src` produces, in order. Never null; a source with no message
+  /// gives an empty stream.
+  static std::shared_ptr<const encoded_stream> encode(update_source& src);
+  /// The number of messages and the bytes they take.
+  static std::size_t messages_in(const encoded_stream& s);
+  static std::size_t bytes_in(const encoded_stream& s);
+
+  /// ReportCacheState with `s`'s messages in order, the last one carrying the half-close, then
+  /// the Ack. A null or empty stream completes at once, on the caller's thread, with code 3
   /// INVALID_ARGUMENT and no call. Otherwise the same completion rules as `report`.
-  void report_stream(std::unique_ptr<update_source> src, callback done);
+  void report_encoded(std::shared_ptr<const encoded_stream> s, callback done);
 
   /// PublishEvent (unary). Same completion rules as `report`, except that `done` runs on the
-  /// client's own thread (started by the first publish or watch_connectivity, which blocks
-  /// while nothing completes; joined by the destructor).
+  /// completion thread every client of the process shares (started by the first publish or
+  /// watch_connectivity of any, blocked while nothing completes, joined when the last client
+  /// that used it is destroyed): callbacks there must be short.
   void publish(std::shared_ptr<const inferencecache::v1alpha1::CacheEvent> ev, callback done);
   /// The same; `ev` is serialized before this returns, so the caller may reuse it at once.
   void publish(const inferencecache::v1alpha1::CacheEvent& ev, callback done);
@@ -137,8 +149,8 @@ class policy_client {
   /// before the first flush). Never blocks.
   void try_connect();
 
-  /// Follows the channel's connectivity on the client's own thread (the one publish completions
-  /// run on): `on_change` runs there with the current state, then with every change. The watch
+  /// Follows the channel's connectivity on the shared completion thread (the one publish
+  /// completions run on): `on_change` runs there with the current state, then with every change. The watch
   /// also asks an IDLE channel to connect, so a transport that was lost comes back even while
   /// no call is made. Once per client; the destructor stops it (within ~1 s).
   void watch_connectivity(std::function<void(emitter::channel_state)> on_change);

@@ -89,6 +89,12 @@ class deferred_completions {
   std::atomic<size_t> in_flight_{0};
 };
 
+/// The serialized streams of the units being sent, shared by every port of one emitter: a unit
+/// offered to several targets is encoded once (issue 23), whichever port streams it first.
+/// Opaque here (grpc_port.cpp); any thread.
+class unit_encodings;
+std::shared_ptr<unit_encodings> make_unit_encodings();
+
 /// Who reports, and how the stream's messages are cut.
 struct port_config {
   client_options client;
@@ -100,6 +106,9 @@ struct port_config {
   /// rpc mode: eviction completions wake the actor this many at a time (the last one in flight
   /// and failures at once). A quarter of the in-flight cap keeps the window full.
   size_t evict_wake_batch = 16;
+  /// Shared with the other ports of the same emitter (same identity and cut); null: the port
+  /// keeps its own.
+  std::shared_ptr<unit_encodings> encodings;
 };
 
 class policy_port {

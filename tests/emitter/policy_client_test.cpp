@@ -609,13 +609,17 @@ class counting_source final : public kvrelay::update_source {
   ic::CacheStateUpdate msg_;
 };
 
-TEST(PolicyClient, ReportStreamWritesEveryMessageInOrderOnOneStream) {
+TEST(PolicyClient, ReportEncodedWritesEveryMessageInOrderOnOneStream) {
   test_server srv;
   auto client = make_client(plain(srv.target()));
   ASSERT_TRUE(client);
   collector col;
-  client->report_stream(std::make_unique<counting_source>(3), col.cb());
-  client->report_stream(std::make_unique<counting_source>(1), col.cb());
+  counting_source three_src(3), one_src(1);
+  const auto three_enc = kvrelay::policy_client::encode(three_src);
+  EXPECT_EQ(kvrelay::policy_client::messages_in(*three_enc), 3u);
+  EXPECT_GT(kvrelay::policy_client::bytes_in(*three_enc), 3u * 8);
+  client->report_encoded(three_enc, col.cb());
+  client->report_encoded(kvrelay::policy_client::encode(one_src), col.cb());
   auto rs = col.wait(2);
   ASSERT_EQ(rs.size(), 2u);
   for (const auto& r : rs) EXPECT_EQ(r.code, k_ok) << r.message;
@@ -629,13 +633,49 @@ TEST(PolicyClient, ReportStreamWritesEveryMessageInOrderOnOneStream) {
   }
 }
 
-TEST(PolicyClient, ReportStreamWithoutAMessageIsInvalidArgumentWithoutACall) {
+// One encoding, sent to two servers at once: both get the same messages, and each call's Ack
+// is its own.
+TEST(PolicyClient, OneEncodedStreamGoesToSeveralServers) {
+  test_server a, b;
+  auto ca = make_client(plain(a.target()));
+  auto cb = make_client(plain(b.target()));
+  ASSERT_TRUE(ca && cb);
+  {
+    std::lock_guard<std::mutex> lk(b.svc.mu);
+    b.svc.accept = false;
+  }
+  counting_source src(2);
+  const auto enc = kvrelay::policy_client::encode(src);
+  collector col_a, col_b;
+  for (int i = 0; i < 3; ++i) {
+    ca->report_encoded(enc, col_a.cb());
+    cb->report_encoded(enc, col_b.cb());
+  }
+  const auto ra = col_a.wait(3), rb = col_b.wait(3);
+  ASSERT_EQ(ra.size(), 3u);
+  ASSERT_EQ(rb.size(), 3u);
+  for (const auto& r : ra) EXPECT_TRUE(r.code == k_ok && r.accepted) << r.message;
+  for (const auto& r : rb) EXPECT_TRUE(r.code == k_ok && !r.accepted) << "b's own Ack";
+  for (auto* srv : {&a, &b}) {
+    std::lock_guard<std::mutex> lk(srv->svc.mu);
+    ASSERT_EQ(srv->svc.streams.size(), 3u);
+    for (const auto& st : srv->svc.streams) {
+      ASSERT_EQ(st.size(), 2u);
+      EXPECT_EQ(st[0].timestamp_us(), 1);
+      EXPECT_EQ(st[1].timestamp_us(), 2);
+      EXPECT_EQ(st[1].prefixes(0).prefix_hash(), std::string(8, '\2'));
+    }
+  }
+}
+
+TEST(PolicyClient, ReportEncodedWithoutAMessageIsInvalidArgumentWithoutACall) {
   test_server srv;
   auto client = make_client(plain(srv.target()));
   ASSERT_TRUE(client);
   collector col;
-  client->report_stream(std::make_unique<counting_source>(0), col.cb());
-  client->report_stream(nullptr, col.cb());
+  counting_source none(0);
+  client->report_encoded(kvrelay::policy_client::encode(none), col.cb());
+  client->report_encoded(nullptr, col.cb());
   auto rs = col.wait(2, 1s);
   ASSERT_EQ(rs.size(), 2u);
   for (const auto& r : rs) EXPECT_EQ(r.code, k_invalid_argument);
