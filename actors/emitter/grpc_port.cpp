@@ -144,8 +144,9 @@ class unit_stream final : public update_source {
 // behind by more than `keep` units encodes its own.
 class unit_encodings {
  public:
+  using source_maker = std::function<std::unique_ptr<update_source>()>;
   std::shared_ptr<const encoded_stream> get(const emit_unit_ptr& unit, bool with_expirations,
-                                            const std::function<std::unique_ptr<update_source>()>& make) {
+                                            const source_maker& make) {
     std::lock_guard<std::mutex> lk(mu_);
     for (auto it = entries_.begin(); it != entries_.end();) {
       if (it->unit.expired()) {

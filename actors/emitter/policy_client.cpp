@@ -264,8 +264,8 @@ struct policy_client::impl {
   // from `calls` because the object must die before the destructor may proceed (see complete).
   std::size_t pending = 0;
 
-  // PublishEvent and the connectivity watch run on the process's completion queue, drained by
-  // one thread that blocks in Next (no polling while idle; acquired by the first publish or
+  // Every call and the connectivity watch run on the process's completion queue, drained by
+  // one thread that blocks in Next (no polling while idle; acquired by the first call or
   // watch_connectivity). On the callback API each unary call hopped across gRPC's callback
   // threads and its executor, and a watcher thread of its own in WaitForStateChange took turns
   // with them at polling the socket; here the thread in Next reads the transport and runs the
@@ -304,8 +304,8 @@ struct policy_client::impl {
     ++pending;
   }
 
-  // Runs on a gRPC thread: the user's callback, then the call object's destruction, then the
-  // count that releases the destructor, in that order.
+  // Runs on the completion thread: the user's callback, then the call object's destruction,
+  // then the count that releases the destructor, in that order.
   // - Callback before the count: no callback can run after ~policy_client returns.
   // - Destruction before the count: a ClientContext holds a reference to the grpc::Channel. If
   //   the last one were dropped here, after the owner let go of the channel, the channel would
@@ -349,53 +349,72 @@ struct policy_client::impl {
     if (--pending == 0) idle.notify_all();
   }
 
-  struct report_call;
   struct encoded_call;
   struct publish_call;
 };
 
-// One ReportCacheState stream: write the single update with the half-close, wait for the Ack.
-struct policy_client::impl::report_call final : call_base,
-                                                grpc::ClientWriteReactor<ic::CacheStateUpdate> {
-  report_call(impl* o, std::shared_ptr<const ic::CacheStateUpdate> m)
-      : owner(o), msg(std::move(m)) {}
-  void OnDone(const grpc::Status& s) override { owner->complete(this, s); }
-  impl* owner;
-  std::shared_ptr<const ic::CacheStateUpdate> msg;
-};
-
-// One ReportCacheState stream of messages serialized beforehand, shared with other calls: each is
-// written once the previous one is, the last with the half-close (one write, not two, for the
-// usual one-message unit), then the Ack is read.
-struct policy_client::impl::encoded_call final
-    : call_base,
-      grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+// One ReportCacheState stream of messages serialized beforehand, shared with other calls, on the
+// process's completion queue: the thread in Next reads the transport and runs each step itself.
+// On the callback API every step (each write, the Ack, the status) hopped from the thread that
+// polled to one of gRPC's callback threads: two wake-ups a step, for every target (issue 23).
+// The HEADERS are corked into the first write (uncorked they took a sendmsg of their own, a
+// third of a unit's), the last message carries the half-close, and the status is asked for
+// once the Ack is read (both would ask for the initial metadata at once otherwise).
+struct policy_client::impl::encoded_call final : call_base {
+  struct step final : cq_tag {
+    step(encoded_call* c, void (encoded_call::*f)(bool)) : call(c), fn(f) {}
+    void on_cq_event(bool ok) override { (call->*fn)(ok); }
+    encoded_call* call;
+    void (encoded_call::*fn)(bool);
+  };
   encoded_call(impl* o, std::shared_ptr<const encoded_stream> s)
       : owner(o), stream(std::move(s)) {}
   void write_next() {
     const auto& m = stream->messages;
-    const grpc::ByteBuffer* b = &m[written++];
+    const grpc::ByteBuffer& b = m[written++];
+    tsan::handoff_publish();  // the call reaches the completion thread through gRPC's queue
     if (written == m.size())
-      StartWriteLast(b, grpc::WriteOptions());
+      rw->WriteLast(b, grpc::WriteOptions(), static_cast<cq_tag*>(&wrote));
     else
-      StartWrite(b);
+      rw->Write(b, static_cast<cq_tag*>(&wrote));
   }
-  void OnWriteDone(bool ok) override {
-    // Not ok: the stream broke, and OnDone follows with the status.
-    if (ok && written < stream->messages.size()) write_next();
+  void on_written(bool ok) {
+    // Not ok: the stream broke; the status says why.
+    if (ok && written < stream->messages.size()) {
+      write_next();
+      return;
+    }
+    writes_done = true;
+    maybe_complete();
   }
-  void OnReadDone(bool ok) override { got_reply = ok; }
-  void OnDone(const grpc::Status& s) override {
-    if (s.ok() && got_reply &&
+  void on_read(bool ok) {
+    got_reply = ok;
+    rw->Finish(&status, static_cast<cq_tag*>(&finished));
+  }
+  void on_finished(bool) {
+    status_in = true;
+    maybe_complete();
+  }
+  void maybe_complete() {
+    if (!writes_done || !status_in) return;
+    if (status.ok() && got_reply &&
         !grpc::SerializationTraits<ic::Ack>::Deserialize(&reply, &ack).ok())
       ack.Clear();  // not an Ack: not accepted
-    owner->complete(this, s);
+    owner->complete(this, status);
   }
   impl* owner;
   std::shared_ptr<const encoded_stream> stream;
   std::size_t written = 0;
   grpc::ByteBuffer reply;
-  bool got_reply = false;
+  grpc::Status status;
+  // Only the completion thread reads and writes these once the call is started.
+  bool got_reply = false, writes_done = false, status_in = false;
+  step wrote{this, &encoded_call::on_written};
+  step read{this, &encoded_call::on_read};
+  step finished{this, &encoded_call::on_finished};
+  // In the call's arena (its delete frees nothing); declared after the context's base, so it
+  // goes first.
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> rw;
 };
 
 // One PublishEvent on the client's completion queue. The request is serialized when the call is
@@ -524,12 +543,13 @@ void policy_client::report(std::shared_ptr<const ic::CacheStateUpdate> msg, call
     if (done) done(invalid_argument("report: null CacheStateUpdate"));
     return;
   }
-  auto c = std::make_shared<impl::report_call>(impl_.get(), std::move(msg));
-  impl_->begin(c, std::move(done));
-  impl_->stub->async()->ReportCacheState(&c->ctx, &c->ack, c.get());
   // One message per stream, and the write carries the half-close (spec §2: one stream per flush).
-  c->StartWriteLast(c->msg.get(), grpc::WriteOptions());
-  c->StartCall();
+  struct one final : update_source {
+    explicit one(const ic::CacheStateUpdate* m) : msg(m) {}
+    const ic::CacheStateUpdate* next() override { return std::exchange(msg, nullptr); }
+    const ic::CacheStateUpdate* msg;
+  } src(msg.get());
+  report_encoded(encode(src), std::move(done));
 }
 
 std::shared_ptr<const encoded_stream> policy_client::encode(update_source& src) {
@@ -554,16 +574,14 @@ void policy_client::report_encoded(std::shared_ptr<const encoded_stream> s, call
     if (done) done(invalid_argument("report_encoded: no message"));
     return;
   }
+  grpc::CompletionQueue* cq = impl_->start_cq();
   auto c = std::make_shared<impl::encoded_call>(impl_.get(), std::move(s));
   impl_->begin(c, std::move(done));
-  // The HEADERS frame goes out with the first message, in one write: uncorked it took a
-  // sendmsg of its own, a third of a unit's (strace, issue 23).
-  c->ctx.set_initial_metadata_corked(true);
-  impl_->generic->PrepareBidiStreamingCall(&c->ctx, impl_->report_method, grpc::StubOptions(),
-                                           c.get());
+  c->ctx.set_initial_metadata_corked(true);  // StartCall then sends nothing and returns no tag
+  c->rw = impl_->generic->PrepareCall(&c->ctx, impl_->report_method, cq);
+  c->rw->StartCall(nullptr);
   c->write_next();
-  c->StartRead(&c->reply);
-  c->StartCall();
+  c->rw->Read(&c->reply, static_cast<cq_tag*>(&c->read));
 }
 
 void policy_client::publish(std::shared_ptr<const ic::CacheEvent> ev, callback done) {

@@ -5,8 +5,9 @@
 // The emitter's gRPC client to the cache-policy server (spec/policy-contract.md §2).
 //
 // A plain class (no CAF) so the emitter actor can own it and the tests can drive it directly.
-// Every call is asynchronous: `report` and `publish` return at once and complete on a gRPC
-// thread, which must only hand the result back (anon_send), never touch actor state.
+// Every call is asynchronous: `report`, `report_encoded` and `publish` return at once and
+// complete on the process's completion thread, which must only hand the result back (anon_send),
+// never touch actor state.
 // The client never retries (the reference does not either, R14): a failed call is reported once
 // and the owner decides what to do.
 //
@@ -100,18 +101,21 @@ class policy_client {
 
   /// Cancels every call in flight (each completes with code 1 CANCELLED) and returns only once
   /// each callback has returned, so none can run after destruction. Those callbacks may run on
-  /// the destroying thread itself. Must not be called from inside one of this client's
-  /// callbacks, nor from any client's publish or watch callback (the shared completion thread
-  /// would wait for itself); either aborts with a message. Takes about as long as gRPC needs to cancel: well
-  /// under a millisecond per call here, with no network round trip.
+  /// the destroying thread itself. Must not be called from inside any client's callback (the
+  /// shared completion thread would wait for itself): that aborts with a message. Takes about
+  /// as long as gRPC needs to cancel: well under a millisecond per call here, with no network
+  /// round trip.
   ~policy_client();
 
   policy_client(const policy_client&) = delete;
   policy_client& operator=(const policy_client&) = delete;
 
   /// ReportCacheState: opens a new client stream, writes `msg` as its only message, half-closes
-  /// and waits for the Ack. `done` runs exactly once, on a gRPC thread (or, when `msg` is null,
-  /// at once on the caller's thread with code 3 INVALID_ARGUMENT).
+  /// and waits for the Ack. `done` runs exactly once, on the completion thread every client of
+  /// the process shares (started by the first call or watch_connectivity of any, blocked while
+  /// nothing completes, joined when the last client that used it is destroyed), so callbacks
+  /// must be short; when `msg` is null, at once on the caller's thread with code 3
+  /// INVALID_ARGUMENT.
   void report(std::shared_ptr<const inferencecache::v1alpha1::CacheStateUpdate> msg,
               callback done);
 
@@ -127,10 +131,7 @@ class policy_client {
   /// INVALID_ARGUMENT and no call. Otherwise the same completion rules as `report`.
   void report_encoded(std::shared_ptr<const encoded_stream> s, callback done);
 
-  /// PublishEvent (unary). Same completion rules as `report`, except that `done` runs on the
-  /// completion thread every client of the process shares (started by the first publish or
-  /// watch_connectivity of any, blocked while nothing completes, joined when the last client
-  /// that used it is destroyed): callbacks there must be short.
+  /// PublishEvent (unary). Same completion rules as `report`.
   void publish(std::shared_ptr<const inferencecache::v1alpha1::CacheEvent> ev, callback done);
   /// The same; `ev` is serialized before this returns, so the caller may reuse it at once.
   void publish(const inferencecache::v1alpha1::CacheEvent& ev, callback done);
@@ -149,10 +150,10 @@ class policy_client {
   /// before the first flush). Never blocks.
   void try_connect();
 
-  /// Follows the channel's connectivity on the shared completion thread (the one publish
-  /// completions run on): `on_change` runs there with the current state, then with every change. The watch
-  /// also asks an IDLE channel to connect, so a transport that was lost comes back even while
-  /// no call is made. Once per client; the destructor stops it (within ~1 s).
+  /// Follows the channel's connectivity on the shared completion thread (the one every call
+  /// completes on): `on_change` runs there with the current state, then with every change. The
+  /// watch also asks an IDLE channel to connect, so a transport that was lost comes back even
+  /// while no call is made. Once per client; the destructor stops it (within ~1 s).
   void watch_connectivity(std::function<void(emitter::channel_state)> on_change);
 
   /// The options this client was built with.
