@@ -26,6 +26,12 @@
 //      instead of 50). They get transparent-huge-page advice on their aligned interior: probes
 //      at random over tens of MB would otherwise miss the TLB nearly every time (advice only;
 //      it rounds nothing up).
+//  PT7. Such an array that an erase leaves under 1/16 full is rebuilt at most 3/8 full (the
+//      smallest power of two that holds it so): a burst of a million blocks that drained back to
+//      the engine's cache no longer keeps the burst's array (issue 27: memory comes back after an
+//      overload). 1/16 and 3/8 leave the next grow (3/4) and the next shrink a factor of two and
+//      six away, so a table that breathes never rebuilds back and forth. Without the memory for
+//      the smaller array the big one stays.
 //
 // Slot: a trivially copyable struct whose first member is `key`, of a trivially copyable type K
 // with ==, whose value-initialised K{} is the all-zero key, and with a `probe_hash(const K&)`
@@ -174,6 +180,17 @@ class probe_table {
     }
     slots_[hole].key = key_type{};
     --size_;
+    if (cap_ * sizeof(Slot) >= map_from && size_ * 16 < cap_) shrink();
+  }
+
+  void shrink() noexcept {
+    size_t ncap = 16;
+    while (ncap * 3 < size_ * 8) ncap *= 2;
+    try {
+      rehash(ncap);
+    } catch (const std::bad_alloc&) {
+      // PT7: the big array stays
+    }
   }
 
   static constexpr size_t map_from = size_t{2} << 20;  // PT6: one huge page
@@ -202,11 +219,14 @@ class probe_table {
     }
   }
 
-  void grow() {
-    const size_t ncap = cap_ == 0 ? 16 : cap_ * 2;
+  void grow() { rehash(cap_ == 0 ? 16 : cap_ * 2); }
+
+  // Moves every entry into a new array of `ncap` slots; the old array stays if that throws.
+  void rehash(size_t ncap) {
+    Slot* fresh = allocate(ncap);
     Slot* old = slots_;
     const size_t ocap = cap_;
-    slots_ = allocate(ncap);
+    slots_ = fresh;
     cap_ = ncap;
     shift_ = 64 - static_cast<unsigned>(__builtin_ctzll(ncap));
     for (size_t i = 0; i < ocap; ++i) {

@@ -2,18 +2,20 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The open-addressing table (base/probe_table.hpp, rules PT1-PT6) against
+// The open-addressing table (base/probe_table.hpp, rules PT1-PT7) against
 // std::unordered_map under random inserts, erases and look-ups over a small key universe, so
 // clusters form, wrap around the array's end and are cut by erases.
 #include "base/probe_table.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <random>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace kvrelay {
 namespace {
@@ -113,6 +115,47 @@ TEST(ProbeTable, PT6_BigArraysHoldNoMoreThanThemselvesAndGoBackWhenFreed) {
     const size_t after = resident_bytes();
     EXPECT_LT(after, before + slack) << "round " << round << ": the freed array stayed";
   }
+}
+
+// A burst drains back: the table rebuilds itself smaller (every key still found, the erased ones
+// gone), its memory goes back, and refilling to the drained size does not grow it again.
+TEST(ProbeTable, PT7_AnArrayLeftUnderOneSixteenthFullIsRebuiltSmaller) {
+  std::mt19937_64 rng(7);
+  std::vector<uint64_t> keys(1'000'000);
+  for (auto& k : keys) k = rng() | 1;  // never the zero key
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  std::shuffle(keys.begin(), keys.end(), rng);
+  probe_table<slot> t;
+  std::unordered_map<uint64_t, uint32_t> ref;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    t.insert(slot{keys[i], static_cast<uint32_t>(i)});
+    ref.emplace(keys[i], static_cast<uint32_t>(i));
+  }
+  const size_t big = t.capacity();
+  ASSERT_GE(big * sizeof(slot), size_t{2} << 20) << "an array of its own (PT6)";
+  const bool measure = !sanitized && resident_bytes() != 0;
+  const size_t rss_full = measure ? resident_bytes() : 0;
+  constexpr size_t keep = 20'000;
+  for (size_t i = keep; i < keys.size(); ++i) {
+    ASSERT_TRUE(t.erase(keys[i])) << i;
+    ref.erase(keys[i]);
+    ASSERT_GE(t.size() * 16, t.capacity()) << "rebuilt once under 1/16 full, at " << i;
+  }
+  // 2^21 slots at 1 M, 2^19 below 131 072 (1/16), 2^17 below 32 768: under 2 MiB, malloc's.
+  EXPECT_EQ(t.capacity(), size_t{1} << 17);
+  EXPECT_GE(t.capacity() * 3, t.size() * 8 - 8);
+  const std::map<uint64_t, uint32_t> expected(ref.begin(), ref.end());
+  EXPECT_EQ(contents(t), expected);
+  if (measure) {
+    const size_t rss_drained = resident_bytes();
+    EXPECT_LT(rss_drained + big * sizeof(slot) / 2, rss_full) << "the burst's array went back";
+  }
+  const size_t small = t.capacity();
+  for (size_t i = keep; i < 2 * keep; ++i) t.insert(slot{keys[i], 0});  // back and forth
+  for (size_t i = keep; i < 2 * keep; ++i) t.erase(keys[i]);
+  EXPECT_LE(t.capacity(), 2 * small) << "no rebuild back and forth";
+  EXPECT_EQ(t.size(), keep);
 }
 
 TEST(ProbeTableProperty, BehavesLikeAMapUnderChurn) {
