@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "base/dns_target.hpp"
+
 namespace kvrelay::config {
 namespace {
 
@@ -376,40 +378,13 @@ std::string check_grpc_target(std::string_view s) {
 
 std::string check_policy_target(std::string_view s) {
   if (auto err = check_grpc_target(s); !err.empty()) return err;
-  if (s.substr(0, 4) != "dns:") return {};
-  const std::string bad = "invalid server target \"" + std::string(s) +
-                          "\": a dns: target needs a name and a port (dns:///name:port, or "
-                          "dns://NS_IP:NS_PORT/name:port to ask that DNS server)";
-  std::string_view rest = s.substr(4);
-  if (rest.substr(0, 2) == "//") {
-    rest.remove_prefix(2);
-    const auto slash = rest.find('/');
-    if (slash == std::string_view::npos) return bad;
-    const std::string_view authority = rest.substr(0, slash);
-    rest.remove_prefix(slash + 1);
-    if (!authority.empty()) {
-      std::string_view host, port;
-      bool bracketed = false;
-      int p = 0;
-      if (!split_host_port(authority, host, port, bracketed) || !parse_port(port, 1, p))
-        return bad;
-      const std::string ip(host);
-      in_addr v4{};
-      in6_addr v6{};
-      if (bracketed ? inet_pton(AF_INET6, ip.c_str(), &v6) != 1
-                    : inet_pton(AF_INET, ip.c_str(), &v4) != 1)
-        return "invalid server target \"" + std::string(s) +
-               "\": the DNS server must be an IP address and a port "
-               "(dns://NS_IP:NS_PORT/name:port)";
-    }
-  }
-  std::string_view host, port;
-  bool bracketed = false;
-  int p = 0;
-  if (!split_host_port(rest, host, port, bracketed) || bracketed || !valid_hostname(host) ||
-      !parse_port(port, 1, p))
-    return bad;
-  return {};
+  if (!is_dns_target(s)) return {};
+  // The resolver's own parser (base/dns_target.hpp): what is accepted here is what it resolves.
+  std::string why;
+  if (parse_dns_target(s, why)) return {};
+  return "invalid server target \"" + std::string(s) + "\": " + why +
+         " (a dns: target is dns:///name:port, or dns://NS_IP[:NS_PORT]/name:port to ask that "
+         "DNS server)";
 }
 
 bool is_loopback_host(std::string_view host) {

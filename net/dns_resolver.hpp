@@ -5,7 +5,7 @@
 #pragma once
 // DNS fan-out (issue 23): one name, typically a Kubernetes headless Service, resolved to every A
 // and AAAA record it has, each address a policy-server target. Target syntax follows gRPC's dns
-// resolver:
+// resolver (base/dns_target.hpp parses it, for the config's checks too):
 //
 //   dns:///policy.ns.svc:9090        the system resolver (getaddrinfo: /etc/hosts, resolv.conf
 //   dns:policy.ns.svc:9090           search domains, ndots), as a pod expects
@@ -33,26 +33,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/dns_target.hpp"
+
 namespace kvrelay::net {
-
-/// "dns:///name:port" (system resolver) or "dns://NS_IP:NS_PORT/name:port" (ask that server),
-/// like gRPC's dns target syntax. Port required.
-struct dns_target {
-  std::string nameserver;  // an IP literal (IPv6 without brackets); empty: the system resolver
-  uint16_t nameserver_port = 53;
-  std::string host;  // a DNS name or an IP literal (IPv6 without brackets)
-  uint16_t port = 0;
-};
-
-/// True when `s` starts with "dns:" (case-sensitive, as gRPC's scheme).
-bool is_dns_target(std::string_view s);
-
-/// Parses a target. On failure returns nullopt and sets `error` to
-/// `invalid DNS target "<s>": <why>`.
-std::optional<dns_target> parse_dns_target(std::string_view s, std::string& error);
-
-/// "name:port", "[v6]:port", "dns://ns:53/name:port": the form parse_dns_target reads back.
-std::string to_string(const dns_target& t);
 
 struct resolve_result {
   std::vector<std::string> addresses;

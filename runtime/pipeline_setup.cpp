@@ -100,9 +100,9 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
   // DNS fan-out names: the emitter's resolver thread calls this; 5 s bounds one resolve (the
   // emitter keeps the last good set when it fails).
   p.emitter.resolve = [](const std::string& spec) {
-    std::string error;
-    auto t = net::parse_dns_target(spec, error);
-    if (!t) return net::resolve_result{{}, error};
+    std::string why;
+    auto t = parse_dns_target(spec, why);
+    if (!t) return net::resolve_result{{}, "invalid DNS target \"" + spec + "\": " + why};
     return net::resolve(*t, std::chrono::seconds(5));
   };
   switch (cfg.server.readiness) {

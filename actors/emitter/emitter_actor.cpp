@@ -657,7 +657,7 @@ emitter_actor spawn_emitter(caf::actor_system& sys, const pipeline_context& ctx,
   std::vector<std::string> dns_names;
   auto encodings = emitter::make_unit_encodings();
   for (const auto& t : o.targets) {
-    if (net::is_dns_target(t) && o.resolve) {
+    if (is_dns_target(t) && o.resolve) {
       if (!o.make_port) {
         client_options c = o.client;
         c.target = t;

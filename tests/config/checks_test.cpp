@@ -443,9 +443,9 @@ TEST(Targets, BadEntriesNameTheKeyAndTheEntry) {
   EXPECT_EQ(check("[server]\ntargets = [\"a:1\", \"b:1\", \"a:1\"]\n" + m),
             "t.toml:2:11: server.targets: duplicate target \"a:1\" (entries 1 and 3)");
   EXPECT_EQ(check("[server]\ntargets = [\"a:1\", \"dns:///p\"]\n" + m),
-            "t.toml:2:11: server.targets: entry 2: invalid server target \"dns:///p\": a dns: "
-            "target needs a name and a port (dns:///name:port, or dns://NS_IP:NS_PORT/name:port "
-            "to ask that DNS server)");
+            "t.toml:2:11: server.targets: entry 2: invalid server target \"dns:///p\": port "
+            "required (name:port) (a dns: target is dns:///name:port, or "
+            "dns://NS_IP[:NS_PORT]/name:port to ask that DNS server)");
   EXPECT_EQ(check("[server]\ntargets = [\"a\"]\n" + m),
             "t.toml:2:11: server.targets: entry 1: invalid server address \"a\" (expected "
             "host:port or dns:///host:port)");

@@ -20,6 +20,7 @@
 
 namespace {
 
+using namespace kvrelay;
 using namespace kvrelay::net;
 
 void check_answer(const uint8_t* data, size_t size, uint8_t pick) {
