@@ -358,45 +358,59 @@ struct policy_client::impl {
 // On the callback API every step (each write, the Ack, the status) hopped from the thread that
 // polled to one of gRPC's callback threads: two wake-ups a step, for every target (issue 23).
 // The HEADERS are corked into the first write (uncorked they took a sendmsg of their own, a
-// third of a unit's), the last message carries the half-close, and the status is asked for
-// once the Ack is read (both would ask for the initial metadata at once otherwise).
+// third of a unit's) and the last message carries the half-close; the Ack's read and the status
+// are asked for before it (gRPC holds them until the HEADERS go out).
+// The issuing thread starts the call and its first write, the completion thread does the rest:
+// the call's mutex orders the two, which ThreadSanitizer cannot see through gRPC's queue (the
+// wrapper's op sets are written by both). Nothing completes inline on the async API, so a step
+// never finds its own thread holding the lock.
 struct policy_client::impl::encoded_call final : call_base {
+  // The step's handler says whether the call is over; it completes once the lock is let go
+  // (complete() may destroy the call, its mutex with it).
   struct step final : cq_tag {
-    step(encoded_call* c, void (encoded_call::*f)(bool)) : call(c), fn(f) {}
-    void on_cq_event(bool ok) override { (call->*fn)(ok); }
+    step(encoded_call* c, bool (encoded_call::*f)(bool)) : call(c), fn(f) {}
+    void on_cq_event(bool ok) override {
+      bool over = false;
+      {
+        std::lock_guard<std::mutex> lk(call->mu);
+        over = (call->*fn)(ok);
+      }
+      if (over) call->finish();
+    }
     encoded_call* call;
-    void (encoded_call::*fn)(bool);
+    bool (encoded_call::*fn)(bool);
   };
   encoded_call(impl* o, std::shared_ptr<const encoded_stream> s)
       : owner(o), stream(std::move(s)) {}
+  // Under mu.
   void write_next() {
     const auto& m = stream->messages;
     const grpc::ByteBuffer& b = m[written++];
-    tsan::handoff_publish();  // the call reaches the completion thread through gRPC's queue
     if (written == m.size())
       rw->WriteLast(b, grpc::WriteOptions(), static_cast<cq_tag*>(&wrote));
     else
       rw->Write(b, static_cast<cq_tag*>(&wrote));
   }
-  void on_written(bool ok) {
+  bool on_written(bool ok) {
     // Not ok: the stream broke; the status says why.
     if (ok && written < stream->messages.size()) {
       write_next();
-      return;
+      return false;
     }
     writes_done = true;
-    maybe_complete();
+    return over();
   }
-  void on_read(bool ok) {
+  bool on_read(bool ok) {
     got_reply = ok;
-    rw->Finish(&status, static_cast<cq_tag*>(&finished));
+    read_done = true;
+    return over();
   }
-  void on_finished(bool) {
+  bool on_finished(bool) {
     status_in = true;
-    maybe_complete();
+    return over();
   }
-  void maybe_complete() {
-    if (!writes_done || !status_in) return;
+  bool over() const { return writes_done && read_done && status_in; }
+  void finish() {
     if (status.ok() && got_reply &&
         !grpc::SerializationTraits<ic::Ack>::Deserialize(&reply, &ack).ok())
       ack.Clear();  // not an Ack: not accepted
@@ -404,11 +418,11 @@ struct policy_client::impl::encoded_call final : call_base {
   }
   impl* owner;
   std::shared_ptr<const encoded_stream> stream;
+  std::mutex mu;
   std::size_t written = 0;
   grpc::ByteBuffer reply;
   grpc::Status status;
-  // Only the completion thread reads and writes these once the call is started.
-  bool got_reply = false, writes_done = false, status_in = false;
+  bool got_reply = false, read_done = false, writes_done = false, status_in = false;
   step wrote{this, &encoded_call::on_written};
   step read{this, &encoded_call::on_read};
   step finished{this, &encoded_call::on_finished};
@@ -578,10 +592,13 @@ void policy_client::report_encoded(std::shared_ptr<const encoded_stream> s, call
   auto c = std::make_shared<impl::encoded_call>(impl_.get(), std::move(s));
   impl_->begin(c, std::move(done));
   c->ctx.set_initial_metadata_corked(true);  // StartCall then sends nothing and returns no tag
+  tsan::handoff_publish();  // the call as built: its tags reach the completion thread via gRPC
+  std::lock_guard<std::mutex> lk(c->mu);
   c->rw = impl_->generic->PrepareCall(&c->ctx, impl_->report_method, cq);
   c->rw->StartCall(nullptr);
-  c->write_next();
   c->rw->Read(&c->reply, static_cast<cq_tag*>(&c->read));
+  c->rw->Finish(&c->status, static_cast<cq_tag*>(&c->finished));
+  c->write_next();  // with the HEADERS
 }
 
 void policy_client::publish(std::shared_ptr<const ic::CacheEvent> ev, callback done) {
