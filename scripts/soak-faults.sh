@@ -33,8 +33,8 @@ options:
   --filter F       gtest filter (default: the three cold-start tests of issue 16)
   --load           keep one core busy with a spin loop for the whole soak
   --keep-going     do not stop at the first failure
-  --build-dir D    where fault_test was built (default $build_dir)
-  --bin PATH       the fault_test binary to run (default <build-dir>/tests/faults/fault_test)
+  --build-dir D    where fault_tests was built (default $build_dir)
+  --bin PATH       the fault_tests binary to run (default <build-dir>/tests/fault_tests)
   --out DIR        where failing runs' logs go (default <build-dir>/soak)
 EOF
 }
@@ -53,10 +53,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-bin="${bin:-$build_dir/tests/faults/fault_test}"
+bin="${bin:-$build_dir/tests/fault_tests}"
 out="${out:-$build_dir/soak}"
 if [ ! -x "$bin" ]; then
-  echo "soak-faults: $bin is not built (cmake --build --preset default --target fault_test)" >&2
+  echo "soak-faults: $bin is not built (cmake --build --preset default --target fault_tests)" >&2
   exit 2
 fi
 mkdir -p "$out"

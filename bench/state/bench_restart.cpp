@@ -18,7 +18,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "tests/faults/fault_fixture.hpp"
+#include "tests/support/fault_fixture.hpp"
 #include "tools/fake-engine/engine_http.hpp"
 
 namespace {

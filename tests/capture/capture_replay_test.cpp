@@ -18,7 +18,7 @@
 #include <optional>
 #include <thread>
 
-#include "tests/faults/fault_fixture.hpp"
+#include "tests/support/fault_fixture.hpp"
 #include "tests/tools/zmq_peer.hpp"
 #include "tools/capture/capturer.hpp"
 #include "tools/capture/kvcap.hpp"

@@ -281,7 +281,7 @@ TEST(ReadTokenFile, ForCodeThatSkippedResolve) {
 
 const char* const url_only = "[[engine]]\nreplica_id = \"r0\"\nurl = \"http://127.0.0.1:8000\"\n";
 
-TEST(Discovery, UrlAndReplicaIdAreEnough) {
+TEST(DiscoveryConfig, UrlAndReplicaIdAreEnough) {
   daemon_config c = load(url_only);
   ASSERT_EQ(err(validate(c)), "");
   const auto& e = c.engines[0];
@@ -295,7 +295,7 @@ TEST(Discovery, UrlAndReplicaIdAreEnough) {
   EXPECT_EQ(origin_of(c, "engine[0].metrics.url"), "t.toml:3:7");
 }
 
-TEST(Discovery, CheckShowsWhatWillBeLearntAndReadsBackTheSame) {
+TEST(DiscoveryConfig, CheckShowsWhatWillBeLearntAndReadsBackTheSame) {
   daemon_config c = load(url_only);
   ASSERT_EQ(err(validate(c)), "");
   const std::string text = to_toml(c);
@@ -312,7 +312,7 @@ TEST(Discovery, CheckShowsWhatWillBeLearntAndReadsBackTheSame) {
   EXPECT_TRUE(diff_for_reload(c, again).empty());
 }
 
-TEST(Discovery, GivenSettingsWinAndAreRecorded) {
+TEST(DiscoveryConfig, GivenSettingsWinAndAreRecorded) {
   daemon_config c = load(std::string(url_only) + "endpoint = \"tcp://10.0.0.1:5557\"\n"
                                                  "model_id = \"llama\"\n[engine.metrics]\n"
                                                  "url = \"\"\n");
@@ -334,7 +334,7 @@ TEST(Discovery, GivenSettingsWinAndAreRecorded) {
             d.restart_required.end());
 }
 
-TEST(Discovery, ZeroConfigSidecarFromFlags) {
+TEST(DiscoveryConfig, ZeroConfigSidecarFromFlags) {
   daemon_config c;
   ASSERT_EQ(err(apply_flags(c, flags({"--engine-url=http://127.0.0.1:8000", "--server=policy:9090",
                                       "--replica-id=pod-0"}))),
@@ -365,7 +365,7 @@ TEST(Discovery, ZeroConfigSidecarFromFlags) {
                               "model_id in [[engine]] or --model-id)");
 }
 
-TEST(Discovery, NodeModeEnginesGiveJustUrlAndReplicaId) {
+TEST(DiscoveryConfig, NodeModeEnginesGiveJustUrlAndReplicaId) {
   const std::string node = "[[engine]]\nreplica_id = \"a\"\nurl = \"http://127.0.0.1:8000\"\n"
                            "[[engine]]\nreplica_id = \"b\"\nurl = \"http://127.0.0.1:8001/\"\n"
                            "[[engine]]\nreplica_id = \"c\"\nurl = \"http://[::1]:8002\"\n";
@@ -380,7 +380,7 @@ TEST(Discovery, NodeModeEnginesGiveJustUrlAndReplicaId) {
             "engine[0])");
 }
 
-TEST(Discovery, BadUrls) {
+TEST(DiscoveryConfig, BadUrls) {
   EXPECT_EQ(check("[[engine]]\nreplica_id = \"r\"\nurl = \"127.0.0.1:8000\"\n"),
             "t.toml:3:7: engine[0].url: invalid URL \"127.0.0.1:8000\": scheme must be http or "
             "https (allowed: http://host[:port]/path, https://host[:port]/path)");
@@ -391,7 +391,7 @@ TEST(Discovery, BadUrls) {
             "t.toml:3:7: engine[0].url: expected a string, got integer");
 }
 
-TEST(Discovery, RanksAreNotListedBeforeTheEngineNamesThem) {
+TEST(DiscoveryConfig, RanksAreNotListedBeforeTheEngineNamesThem) {
   daemon_config c = load(std::string(url_only) + "dp_size = 2\n");
   ASSERT_EQ(err(validate(c)), "");
   EXPECT_EQ(to_toml(c).find("# rank "), std::string::npos) << to_toml(c);
@@ -399,7 +399,7 @@ TEST(Discovery, RanksAreNotListedBeforeTheEngineNamesThem) {
 
 // -- several policy servers (issue 23) --------------------------------------------------------
 
-TEST(Targets, DefaultsAndFileValues) {
+TEST(TargetsConfig, DefaultsAndFileValues) {
   const server_settings d;
   EXPECT_TRUE(d.targets.empty());
   EXPECT_EQ(d.readiness, readiness_policy::any);
@@ -429,7 +429,7 @@ TEST(Targets, DefaultsAndFileValues) {
   EXPECT_NE(to_toml(load(minimal)).find("targets = []\n"), std::string::npos);
 }
 
-TEST(Targets, AddressAndTargetsTogetherIsAnError) {
+TEST(TargetsConfig, AddressAndTargetsTogetherIsAnError) {
   EXPECT_EQ(load_error("[server]\naddress = \"a:1\"\ntargets = [\"b:1\", \"c:1\"]\n"),
             "t.toml:3:11: server.targets: cannot be used with server.address (t.toml:2:11); "
             "list every server in targets");
@@ -438,7 +438,7 @@ TEST(Targets, AddressAndTargetsTogetherIsAnError) {
             "list every server in targets");
 }
 
-TEST(Targets, BadEntriesNameTheKeyAndTheEntry) {
+TEST(TargetsConfig, BadEntriesNameTheKeyAndTheEntry) {
   const std::string m = minimal;
   EXPECT_EQ(check("[server]\ntargets = [\"a:1\", \"b:1\", \"a:1\"]\n" + m),
             "t.toml:2:11: server.targets: duplicate target \"a:1\" (entries 1 and 3)");
@@ -470,7 +470,7 @@ TEST(Targets, BadEntriesNameTheKeyAndTheEntry) {
             0u);
 }
 
-TEST(Targets, RepeatedServerFlagAddsTargetsThatReplaceTheFiles) {
+TEST(TargetsConfig, RepeatedServerFlagAddsTargetsThatReplaceTheFiles) {
   // The bug of issue 23: --server A --server B kept B only.
   auto f = flags({"--server", "a:1", "--server=b:1", "--server", "dns:///c.ns.svc:9090"});
   EXPECT_EQ(f.servers, (std::vector<std::string>{"a:1", "b:1", "dns:///c.ns.svc:9090"}));
@@ -499,7 +499,7 @@ TEST(Targets, RepeatedServerFlagAddsTargetsThatReplaceTheFiles) {
             "--server: server.targets: duplicate target \"a:1\" (entries 1 and 2)");
 }
 
-TEST(Targets, ReadinessFlag) {
+TEST(TargetsConfig, ReadinessFlag) {
   daemon_config c = load(std::string("[server]\nreadiness = \"all\"\n") + minimal);
   ASSERT_EQ(err(apply_flags(c, flags({"--server-readiness=quorum"}))), "");
   EXPECT_EQ(c.server.readiness, readiness_policy::quorum);
@@ -510,7 +510,7 @@ TEST(Targets, ReadinessFlag) {
             "invalid value \"most\" for flag --server-readiness: allowed: any, all, quorum");
 }
 
-TEST(Targets, ReloadNamesTheChangedKeys) {
+TEST(TargetsConfig, ReloadNamesTheChangedKeys) {
   daemon_config a = load(minimal), b = load(minimal);
   b.server.targets = {"a:1", "b:1"};
   b.server.readiness = readiness_policy::all;

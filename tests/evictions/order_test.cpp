@@ -20,7 +20,7 @@
 #include "base/fingerprint.hpp"
 #include "runtime/daemon.hpp"
 #include "tests/evictions/mode.hpp"
-#include "tests/integration/harness.hpp"
+#include "tests/support/harness.hpp"
 #include "tools/policy-server/service.hpp"
 
 namespace kvrelay::evictions {

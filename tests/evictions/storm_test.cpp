@@ -22,7 +22,7 @@
 
 #include "base/fingerprint.hpp"
 #include "tests/evictions/mode.hpp"
-#include "tests/faults/fault_fixture.hpp"
+#include "tests/support/fault_fixture.hpp"
 
 namespace kvrelay::evictions {
 namespace {

@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "runtime/admin_server.hpp"
-#include "tests/faults/fault_fixture.hpp"
+#include "tests/support/fault_fixture.hpp"
 #include "tests/runtime/raw_http.hpp"
 
 namespace kvrelay::faults {

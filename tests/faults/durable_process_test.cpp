@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "base/snapshot_format.hpp"
-#include "tests/faults/fault_fixture.hpp"
+#include "tests/support/fault_fixture.hpp"
 #include "tools/fake-engine/engine_http.hpp"
 
 namespace kvrelay::faults {

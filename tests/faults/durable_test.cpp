@@ -21,7 +21,7 @@
 #include <thread>
 
 #include "base/snapshot_format.hpp"
-#include "tests/faults/fault_fixture.hpp"
+#include "tests/support/fault_fixture.hpp"
 #include "tools/fake-engine/engine_http.hpp"
 #include "tools/fake-engine/publisher.hpp"
 #include "tools/fake-engine/wire_encoder.hpp"

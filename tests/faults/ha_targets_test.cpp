@@ -15,7 +15,7 @@
 #include <memory>
 
 #include "base/fingerprint.hpp"
-#include "tests/faults/fault_fixture.hpp"
+#include "tests/support/fault_fixture.hpp"
 #include "tests/support/dns_test_server.hpp"
 
 namespace kvrelay::faults {

@@ -15,7 +15,7 @@
 #include <regex>
 #include <thread>
 
-#include "tests/faults/fault_fixture.hpp"
+#include "tests/support/fault_fixture.hpp"
 
 namespace kvrelay::faults {
 namespace {

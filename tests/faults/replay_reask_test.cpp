@@ -14,7 +14,7 @@
 #include <chrono>
 #include <thread>
 
-#include "tests/faults/fault_fixture.hpp"
+#include "tests/support/fault_fixture.hpp"
 
 namespace kvrelay::faults {
 namespace {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "base/metrics_registry.hpp"
-#include "tests/faults/fault_fixture.hpp"
+#include "tests/support/fault_fixture.hpp"
 
 namespace kvrelay::faults {
 namespace {

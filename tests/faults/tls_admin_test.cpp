@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "tests/faults/fault_fixture.hpp"
+#include "tests/support/fault_fixture.hpp"
 
 namespace kvrelay::faults {
 namespace {

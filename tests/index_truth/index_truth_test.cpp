@@ -21,7 +21,7 @@
 #include <sstream>
 
 #include "base/fingerprint.hpp"
-#include "tests/integration/harness.hpp"
+#include "tests/support/harness.hpp"
 #include "tools/policy-server/service.hpp"
 
 namespace kvrelay::e2e {

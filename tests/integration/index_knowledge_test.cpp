@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "runtime/daemon.hpp"
-#include "tests/integration/harness.hpp"
+#include "tests/support/harness.hpp"
 
 namespace kvrelay::e2e {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "base/fingerprint.hpp"
 #include "runtime/daemon.hpp"
-#include "tests/integration/harness.hpp"
+#include "tests/support/harness.hpp"
 #include "tools/policy-server/service.hpp"
 
 namespace kvrelay::e2e {

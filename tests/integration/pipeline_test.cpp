@@ -18,7 +18,7 @@
 
 #include "base/fingerprint.hpp"
 #include "runtime/daemon.hpp"
-#include "tests/integration/harness.hpp"
+#include "tests/support/harness.hpp"
 #include "tools/fake-engine/publisher.hpp"
 #include "tools/fake-engine/workload.hpp"
 #include "tools/policy-server/service.hpp"

@@ -23,7 +23,7 @@
 
 #include "base/fingerprint.hpp"
 #include "runtime/daemon.hpp"
-#include "tests/integration/harness.hpp"
+#include "tests/support/harness.hpp"
 
 namespace kvrelay::e2e {
 namespace {

@@ -20,7 +20,7 @@
 
 #include "runtime/daemon.hpp"
 #include "base/metrics_registry.hpp"
-#include "tests/integration/harness.hpp"
+#include "tests/support/harness.hpp"
 
 namespace kvrelay::e2e {
 namespace {

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/daemon.hpp"
-#include "tests/stats_e2e/metrics_endpoint.hpp"
+#include "tests/support/metrics_endpoint.hpp"
 
 namespace kvrelay::ops {
 

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/faults/fault_fixture.hpp"
-#include "tests/integration/harness.hpp"
+#include "tests/support/fault_fixture.hpp"
+#include "tests/support/harness.hpp"
 
 namespace kvrelay::stats_e2e {
 class metrics_endpoint;

@@ -36,7 +36,7 @@
 #include "runtime/daemon.hpp"
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
-#include "tests/stats_e2e/metrics_endpoint.hpp"
+#include "tests/support/metrics_endpoint.hpp"
 #include "tools/fake-engine/publisher.hpp"
 #include "tools/fake-engine/wire_encoder.hpp"
 #include "tools/policy-server/service.hpp"

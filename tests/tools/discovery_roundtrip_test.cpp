@@ -80,7 +80,7 @@ discovered_engine discover_ok(const std::string& url) {
 
 int port_of(const std::string& ep) { return std::stoi(ep.substr(ep.rfind(':') + 1)); }
 
-struct Discovery : zmq_fixture {
+struct DiscoveryRoundtrip : zmq_fixture {
   // The endpoints discovery found are the ones the engine bound, reachable: every rank's SUB
   // receives a batch (a payload naming the rank), and its replay endpoint (if any) replays it.
   void expect_reachable(engine& e, const discovered_engine& d) {
@@ -105,7 +105,7 @@ struct Discovery : zmq_fixture {
   }
 };
 
-TEST_F(Discovery, VllmDp2AtPortZeroInEveryShape) {
+TEST_F(DiscoveryRoundtrip, VllmDp2AtPortZeroInEveryShape) {
   for (auto shape : {vllm_shape::keyed, vllm_shape::sources, vllm_shape::list}) {
     engine e(2, "tcp://127.0.0.1:0", "tcp://127.0.0.1:0", vllm_engine(shape));
     const auto d = discover_ok(e.http->url());
@@ -121,7 +121,7 @@ TEST_F(Discovery, VllmDp2AtPortZeroInEveryShape) {
   }
 }
 
-TEST_F(Discovery, WildcardBindIsDialledAtTheUrlsHost) {
+TEST_F(DiscoveryRoundtrip, WildcardBindIsDialledAtTheUrlsHost) {
   engine e(2, "tcp://*:0", "tcp://*:0", vllm_engine());  // reports tcp://0.0.0.0:<port>
   const auto d = discover_ok(e.http->url());
   ASSERT_EQ(d.publishers.size(), 2u);
@@ -130,7 +130,7 @@ TEST_F(Discovery, WildcardBindIsDialledAtTheUrlsHost) {
   expect_reachable(e, d);
 }
 
-TEST_F(Discovery, SglangDp2AtPortZero) {
+TEST_F(DiscoveryRoundtrip, SglangDp2AtPortZero) {
   engine e(2, "tcp://*:0", "tcp://*:0", sglang_engine());
   const auto d = discover_ok(e.http->url());
   EXPECT_EQ(d.dialect, discovery::dialect::sglang);
@@ -143,7 +143,7 @@ TEST_F(Discovery, SglangDp2AtPortZero) {
   expect_reachable(e, d);
 }
 
-TEST_F(Discovery, SglangDp2AtBasePlusRankWithReplay) {
+TEST_F(DiscoveryRoundtrip, SglangDp2AtBasePlusRankWithReplay) {
   // Ports base and base + 1 for both sockets, like SGLang binds them (skip if +1 is taken).
   publisher_options probe;
   probe.bind = "tcp://127.0.0.1:*";
@@ -169,7 +169,7 @@ TEST_F(Discovery, SglangDp2AtBasePlusRankWithReplay) {
   expect_reachable(*e, d);
 }
 
-TEST_F(Discovery, EventsDisabledInBothDialects) {
+TEST_F(DiscoveryRoundtrip, EventsDisabledInBothDialects) {
   for (auto desc : {vllm_engine(), sglang_engine()}) {
     desc.events_disabled = true;
     engine e(2, "tcp://127.0.0.1:0", "", desc);
@@ -182,7 +182,7 @@ TEST_F(Discovery, EventsDisabledInBothDialects) {
   }
 }
 
-TEST_F(Discovery, Ipv6Loopback) {
+TEST_F(DiscoveryRoundtrip, Ipv6Loopback) {
   std::unique_ptr<engine> e;
   try {
     e = std::make_unique<engine>(2, "tcp://[::1]:0", "", vllm_engine(), "::1");
@@ -196,7 +196,7 @@ TEST_F(Discovery, Ipv6Loopback) {
   expect_reachable(*e, d);
 }
 
-TEST_F(Discovery, TheDiscoveredMetricsUrlScrapes) {
+TEST_F(DiscoveryRoundtrip, TheDiscoveredMetricsUrlScrapes) {
   for (auto desc : {vllm_engine(), sglang_engine()}) {
     engine e(1, "tcp://127.0.0.1:0", "", desc);
     const auto d = discover_ok(e.http->url());
@@ -266,7 +266,7 @@ void expect_batches(zmq_peer& z, const discovered_engine& d) {
   }
 }
 
-TEST_F(Discovery, ExecutableServesBothDialects) {
+TEST_F(DiscoveryRoundtrip, ExecutableServesBothDialects) {
   struct run {
     std::string args;
     std::string scheme;
@@ -294,7 +294,7 @@ TEST_F(Discovery, ExecutableServesBothDialects) {
   }
 }
 
-TEST_F(Discovery, ExecutableServesAMetricsFile) {
+TEST_F(DiscoveryRoundtrip, ExecutableServesAMetricsFile) {
   const std::string fixture = std::string(KVRELAY_FIXTURES_DIR) + "/metrics/sglang_metrics.txt";
   engine_process proc("--http-port 0 --bind 'tcp://127.0.0.1:0' --dialect sglang --metrics-file " +
                       fixture);
@@ -310,7 +310,7 @@ TEST_F(Discovery, ExecutableServesAMetricsFile) {
   EXPECT_EQ(r.body, want.str());
 }
 
-TEST_F(Discovery, ExecutableWithEventsDisabled) {
+TEST_F(DiscoveryRoundtrip, ExecutableWithEventsDisabled) {
   engine_process proc("--http-port 0 --events-disabled --dialect sglang");
   const std::string url = proc.url();
   ASSERT_FALSE(url.empty()) << proc.log();

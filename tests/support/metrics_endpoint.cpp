@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-#include "tests/stats_e2e/metrics_endpoint.hpp"
+#include "tests/support/metrics_endpoint.hpp"
 
 #include <httplib.h>
 

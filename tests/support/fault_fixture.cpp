@@ -4,7 +4,7 @@
 
 // The fault fixture (fault_fixture.hpp): a daemon, an engine model and a server under faults,
 // and child processes for the signal tests. ~480 lines: one fixture every fault test shares.
-#include "tests/faults/fault_fixture.hpp"
+#include "tests/support/fault_fixture.hpp"
 
 #include <fcntl.h>
 #include <signal.h>

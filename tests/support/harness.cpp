@@ -5,7 +5,7 @@
 // The end-to-end harness (harness.hpp): fake engines, the demo policy server and an in-process
 // daemon on loopback. ~500 lines: binding retries, config, publishing, the server's view and the
 // metric readers are what every e2e test shares; keeping them in one place is the point.
-#include "tests/integration/harness.hpp"
+#include "tests/support/harness.hpp"
 
 #include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
