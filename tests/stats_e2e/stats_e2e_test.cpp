@@ -239,16 +239,22 @@ class StatsE2E : public ::testing::Test {
     ASSERT_TRUE(daemon_->start(err)) << err;
   }
 
-  /// GetCacheState over gRPC: this replica's stats, nullopt when the server has none (or the
-  /// RPC failed).
+  /// GetCacheState over gRPC: this replica's stats, nullopt when the server has none. A failed
+  /// RPC is a test failure of its own, not "no stats": the server never goes away in this suite.
+  /// Wait-for-ready, because the first call on the test's channel may meet it still connecting
+  /// (seen once under TSan on a loaded machine: has_stats() true, the lookup empty).
   std::optional<ic::ReplicaStats> stats(const identity& id) {
     ic::GetCacheStateRequest r;
     r.set_model_id(id.model);
     r.set_tenant_id(id.tenant);
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + 2s);
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    ctx.set_wait_for_ready(true);
     ic::GetCacheStateResponse resp;
-    if (!stub_->GetCacheState(&ctx, r, &resp).ok()) return std::nullopt;
+    if (const auto st = stub_->GetCacheState(&ctx, r, &resp); !st.ok()) {
+      ADD_FAILURE() << "GetCacheState failed: " << st.error_code() << " " << st.error_message();
+      return std::nullopt;
+    }
     for (const auto& s : resp.replicas())
       if (s.replica_id() == id.replica) return s;
     return std::nullopt;
