@@ -118,7 +118,7 @@ gate_decision budget_gate::observe(uint64_t used_bytes, uint64_t used_messages,
   if (!paused_) {
     if (used_bytes >= limit_bytes || used_messages >= limit_messages) {  // MG2
       paused_ = true;
-      trim_due_ = true;
+      overload_since_trim_ = true;
       ++overloads_;
       paused_since_ = now_ns;
       d.paused = true;
@@ -129,10 +129,19 @@ gate_decision budget_gate::observe(uint64_t used_bytes, uint64_t used_messages,
     d.resumed = true;
   }
   d.read = !paused_;  // MG1
-  if (trim_due_ && used_bytes <= limit_bytes / 8 && used_messages <= limit_messages / 8) {  // MG5
+  // MG5
+  if (used_bytes >= limit_bytes / 4 || used_messages >= limit_messages / 4) trim_due_ = true;
+  constexpr uint64_t trim_interval_ns = 1'000'000'000;
+  if (trim_due_ && used_bytes <= limit_bytes / 8 && used_messages <= limit_messages / 8 &&
+      (!trimmed_ || now_ns - std::min(now_ns, last_trim_ns_) >= trim_interval_ns)) {
     trim_due_ = false;
+    trimmed_ = true;
+    last_trim_ns_ = now_ns;
     d.trim = true;
+    d.after_overload = overload_since_trim_;
+    overload_since_trim_ = false;
   }
+  d.trim_due = trim_due_;
   return d;
 }
 

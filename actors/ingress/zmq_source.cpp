@@ -208,7 +208,7 @@ struct zmq_source::impl {
   uint64_t throttled = 0, connects = 0, disconnects = 0, peers = 0;
   budget_gate gate;           // MG1-MG5 over opts.budget
   uint64_t pause_started = 0; // steady ns of the current budget pause
-  bool trim_watch = false;    // an overload's trim (MG5) is still due: keep observing when idle
+  bool trim_watch = false;    // a spike's trim (MG5) is still due: keep observing when idle
   // Under a sustained overload the gate pauses many times a second: one warning, then at most
   // one per 10 s with the count since (the counters have every one).
   rate_limiter pause_log{1, 10'000}, resume_log{1, 10'000}, trim_log{1, 10'000};
@@ -274,8 +274,8 @@ bool zmq_source::impl::over_budget() {
   const auto d =
       gate.observe(b->used_bytes(), b->used_messages(), b->limit_bytes(), b->limit_messages(), now);
   uint64_t suppressed = 0;
+  trim_watch = d.trim_due;
   if (d.paused) {
-    trim_watch = true;
     pause_started = now;
     b->note_pause();
     if (pause_log.allow(suppressed))
@@ -297,11 +297,14 @@ bool zmq_source::impl::over_budget() {
            {"suppressed", std::to_string(suppressed)}});
   }
   if (d.trim) {
-    trim_watch = false;
 #if defined(__GLIBC__)
-    malloc_trim(0);  // the overload's queues drained: give their pages back to the OS
+    malloc_trim(0);  // the queues drained after a spike: give their pages back to the OS
 #endif
-    if (trim_log.allow(suppressed))
+    // After an overload the operator has seen the pause: say it ended. A spike below the budget
+    // is routine (at most one trim a second, MG5).
+    if (!d.after_overload)
+      log(log::level::debug, "queues drained after a spike; heap trimmed", {});
+    else if (trim_log.allow(suppressed))
       log(log::level::info, "queues drained after an overload; heap trimmed",
           {{"suppressed", std::to_string(suppressed)}});
   }
@@ -409,8 +412,8 @@ void zmq_source::impl::poll_once() {
     // A paused reader must not make the replay look dead.
     if (dealer) replay_deadline = std::max(replay_deadline, now + opts.replay_timeout);
   }
-  // After an overload the queues drain with nothing left to read: look again every 50 ms until
-  // the gate has seen them drained and trimmed the heap (MG5).
+  // After a spike the queues drain with nothing left to read: look again every 50 ms until the
+  // gate has seen them drained and trimmed the heap (MG5).
   if (trim_watch && !throttle) until(now + milliseconds(50));
   if (want_replay && !dealer && may_ask) until(replay_not_before);
   if (dealer) until(replay_deadline);

@@ -138,17 +138,55 @@ TEST(BudgetGate, MG4_PausedTimeSumsThePausesIncludingTheCurrentOne) {
 }
 
 TEST(BudgetGate, MG5_TrimsOnceAfterAnOverloadWhenTheQueuesDrained) {
+  constexpr uint64_t s = 1'000'000'000;
   budget_gate g;
-  EXPECT_FALSE(g.observe(0, 0, 800, 80, 0).trim);  // no overload yet: nothing to give back
-  g.observe(800, 0, 800, 80, 1);
-  auto d = g.observe(400, 0, 800, 80, 2);  // resumed, not drained
+  EXPECT_FALSE(g.observe(0, 0, 800, 80, 0).trim);  // no spike yet: nothing to give back
+  g.observe(800, 0, 800, 80, 1 * s);
+  auto d = g.observe(400, 0, 800, 80, 2 * s);  // resumed, not drained
   EXPECT_TRUE(d.resumed);
   EXPECT_FALSE(d.trim);
-  d = g.observe(100, 10, 800, 80, 3);  // an eighth: drained
+  EXPECT_TRUE(d.trim_due);  // keep observing while idle
+  d = g.observe(100, 10, 800, 80, 3 * s);  // an eighth: drained
   EXPECT_TRUE(d.trim);
-  EXPECT_FALSE(g.observe(0, 0, 800, 80, 4).trim);  // once per overload
-  g.observe(800, 0, 800, 80, 5);
-  EXPECT_TRUE(g.observe(0, 0, 800, 80, 6).trim);
+  EXPECT_TRUE(d.after_overload);
+  EXPECT_FALSE(d.trim_due);
+  EXPECT_FALSE(g.observe(0, 0, 800, 80, 4 * s).trim);  // once per spike
+  g.observe(800, 0, 800, 80, 5 * s);
+  d = g.observe(0, 0, 800, 80, 6 * s);
+  EXPECT_TRUE(d.trim);
+  EXPECT_TRUE(d.after_overload);
+}
+
+// A burst that never reached the limits (no cgroup: the default budget) still gives its heap back.
+TEST(BudgetGate, MG5_ASpikeBelowTheLimitsTrimsToo) {
+  constexpr uint64_t s = 1'000'000'000;
+  budget_gate g;
+  auto d = g.observe(199, 0, 800, 80, 0);  // under a quarter: no spike
+  EXPECT_FALSE(d.trim_due);
+  EXPECT_FALSE(g.observe(0, 0, 800, 80, 1 * s).trim);
+  d = g.observe(0, 20, 800, 80, 2 * s);  // a quarter of the messages
+  EXPECT_TRUE(d.read);
+  EXPECT_EQ(g.overloads(), 0u);
+  EXPECT_TRUE(d.trim_due);
+  EXPECT_FALSE(g.observe(150, 0, 800, 80, 3 * s).trim);  // not drained yet (over an eighth)
+  d = g.observe(100, 10, 800, 80, 4 * s);
+  EXPECT_TRUE(d.trim);
+  EXPECT_FALSE(d.after_overload);
+}
+
+// Queues that swing around a quarter of the budget are trimmed at most once a second.
+TEST(BudgetGate, MG5_AtMostOneTrimASecond) {
+  constexpr uint64_t ms = 1'000'000;
+  budget_gate g;
+  g.observe(200, 0, 800, 80, 0);
+  EXPECT_TRUE(g.observe(0, 0, 800, 80, 10 * ms).trim);
+  g.observe(200, 0, 800, 80, 20 * ms);
+  auto d = g.observe(0, 0, 800, 80, 30 * ms);  // drained again, 20 ms after the last trim
+  EXPECT_FALSE(d.trim);
+  EXPECT_TRUE(d.trim_due);  // still due: the reader keeps looking
+  EXPECT_FALSE(g.observe(0, 0, 800, 80, 900 * ms).trim);
+  EXPECT_TRUE(g.observe(0, 0, 800, 80, 1'010 * ms).trim);
+  EXPECT_FALSE(g.observe(0, 0, 800, 80, 3'000 * ms).trim_due);
 }
 
 // -- sizing -----------------------------------------------------------------------------------
