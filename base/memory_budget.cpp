@@ -133,9 +133,8 @@ gate_decision budget_gate::observe(uint64_t used_bytes, uint64_t used_messages,
   if (used_bytes >= limit_bytes / 4 || used_messages >= limit_messages / 4) trim_due_ = true;
   constexpr uint64_t trim_interval_ns = 1'000'000'000;
   if (trim_due_ && used_bytes <= limit_bytes / 8 && used_messages <= limit_messages / 8 &&
-      (!trimmed_ || now_ns - std::min(now_ns, last_trim_ns_) >= trim_interval_ns)) {
+      (!last_trim_ns_ || now_ns - std::min(now_ns, *last_trim_ns_) >= trim_interval_ns)) {
     trim_due_ = false;
-    trimmed_ = true;
     last_trim_ns_ = now_ns;
     d.trim = true;
     d.after_overload = overload_since_trim_;

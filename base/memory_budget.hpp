@@ -156,8 +156,7 @@ class budget_gate {
   bool paused_ = false;
   bool trim_due_ = false;
   bool overload_since_trim_ = false;
-  bool trimmed_ = false;
-  uint64_t last_trim_ns_ = 0;
+  std::optional<uint64_t> last_trim_ns_;
   uint64_t overloads_ = 0;
   uint64_t paused_since_ = 0;
   uint64_t paused_total_ = 0;
