@@ -32,6 +32,13 @@ struct engine_hash {
   static engine_hash from_int(uint64_t v) { return engine_hash{v, {}}; }
 };
 
+/// The 64-bit key the index keeps a block under: an integer hash is its own key; a byte hash
+/// (vLLM with int hashes off, LMCache's 32-byte digests) is folded with XXH3-64. The engine's
+/// own int mode keeps only 8 bytes of the same digests, so folding loses nothing it keeps, and
+/// one table of packed 64-bit slots holds every block (a byte key in a map of strings cost ~100
+/// bytes). Deterministic across processes: a snapshot's keys stay valid.
+uint64_t index_key(const engine_hash& h) noexcept;
+
 /// Cache tier a medium maps to. Warmer is smaller; the numeric values equal the proto CacheTier.
 enum class tier : uint8_t { t1 = 1, t2 = 2, t3 = 3 };
 

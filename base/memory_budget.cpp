@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <sstream>
+#include <utility>
 
 namespace kvrelay {
 
@@ -59,6 +60,46 @@ memory_budget::memory_budget(uint64_t total, budget_source source)
   const auto b = derive_bounds(total, 1);
   limit_bytes_ = b.queue_bytes;
   limit_messages_ = b.queue_messages;
+  index_limit_ = b.index_bytes;
+}
+
+uint64_t memory_budget::limit_bytes() const noexcept {  // MD1
+  const uint64_t index = std::min(index_bytes(), total_);
+  return std::clamp<uint64_t>((total_ - index) / 5, total_ / 40, limit_bytes_);
+}
+
+uint64_t memory_budget::limit_messages() const noexcept {
+  return std::max<uint64_t>(64, limit_messages_ * limit_bytes() / std::max<uint64_t>(limit_bytes_, 1));
+}
+
+bool memory_budget::index_room(unsigned t) const noexcept {  // IB3
+  const uint64_t used = index_bytes();
+  if (used < index_limit_ / 8 * 7) return true;
+  if (used < index_limit_ / 16 * 15) return t <= 2;
+  if (used < index_limit_) return t <= 1;
+  return false;
+}
+
+standing_charge& standing_charge::operator=(standing_charge&& o) noexcept {
+  if (this == &o) return *this;
+  set(0);
+  budget_ = std::move(o.budget_);
+  what_ = o.what_;
+  bytes_ = std::exchange(o.bytes_, 0);
+  o.budget_.reset();
+  return *this;
+}
+
+void standing_charge::set(uint64_t bytes) noexcept {
+  if (!budget_ || bytes == bytes_) return;
+  auto& counter = what_ == on::index
+                      ? budget_->index_bytes_
+                      : budget_->bytes_[static_cast<size_t>(budget_queue::debouncer)];
+  if (bytes > bytes_)
+    counter.fetch_add(bytes - bytes_, std::memory_order_relaxed);
+  else
+    counter.fetch_sub(bytes_ - bytes, std::memory_order_relaxed);
+  bytes_ = bytes;
 }
 
 std::shared_ptr<memory_budget> memory_budget::make(uint64_t total_bytes, budget_source source) {
@@ -91,6 +132,7 @@ uint64_t memory_budget::messages(budget_queue q) const noexcept {
 uint64_t memory_budget::used_bytes() const noexcept {
   uint64_t n = 0;
   for (const auto& b : bytes_) n += b.load(std::memory_order_relaxed);
+  if (holds() > 0) n += limit_bytes();  // MG6
   return n;
 }
 uint64_t memory_budget::used_messages() const noexcept {
@@ -247,7 +289,7 @@ budget_choice resolve_budget(uint64_t configured, const read_text_fn& read,
     return c;
   }
   // MS4
-  const uint64_t margin = std::max<uint64_t>(c.cgroup_limit / 2, uint64_t{16} << 20);
+  const uint64_t margin = std::max<uint64_t>(c.cgroup_limit / 4, uint64_t{24} << 20);
   c.bytes = std::max<uint64_t>(c.cgroup_limit > margin ? c.cgroup_limit - margin : 0,
                                uint64_t{8} << 20);
   return c;
@@ -256,11 +298,12 @@ budget_choice resolve_budget(uint64_t configured, const read_text_fn& read,
 budget_bounds derive_bounds(uint64_t budget_bytes, size_t pipelines) {
   const uint64_t n = std::max<size_t>(pipelines, 1);  // MD4
   budget_bounds b;
-  b.queue_bytes = budget_bytes / 4;  // MD1
+  b.queue_bytes = budget_bytes / 6;  // MD1
   b.queue_messages = std::max<uint64_t>(64, b.queue_bytes / 1024);
   b.rcvhwm = static_cast<int>(std::clamp<uint64_t>(budget_bytes / 16 / n / (32 * 1024), 64, 100000));
   b.max_pending =
       static_cast<size_t>(std::clamp<uint64_t>(budget_bytes / 4 / n / 128, 16384, 2000000));
+  b.index_bytes = budget_bytes / 8 * 7;  // MD5
   return b;
 }
 

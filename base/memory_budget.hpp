@@ -24,6 +24,10 @@
 //  MG3. Paused: reading resumes only once both have fallen to the low-water mark (half the
 //       limits), so a budget at its edge does not flap between reading and not.
 //  MG4. The paused time is the sum of the pauses, the current one included up to `now`.
+//  MG6. A hold (a debouncer whose pending evictions reached their bound, so that nothing more may
+//       come until its server took some) counts as a full queue: used_bytes() reports the limit
+//       on top of what is charged while any hold is on, so the readers pause (MG2) and resume
+//       only once every hold is off and the queues drained to half (MG3).
 //  MG5. A spike -- either at a quarter of its limit or more, an overload (MG2) included -- makes
 //       one heap trim due; while it is due the reader keeps observing when idle (`trim_due`).
 //       The first observation with both at or below an eighth of the limits (the queues
@@ -31,7 +35,21 @@
 //       spike rule a burst that never reached the limits (no cgroup: the 512 MiB default) kept
 //       its whole peak resident: 168 MiB after a 1 M-block burst, 36 MiB once trimmed.
 //
-// Sizing (resolve_budget, MS1-MS4; derive_bounds, MD1-MD4) is pure too: it reads the texts of
+// The index is inside the budget too (IB1-IB4): the shards' tables are not a queue (nothing
+// drains them), so they are not gated; past their share, new blocks are refused instead.
+//  IB1. Every pipeline's index charges its exact bytes (its tables' arrays and cap queues) to
+//       the budget after each change of its size (index_charge), all pipelines together.
+//  IB2. The index share is 7/8 of the budget (MD5): what the queues keep at their least (MD1,
+//       five times budget/40, queued work holding about four times its charge) is the rest.
+//  IB3. Room for a block the index does not hold yet (index_room): under 7/8 of the share any
+//       tier; under 15/16 none at T3; under the share T1 only; at it none. A block already held
+//       is always updated. What is refused is never reported, so the server never holds an
+//       entry kvrelay could not evict; the blocks after a refused one in the same chain are
+//       refused with it (their descendants would have an unknown parent anyway).
+//  IB4. A refusal makes the index incomplete (said once per episode: a gauge, a /readyz reason,
+//       a log line) until the engine's cache is known again (a clear, a new incarnation).
+//
+// Sizing (resolve_budget, MS1-MS4; derive_bounds, MD1-MD5) is pure too: it reads the texts of
 // /proc/self/cgroup and the limit files through a callback.
 
 #include <atomic>
@@ -95,13 +113,26 @@ class memory_budget : public std::enable_shared_from_this<memory_budget> {
 
   uint64_t bytes(budget_queue q) const noexcept;
   uint64_t messages(budget_queue q) const noexcept;
+  /// What the queues hold, plus the limit while a hold is on (MG6).
   uint64_t used_bytes() const noexcept;
+  /// MG6: a debouncer holds the readers, then lets go (each hold() once, then one unhold()).
+  void hold() noexcept { holds_.fetch_add(1, std::memory_order_relaxed); }
+  void unhold() noexcept { holds_.fetch_sub(1, std::memory_order_relaxed); }
+  uint32_t holds() const noexcept { return holds_.load(std::memory_order_relaxed); }
   uint64_t used_messages() const noexcept;
 
-  uint64_t total_bytes() const noexcept { return total_; }        // the whole budget
-  uint64_t limit_bytes() const noexcept { return limit_bytes_; }  // its share for the queues
-  uint64_t limit_messages() const noexcept { return limit_messages_; }
+  uint64_t total_bytes() const noexcept { return total_; }  // the whole budget
+  /// MD1: the queues' share now: what the index leaves of the budget, a fifth of it (queued work
+  /// holds about four times what it is charged), between budget/40 and budget/6.
+  uint64_t limit_bytes() const noexcept;
+  uint64_t limit_messages() const noexcept;
   budget_source source() const noexcept { return source_; }
+
+  /// IB1: the indexes' bytes, all pipelines; IB2: their share.
+  uint64_t index_bytes() const noexcept { return index_bytes_.load(std::memory_order_relaxed); }
+  uint64_t index_limit_bytes() const noexcept { return index_limit_; }
+  /// IB3: may the index take a block it does not hold yet, at tier `t` (1, 2 or 3)?
+  bool index_room(unsigned t) const noexcept;
 
   // Process-wide overload accounting, fed by every pipeline's gate.
   void note_pause() noexcept;
@@ -118,17 +149,45 @@ class memory_budget : public std::enable_shared_from_this<memory_budget> {
 
  private:
   friend class budget_ticket;
+  friend class standing_charge;
   void release(budget_queue q, uint64_t bytes) noexcept;
 
   uint64_t total_;
   uint64_t limit_bytes_;
   uint64_t limit_messages_;
+  uint64_t index_limit_;
   budget_source source_;
+  std::atomic<uint64_t> index_bytes_{0};
+  std::atomic<uint32_t> holds_{0};
   std::array<std::atomic<uint64_t>, budget_queue_count> bytes_{};
   std::array<std::atomic<uint64_t>, budget_queue_count> messages_{};
   std::atomic<uint64_t> overloads_{0};
   std::atomic<uint64_t> paused_ns_{0};
   std::atomic<uint32_t> paused_{0};
+};
+
+/// A charge held for as long as its owner lives, moved to the owner's current size by set():
+/// an index's bytes (IB1), or a pending set's on the debouncer queue (what a message's ticket
+/// is for work in flight). Released on destruction; empty (charges nothing) without a budget.
+class standing_charge {
+ public:
+  enum class on : uint8_t { index, debouncer_queue };
+  standing_charge() noexcept = default;
+  standing_charge(std::shared_ptr<memory_budget> b, on what) noexcept
+      : budget_(std::move(b)), what_(what) {}
+  standing_charge(standing_charge&& o) noexcept { *this = std::move(o); }
+  standing_charge& operator=(standing_charge&& o) noexcept;
+  standing_charge(const standing_charge&) = delete;
+  standing_charge& operator=(const standing_charge&) = delete;
+  ~standing_charge() { set(0); }
+
+  void set(uint64_t bytes) noexcept;
+  uint64_t bytes() const noexcept { return bytes_; }
+
+ private:
+  std::shared_ptr<memory_budget> budget_;
+  on what_ = on::index;
+  uint64_t bytes_ = 0;
 };
 
 // -- the gate (MG1-MG5) -------------------------------------------------------------------------
@@ -186,26 +245,30 @@ constexpr uint64_t default_budget_bytes = uint64_t{512} << 20;
 ///       container sees the host's path but its own cgroup at the root). The first limit wins.
 ///  MS3. Else, on a host with no v1 memory controller, the v2 cgroup (the "0::<path>" line):
 ///       <root>/<path>/memory.max the same way; "max" = no limit.
-///  MS4. A limit found: the budget is the limit less a margin (half of it, at least 16 MiB; never
-///       under 8 MiB: what kvrelay charges undercounts what the work really holds -- allocator,
-///       CAF envelopes -- about 4x at the peak, bench/memory/cgroup_burst.sh); none, or an
-///       unlimited one: default_budget_bytes (source default).
+///  MS4. A limit found: the budget is the limit less what the process holds beyond it (its
+///       threads, libraries, gRPC and CAF: ~25 MiB idle), a quarter of the limit and at least
+///       24 MiB; never under 8 MiB. None, or an unlimited one: default_budget_bytes (source
+///       default).
 budget_choice resolve_budget(uint64_t configured, const read_text_fn& read,
                              const std::string& cgroup_root = "/sys/fs/cgroup");
 
 struct budget_bounds {
-  uint64_t queue_bytes = 0;     // MD1: the queues' credit: a quarter of the budget
+  uint64_t queue_bytes = 0;     // MD1: the queues' credit at most: a sixth of the budget
   uint64_t queue_messages = 0;  // MD1: one message per 1 KiB of it, at least 64
   int rcvhwm = 0;               // MD2: ZMQ's receive queue per pipeline, in messages
   size_t max_pending = 0;       // MD3: the debouncer's pending keys per pipeline
+  uint64_t index_bytes = 0;     // MD5: the indexes' share (IB2), all pipelines
 };
-///  MD1. Queues: budget/4 bytes, max(64, that/1024) messages.
+///  MD1. Queues: at most budget/6 bytes, max(64, that/1024) messages; while the index holds
+///       I bytes, (budget - I)/5, never under budget/40 (memory_budget::limit_bytes): the index is
+///       what lasts, queued work only a throughput buffer.
 ///  MD2. rcvhwm: (budget/16)/pipelines at 32 KiB a batch, within [64, 100000]. ZMQ counts
 ///       messages, not bytes, so the size is a fat batch's (~250 blocks), not a typical one's:
 ///       at 4 KiB a queue of 32 KB batches held 8x its share, uncharged, and the 128 MiB cgroup
 ///       bench was OOM-killed in an overrun (BENCHMARKS.md, issue 27 cases).
 ///  MD3. Pending: (budget/4)/pipelines at 128 bytes a key, within [16384, 2000000].
 ///  MD4. `pipelines` 0 counts as 1.
+///  MD5. The indexes: 7/8 of the budget (IB2).
 budget_bounds derive_bounds(uint64_t budget_bytes, size_t pipelines);
 
 /// "96 MiB (cgroup-v1: limit 128 MiB less a margin)": for --check and the log.

@@ -4,34 +4,48 @@
 
 #pragma once
 // An open-addressing hash set of packed slots, for the tables that grow to millions of entries
-// on the add path: the shard's index and removal directory (u64 engine hashes). Why not absl::flat_hash_set: a SwissTable keeps
-// its control bytes apart from its slots, so inserting a new key into a table far larger than
-// the cache misses twice (the control group, then the slot); here the key lives in the slot and
-// a linear probe reads and writes one cache line, usually. Measured at 1 M random keys (20-byte
-// slots, huge-page advice on both): ~70 vs ~150 ns per insert.
+// on the add path: the shard's index and removal directory (u64 engine hashes). Why not
+// absl::flat_hash_set: a SwissTable keeps its control bytes apart from its slots, so inserting a
+// new key into a table far larger than the cache misses twice (the control group, then the slot);
+// here the key lives in the slot and a linear probe reads and writes one cache line, usually.
+// Measured at 1 M random keys (20-byte slots, huge-page advice on both): ~70 vs ~150 ns per
+// insert.
 //
 //  PT1. Any key value is a key. The all-zero key marks an empty array slot, so the slot of that
-//      key is kept apart.
-//  PT2. Linear probing from the top bits of (probe_hash(key) ^ seed) × 2^64/φ; the seed is per
-//      table, so an engine cannot pick keys that collide (a clustered table costs O(n) a probe).
-//  PT3. At most 3/4 full: the table doubles before an insert would pass that. Deletion shifts the
-//      following entries back (no tombstones), so probes never lengthen with churn.
+//       key is kept apart.
+//  PT2. Every key has a *position*, H = (probe_hash(key) ^ seed) x 2^64/phi, a bijection of the
+//       64-bit values; the seed is per table, so an engine cannot pick keys that collide (a
+//       clustered table costs O(n) a probe). The table is 16 segments by the top 4 bits of H;
+//       within a segment a key's home slot is the rest of H scaled to the segment's capacity,
+//       and probing is linear from there. A home is monotone in H, whatever the capacity.
+//  PT3. A segment is at most 4/5 full: it grows before an insert would pass that, doubling while
+//       small and by a quarter from 1024 slots on, so a big table stays between 64 % and 80 %
+//       full (20-byte slots: 25-31 bytes per entry; doubling left 27-53). Deletion shifts the
+//       following entries back (no tombstones), so probes never lengthen with churn.
 //  PT4. Pointers to slots stay valid until the next insert or erase (either may move slots).
-//  PT5. clear() releases the array (an AllBlocksCleared gives the memory back).
-//  PT6. Arrays of 2 MiB or more are mappings of their own, not malloc's: freed (grown out of,
-//      cleared), their pages go back to the system at once. From malloc they would not: once a
-//      big chunk has been freed, glibc raises its mmap threshold to that size (up to 32 MiB), so
-//      a table rebuilt after a clear grows inside an arena that keeps every array it outgrew
-//      (bench_shard IndexMemory1M: a second 1 M index in one process, 84 B of RSS per block
-//      instead of 50). They get transparent-huge-page advice on their aligned interior: probes
-//      at random over tens of MB would otherwise miss the TLB nearly every time (advice only;
-//      it rounds nothing up).
-//  PT7. Such an array that an erase leaves under 1/16 full is rebuilt at most 3/8 full (the
-//      smallest power of two that holds it so): a burst of a million blocks that drained back to
-//      the engine's cache no longer keeps the burst's array (issue 27: memory comes back after an
-//      overload). 1/16 and 3/8 leave the next grow (3/4) and the next shrink a factor of two and
-//      six away, so a table that breathes never rebuilds back and forth. Without the memory for
-//      the smaller array the big one stays.
+//  PT5. clear() releases every array (an AllBlocksCleared gives the memory back).
+//  PT6. Arrays of 64 KiB or more are mappings of their own, not malloc's: freed (grown out of,
+//       cleared), their pages go back to the system at once. From malloc they would not: once a
+//       big chunk has been freed, glibc raises its mmap threshold to that size (up to 32 MiB), so
+//       a table rebuilt after a clear grows inside an arena that keeps every array it outgrew
+//       (bench_shard IndexMemory1M: a second 1 M index in one process, 84 B of RSS per block
+//       instead of 50). Arrays of 2 MiB or more get transparent-huge-page advice on their aligned
+//       interior: probes at random over tens of MB would otherwise miss the TLB nearly every time
+//       (advice only; it rounds nothing up).
+//  PT7. A segment of 64 KiB or more that an erase leaves under 1/16 full is rebuilt at most 3/8
+//       full: a burst of a million blocks that drained back to the engine's cache no longer keeps
+//       the burst's arrays. 1/16 and 3/8 leave the next grow and the next shrink well apart, so a
+//       table that breathes never rebuilds back and forth. Without the memory for the smaller
+//       array the big one stays.
+//  PT8. Growth rebuilds one segment at a time, so the memory a rebuild holds twice is a
+//       sixteenth of the table's, not all of it: a 2 M-entry table grows by ~3 MB at a time, not
+//       by ~110 MB (what a 128 MiB container cannot give).
+//  PT9. walk(from, max, fn) visits, in chunks, every key whose position is in [from, next) and
+//       returns `next`, the cursor of the following chunk. Positions order the walk, not slots,
+//       so a walk survives any number of inserts, erases, growths and rebuilds between chunks
+//       (PT2's homes are monotone in H): a key present through the whole walk is visited exactly
+//       once; a key inserted or erased during it, at most once. A chunk holds at least `max`
+//       keys unless it ends the walk, and at most `max` plus one cluster.
 //
 // Slot: a trivially copyable struct whose first member is `key`, of a trivially copyable type K
 // with ==, whose value-initialised K{} is the all-zero key, and with a `probe_hash(const K&)`
@@ -39,6 +53,7 @@
 
 #include <sys/mman.h>
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -53,23 +68,32 @@ namespace kvrelay {
 /// A u64 key is its own hash: the table's multiply spreads it.
 inline uint64_t probe_hash(uint64_t k) noexcept { return k; }
 
+/// Where a walk (PT9) goes on from: `next` unless `done`.
+struct walk_cursor {
+  uint64_t next = 0;
+  bool done = false;
+};
+
 template <class Slot>
 class probe_table {
   static_assert(std::is_trivially_copyable_v<Slot>, "slots are moved as bytes");
 
  public:
   using key_type = std::remove_cv_t<decltype(Slot::key)>;
+  static constexpr unsigned segment_bits = 4;
+  static constexpr size_t segment_count = size_t{1} << segment_bits;
 
   probe_table() : seed_(next_seed()) {}
-  ~probe_table() { release(slots_, cap_); }
+  /// A fixed seed (tests, and tables whose walk order must be reproducible).
+  explicit probe_table(uint64_t seed) : seed_(seed) {}
+  ~probe_table() { release_all(); }
   probe_table(probe_table&& o) noexcept { *this = std::move(o); }
   probe_table& operator=(probe_table&& o) noexcept {
     if (this != &o) {
-      release(slots_, cap_);
-      slots_ = std::exchange(o.slots_, nullptr);
-      cap_ = std::exchange(o.cap_, 0);
-      shift_ = std::exchange(o.shift_, 64);
+      release_all();
+      segs_ = std::exchange(o.segs_, {});
       size_ = std::exchange(o.size_, 0);
+      cap_ = std::exchange(o.cap_, 0);
       zero_ = o.zero_;
       has_zero_ = std::exchange(o.has_zero_, false);
       seed_ = o.seed_;
@@ -81,41 +105,54 @@ class probe_table {
 
   size_t size() const noexcept { return size_ + (has_zero_ ? 1 : 0); }
   bool empty() const noexcept { return size() == 0; }
-  /// Array slots allocated (for heap accounting).
+  /// Array slots allocated, every segment's (for heap accounting).
   size_t capacity() const noexcept { return cap_; }
+  /// Bytes of the arrays.
+  size_t heap_bytes() const noexcept { return cap_ * sizeof(Slot); }
   /// find()'s "absent", so code written against absl's find/end reads the same.
   Slot* end() const noexcept { return nullptr; }
+  uint64_t seed() const noexcept { return seed_; }
+
+  /// PT2: where the key stands in a walk's order.
+  uint64_t position(const key_type& key) const noexcept {
+    return (probe_hash(key) ^ seed_) * 0x9e3779b97f4a7c15ull;
+  }
 
   Slot* find(const key_type& key) const noexcept {
     if (is_zero(key)) return has_zero_ ? const_cast<Slot*>(&zero_) : nullptr;
-    if (cap_ == 0) return nullptr;
-    for (size_t i = home(key);; i = (i + 1) & (cap_ - 1)) {
-      const key_type k = slots_[i].key;
-      if (k == key) return &slots_[i];
+    const uint64_t h = position(key);
+    const segment& s = segs_[seg_of(h)];
+    if (s.cap == 0) return nullptr;
+    for (size_t i = home(s, h);; i = next(s, i)) {
+      const key_type k = s.slots[i].key;
+      if (k == key) return &s.slots[i];
       if (is_zero(k)) return nullptr;
     }
   }
 
   /// Inserts `s` unless its key is present; returns the slot holding the key and whether `s`
   /// went in.
-  std::pair<Slot*, bool> insert(const Slot& s) {
-    const key_type key = s.key;
+  std::pair<Slot*, bool> insert(const Slot& in) {
+    const key_type key = in.key;
     if (is_zero(key)) {
       if (has_zero_) return {&zero_, false};
-      zero_ = s;
+      zero_ = in;
       has_zero_ = true;
       return {&zero_, true};
     }
-    if ((size_ + 1) * 4 > cap_ * 3) grow();
-    size_t i = home(key);
-    for (;; i = (i + 1) & (cap_ - 1)) {
-      const key_type k = slots_[i].key;
-      if (k == key) return {&slots_[i], false};
+    const uint64_t h = position(key);
+    segment& s = segs_[seg_of(h)];
+    if (over_load(s.size + 1, s.cap)) grow(s);
+    size_t i = home(s, h);
+    for (;; i = next(s, i)) {
+      const key_type k = s.slots[i].key;
+      if (k == key) return {&s.slots[i], false};
       if (is_zero(k)) break;
     }
-    slots_[i] = s;
+    s.slots[i] = in;
+    ++s.size;
     ++size_;
-    return {&slots_[i], true};
+    return {&s.slots[i], true};
   }
 
   bool erase(const key_type& key) noexcept {
@@ -126,31 +163,97 @@ class probe_table {
   }
 
   /// Erases the slot find() or insert() returned.
-  void erase(Slot* s) noexcept {
-    if (s == &zero_) {
+  void erase(Slot* p) noexcept {
+    if (p == &zero_) {
       has_zero_ = false;
       return;
     }
-    erase_at(static_cast<size_t>(s - slots_));
+    segment& s = segs_[seg_of(position(p->key))];
+    erase_at(s, static_cast<size_t>(p - s.slots));
   }
 
   /// Calls fn(slot&) for every entry; fn must not insert or erase.
   template <class F>
   void for_each(F&& fn) const {
     if (has_zero_) fn(const_cast<Slot&>(zero_));
-    for (size_t i = 0; i < cap_; ++i)
-      if (!is_zero(slots_[i].key)) fn(slots_[i]);
+    for (const segment& s : segs_)
+      for (size_t i = 0; i < s.cap; ++i)
+        if (!is_zero(s.slots[i].key)) fn(s.slots[i]);
+  }
+
+  /// PT9: calls fn(slot&) for the keys positioned in [from, returned next), at least `max` of
+  /// them unless the walk ends here; fn must not insert or erase.
+  template <class F>
+  walk_cursor walk(uint64_t from, size_t max, F&& fn) const {
+    size_t seen = 0;
+    uint64_t pos = from;
+    for (size_t g = seg_of(from); g < segment_count; ++g) {
+      const segment& s = segs_[g];
+      const uint64_t seg_start = uint64_t{g} << (64 - segment_bits);
+      if (g != seg_of(from)) {
+        if (seen >= max) {  // a segment's start is a chunk's end like any other
+          visit_zero(from, seg_start, fn);
+          return {seg_start, false};
+        }
+        pos = seg_start;
+      }
+      if (s.size == 0) continue;
+      // Entries at their home or after it, up to the first empty slot once `max` were seen.
+      for (size_t i = home(s, pos); i < s.cap; ++i) {
+        const Slot& sl = s.slots[i];
+        if (is_zero(sl.key)) {
+          if (seen < max) continue;
+          const uint64_t stop = seg_start + bucket_start(s, i);
+          visit_zero(from, stop, fn);
+          return {stop, false};
+        }
+        const uint64_t h = position(sl.key);
+        if (h >= pos && home(s, h) <= i) {  // not one wrapped round from the array's end
+          fn(const_cast<Slot&>(sl));
+          ++seen;
+        }
+      }
+      // The array's end: the cluster that wraps round to its start belongs here.
+      for (size_t i = 0; i < s.cap && !is_zero(s.slots[i].key); ++i) {
+        const uint64_t h = position(s.slots[i].key);
+        if (h >= pos && home(s, h) > i) {
+          fn(const_cast<Slot&>(s.slots[i]));
+          ++seen;
+        }
+      }
+    }
+    visit_zero(from, ~uint64_t{0}, fn, true);
+    return {0, true};
+  }
+
+  /// Makes room for `n` entries without growing (an engine that says what it can hold).
+  void reserve(size_t n) {
+    // Keys spread over the segments binomially: four standard deviations of room above the mean.
+    const size_t mean = n / segment_count;
+    size_t sd = 1;
+    while (sd * sd < mean) ++sd;
+    const size_t per = mean + 4 * sd + 8;
+    for (segment& s : segs_) {
+      size_t want = s.cap;
+      while (over_load(per, want)) want = grown(want);
+      if (want != s.cap) rehash(s, want);
+    }
   }
 
   void clear() noexcept {
-    release(slots_, cap_);
-    slots_ = nullptr;
+    release_all();
+    segs_ = {};
     cap_ = size_ = 0;
-    shift_ = 64;
     has_zero_ = false;
   }
 
  private:
+  struct segment {
+    Slot* slots = nullptr;
+    size_t cap = 0;
+    size_t size = 0;
+  };
+
   // By value, here and in home(): a slot's key is a packed member, and a reference to it would
   // be misaligned (UB; UBSan says so).
   static bool is_zero(key_type k) noexcept { return k == key_type{}; }
@@ -161,39 +264,66 @@ class probe_table {
     return base + 0x9e3779b97f4a7c15ull * (counter.fetch_add(1, std::memory_order_relaxed) + 1);
   }
 
-  // Fibonacci hashing: the top bits of one multiply, which every input bit reaches. Only called
-  // with cap_ > 0 (shift_ < 64).
-  size_t home(key_type key) const noexcept {
-    return static_cast<size_t>(((probe_hash(key) ^ seed_) * 0x9e3779b97f4a7c15ull) >> shift_);
+  static size_t seg_of(uint64_t h) noexcept { return static_cast<size_t>(h >> (64 - segment_bits)); }
+
+  // PT2: the position's bits below the segment's, scaled to the capacity (monotone in h). Only
+  // called with s.cap > 0.
+  static size_t home(const segment& s, uint64_t h) noexcept {
+    const uint64_t local = h << segment_bits;
+    return static_cast<size_t>((static_cast<unsigned __int128>(local) * s.cap) >> 64);
+  }
+
+  // The smallest in-segment offset of a position whose home is slot i (PT9's cursors).
+  static uint64_t bucket_start(const segment& s, size_t i) noexcept {
+    using u128 = unsigned __int128;
+    const u128 local = ((static_cast<u128>(i) << 64) + s.cap - 1) / s.cap;  // ceil(i 2^64 / cap)
+    const u128 step = static_cast<u128>(1) << segment_bits;
+    return static_cast<uint64_t>((local + step - 1) / step);
+  }
+
+  static size_t next(const segment& s, size_t i) noexcept { return i + 1 == s.cap ? 0 : i + 1; }
+
+  static bool over_load(size_t n, size_t cap) noexcept { return n * 5 > cap * 4; }  // PT3
+  static size_t grown(size_t cap) noexcept {
+    if (cap < 1024) return cap == 0 ? 8 : cap * 2;
+    return (cap + cap / 4 + 63) & ~size_t{63};
+  }
+
+  template <class F>
+  void visit_zero(uint64_t from, uint64_t to, F& fn, bool to_inclusive = false) const {
+    if (!has_zero_) return;
+    const uint64_t h = position(key_type{});
+    if (h >= from && (h < to || (to_inclusive && h == to))) fn(const_cast<Slot&>(zero_));
   }
 
   // PT3: walk the cluster after the hole; an entry whose home is not cyclically in (hole, j]
   // would be unreachable past the hole, so it moves into it and leaves a hole of its own.
-  void erase_at(size_t hole) noexcept {
-    const size_t mask = cap_ - 1;
-    for (size_t j = (hole + 1) & mask; !is_zero(slots_[j].key); j = (j + 1) & mask) {
-      const size_t h = home(slots_[j].key);
+  void erase_at(segment& s, size_t hole) noexcept {
+    for (size_t j = next(s, hole); !is_zero(s.slots[j].key); j = next(s, j)) {
+      const size_t h = home(s, position(s.slots[j].key));
       const bool reachable = hole <= j ? (hole < h && h <= j) : (hole < h || h <= j);
       if (reachable) continue;
-      slots_[hole] = slots_[j];
+      s.slots[hole] = s.slots[j];
       hole = j;
     }
-    slots_[hole].key = key_type{};
+    s.slots[hole].key = key_type{};
+    --s.size;
     --size_;
-    if (cap_ * sizeof(Slot) >= map_from && size_ * 16 < cap_) shrink();
+    if (s.cap * sizeof(Slot) >= map_from && s.size * 16 < s.cap) shrink(s);
   }
 
-  void shrink() noexcept {
-    size_t ncap = 16;
-    while (ncap * 3 < size_ * 8) ncap *= 2;
+  void shrink(segment& s) noexcept {  // PT7
+    size_t ncap = 8;
+    while (ncap * 3 < s.size * 8) ncap = grown(ncap);
     try {
-      rehash(ncap);
+      rehash(s, ncap);
     } catch (const std::bad_alloc&) {
-      // PT7: the big array stays
+      // the big array stays
     }
   }
 
-  static constexpr size_t map_from = size_t{2} << 20;  // PT6: one huge page
+  static constexpr size_t map_from = size_t{64} << 10;  // PT6
+  static constexpr size_t huge_page = size_t{2} << 20;
 
   static Slot* allocate(size_t n) {
     const size_t bytes = n * sizeof(Slot);
@@ -204,8 +334,8 @@ class probe_table {
     }
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();  // zero pages: every slot empty
-    const auto begin = (reinterpret_cast<uintptr_t>(p) + map_from - 1) & ~(map_from - 1);
-    const auto end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(map_from - 1);
+    const auto begin = (reinterpret_cast<uintptr_t>(p) + huge_page - 1) & ~(huge_page - 1);
+    const auto end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(huge_page - 1);
     if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
     return static_cast<Slot*>(p);
   }
@@ -219,29 +349,33 @@ class probe_table {
     }
   }
 
-  void grow() { rehash(cap_ == 0 ? 16 : cap_ * 2); }
+  void release_all() noexcept {
+    for (segment& s : segs_) release(s.slots, s.cap);
+  }
 
-  // Moves every entry into a new array of `ncap` slots; the old array stays if that throws.
-  void rehash(size_t ncap) {
+  void grow(segment& s) { rehash(s, grown(s.cap)); }
+
+  // Moves the segment's entries into a new array of `ncap` slots; the old array stays if that
+  // throws (PT8: one segment at a time).
+  void rehash(segment& s, size_t ncap) {
     Slot* fresh = allocate(ncap);
-    Slot* old = slots_;
-    const size_t ocap = cap_;
-    slots_ = fresh;
-    cap_ = ncap;
-    shift_ = 64 - static_cast<unsigned>(__builtin_ctzll(ncap));
+    Slot* old = s.slots;
+    const size_t ocap = s.cap;
+    s.slots = fresh;
+    s.cap = ncap;
+    cap_ = cap_ - ocap + ncap;
     for (size_t i = 0; i < ocap; ++i) {
       if (is_zero(old[i].key)) continue;
-      size_t j = home(old[i].key);
-      while (!is_zero(slots_[j].key)) j = (j + 1) & (cap_ - 1);
-      slots_[j] = old[i];
+      size_t j = home(s, position(old[i].key));
+      while (!is_zero(s.slots[j].key)) j = next(s, j);
+      s.slots[j] = old[i];
     }
     release(old, ocap);
   }
 
-  Slot* slots_ = nullptr;
-  size_t cap_ = 0;       // 0 or a power of two
-  unsigned shift_ = 64;  // 64 - log2(cap_)
-  size_t size_ = 0;      // array entries (the zero key's slot not counted)
+  std::array<segment, segment_count> segs_{};
+  size_t size_ = 0;  // array entries (the zero key's slot not counted)
+  size_t cap_ = 0;   // every segment's slots
   Slot zero_{};
   bool has_zero_ = false;
   uint64_t seed_ = 0;

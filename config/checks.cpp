@@ -280,7 +280,11 @@ outcome<void> validate(daemon_config& c, std::vector<std::string>* notes) {
   if (sv.rpc_timeout > max_rpc_timeout)
     return fail("server.rpc_timeout", "must be at most " + format_duration(max_rpc_timeout));
   if (sv.refresh_interval.count() < 0)
-    return fail("server.refresh_interval", "must be >= 0 (0 disables the resync)");
+    return fail("server.refresh_interval", "must be >= 0 (0 disables the refresh)");
+  if (sv.walk_chunk < 1 || sv.walk_chunk > 65536)
+    return fail("server.walk_chunk", "must be between 1 and 65536 (blocks per message)");
+  if (sv.max_pending < 0 || sv.max_pending > 100'000'000)
+    return fail("server.max_pending", "must be between 0 (from the memory budget) and 100000000");
   if (sv.keepalive_time.count() < 0 || sv.keepalive_time > max_keepalive)
     return fail("server.keepalive_time", "must be between 0 (no keepalive pings) and " +
                                              format_duration(max_keepalive));

@@ -234,6 +234,8 @@ const field_def<server_settings> server_fields[] = {
     KVRELAY_FIELD(server_settings, "server_name", server_name),
     KVRELAY_FIELD(server_settings, "rpc_timeout", rpc_timeout),
     KVRELAY_FIELD(server_settings, "refresh_interval", refresh_interval),
+    KVRELAY_FIELD(server_settings, "walk_chunk", walk_chunk),
+    KVRELAY_FIELD(server_settings, "max_pending", max_pending),
     KVRELAY_FIELD(server_settings, "eviction_mode", eviction_mode),
     KVRELAY_FIELD(server_settings, "scoped_evictions", scoped_evictions),
     KVRELAY_FIELD(server_settings, "keepalive_time", keepalive_time),

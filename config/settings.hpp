@@ -105,7 +105,13 @@ struct server_settings {
   std::string key_file;
   std::string server_name;                 // TLS name override; "" = host of `address`
   milliseconds rpc_timeout{5000};          // per-call deadline; <= 0 becomes 5 s (R04, S10)
-  milliseconds refresh_interval{600000};   // re-report resident blocks (resync); 0 = never
+  milliseconds refresh_interval{600000};   // re-report resident blocks, paced; 0 = never
+  /// Blocks a walk of the index (a resync, a refresh, a restore) reads and sends at a time, per
+  /// target: its memory and its messages to the server.
+  int64_t walk_chunk = 16384;
+  /// Distinct pending updates per pipeline before its adds are shed (a walk re-reports them);
+  /// 0 = derived from the memory budget.
+  int64_t max_pending = 0;
   config::eviction_mode eviction_mode = eviction_mode::auto_;  // --eviction-mode
   /// The server narrows a PREFIX_EVICTED with adapter_scoped set to the partition it names
   /// (inference-cache PR #164): rpc mode then skips re-reporting the LoRA entries a base-model
@@ -195,7 +201,9 @@ struct engine_settings {
   bool l2_tier = false;                     // = --ignore-block-removed: BlockRemoved → T2
   config::unknown_parent unknown_parent = unknown_parent::drop;
   bool index_salted = false;                // index cache-salted / multimodal blocks anyway
-  int64_t max_blocks_per_adapter = 4194304; // reverse-map bound per adapter partition; 0 = none
+  /// Reverse-map bound per adapter partition (oldest stored evicted first); 0 = none: the memory
+  /// budget bounds the index (memory_budget IB1-IB4), and a bound here costs 8 bytes a block.
+  int64_t max_blocks_per_adapter = 0;
   /// Blocks with a copy at T2 / T3 per adapter partition, least recently stored dropped first
   /// (positional_index IX8: for store-only sources such as LMCache's multi-process mode); 0 = none.
   int64_t max_t2_blocks_per_adapter = 1048576;

@@ -70,8 +70,9 @@ using shard_actor = caf::typed_actor<
   caf::reacts_to<shard_work_ptr>,
   // AllBlocksCleared: forgets everything; later work carries epoch >= the given one.
   caf::reacts_to<atom::clear, uint64_t>,
-  // Re-reports every resident block as upserts (resync after a server outage or on schedule).
-  caf::reacts_to<atom::resync, uint64_t>,
+  // The next chunk of a walk (request id, partition, position, blocks wanted): its resident
+  // blocks from there, as shard_ops to the debouncer (debouncer rules WK1-WK8).
+  caf::reacts_to<atom::walk, uint64_t, uint32_t, uint64_t, uint32_t>,
   // Barrier: answers once everything sent to this shard before it has become ops.
   caf::replies_to<atom::drain>::with<bool>,
   // Durable index: adds every partition's blocks to the decoder's snapshot (the cut: all work
@@ -85,8 +86,8 @@ using decoder_actor = caf::typed_actor<
   caf::reacts_to<raw_batch_ptr>,
   // History lost / incarnation reset: either clears the pipeline.
   caf::reacts_to<ingress_notice_ptr>,
-  // Asks the shard to re-report its resident blocks.
-  caf::reacts_to<atom::resync>,
+  // A walk's next chunk: passed to the shard after every batch before it (mailbox order).
+  caf::reacts_to<atom::walk, uint64_t, uint32_t, uint64_t, uint32_t>,
   // Adds a LoRA id → name mapping at runtime (admin); answers once batches after it use it.
   caf::replies_to<atom::adapter, int64_t, std::string>::with<bool>,
   // Makes the shard throw (fault injection); true once it was told.

@@ -48,6 +48,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvrelay, caf::first_custom_type_id)
   // -- debouncer ---------------------------------------------------------------------------------
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, flush, "flush")          // timer: the window elapsed
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, refresh, "refresh")      // timer: periodic re-report
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, walk, "walk")            // the next chunk of an index walk
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, join, "join")            // merged DP: a rank's data path started
   // -- emitter -----------------------------------------------------------------------------------
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, completed, "completed")  // RPC completions in the inbox

@@ -20,6 +20,7 @@ const char* to_string(health_fact f) noexcept {
     case health_fact::snapshot_outside_ring: return "snapshot_outside_ring";
     case health_fact::engine_cleared: return "engine_cleared";
     case health_fact::removal_lost: return "removal_lost";
+    case health_fact::index_over_budget: return "index_over_budget";
     case health_fact::engine_asleep: return "engine_asleep";
     case health_fact::engine_awake: return "engine_awake";
     case health_fact::events_silent: return "events_silent";

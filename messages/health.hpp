@@ -27,6 +27,8 @@ enum class health_fact : uint8_t {
   engine_cleared,       // decoder: AllBlocksCleared: the engine's cache is empty, like the index
   removal_lost,         // decoder: a BlockRemoved/AllBlocksCleared it could not decode: the index
                         //   may hold blocks the engine dropped
+  index_over_budget,    // shard: the memory budget refused blocks: the index holds less than the
+                        //   engine (memory_budget IB3-IB4)
   engine_asleep,        // scraper: the engine sleeps (its cache discarded): clear the pipeline
   engine_awake,         // scraper: the engine woke up
   events_silent,        // scraper: the engine's /metrics show prefix-cache activity, no KV events

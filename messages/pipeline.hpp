@@ -83,8 +83,20 @@ struct shard_ops {
   uint64_t epoch = 0;
   int64_t ts_us = 0;           // engine batch time in µs (0 = unknown/now)
   bool had_store = false;      // the work held a BlockStored (R12 timestamp rule)
-  bool resync = false;         // a re-report of resident state, not new events
+  bool resync = false;         // a re-report of resident state (a walk's chunk), not new events
   std::vector<prefix_op> ops;
+  /// A walk's chunk (debouncer rules WK1-WK8): the request it answers (0: not a walk's). A chunk
+  /// may span partitions, one message each; the last one (`walk_last`) says where the walk goes
+  /// on (`walk_partition`, `walk_key`), or that this data path is done (`walk_done`), and how
+  /// many blocks the shard holds now (`resident`).
+  uint64_t walk = 0;
+  bool walk_last = false;
+  bool walk_done = false;
+  uint32_t walk_partition = 0;
+  uint64_t walk_key = 0;
+  uint64_t resident = 0;
+  /// The data path started from a restored index: the server must learn it by a walk (WK4).
+  bool restored = false;
   /// Its charge to the memory budget (queue "debouncer"): released when the debouncer has
   /// folded the ops into pending and drops the message, or wherever it is dropped before.
   budget_ticket ticket;

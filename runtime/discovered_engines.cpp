@@ -135,9 +135,11 @@ int check_with_discovery(const config::flag_values& flags, std::ostream& out, st
   // The memory budget the daemon would use now, and the bounds derived from it.
   const auto choice = choose_budget(cfg.value());
   const auto b = derive_bounds(choice.bytes, config::pipelines(cfg.value()).size());
-  out << "# memory budget: " << describe(choice) << "\n#   queues pause the ingress at "
-      << b.queue_bytes << " bytes or " << b.queue_messages << " messages; per pipeline: ZMQ rcvhwm "
-      << b.rcvhwm << " messages, pending keys " << b.max_pending << "\n";
+  out << "# memory budget: " << describe(choice) << "\n#   index up to " << b.index_bytes
+      << " bytes; queues pause the ingress at up to " << b.queue_bytes << " bytes or "
+      << b.queue_messages << " messages (less as the index grows, at least "
+      << choice.bytes / 40 << " bytes); per pipeline: ZMQ rcvhwm " << b.rcvhwm
+      << " messages, pending keys " << b.max_pending << "\n";
   print_discovery(cfg.value(), out);
   return rc;
 }

@@ -293,6 +293,10 @@ constexpr const char* incomplete_since_removal =
     "degraded (still ready): index may hold blocks the engine dropped: a BlockRemoved or "
     "AllBlocksCleared could not be decoded (kvrelay_malformed_events_total); it matches again "
     "once the engine clears its cache or restarts";
+constexpr const char* incomplete_over_budget =
+    "degraded (still ready): index incomplete: the memory budget cannot hold every block the "
+    "engine holds, so blocks past it are not tracked (kvrelay_index_blocks_total"
+    "{outcome=\"refused\"}); it is complete again once the engine clears its cache or restarts";
 constexpr const char* incomplete_since_loss =
     "degraded (still ready): index incomplete since engine history was lost: what the engine "
     "cached before the loss is unknown until it clears its cache";
@@ -311,6 +315,7 @@ void on_health(pipeline_state& st, health_fact f) {
     case health_fact::history_lost: st.index_incomplete = incomplete_since_loss; break;
     case health_fact::engine_cleared: st.index_incomplete = nullptr; break;
     case health_fact::removal_lost: st.index_incomplete = incomplete_since_removal; break;
+    case health_fact::index_over_budget: st.index_incomplete = incomplete_over_budget; break;
     case health_fact::engine_asleep: st.engine_asleep = true; st.index_incomplete = nullptr; break;
     case health_fact::engine_awake: st.engine_asleep = false; break;
     case health_fact::events_silent:   // the scraper's gauge and log say it; discovery hears it

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/debouncer/index_walk.hpp"
 #include "base/log.hpp"
 #include "messages/pipeline.hpp"
 
@@ -29,15 +30,15 @@ enum class action_kind : uint8_t {
   send_unit,      // target, unit → the emitter, for that target
   arm_flush,      // delay, gen: the window (a stale generation is ignored)
   arm_resync,     // delay, gen: a target's next probe, or its deferred reconnect resync
-  arm_refresh,    // delay: the periodic re-report
-  report,         // rank, gen: ask that rank's decoder to re-report; with gen != 0 then ask it
-                  // for a drain barrier and call on_reported(rank, gen) when it answers (or fails)
+  arm_refresh,    // delay: the refresh's next tick (WK5)
+  walk,           // ask: ask that rank's decoder for a walk's next chunk (WK1)
   answer_drains,  // ok: deliver every drain waiting
   health,         // ok: the policy plane's health changed by the readiness policy (tell the
                   // supervisor)
   listen,         // ask the emitter to tell us about targets and reconnects (our handle)
   log,            // line
   trim_heap,      // a large pending set was released: hand its memory back to the OS
+  hold,           // ok: hold the readers (memory_budget MG6) or let go (DB11)
 };
 const char* to_string(action_kind k) noexcept;
 
@@ -48,6 +49,7 @@ struct action {
   ms delay{0};
   uint64_t gen = 0;
   uint32_t rank = 0;
+  walk_ask ask;  // walk
   bool ok = false;
   log::record line;
 };

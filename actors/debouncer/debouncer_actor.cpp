@@ -26,9 +26,6 @@ namespace kvrelay {
 
 namespace {
 
-// A re-report of a million blocks takes seconds; a barrier that never answers ends DB6 anyway.
-constexpr auto report_barrier_timeout = std::chrono::seconds(60);
-
 // Every counter the debouncer publishes, declared once: one row per series
 // (base/counter_table.hpp).
 constexpr const char* dropped_help =
@@ -43,9 +40,6 @@ constexpr counter_row<debounce::counters> counter_rows[] = {
      &debounce::counters::units_failed},
     {"kvrelay_stale_epoch_ops_total", "Ops dropped because a clear superseded them", nullptr,
      nullptr, &debounce::counters::stale_ops},
-    {"kvrelay_pending_overflows_total",
-     "Times pending updates crossed their bound (clear + resync)", nullptr, nullptr,
-     &debounce::counters::overflows},
     {"kvrelay_resyncs_total", "ALL_CLEARED + full re-reports", nullptr, nullptr,
      &debounce::counters::resyncs},
     {"kvrelay_resync_probes_failed_total",
@@ -60,6 +54,27 @@ constexpr counter_row<debounce::counters> counter_rows[] = {
     {"kvrelay_sweep_restores_total",
      "rpc mode: LoRA entries re-reported after a base-model PREFIX_EVICTED swept them", nullptr,
      nullptr, &debounce::counters::sweep_restores},
+    {"kvrelay_walks_total", "Walks of the index to a target, by why they ran (WK4, WK5)", "kind",
+     "resync", &debounce::counters::walks_resync},
+    {"kvrelay_walks_total", "Walks of the index to a target, by why they ran (WK4, WK5)", "kind",
+     "catchup", &debounce::counters::walks_catchup},
+    {"kvrelay_walks_total", "Walks of the index to a target, by why they ran (WK4, WK5)", "kind",
+     "start", &debounce::counters::walks_start},
+    {"kvrelay_walks_total", "Walks of the index to a target, by why they ran (WK4, WK5)", "kind",
+     "refresh", &debounce::counters::walks_refresh},
+    {"kvrelay_walks_completed_total", "Walks of the index that reached their end", nullptr, nullptr,
+     &debounce::counters::walks_done},
+    {"kvrelay_walk_restarts_total",
+     "Running walks started over from the first block (pending shed adds behind the cursor)",
+     nullptr, nullptr, &debounce::counters::walk_restarts},
+    {"kvrelay_walk_blocks_total", "Blocks sent by walks of the index (re-reports)", nullptr,
+     nullptr, &debounce::counters::walk_blocks},
+    {"kvrelay_pending_holds_total",
+     "Times pending evictions reached their bound and paused reading from the engine",
+     nullptr, nullptr, &debounce::counters::holds},
+    {"kvrelay_pending_sheds_total",
+     "Times pending updates crossed their bound and shed their adds (a walk re-reports them)",
+     nullptr, nullptr, &debounce::counters::sheds},
     {"kvrelay_sweep_repair_overflows_total",
      "rpc mode: times the mirror of LoRA entries passed its bound (repair off until a clear)",
      nullptr, nullptr, &debounce::counters::sweep_repair_overflows},
@@ -85,6 +100,23 @@ struct debouncer_state {
   std::optional<bool> told_ok;
   std::vector<caf::typed_response_promise<bool>> drains;
 
+  // DB11, memory_budget MG6: released with the state, so a debouncer that dies holding the
+  // readers never leaves them paused.
+  struct reader_hold {
+    std::shared_ptr<memory_budget> budget;
+    void set(std::shared_ptr<memory_budget> b) {
+      if (budget) budget->unhold();
+      budget = std::move(b);
+      if (budget) budget->hold();
+    }
+    reader_hold() = default;
+    reader_hold(const reader_hold&) = delete;
+    reader_hold& operator=(const reader_hold&) = delete;
+    ~reader_hold() { set(nullptr); }
+  } hold;
+
+  standing_charge pending_charge;
+
   std::optional<counter_table<debounce::counters>> counters;
   std::optional<counter_table<pending_set::drop_stats>> drops;
   gauge_series* pending_gauge = nullptr;
@@ -92,6 +124,7 @@ struct debouncer_state {
   void init(pipeline_context c, const debounce::options& o) {
     ctx = std::move(c);
     proto.emplace(o);
+    pending_charge = standing_charge(ctx.budget, standing_charge::on::debouncer_queue);
     counters.emplace(counter_rows, ctx.metrics, ctx.labels());
     drops.emplace(drop_rows, ctx.metrics, ctx.labels());
     pending_gauge = &ctx.gauge("kvrelay_pending_entries", "Coalesced updates not yet sent");
@@ -141,6 +174,7 @@ struct debouncer_state {
 
   // Publishes what the protocol counted since the last call.
   void sync() {
+    pending_charge.set(proto->pending().heap_bytes());  // DB11: pending is on the budget
     counters->publish(proto->stats());
     drops->publish(proto->pending().drops());
     pending_gauge->set(static_cast<double>(proto->pending().size()));
@@ -166,18 +200,12 @@ void run(Self self, F&& f) {
   execute(self, out);
 }
 
+// WK1: the decoder passes the request to its shard after every batch before it.
 template <class Self>
-void ask_report(Self self, uint32_t rank, uint64_t gen) {
+void ask_walk(Self self, uint32_t rank, const debounce::walk_ask& a) {
   auto it = self->state.decoders.find(rank);
   if (it == self->state.decoders.end()) return;
-  self->send(it->second, atom::resync_v);
-  if (gen == 0) return;
-  const auto done = [=] {
-    run(self, [=](auto& p, auto now, auto& out) { p.on_reported(rank, gen, now, out); });
-  };
-  // The decoder's drain answers once its shards handled everything sent before: the re-report.
-  self->request(it->second, report_barrier_timeout, atom::drain_v)
-      .then([=](bool) { done(); }, [=](caf::error&) { done(); });
+  self->send(it->second, atom::walk_v, a.id, a.partition, a.key, a.max);
 }
 
 template <class Self>
@@ -197,8 +225,8 @@ void execute(Self self, debounce::actions& out) {
       case debounce::action_kind::arm_refresh:
         self->delayed_send(self, a.delay, atom::refresh_v);
         break;
-      case debounce::action_kind::report:
-        ask_report(self, a.rank, a.gen);
+      case debounce::action_kind::walk:
+        ask_walk(self, a.rank, a.ask);
         break;
       case debounce::action_kind::answer_drains:
         for (auto& p : st.drains) p.deliver(a.ok);
@@ -218,8 +246,11 @@ void execute(Self self, debounce::actions& out) {
         break;
       case debounce::action_kind::trim_heap:
 #if defined(__GLIBC__)
-        malloc_trim(0);  // a burst's pending set was freed: give its pages back (issue 13)
+        malloc_trim(0);  // a burst's pending set was freed: give its pages back
 #endif
+        break;
+      case debounce::action_kind::hold:
+        st.hold.set(a.ok ? st.ctx.budget : nullptr);
         break;
     }
   }
@@ -236,12 +267,10 @@ actor_status status_of(Self self) {
   j.add("epoch", p.epoch(0));
   j.add("server_healthy", p.healthy());
   j.add("resync_in_progress", p.resync_in_progress());
-  j.add("re_reporting", p.reporting());
+  j.add("walks", p.walks().size());
   j.add("tracked_keys", p.pending().tracked());
   j.add("draining", p.draining());
   j.add("targets", p.targets().size());
-  if (!p.lane().empty())
-    j.add("lane", actor_status::string_list(p.lane().begin(), p.lane().end()));
   for (const auto& [name, t] : p.targets()) {  // one child per policy server target
     actor_status c("target", 0);
     c.name = "target[" + name + "]";
@@ -257,6 +286,10 @@ actor_status status_of(Self self) {
     c.add("resyncs", t.stats().resyncs);
     c.add("lag_overflows", t.stats().lag_overflows);
     c.add("last_error", t.last_error());
+    if (auto w = p.walks().find(name); w != p.walks().end()) {  // WK1: where its walk stands
+      c.add("walk", debounce::to_string(w->second.kind()));
+      c.add("walk_blocks", w->second.blocks_sent());
+    }
     j.children.push_back(std::move(c));
   }
   return j;

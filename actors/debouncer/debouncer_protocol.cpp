@@ -17,12 +17,13 @@ const char* to_string(action_kind k) noexcept {
     case action_kind::arm_flush: return "arm_flush";
     case action_kind::arm_resync: return "arm_resync";
     case action_kind::arm_refresh: return "arm_refresh";
-    case action_kind::report: return "report";
+    case action_kind::walk: return "walk";
     case action_kind::answer_drains: return "answer_drains";
     case action_kind::health: return "health";
     case action_kind::listen: return "listen";
     case action_kind::log: return "log";
     case action_kind::trim_heap: return "trim_heap";
+    case action_kind::hold: return "hold";
   }
   return "?";
 }
@@ -52,10 +53,9 @@ bool has_removal(const shard_ops& ops) {
 }  // namespace
 
 protocol::protocol(options o)
-    : opts_(o),
-      pending_(pending_set::options{o.l2_mode, o.max_pending, o.max_adds_per_unit}),
-      lane_pending_(pending_set::options{false, o.max_pending, o.max_adds_per_unit}) {
+    : opts_(o), pending_(pending_set::options{o.l2_mode, o.max_pending, o.max_adds_per_unit}) {
   if (opts_.flush_threshold == 0) opts_.flush_threshold = 1;
+  if (opts_.walk_chunk == 0) opts_.walk_chunk = 1;
   if (opts_.merged) holders_.emplace();
   if (opts_.repair_base_sweeps) repair_.emplace(opts_.max_pending);
 }
@@ -116,11 +116,7 @@ target_options protocol::target_opts() const {
 // ---- inputs ------------------------------------------------------------------------------------
 
 void protocol::start(moment now, actions& out) {
-  if (opts_.refresh_interval.count() > 0) {
-    auto a = make(action_kind::arm_refresh);
-    a.delay = opts_.refresh_interval;
-    out.push_back(std::move(a));
-  }
+  arm_refresh(out);
   if (opts_.start_with_clear) {  // DB14
     pending_.clear(now.wall_us);
     due_ = true;
@@ -151,8 +147,12 @@ void protocol::on_targets(const std::vector<std::string>& names, moment now, act
     departed_.reconnects += c.reconnects;
     departed_.entries_superseded += c.entries_superseded;
     log(out, log::level::info, "policy server target removed", {{"target", it->first}});
-    audience_.erase(it->first);
-    lane_wanted_.erase(it->first);
+    walks_.erase(it->first);  // WK6
+    refreshed_ms_.erase(it->first);
+    if (tracking_walk_ == it->first) {
+      pending_.end_tracking();
+      tracking_walk_.clear();
+    }
     it = targets_.erase(it);
   }
   for (const auto& n : want) {
@@ -166,6 +166,11 @@ void protocol::on_targets(const std::vector<std::string>& names, moment now, act
     if (draining_) {
       it->second.drain();
       if (final_ == final_clear::sent) it->second.offer_final(final_unit_, out);
+    } else if (it->second.live()) {  // WK4: the start clear reaches it, then what was restored
+      std::vector<uint32_t> restored;
+      for (const auto& [r, rs] : ranks_)
+        if (rs.restored) restored.push_back(r);
+      if (!restored.empty()) start_walk(n, walk_kind::start, std::move(restored), now, out);
     }
   }
   tell_health(out);
@@ -175,12 +180,14 @@ void protocol::on_targets(const std::vector<std::string>& names, moment now, act
 
 void protocol::on_decoder(uint32_t r, moment now, actions& out) {
   rank(r).decoder = true;
+  for (auto& [name, w] : walks_) w.rank_restarted(r);  // IW3: ask the new one
   pump(now, out);
 }
 
 void protocol::on_rank_started(uint32_t r, moment now, actions& out) {
   if (ranks_.count(r) != 0 && holders_) clear_rank(r, now.wall_us, now, out);
   ranks_[r] = rank_state{};  // a new data path: its decoder starts at epoch 1 again
+  for (auto& [name, w] : walks_) w.rank_restarted(r);
   pump(now, out);
   check_drains(out);
 }
@@ -198,13 +205,22 @@ void protocol::on_ops(uint32_t r, const shard_ops& ops, moment now, actions& out
   if (ops.epoch > rs.epoch) {  // DB1: the clear notice is behind this op: clear now
     rs.epoch = ops.epoch;
     clear_rank(r, ops.ts_us, now, out);
+    if (ops.walk != 0) {  // WK3: after the clear every block is a live add
+      pump(now, out);
+      return;
+    }
   }
-  if (ops.resync && !audience_.empty())
-    apply_lane(ops, now, out);
-  else if (holders_)
+  if (ops.walk != 0) {
+    on_chunk(r, ops, now, out);
+  } else if (ops.restored) {  // WK4: after the start clear, to every live target
+    rs.restored = true;
+    for (const auto& [name, t] : targets_)
+      if (t.live() && !draining_) start_walk(name, walk_kind::start, {r}, now, out);
+  } else if (holders_) {
     apply(filter_merged(r, ops), now, out);
-  else
+  } else {
     apply(ops, now, out);
+  }
   pump(now, out);
   check_drains(out);
 }
@@ -245,28 +261,17 @@ void protocol::on_resync_timer(uint64_t gen, moment now, actions& out) {
   check_drains(out);
 }
 
-void protocol::on_refresh_timer(moment, actions& out) {
-  if (opts_.refresh_interval.count() > 0) {
-    auto a = make(action_kind::arm_refresh);
-    a.delay = opts_.refresh_interval;
-    out.push_back(std::move(a));
-  }
-  if (!any_live() || draining_ || !reporting_.empty()) return;  // DB13
-  // With a barrier outside merged mode, so that no lane starts before this re-report has arrived
-  // (its chunks would go to the lane's targets only).
-  request_reports(holders_ ? 0 : ++report_gen_, out);
-}
-
-void protocol::on_reported(uint32_t r, uint64_t gen, moment now, actions& out) {
-  if (gen == 0 || gen != report_gen_) return;
-  reporting_.erase(std::remove(reporting_.begin(), reporting_.end(), r), reporting_.end());
-  if (reporting_.empty()) {
-    pending_.end_tracking();  // DB6 ends: every re-report has arrived
-    audience_.clear();        // DB10: the lane ends
-    start_lane(out);
+void protocol::on_refresh_timer(moment now, actions& out) {
+  if (draining_ || opts_.refresh_interval.count() <= 0) return;
+  for (const auto& [name, t] : targets_) {  // WK5
+    if (!t.live() || walks_.count(name) != 0) continue;
+    auto it = refreshed_ms_.find(name);
+    if (it != refreshed_ms_.end() && now.steady_ms - it->second < opts_.refresh_interval.count())
+      continue;
+    start_walk(name, walk_kind::refresh, walk_ranks(), now, out);
   }
   pump(now, out);
-  check_drains(out);
+  arm_refresh(out);
 }
 
 void protocol::on_reconnected(const std::string& target, moment now, actions& out) {
@@ -279,11 +284,21 @@ void protocol::on_reconnected(const std::string& target, moment now, actions& ou
 
 void protocol::on_drain(moment now, actions& out) {
   ++drains_waiting_;
+  if (holding_) {  // shutdown: whatever is left is reported by the drain or dropped
+    holding_ = false;
+    auto a = make(action_kind::hold);
+    a.ok = false;
+    out.push_back(std::move(a));
+  }
   if (!draining_) {
     draining_ = true;
     due_ = true;
     for (auto& [name, t] : targets_) t.drain();
-    lane_wanted_.clear();
+    walks_.clear();  // WK6
+    if (!tracking_walk_.empty()) {
+      pending_.end_tracking();
+      tracking_walk_.clear();
+    }
     if (opts_.shutdown_clear) {  // DB16
       c_.superseded += pending_.size();
       pending_.reset();
@@ -303,6 +318,7 @@ void protocol::on_drain(moment now, actions& out) {
 // ---- internals ---------------------------------------------------------------------------------
 
 void protocol::clear_rank(uint32_t r, int64_t ts_us, moment now, actions& out) {
+  for (auto& [name, w] : walks_) w.rank_cleared(r);  // WK3
   if (!holders_) {  // DB14
     pending_.clear(ts_us);
     due_ = true;
@@ -353,15 +369,31 @@ void protocol::apply(const shard_ops& ops, moment now, actions& out) {
     due_ = true;  // DB2, L08: the adds reach the server before their downgrades
     pump(now, out);
   }
-  if (!pending_.apply(ops)) {  // DB11
-    ++c_.overflows;
+  const uint64_t shed_before = pending_.drops().shed;
+  const auto result = pending_.apply(ops);
+  if (pending_.drops().shed != shed_before) {  // DB11: re-reported by a walk
+    ++c_.sheds;
     uint64_t suppressed = 0;
     if (overflow_log_.allow(now.steady_ms, suppressed))
-      log(out, log::level::error, "pending updates over their bound; will clear and resync",
+      log(out, log::level::warn,
+          "pending updates over their bound; adds shed, every live target walks the index "
+          "again (no clear)",
           {{"max_pending", opts_.max_pending}, {"suppressed", suppressed}});
-    pending_.reset_overflow();
-    resync_all("pending overflow", now, out);
-    return;
+    for (const auto& [name, t] : targets_)
+      if (t.live()) start_walk(name, walk_kind::catchup, walk_ranks(), now, out);
+  }
+  if (result == pending_set::apply_result::full) {  // DB11: nothing more until the server took some
+      if (!holding_ && any_live()) {
+        holding_ = true;
+        ++c_.holds;
+        auto a = make(action_kind::hold);
+        a.ok = true;
+        out.push_back(std::move(a));
+        log(out, log::level::warn,
+            "pending evictions at their bound; reading from the engine pauses until the policy "
+            "server takes them (a gap, repaired from the replay ring or declared)",
+            {{"max_pending", opts_.max_pending}});
+      }
   }
   if (pending_.pending_removals() > 0 || pending_.clear_pending() ||
       pending_.pending_adds() >= opts_.flush_threshold)
@@ -369,20 +401,38 @@ void protocol::apply(const shard_ops& ops, moment now, actions& out) {
   if (pending_.pending_adds() > 0) arm_window(out);
 }
 
-// DB10: everything pending before the chunk goes to everyone first, then the chunk to the lane.
-void protocol::apply_lane(const shard_ops& ops, moment now, actions& out) {
+// WK1-WK3: one chunk of a walk, for its target alone.
+void protocol::on_chunk(uint32_t, const shard_ops& ops, moment now, actions& out) {
+  auto w = std::find_if(walks_.begin(), walks_.end(),
+                        [&](const auto& kv) { return kv.second.expects(ops.walk); });
+  if (w == walks_.end()) return;  // WK3, IW2: a request no walk awaits (any more)
+  auto t = targets_.find(w->first);
+  if (t == targets_.end() || !t->second.live()) return;  // pump drops the walk (WK6)
+  if (!ops.ops.empty()) {
+    flush_clear_first(now, out);  // WK2
+    emit_unit u;
+    u.id = next_unit_++;
+    u.adds.reserve(ops.ops.size());
+    for (const auto& op : ops.ops)
+      if (op.op == prefix_op::kind::upsert)
+        u.adds.push_back(prefix_add{op.fingerprint, op.token_count, op.t, ops.adapter});
+    pending_.note_sent(ops.adapter, ops.ops);  // WK2, DB5, DB6
+    c_.walk_blocks += u.adds.size();
+    const std::set<std::string> only{w->first};
+    offer(seal(std::move(u)), &only, now, out);
+  }
+  if (ops.walk_last)
+    w->second.answered(ops.walk, ops.walk_partition, ops.walk_key, ops.walk_done, ops.ops.size(),
+                       ops.resident);
+  else
+    w->second.partial(ops.walk, ops.ops.size());
+}
+
+// WK2: a clear waiting in pending heads the next unit; it must reach every target first.
+void protocol::flush_clear_first(moment now, actions& out) {
+  if (!pending_.clear_pending()) return;
   while (auto u = pending_.take(next_unit_++)) offer(seal(std::move(*u)), nullptr, now, out);
   due_ = false;
-  if (!lane_pending_.apply(ops)) {  // bounded like pending: the lane's targets resync again
-    lane_pending_.reset();
-    lane_pending_.reset_overflow();
-    for (const auto& n : audience_) {
-      auto it = targets_.find(n);
-      if (it != targets_.end()) it->second.start_resync("re-report over its bound", now, out);
-    }
-    return;
-  }
-  while (auto u = lane_pending_.take(next_unit_++)) offer(seal(std::move(*u)), &audience_, now, out);
 }
 
 void protocol::arm_window(actions& out) {
@@ -439,24 +489,138 @@ void protocol::pump(moment now, actions& out) {
         offer(seal(std::move(*u)), nullptr, now, out);
         if (pending_.pending_adds() > 0) arm_window(out);
       }
+      pump_walks(now, out);
     }
   }
-  const bool released = pending_.released_memory();  // both asked: each answers true once
-  if (lane_pending_.released_memory() || released) out.push_back(make(action_kind::trim_heap));
+  release_hold(out);
+  if (pending_.released_memory()) out.push_back(make(action_kind::trim_heap));
 }
 
-void protocol::resync_all(const char* why, moment now, actions& out) {
-  if (draining_) return;
-  log(out, log::level::info, "resyncing every policy server target: ALL_CLEARED, then every "
-      "resident block", {{"reason", why}, {"merged_dp", opts_.merged}});
-  if (!opts_.l2_mode) {  // superseded by the re-report
-    c_.superseded += pending_.size();
-    pending_.reset();
+// DB11: the hold ends once pending fell to half its bound, or once no target is live (what
+// pending holds is then superseded by the walk to come, DB8).
+void protocol::release_hold(actions& out) {
+  if (!holding_) return;
+  if (!any_live()) {
+    const size_t before = pending_.size();
+    pending_.drop_for_resync();
+    pending_.end_tracking();
+    c_.superseded += before - pending_.size();
   }
-  for (auto& [name, t] : targets_) t.start_resync(why, now, out);
+  if (any_live() && pending_.size() * 2 > opts_.max_pending) return;
+  holding_ = false;
+  auto a = make(action_kind::hold);
+  a.ok = false;
+  out.push_back(std::move(a));
 }
 
-void protocol::probe_acked(const std::string& target, moment, actions& out) {
+// WK1, WK6: each walk asks for its next chunk while its target wants more; a finished or
+// orphaned walk goes.
+void protocol::pump_walks(moment now, actions& out) {
+  for (auto it = walks_.begin(); it != walks_.end();) {
+    auto t = targets_.find(it->first);
+    index_walk& w = it->second;
+    if (t == targets_.end() || !t->second.live() || w.done()) {
+      if (w.done()) {
+        ++c_.walks_done;
+        // Fresh as of the walk's start: the next refresh pass is due an interval after it (a
+        // refresh pass noted its start when it began).
+        if (w.kind() != walk_kind::refresh) {
+          refreshed_ms_[it->first] = w.started_ms();
+          log(out, log::level::info, "walk of the index done",
+              {{"target", it->first}, {"kind", to_string(w.kind())},
+               {"blocks", w.blocks_sent()}, {"ms", now.steady_ms - w.started_ms()}});
+        }
+      }
+      if (tracking_walk_ == it->first) {  // DB6 ends with the walk that began it
+        pending_.end_tracking();
+        tracking_walk_.clear();
+      }
+      it = walks_.erase(it);
+      continue;
+    }
+    if (!w.waiting() && t->second.wants_more() && !pending_.clear_pending()) {
+      const auto r = w.rank();
+      const uint32_t n = w.allowance(now.steady_ms, opts_.walk_chunk);
+      if (r && n > 0 && rank(*r).decoder) {
+        auto a = make(action_kind::walk);
+        a.rank = *r;
+        a.ask = w.ask(next_walk_id_++, n);
+        out.push_back(std::move(a));
+      }
+    }
+    ++it;
+  }
+}
+
+std::vector<uint32_t> protocol::walk_ranks() const {
+  std::vector<uint32_t> out;
+  for (const auto& [r, rs] : ranks_) out.push_back(r);  // rank order (std::map)
+  if (out.empty()) out.push_back(0);
+  return out;
+}
+
+// WK4, WK5: which walk a target runs when another is asked for.
+void protocol::start_walk(const std::string& target, walk_kind k, std::vector<uint32_t> ranks,
+                          moment now, actions& out) {
+  if (draining_ || ranks.empty()) return;
+  auto it = walks_.find(target);
+  if (it != walks_.end()) {
+    const walk_kind has = it->second.kind();
+    if (k == walk_kind::refresh) return;  // a walk of another kind reports everything anyway
+    if (k == walk_kind::start && has != walk_kind::refresh) {
+      if (has == walk_kind::start) {  // another rank restored too: everything, from the top
+        it->second.restart(walk_kind::catchup, now.steady_ms);
+        ++c_.walk_restarts;
+      }
+      return;  // a resync or catch-up covers the restored rank too
+    }
+    if (k == walk_kind::catchup && has != walk_kind::refresh) {
+      it->second.restart(has == walk_kind::resync ? walk_kind::resync : walk_kind::catchup,
+                         now.steady_ms);  // WK4: a shed add may lie behind the cursor
+      ++c_.walk_restarts;
+      return;
+    }
+    walks_.erase(it);
+  }
+  ++c_.walks_started;
+  switch (k) {
+    case walk_kind::start: ++c_.walks_start; break;
+    case walk_kind::resync: ++c_.walks_resync; break;
+    case walk_kind::catchup: ++c_.walks_catchup; break;
+    case walk_kind::refresh: ++c_.walks_refresh; break;
+  }
+  const int64_t interval = k == walk_kind::refresh ? opts_.refresh_interval.count() : 0;
+  walks_.emplace(target, index_walk(k, std::move(ranks), now.steady_ms, interval));
+  if (k == walk_kind::refresh) refreshed_ms_[target] = now.steady_ms;
+  if (k != walk_kind::refresh)
+    log(out, log::level::info, "walking the index to a policy server target",
+        {{"target", target}, {"kind", to_string(k)}});
+}
+
+// WK5: while a refresh pass runs, ticks often enough for a pass of few, large messages (the
+// first one soon: the pass does not know yet how much there is); otherwise at most a minute
+// apart, to start the next pass.
+void protocol::arm_refresh(actions& out) {
+  const int64_t interval = opts_.refresh_interval.count();
+  if (interval <= 0) return;
+  const int64_t lo = std::min<int64_t>(1000, interval);
+  const int64_t hi = std::min<int64_t>(60'000, interval);
+  int64_t tick = hi;
+  for (const auto& [name, w] : walks_) {
+    if (w.kind() != walk_kind::refresh) continue;
+    const uint64_t resident = w.resident();
+    const int64_t t = resident == 0 ? lo
+                                    : static_cast<int64_t>(static_cast<long double>(interval) *
+                                                           opts_.walk_chunk /
+                                                           static_cast<long double>(resident));
+    tick = std::min(tick, t);
+  }
+  auto a = make(action_kind::arm_refresh);
+  a.delay = ms(std::clamp(tick, lo, hi));
+  out.push_back(std::move(a));
+}
+
+void protocol::probe_acked(const std::string& target, moment now, actions& out) {
   if (draining_) {  // keep mode: the server is empty now and will not be re-reported
     pending_.end_tracking();
     return;
@@ -464,48 +628,19 @@ void protocol::probe_acked(const std::string& target, moment, actions& out) {
   const bool others_live = std::any_of(targets_.begin(), targets_.end(), [&](const auto& kv) {
     return kv.first != target && kv.second.live();
   });
-  if (others_live) {
-    if (holders_) {  // DB10: no lane in merged mode; everyone gets this re-report
-      if (reporting_.empty()) request_reports(0, out);
-      return;
-    }
-    lane_wanted_.insert(target);
-    if (reporting_.empty()) start_lane(out);
-    return;
+  if (!others_live) {  // DB9: no one else to keep pending for.
+    const size_t before = pending_.size();
+    pending_.drop_for_resync();
+    c_.superseded += before - pending_.size();
+    if (repair_) repair_->on_cleared();  // SR1: what the walk brings rebuilds the mirror
+    // Merged mode needs no DB6 window: the holder set already drops a rank's eviction of a key
+    // it no longer holds.
+    if (holders_)
+      pending_.end_tracking();
+    else
+      tracking_walk_ = target;
   }
-  // DB9: no one else to keep pending for.
-  const size_t before = pending_.size();
-  pending_.drop_for_resync();
-  c_.superseded += before - pending_.size();
-  if (holders_) holders_->clear();
-  if (repair_) repair_->on_cleared();  // SR1: what the re-report brings rebuilds the mirror
-  audience_.clear();
-  lane_wanted_.clear();
-  // Merged mode needs no DB6 window: the holder set, forgotten above, already drops a rank's
-  // eviction of a key it has not re-reported (and the barrier would race the ports' forwarding).
-  request_reports(holders_ ? 0 : ++report_gen_, out);
-}
-
-void protocol::start_lane(actions& out) {
-  if (lane_wanted_.empty() || !reporting_.empty() || draining_) return;
-  audience_ = std::exchange(lane_wanted_, {});
-  request_reports(++report_gen_, out);
-}
-
-void protocol::request_reports(uint64_t gen, actions& out) {
-  reporting_.clear();
-  for (const auto& [r, rs] : ranks_) {
-    if (!rs.decoder) continue;
-    auto a = make(action_kind::report);
-    a.rank = r;
-    a.gen = gen;
-    out.push_back(std::move(a));
-    if (gen != 0) reporting_.push_back(r);
-  }
-  if (reporting_.empty()) {
-    pending_.end_tracking();
-    audience_.clear();
-  }
+  start_walk(target, walk_kind::resync, walk_ranks(), now, out);
 }
 
 void protocol::tell_health(actions& out) {
@@ -543,7 +678,7 @@ void protocol::check_drains(actions& out) {
     }
   } else {  // DB17
     const bool stuck = !any_live();  // nothing pending can go anywhere
-    done = stuck || (pending_.empty() && reporting_.empty());
+    done = stuck || (pending_.empty() && walks_.empty());
     for (const auto& [name, t] : targets_) {
       done = done && (t.drain_failed() || (t.idle() && !t.resync_in_progress()));
       ok = ok && !t.drain_failed();

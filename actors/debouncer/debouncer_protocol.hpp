@@ -24,40 +24,71 @@
 //       under load). A unit carries at most max_adds_per_unit adds; the rest stay pending.
 //  DB4. No emitter yet (merged mode, before rank 0's data path joined): nothing is taken.
 //
-// Never send what the server never saw (issue 13, with pending_set's rules)
+// Never send what the server never saw (with pending_set's rules)
 //  DB5. A pending add marked `introduces` and its eviction are both dropped. After an engine clear
 //       (or the start's) the index is cleared too, so every later add introduces its key: DB5 alone
 //       covers what follows a clear; only a resync, which clears the server but not the index,
-//       needs DB6.
-//  DB6. From a resync's acknowledged clear until every decoder's re-report has arrived (a drain
-//       barrier per rank), an eviction of a key not sent since the clear is dropped. Merged mode
-//       needs no window: the holder set, forgotten at the clear, drops a rank's eviction of a key
-//       it has not re-reported, for good.
+//       needs DB6. A walk's chunk makes the pending adds of its keys not fresh (WK2).
+//  DB6. From a resync's acknowledged clear while no other target is live, until that target's
+//       walk has ended, an eviction of a key not sent since the clear (by a unit or a walk) is
+//       dropped. Merged mode needs no window: the holder set drops a rank's eviction of a key it
+//       no longer holds.
 //
-// Targets (issue 23): each policy server the unit stream goes to is a target_delivery
+// Targets: each policy server the unit stream goes to is a target_delivery
 // (target_delivery.hpp, TD1-TD9: credits, lag bound, health, outage, probes, reconnects).
 //  DB7. Targets come from the emitter (static ones and DNS fan-out), and change at any time. One
 //       that joins before anything was sent is live at once (the start clear reaches it); one that
-//       joins later resyncs (TD5). One that leaves is forgotten. No target: nothing is taken.
+//       joins later resyncs (TD5). One that leaves is forgotten, with its walk. No target: nothing
+//       is taken.
 //  DB8. A unit is taken from pending while some target wants more (the fastest paces: a slow or
 //       dead target never holds the others back) and offered to every target, encoded once and
-//       shared. With no live target, ops are superseded by the re-report to come and dropped
-//       (counted), except L2 downgrades, which the re-report cannot know of.
-//  DB9. A target's probe succeeded (it is empty now). If no other target is live: pending is
-//       dropped but for downgrades (the server never held it, or it is stale), merged mode forgets
-//       the holder set, every known decoder re-reports to everyone (DB6 runs until their barriers
-//       answer). Otherwise the re-report is for that target alone (DB10).
-//  DB10. A re-report for some targets only (a lane; not in merged mode, whose barriers race the
-//        ports: there everyone gets it): while it runs, each re-reported chunk first flushes
-//        everything pending to every target, then goes to the lane's targets only, so each
-//        target's stream keeps the engine's order and the others see nothing extra. One lane at a
-//        time; targets that need one meanwhile wait for the next. It ends at its barriers.
-//  DB11. Pending over its bound: it is dropped (it is only a copy of what the shards hold) and
-//        every target resyncs.
+//       shared. With no live target, ops are superseded by the walk to come and dropped
+//       (counted), except L2 downgrades, which no walk can know of.
+//  DB9. A target's probe succeeded (it is empty now): it walks the index (WK4). If no other
+//       target is live, pending is dropped but for downgrades (the server never held it, or it is
+//       stale) and DB6 starts.
+//  DB11. Pending over its bound sheds its adds (pending_set): they are copies of what the index
+//        holds, so every live target walks the index again without a clear (a catch-up, WK4) —
+//        an overflow never clears a server. When evictions and downgrades alone are over it
+//        (they cannot be re-derived), the debouncer holds the readers (memory_budget MG6): the
+//        ingress pauses, the engine's PUB drops, a gap repaired from the ring or declared — the
+//        overload is declared upstream. The hold ends once pending fell to half its bound, or
+//        when no target is live (pending is then superseded, DB8). What was already in the
+//        queues when the hold began still comes in: pending is charged to the memory budget
+//        like the queues, so even that is bounded by the budget, and a server is never cleared
+//        for an overflow.
 //  DB12. Health for the supervisor: the readiness policy (any | all | quorum) over the targets
 //        that are up (TD9), told once a target has answered and whenever it changes.
-//  DB13. Every refresh_interval, when some target is live and no re-report runs, every decoder
-//        re-reports to everyone (no clear) so long-lived prefixes never reach the server's TTL.
+//
+// Walks: work proportional to the resident set is streamed, never queued (index_walk.hpp IW1-IW5)
+//  WK1. A walk streams the replica's index (every rank in merged mode, in rank order) to one
+//       target, in chunks the shards read at the walk's cursor (partition_set PS7, probe_table
+//       PT9), never through pending. One chunk is asked at a time and only while the target
+//       wants more (TD1: live, nothing queued, a credit free), at most walk_chunk blocks: a walk
+//       holds O(chunk) memory and goes at the speed the server acknowledges. Each chunk is a unit
+//       for that target alone.
+//  WK2. Order. A chunk is the index when the shard read it; every op the shard made before
+//       reached the debouncer first (mailbox order) and pending keeps each key's latest state, so
+//       whatever pending sends after a chunk is as new as the chunk or newer: an entry already
+//       streamed gets its later changes after it, one not streamed yet goes in its state when it
+//       is read. A clear waiting in pending goes before any chunk.
+//  WK3. A chunk from an older epoch than its rank's (a clear came after the shard read it) is
+//       dropped, and that rank's part of the walk ends: after a clear every block reaches the
+//       server as a live add. A chunk answering another request than the one awaited (IW2) is
+//       dropped.
+//  WK4. Kinds: `resync` after the target's probe was acknowledged (DB9); `catchup`, no clear,
+//       after pending shed its adds (DB11: a running walk starts over, since a shed add may lie
+//       behind its cursor); `start`, after the start clear, when a data path started from a
+//       restored index (every target, that rank). A resync replaces any other walk of the
+//       target; a catch-up or a start replaces a refresh.
+//  WK5. Refresh: every refresh_interval each live target not in another walk walks the index
+//       once, paced so that each block is re-reported once per interval, spread evenly (IW5): the
+//       server sees a flat rate, never a burst of the whole set. Ticks come every
+//       refresh_interval x walk_chunk / resident (1 s to 60 s), so a pass is a few large
+//       messages, not many small ones (the reference server walks its whole index per message).
+//  WK6. A walk ends when its ranks are done, when its target is no longer live (its next probe's
+//       success starts a new one: one ALL_CLEARED per incident) or leaves, and at shutdown. A
+//       rank whose data path restarts is asked again at the same cursor (IW3).
 
 // Clears and merged DP mode
 //  DB14. One rank (a pipeline): start_with_clear queues an ALL_CLEARED at once; a clear (engine
@@ -92,6 +123,7 @@
 
 #include "actors/debouncer/debounce_actions.hpp"
 #include "actors/debouncer/holder_set.hpp"
+#include "actors/debouncer/index_walk.hpp"
 #include "actors/debouncer/pending_set.hpp"
 #include "actors/debouncer/sweep_repair.hpp"
 #include "actors/debouncer/target_delivery.hpp"
@@ -112,7 +144,8 @@ struct options {
   bool l2_mode = false;                 // --ignore-block-removed
   size_t max_pending = 2'000'000;       // distinct keys held (DB11)
   size_t max_adds_per_unit = 16384;
-  ms refresh_interval{10 * 60 * 1000};  // 0 = never (DB13)
+  ms refresh_interval{10 * 60 * 1000};  // 0 = never (WK5)
+  uint32_t walk_chunk = 16384;          // blocks a walk asks a shard for at a time (WK1)
   /// DB14: ALL_CLEARED before anything else (merged: the replica's start). On by default: a
   /// (re)started data path has an empty reverse map, so whatever an earlier run reported for this
   /// replica could never be evicted by us any more; with a replay endpoint the catch-up rebuilds
@@ -138,7 +171,6 @@ struct counters {
   uint64_t entries_sent = 0;
   uint64_t units_failed = 0;        // the rest down to reconnects: summed over the targets
   uint64_t stale_ops = 0;
-  uint64_t overflows = 0;
   uint64_t resyncs = 0;            // probes that started a resync
   uint64_t probes_failed = 0;
   uint64_t reconnects = 0;         // reconnect notices
@@ -146,6 +178,16 @@ struct counters {
   uint64_t after_final_clear = 0;  // ops that arrived after the shutdown clear
   uint64_t sweep_restores = 0;     // adapter entries re-reported after a base-model sweep (DB18)
   uint64_t sweep_repair_overflows = 0;
+  uint64_t walks_started = 0;      // by kind: resync, catchup, start, refresh (WK4, WK5)
+  uint64_t walks_resync = 0;
+  uint64_t walks_catchup = 0;
+  uint64_t walks_start = 0;
+  uint64_t walks_refresh = 0;
+  uint64_t walks_done = 0;         // walks that reached their end
+  uint64_t walk_restarts = 0;      // running walks started over (WK4)
+  uint64_t walk_blocks = 0;        // blocks sent by walks
+  uint64_t sheds = 0;              // pending shed its adds (DB11)
+  uint64_t holds = 0;              // pending evictions at their bound held the readers (DB11)
 };
 
 class protocol {
@@ -172,7 +214,6 @@ class protocol {
   /// A target's timer (target_delivery::gen_serial names it).
   void on_resync_timer(uint64_t gen, moment now, actions& out);
   void on_refresh_timer(moment now, actions& out);
-  void on_reported(uint32_t rank, uint64_t gen, moment now, actions& out);
   void on_reconnected(const std::string& target, moment now, actions& out);
   /// A drain request (the shell keeps its promise until answer_drains).
   void on_drain(moment now, actions& out);
@@ -186,9 +227,8 @@ class protocol {
   /// Some target is healthy (no target yet: true).
   bool healthy() const;
   bool resync_in_progress() const;
-  bool reporting() const noexcept { return !reporting_.empty(); }
-  /// The targets a lane re-report runs for (DB10), empty when none runs.
-  const std::set<std::string>& lane() const noexcept { return audience_; }
+  /// The walk each target has running (WK1-WK6).
+  const std::map<std::string, index_walk>& walks() const noexcept { return walks_; }
   bool draining() const noexcept { return draining_; }
   uint64_t epoch(uint32_t rank = 0) const;
   size_t held_keys() const noexcept { return holders_ ? holders_->size() : 0; }
@@ -199,6 +239,7 @@ class protocol {
   struct rank_state {
     uint64_t epoch = 1;  // the decoder's first epoch
     bool decoder = false;
+    bool restored = false;  // its data path started from a restored index (WK4)
   };
 
   rank_state& rank(uint32_t r) { return ranks_[r]; }
@@ -207,24 +248,27 @@ class protocol {
   target_options target_opts() const;
   void clear_rank(uint32_t r, int64_t ts_us, moment now, actions& out);
   void apply(const shard_ops& ops, moment now, actions& out);
-  void apply_lane(const shard_ops& ops, moment now, actions& out);
+  void on_chunk(uint32_t rank, const shard_ops& ops, moment now, actions& out);
   shard_ops filter_merged(uint32_t r, const shard_ops& in);
   void pump(moment now, actions& out);
   emit_unit_ptr seal(emit_unit u);
   void offer(const emit_unit_ptr& u, const std::set<std::string>* only, moment now,
              actions& out);
   void arm_window(actions& out);
-  void resync_all(const char* why, moment now, actions& out);
   void probe_acked(const std::string& target, moment now, actions& out);
-  void start_lane(actions& out);
-  void request_reports(uint64_t gen, actions& out);
+  std::vector<uint32_t> walk_ranks() const;
+  void start_walk(const std::string& target, walk_kind k, std::vector<uint32_t> ranks,
+                  moment now, actions& out);
+  void pump_walks(moment now, actions& out);
+  void flush_clear_first(moment now, actions& out);
+  void arm_refresh(actions& out);
+  void release_hold(actions& out);
   void tell_health(actions& out);
   void check_drains(actions& out);
   void log(actions& out, log::level l, std::string text, std::vector<log::field> f = {});
 
   options opts_;
   pending_set pending_;
-  pending_set lane_pending_;  // DB10: a chunk's ops become the lane's units
   std::optional<holder_set> holders_;
   std::optional<sweep_repair> repair_;
   std::map<uint32_t, rank_state> ranks_;
@@ -241,10 +285,11 @@ class protocol {
   bool window_armed_ = false;
   std::optional<bool> told_ok_;
 
-  uint64_t report_gen_ = 0;
-  std::vector<uint32_t> reporting_;   // ranks whose re-report barrier is outstanding
-  std::set<std::string> audience_;    // DB10: the lane running (empty: none)
-  std::set<std::string> lane_wanted_; // DB10: targets waiting for the next lane
+  std::map<std::string, index_walk> walks_;  // WK1: one per target at most
+  std::map<std::string, int64_t> refreshed_ms_;  // WK5: when the target's last refresh pass began
+  std::string tracking_walk_;  // DB6: the target whose walk ends tracking ("" none)
+  bool holding_ = false;       // DB11: the readers are held (memory_budget MG6)
+  uint64_t next_walk_id_ = 1;
   rate_limiter overflow_log_{1, 10'000};
 
   bool draining_ = false;

@@ -48,7 +48,7 @@ void pending_set::evict(const key& k, int64_t ts_us) {
   set(k, entry{state::evict, false, tier::t1, 0, ts_us});
 }
 
-bool pending_set::apply(const shard_ops& ops) {
+pending_set::apply_result pending_set::apply(const shard_ops& ops) {
   if (ops.had_store && ops.ts_us > 0) adds_ts_us_ = std::max(adds_ts_us_, ops.ts_us);
   const uint32_t a = adapter_index(ops.adapter);
   for (const auto& op : ops.ops) {
@@ -77,12 +77,40 @@ bool pending_set::apply(const shard_ops& ops) {
       evict(k, ops.ts_us);
     }
   }
-  if (entries_.size() > opts_.max_entries) {
-    reset();
-    overflowed_ = true;
-    return false;
+  if (entries_.size() <= opts_.max_entries) return apply_result::ok;
+  // Adds are copies of what the index holds: a walk re-reports them. Evictions and downgrades
+  // are not in the index any more: only a clear makes them moot.
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    auto cur = it++;
+    if (cur->second.s != state::add) continue;
+    ++drops_.shed;
+    erase(cur);
   }
-  return true;
+  adds_ts_us_ = 0;
+  if (entries_.size() <= opts_.max_entries) {
+    maybe_release();
+    return apply_result::shed_adds;
+  }
+  return apply_result::full;
+}
+
+size_t pending_set::heap_bytes() const noexcept {
+  // Per entry: a Swiss table's slot and control byte at its 7/8 load (an empty map's capacity
+  // is not counted: it is released past shrink_above, and below it too small to matter).
+  return (entries_.size() * (sizeof(std::pair<key, entry>) + 1) +
+          reported_.size() * (sizeof(key) + 1)) * 8 / 7;
+}
+
+void pending_set::note_sent(const std::string& adapter, const std::vector<prefix_op>& ops) {
+  if (entries_.empty() && !tracking_) return;
+  const uint32_t a = adapter_index(adapter);
+  for (const auto& op : ops) {
+    const key k{a, op.fingerprint};
+    if (tracking_) reported_.insert(k);
+    auto it = entries_.find(k);
+    if (it != entries_.end() && it->second.s == state::add) it->second.fresh = false;
+  }
+  if (tracking_ && reported_.size() > opts_.max_entries) end_tracking();
 }
 
 void pending_set::clear(int64_t ts_us) {

@@ -5,9 +5,10 @@
 #pragma once
 // The debouncer's store: pending index changes coalesced to their final state per
 // (adapter, fingerprint). Order between different keys never matters to the server, so memory
-// during a slow or absent server is bounded by the keys that changed, not by the event count
-// (DESIGN.md, ordering rule 2). Past a bound, it gives up and asks for a resync instead of
-// growing: the caller then sends ALL_CLEARED and re-reports what is resident.
+// during a slow or absent server is bounded by the keys that changed, not by the event count.
+// Past a bound it sheds its adds, which are only copies of what the index holds (the caller
+// walks the index again instead). Evictions and downgrades cannot be re-derived: past the bound
+// with those alone it says so (`full`), and the caller stops what flows in.
 //
 // What the server never saw is never sent (issue 13):
 //  - A pending add is *fresh* when the server cannot hold its key: the op said so
@@ -51,14 +52,24 @@ class pending_set {
     uint64_t unsent_pairs = 0;       // a fresh add and its eviction, both dropped
     uint64_t unreported = 0;         // evictions of keys not sent since the clear (tracking)
     uint64_t superseded = 0;         // entries dropped by drop_for_resync
+    uint64_t shed = 0;               // adds dropped over the bound (a walk re-reports them)
+  };
+
+  enum class apply_result : uint8_t {
+    ok,
+    shed_adds,  // over the bound: every pending add was dropped; a walk must re-report them
+    full,       // and evictions and downgrades alone are over it: stop what flows in
   };
 
   pending_set() : pending_set(options{}) {}
   explicit pending_set(options opts) : opts_(opts) {}
 
-  /// Folds a shard's ops in, in order. Returns false if the bound was crossed: everything
-  /// pending was dropped and overflowed() is set.
-  bool apply(const shard_ops& ops);
+  /// Folds a shard's ops in, in order, then keeps the bound (apply_result).
+  apply_result apply(const shard_ops& ops);
+
+  /// A walk sent these upserts of `adapter` to a server: their keys can be held now (a pending
+  /// add of one is fresh no more), and tracking counts them as re-reported.
+  void note_sent(const std::string& adapter, const std::vector<prefix_op>& ops);
 
   /// AllBlocksCleared: whatever is pending is superseded; the next unit starts with a clear.
   void clear(int64_t ts_us);
@@ -68,8 +79,8 @@ class pending_set {
   size_t pending_removals() const { return entries_.size() - adds_; }
   bool clear_pending() const { return clear_; }
   bool empty() const { return entries_.empty() && !clear_; }
-  bool overflowed() const { return overflowed_; }
-  void reset_overflow() { overflowed_ = false; }
+  /// What the entries hold in memory, about (the memory budget's charge): 0 when empty.
+  size_t heap_bytes() const noexcept;
   const drop_stats& drops() const { return drops_; }
 
   /// Seals what is pending into one ordered unit (clear, adds, downgrades, evictions), up to
@@ -118,7 +129,6 @@ class pending_set {
   int64_t adds_ts_us_ = 0;  // latest batch time with a store since the last take (R12)
   bool clear_ = false;
   int64_t clear_ts_us_ = 0;
-  bool overflowed_ = false;
   bool tracking_ = false;
   absl::flat_hash_set<key> reported_;  // tracking: keys whose add went out since the clear
   drop_stats drops_;

@@ -280,9 +280,8 @@ decoder_actor::behavior_type decoder_fn(decoder_self self, pipeline_context ctx,
         }
         execute(self, 0);
       },
-      [=](atom::resync) {
-        auto& s = self->state;
-        self->send(s.shard, atom::resync_v, s.router.epoch());
+      [=](atom::walk, uint64_t id, uint32_t partition, uint64_t key, uint32_t max) {
+        self->send(self->state.shard, atom::walk_v, id, partition, key, max);
       },
       [=](atom::adapter, int64_t id, std::string& name) {
         auto& s = self->state;

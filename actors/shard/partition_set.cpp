@@ -29,18 +29,12 @@ static_assert(sizeof(dir_slot) == 10, "directory slot is not packed");
 
 
 using int_slots = probe_table<dir_slot>;
-using bin_slots = absl::flat_hash_map<std::string, uint16_t>;
 
 // Setters, not references: a reference to a packed member is misaligned (UB, UBSan says so).
 void set_part(const dir_slot& s, uint16_t p) { s.part = p; }
-void set_part(std::pair<const std::string, uint16_t>& kv, uint16_t p) { kv.second = p; }
 uint16_t part_value(const dir_slot& s) { return s.part; }
-uint16_t part_value(const std::pair<const std::string, uint16_t>& kv) { return kv.second; }
 std::pair<dir_slot*, bool> put(int_slots& t, uint64_t k, uint16_t p) {
   return t.insert(dir_slot{k, p});
-}
-std::pair<bin_slots::iterator, bool> put(bin_slots& t, const std::string& k, uint16_t p) {
-  return t.try_emplace(k, p);
 }
 
 // hash → the partition holding it; the rare hash held by several lives in `shared` as well.
@@ -122,40 +116,23 @@ struct dir_table {
   }
 };
 
+// Keyed by index_key, like the indexes (a byte hash is folded once, by the index's rule).
 class directory {
  public:
-  void add(const engine_hash& h, uint16_t p) {
-    if (h.is_bytes())
-      bins_.add(h.bytes, p);
-    else
-      ints_.add(h.value, p);
-  }
-  void remove(const engine_hash& h, uint16_t p) {
-    if (h.is_bytes())
-      bins_.remove(h.bytes, p);
-    else
-      ints_.remove(h.value, p);
-  }
+  void add(uint64_t k, uint16_t p) { keys_.add(k, p); }
+  void remove(uint64_t k, uint16_t p) { keys_.remove(k, p); }
   template <class F>
-  size_t route(const engine_hash& h, std::vector<uint16_t>& scratch, F&& forgot) {
-    return h.is_bytes() ? bins_.route(h.bytes, scratch, forgot)
-                        : ints_.route(h.value, scratch, forgot);
+  size_t route(uint64_t k, std::vector<uint16_t>& scratch, F&& forgot) {
+    return keys_.route(k, scratch, forgot);
   }
-  void clear() {
-    ints_.clear();
-    bins_.clear();
-  }
-  size_t size() const noexcept { return ints_.single.size() + bins_.single.size(); }
+  void clear() { keys_.clear(); }
+  size_t size() const noexcept { return keys_.single.size(); }
   size_t heap_bytes() const noexcept {
-    size_t b = ints_.single.capacity() * sizeof(dir_slot);
-    b += bins_.single.capacity() * (sizeof(std::pair<const std::string, uint16_t>) + 1);
-    b += (ints_.shared.size() + bins_.shared.size()) * 64;  // rare; a rough figure is enough
-    return b;
+    return keys_.single.heap_bytes() + keys_.shared.size() * 64;  // rare; a rough figure is enough
   }
 
  private:
-  dir_table<uint64_t, int_slots> ints_;
-  dir_table<std::string, bin_slots> bins_;
+  dir_table<uint64_t, int_slots> keys_;
 };
 
 }  // namespace
@@ -165,10 +142,10 @@ struct partition_set::impl {
   struct partition final : residency_observer {
     partition(impl& o, uint16_t i, std::string n, const index_options& opts)
         : owner(o), id(i), name(std::move(n)), index(opts) {}
-    void added(const engine_hash& h) override { owner.dir.add(h, id); }
+    void added(uint64_t k) override { owner.dir.add(k, id); }
     // A routed removal keeps the directory itself (directory::route): one lookup, not two.
-    void forgotten(const engine_hash& h) override {
-      if (!owner.routing) owner.dir.remove(h, id);
+    void forgotten(uint64_t k) override {
+      if (!owner.routing) owner.dir.remove(k, id);
     }
 
     impl& owner;
@@ -203,7 +180,7 @@ struct partition_set::impl {
       // The base model's partition becomes home: the old home's blocks enter the directory (once
       // per pipeline: a base partition stays home).
       partition& old = *parts[home];
-      old.index.for_each_hash([&](const engine_hash& h) { dir.add(h, old.id); });
+      old.index.for_each_key([&](uint64_t k) { dir.add(k, old.id); });
       old.index.set_observer(&old);
       home = id;
       return;
@@ -258,7 +235,7 @@ struct partition_set::impl {
         touch(home_part);
         n = 1;
       }
-      n += dir.route(h, holders, [&](uint16_t id) {
+      n += dir.route(index_key(h), holders, [&](uint16_t id) {
         partition& p = *parts[id];
         const auto r = p.index.remove_hash(h, ev.medium, left, p.ops);
         touch(p);
@@ -342,20 +319,35 @@ void partition_set::export_partitions(std::vector<snapshot::partition_image>& ou
   }
 }
 
-std::vector<partition_set::result> partition_set::import_partitions(
-    const std::vector<snapshot::partition_image>& in) {
-  std::vector<result> out;
-  if (!impl_->parts.empty()) return out;
+size_t partition_set::import_partitions(const std::vector<snapshot::partition_image>& in) {
+  size_t blocks = 0;
+  if (!impl_->parts.empty()) return blocks;
   for (const auto& image : in) {
     if (impl_->parts.size() >= max_partitions) break;
     impl_->add(image.adapter);
-    auto& p = *impl_->parts.back();
+    blocks += impl_->parts.back()->index.import_blocks(image);
+  }
+  return blocks;
+}
+
+walk_cursor partition_set::walk(walk_position& at, size_t max, std::vector<result>& out) const {
+  size_t taken = 0;
+  while (at.partition < impl_->parts.size()) {
+    const auto& p = *impl_->parts[at.partition];
     result r;
     r.partition = p.id;
-    p.index.import_blocks(image, r.ops);
+    const walk_cursor c = p.index.walk(at.key, max - std::min(max, taken), r.ops);
+    taken += r.ops.size();
     if (!r.ops.empty()) out.push_back(std::move(r));
+    if (!c.done) {
+      at.key = c.next;
+      return {0, false};
+    }
+    ++at.partition;  // PS7: in id order; a partition declared meanwhile is walked too
+    at.key = 0;
+    if (taken >= max) return {0, at.partition >= impl_->parts.size()};
   }
-  return out;
+  return {0, true};
 }
 
 const partition_set::counters& partition_set::stats() const noexcept { return impl_->stats; }

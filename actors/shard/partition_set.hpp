@@ -27,6 +27,7 @@
 //  PS5. clear() forgets every partition's blocks and the directory; partitions and ids stay.
 //  PS6. Per work, every partition that emitted ops or saw a store yields one result (its ops,
 //       whether it saw a store: the R12 timestamp rule), in the order the work first touched it.
+//  PS7. Walks (below): every partition in id order, each by its index's resumable walk.
 
 #include <cstddef>
 #include <cstdint>
@@ -79,12 +80,22 @@ class partition_set {
       const std::function<void(uint32_t partition, uint64_t fingerprint, uint32_t token_count,
                                tier warmest)>& fn) const;
 
-  /// Durable index (issue 22): every partition's blocks, in id order (names included).
+  /// Where a walk of every partition stands: partitions in id order, then the index's cursor.
+  struct walk_position {
+    uint32_t partition = 0;
+    uint64_t key = 0;
+  };
+  /// PS7. A walk visits every partition in id order (one declared during the walk too), each by
+  /// its index's resumable walk; `at` moves on. Appends one result per partition that gave
+  /// upserts: at least `max` blocks in all unless the walk ends (the returned cursor is done).
+  walk_cursor walk(walk_position& at, size_t max, std::vector<result>& out) const;
+
+  /// Durable index: every partition's blocks, in id order (names included).
   void export_partitions(std::vector<snapshot::partition_image>& out) const;
   /// Into an empty set: declares the partitions in order (PS1, so home and the directory come out
-  /// as they were) and imports their blocks. One result per partition that holds an indexed
-  /// block: its upserts, for the server.
-  std::vector<result> import_partitions(const std::vector<snapshot::partition_image>& in);
+  /// as they were) and imports their blocks, emitting nothing (a walk tells the server). Returns
+  /// the blocks taken.
+  size_t import_partitions(const std::vector<snapshot::partition_image>& in);
 
   struct counters {
     uint64_t unrouted_hashes = 0;      // removed hashes no partition holds (PS3)

@@ -97,90 +97,60 @@ index_op make_op(index_op::kind k, const entry& e, uint32_t tiers, bool introduc
 
 }  // namespace
 
-// max_resident: engine hashes in first-store order; a bounded tier (IX8): the hashes it holds in
-// store order. A forgotten block's queue item is not searched for; it is counted stale and
-// skipped when it reaches the front (a hash can be forgotten and stored again, so "resident"
-// alone cannot tell a stale item from a live one).
-// One logical queue kept as two: bin items carry their position in it, so the common int items
-// cost 8 bytes and need no tag. Allocated only when a cap is set: a partition without one (most
-// of a LoRA fleet's) pays nothing for it.
+// max_resident: index keys in first-store order; a bounded tier (IX8): the keys it holds in store
+// order. A forgotten block's queue item is not searched for; it is counted stale and skipped when
+// it reaches the front (a key can be forgotten and stored again, so "resident" alone cannot tell a
+// stale item from a live one). Allocated only when a cap is set: a partition without one (most of
+// a LoRA fleet's) pays nothing for it.
 struct cap_queue {
-  std::deque<uint64_t> ints;
-  std::deque<std::pair<uint64_t, std::string>> bins;  // (queue position, bytes)
-  uint64_t pushed = 0;
-  uint64_t popped = 0;
-  absl::flat_hash_map<uint64_t, uint32_t> stale_ints;
-  absl::flat_hash_map<std::string, uint32_t> stale_bins;
+  std::deque<uint64_t> keys;
+  absl::flat_hash_map<uint64_t, uint32_t> stale;
 
-  void push(const engine_hash& h) {
-    if (h.is_bytes())
-      bins.emplace_back(pushed, h.bytes);
-    else
-      ints.push_back(h.value);
-    ++pushed;
-  }
+  void push(uint64_t k) { keys.push_back(k); }
 
-  bool pop(engine_hash& h) {
-    if (popped == pushed) return false;
-    const uint64_t pos = popped++;
-    if (!bins.empty() && bins.front().first == pos) {
-      h.bytes = std::move(bins.front().second);
-      h.value = 0;
-      bins.pop_front();
-    } else {
-      h.bytes.clear();
-      h.value = ints.front();
-      ints.pop_front();
-    }
+  bool pop(uint64_t& k) {
+    if (keys.empty()) return false;
+    k = keys.front();
+    keys.pop_front();
     return true;
   }
 
-  void mark_stale(const engine_hash& h) {
-    if (h.is_bytes())
-      ++stale_bins[h.bytes];
-    else
-      ++stale_ints[h.value];
-  }
+  void mark_stale(uint64_t k) { ++stale[k]; }
 
-  // True when the oldest queue item of `h` belongs to an incarnation already forgotten.
-  bool consume_stale(const engine_hash& h) {
-    auto take = [](auto& map, const auto& key) {
-      auto it = map.find(key);
-      if (it == map.end()) return false;
-      if (--it->second == 0) map.erase(it);
-      return true;
-    };
-    return h.is_bytes() ? take(stale_bins, h.bytes) : take(stale_ints, h.value);
+  // True when the oldest queue item of `k` belongs to an incarnation already forgotten.
+  bool consume_stale(uint64_t k) {
+    auto it = stale.find(k);
+    if (it == stale.end()) return false;
+    if (--it->second == 0) stale.erase(it);
+    return true;
   }
 
   // Churn leaves stale items behind; a queue rebuilt before they outnumber the live ones stays
   // proportional to what it orders.
-  bool bloated(size_t live) const noexcept { return pushed - popped > 2 * live + 1024; }
+  bool bloated(size_t live) const noexcept { return keys.size() > 2 * live + 1024; }
 
-  // The same order without the stale items; `live(h)` says whether an item still counts.
+  // The same order without the stale items; `live(k)` says whether an item still counts.
   template <class Live>
   std::unique_ptr<cap_queue> compacted(Live live) {
     auto out = std::make_unique<cap_queue>();
-    engine_hash h;
-    while (pop(h)) {
-      if (consume_stale(h) || !live(h)) continue;
-      out->push(h);
+    uint64_t k = 0;
+    while (pop(k)) {
+      if (consume_stale(k) || !live(k)) continue;
+      out->push(k);
     }
     return out;
   }
 
   size_t heap_bytes() const noexcept {
-    return ints.size() * sizeof(uint64_t) + bins.size() * sizeof(std::pair<uint64_t, std::string>) +
-           stale_ints.capacity() * (sizeof(std::pair<const uint64_t, uint32_t>) + 1) +
-           stale_bins.capacity() * (sizeof(std::pair<const std::string, uint32_t>) + 1);
+    return keys.size() * sizeof(uint64_t) +
+           stale.capacity() * (sizeof(std::pair<const uint64_t, uint32_t>) + 1);
   }
 };
 
 struct positional_index::impl {
   index_options opts;
   index_stats stats;
-  probe_table<int_slot> ints;  // u64 engine hashes: nearly all
-  absl::flat_hash_map<std::string, entry> bins;  // bin/str engine hashes: rare
+  probe_table<int_slot> ints;  // every block, by index_key
   std::unique_ptr<cap_queue> fifo;               // max_resident only
   // IX8, by tier index (1 = T2, 2 = T3; 0 unused): the bound, the blocks holding a copy there in
   // store order, and how many. Allocated only for a bounded tier.
@@ -201,7 +171,7 @@ struct positional_index::impl {
   bool bounded(unsigned ti) const noexcept { return tier_fifo[ti] != nullptr; }
 
   // IX8: tier `ti` got a copy of `h` (`had`: it held one already, so the block moves back).
-  void tier_stored(const engine_hash& h, unsigned ti, bool had) {
+  void tier_stored(uint64_t h, unsigned ti, bool had) {
     if (!bounded(ti)) return;
     if (had) {
       tier_fifo[ti]->mark_stale(h);
@@ -213,7 +183,7 @@ struct positional_index::impl {
   }
 
   // IX8: tier `ti` no longer holds `h` (a removal, the global cap).
-  void tier_gone(const engine_hash& h, unsigned ti) {
+  void tier_gone(uint64_t h, unsigned ti) {
     if (!bounded(ti)) return;
     tier_fifo[ti]->mark_stale(h);
     --tier_count[ti];
@@ -221,7 +191,7 @@ struct positional_index::impl {
   }
 
   void compact_tier(unsigned ti) {
-    tier_fifo[ti] = tier_fifo[ti]->compacted([&](const engine_hash& h) {
+    tier_fifo[ti] = tier_fifo[ti]->compacted([&](uint64_t h) {
       const entry* e = find(h);
       return e != nullptr && e->copies(ti) != 0;
     });
@@ -230,7 +200,7 @@ struct positional_index::impl {
   // IX8: drops the least recently stored blocks of every tier over its bound.
   void enforce_tier_caps(std::vector<index_op>& out) {
     for (unsigned ti = 1; ti < 3; ++ti) {
-      engine_hash h;
+      uint64_t h = 0;
       while (bounded(ti) && tier_count[ti] > tier_cap[ti] && tier_fifo[ti]->pop(h)) {
         if (tier_fifo[ti]->consume_stale(h)) continue;
         const entry* e = find(h);
@@ -251,37 +221,26 @@ struct positional_index::impl {
     }
   }
 
-  size_t size() const noexcept { return ints.size() + bins.size(); }
+  size_t size() const noexcept { return ints.size(); }
 
-  const entry* find(const engine_hash& h) const {
-    if (h.is_bytes()) {
-      auto it = bins.find(h.bytes);
-      return it == bins.end() ? nullptr : &it->second;
-    }
-    const int_slot* s = ints.find(h.value);
+  const entry* find(uint64_t h) const {
+    const int_slot* s = ints.find(h);
     return s == nullptr ? nullptr : &s->e;
   }
 
-  std::pair<const entry*, bool> emplace(const engine_hash& h) {
-    if (h.is_bytes()) {
-      auto [it, inserted] = bins.try_emplace(h.bytes, entry{0, 0});
-      return {&it->second, inserted};
-    }
-    auto [it, inserted] = ints.insert(int_slot{h.value, entry{0, 0}});
+  std::pair<const entry*, bool> emplace(uint64_t h) {
+    auto [it, inserted] = ints.insert(int_slot{h, entry{0, 0}});
     return {&it->e, inserted};
   }
 
-  void erase(const engine_hash& h) {
+  void erase(uint64_t h) {
     if (bounded(1) || bounded(2)) {
       if (const entry* e = find(h)) {
         for (unsigned ti = 1; ti < 3; ++ti)
           if (e->copies(ti) != 0) tier_gone(h, ti);
       }
     }
-    if (h.is_bytes())
-      bins.erase(h.bytes);
-    else
-      ints.erase(h.value);
+    ints.erase(h);
     if (observer != nullptr) observer->forgotten(h);
   }
 
@@ -295,7 +254,7 @@ struct positional_index::impl {
   }
 
   // One more copy at tier `ti` of a held block, by the copy rules IX1-IX3 (and IX8's order).
-  void add_copy(const engine_hash& h, const entry& e, unsigned ti, store_origin origin) {
+  void add_copy(uint64_t h, const entry& e, unsigned ti, store_origin origin) {
     const uint32_t n = e.copies(ti);
     tier_stored(h, ti, n != 0);
     if (n == 0) {
@@ -311,9 +270,11 @@ struct positional_index::impl {
   }
 
   // Writes one block of a store. A known hash keeps its other tiers; if it was reported under
-  // another fingerprint, that hint is evicted first so it cannot outlive the block.
-  void put(const engine_hash& h, uint64_t fp, uint32_t count, unsigned ti, bool taint,
+  // another fingerprint, that hint is evicted first so it cannot outlive the block. False: the
+  // budget had no room for a block not held (IX9), nothing changed.
+  bool put(uint64_t h, uint64_t fp, uint32_t count, unsigned ti, bool taint,
            store_origin origin, std::vector<index_op>& out) {
+    if (opts.budget && !opts.budget->index_room(ti + 1) && find(h) == nullptr) return false;
     auto [e, inserted] = emplace(h);
     bool introduces = inserted;
     if (inserted) {
@@ -336,12 +297,14 @@ struct positional_index::impl {
       out.push_back(make_op(index_op::kind::upsert, *e, e->tiers(), introduces));
       ++stats.stored_blocks;
     }
+    return true;
   }
 
   // Legacy offload stores carry no tokens: they only say where a known block now also lives.
   void location_update(const block_stored& ev, std::vector<index_op>& out) {
     const unsigned ti = tier_index(ev.medium.tier);
-    for (const engine_hash& h : ev.block_hashes) {
+    for (const engine_hash& eh : ev.block_hashes) {
+      const uint64_t h = index_key(eh);
       const entry* e = find(h);
       if (e == nullptr) {
         ++stats.location_unknown;
@@ -356,7 +319,7 @@ struct positional_index::impl {
     }
   }
 
-  void forget(const engine_hash& h) {
+  void forget(uint64_t h) {
     erase(h);
     if (!fifo) return;
     fifo->mark_stale(h);
@@ -364,12 +327,12 @@ struct positional_index::impl {
   }
 
   void compact_fifo() {
-    fifo = fifo->compacted([&](const engine_hash& h) { return find(h) != nullptr; });
+    fifo = fifo->compacted([&](uint64_t h) { return find(h) != nullptr; });
   }
 
   void enforce_cap(std::vector<index_op>& out) {
     if (!fifo) return;
-    engine_hash h;
+    uint64_t h = 0;
     while (size() > opts.max_resident && fifo->pop(h)) {
       if (fifo->consume_stale(h)) continue;
       const entry* e = find(h);
@@ -380,7 +343,7 @@ struct positional_index::impl {
     }
   }
 
-  removal remove_hash(const engine_hash& h, const medium_info& m, const uint32_t* remaining,
+  removal remove_hash(uint64_t h, const medium_info& m, const uint32_t* remaining,
                       std::vector<index_op>& out) {
     // Looked up first: a router asks every removal's hash of one partition (partition_set's
     // home) and needs "not held" apart from "held, at a medium we do not know".
@@ -429,7 +392,6 @@ struct positional_index::impl {
 
   void reset() {
     ints.clear();
-    bins.clear();
     if (fifo) fifo = std::make_unique<cap_queue>();
     for (unsigned ti = 1; ti < 3; ++ti) {
       if (bounded(ti)) tier_fifo[ti] = std::make_unique<cap_queue>();
@@ -478,7 +440,7 @@ void positional_index::stored(const block_stored& ev, std::vector<index_op>& out
   uint64_t base = 0;
   bool parent_tainted = false;
   if (ev.parent) {
-    if (const entry* p = m.find(*ev.parent)) {
+    if (const entry* p = m.find(index_key(*ev.parent))) {
       chained = true;
       prefix = p->fp;
       base = p->count();
@@ -506,14 +468,19 @@ void positional_index::stored(const block_stored& ev, std::vector<index_op>& out
 
   const unsigned ti = tier_index(ev.medium.tier);
   for (size_t i = 0; i < n; ++i) {
+    bool taken;
     if (i < clean) {
       const uint64_t c = m.block_content(ev, i, bs);
       prefix = chained ? fingerprint::chain(prefix, c) : c;
       chained = true;
       const auto count = static_cast<uint32_t>(base + static_cast<uint64_t>(bs) * (i + 1));
-      m.put(ev.block_hashes[i], prefix, count, ti, false, ev.origin, out);
+      taken = m.put(index_key(ev.block_hashes[i]), prefix, count, ti, false, ev.origin, out);
     } else {
-      m.put(ev.block_hashes[i], 0, 0, ti, true, ev.origin, out);
+      taken = m.put(index_key(ev.block_hashes[i]), 0, 0, ti, true, ev.origin, out);
+    }
+    if (!taken) {  // IX9: the rest of the chain goes with it
+      m.stats.refused_blocks += n - i;
+      break;
     }
   }
   m.enforce_cap(out);
@@ -538,7 +505,7 @@ void positional_index::removed(const block_removed& ev, std::vector<index_op>& o
   }
   const uint32_t* counts = usable_counts(ev);
   for (size_t i = 0; i < ev.block_hashes.size(); ++i)
-    if (m.remove_hash(ev.block_hashes[i], ev.medium, counts ? counts + i : nullptr, out) ==
+    if (m.remove_hash(index_key(ev.block_hashes[i]), ev.medium, counts ? counts + i : nullptr, out) ==
         removal::unknown)
       ++m.stats.unknown_removals;
 }
@@ -547,7 +514,7 @@ positional_index::removal positional_index::remove_hash(const engine_hash& h,
                                                         const medium_info& m,
                                                         const uint32_t* remaining,
                                                         std::vector<index_op>& out) {
-  return impl_->remove_hash(h, m, remaining, out);
+  return impl_->remove_hash(index_key(h), m, remaining, out);
 }
 
 void positional_index::clear() {
@@ -561,20 +528,17 @@ size_t positional_index::tier_blocks(tier t) const noexcept {
   return impl_->tier_count[tier_index(t)];
 }
 
-bool positional_index::contains(const engine_hash& h) const { return impl_->find(h) != nullptr; }
+bool positional_index::contains(const engine_hash& h) const {
+  return impl_->find(index_key(h)) != nullptr;
+}
 
 uint32_t positional_index::copies(const engine_hash& h, tier t) const {
-  const entry* e = impl_->find(h);
+  const entry* e = impl_->find(index_key(h));
   return e == nullptr ? 0 : e->copies(tier_index(t));
 }
 
-void positional_index::for_each_hash(const std::function<void(const engine_hash&)>& fn) const {
-  engine_hash h;
-  impl_->ints.for_each([&](const int_slot& s) {
-    h.value = s.key;
-    fn(h);
-  });
-  for (const auto& kv : impl_->bins) fn(engine_hash{0, kv.first});
+void positional_index::for_each_key(const std::function<void(uint64_t)>& fn) const {
+  impl_->ints.for_each([&](const int_slot& s) { fn(s.key); });
 }
 
 void positional_index::set_observer(residency_observer* o) noexcept { impl_->observer = o; }
@@ -584,24 +548,30 @@ void positional_index::for_each_resident(
   impl_->ints.for_each([&](const int_slot& s) {
     if (!s.e.tainted()) fn(s.e.fp, s.e.count(), warmest(s.e.tiers()));
   });
-  for (const auto& kv : impl_->bins)
-    if (!kv.second.tainted()) fn(kv.second.fp, kv.second.count(), warmest(kv.second.tiers()));
 }
+
+walk_cursor positional_index::walk(uint64_t from, size_t max, std::vector<index_op>& out) const {
+  // Counted in slots, so a partition of tainted blocks still ends its chunks.
+  return impl_->ints.walk(from, max, [&](const int_slot& s) {
+    if (!s.e.tainted() && s.e.tiers() != 0)
+      out.push_back(make_op(index_op::kind::upsert, s.e, s.e.tiers()));
+  });
+}
+
+void positional_index::reserve(size_t blocks) { impl_->ints.reserve(blocks); }
 
 void positional_index::export_blocks(snapshot::partition_image& out) const {
   out.blocks.reserve(out.blocks.size() + impl_->ints.size());
   impl_->ints.for_each([&](const int_slot& s) {
     out.blocks.push_back(snapshot::block_record{s.key, s.e.fp, s.e.meta});
   });
-  for (const auto& kv : impl_->bins)
-    out.byte_blocks.push_back(snapshot::bytes_record{kv.first, kv.second.fp, kv.second.meta});
 }
 
-void positional_index::import_blocks(const snapshot::partition_image& in,
-                                     std::vector<index_op>& out) {
+size_t positional_index::import_blocks(const snapshot::partition_image& in) {
   impl& m = *impl_;
   const size_t cap = m.opts.max_resident == 0 ? ~size_t{0} : m.opts.max_resident;
-  const auto take = [&](const engine_hash& h, const entry& from) {
+  size_t taken = 0;
+  const auto take = [&](uint64_t h, const entry& from) {
     if (m.size() >= cap) return;
     auto [e, inserted] = m.emplace(h);
     if (!inserted) return;  // a hash twice in one image: the first wins
@@ -609,25 +579,18 @@ void positional_index::import_blocks(const snapshot::partition_image& in,
     e->meta = from.meta;
     if (m.fifo) m.fifo->push(h);
     if (m.observer != nullptr) m.observer->added(h);
-    if (!e->tainted() && e->tiers() != 0)
-      out.push_back(make_op(index_op::kind::upsert, *e, e->tiers(), true));
+    ++taken;
   };
-  engine_hash h;
-  for (const auto& r : in.blocks) {
-    h.value = r.hash;
-    take(h, entry{r.fingerprint, r.meta});
-  }
-  for (const auto& r : in.byte_blocks) take(engine_hash{0, r.hash}, entry{r.fingerprint, r.meta});
+  for (const auto& r : in.blocks) take(r.hash, entry{r.fingerprint, r.meta});
+  // An image written before byte hashes were folded into the table's keys.
+  for (const auto& r : in.byte_blocks)
+    take(index_key(engine_hash{0, r.hash}), entry{r.fingerprint, r.meta});
+  return taken;
 }
 
 size_t positional_index::heap_bytes() const noexcept {
   const impl& m = *impl_;
-  // The int table's slots are the whole of it; a Swiss table (bins) adds a control byte per slot;
-  // strings longer than the SSO buffer add their own allocation.
-  size_t bytes = m.ints.capacity() * sizeof(int_slot);
-  bytes += m.bins.capacity() * (sizeof(std::pair<const std::string, entry>) + 1);
-  for (const auto& kv : m.bins)
-    if (kv.first.capacity() > 15) bytes += kv.first.capacity() + 1;
+  size_t bytes = m.ints.heap_bytes();
   if (m.fifo) bytes += sizeof(cap_queue) + m.fifo->heap_bytes();
   for (const auto& q : m.tier_fifo)
     if (q) bytes += sizeof(cap_queue) + q->heap_bytes();

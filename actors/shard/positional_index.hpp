@@ -41,6 +41,11 @@
 //      t2_cap_drops / t3_cap_drops. For sources that store and never remove (LMCache's
 //      multi-process mode, LMCache #5076: BlockStored "CPU", no BlockRemoved, no clear): a tier
 //      that sends removals stays under a bound above its real capacity and never meets it.
+//  IX9. Inside the budget. A block the index does not hold yet is taken only while the memory
+//      budget has room at its tier (memory_budget IB3); refused, it and the rest of its chain in
+//      the event are not indexed and not reported (counted in refused_blocks), so the server
+//      never holds an entry the index could not evict; a later block chained to it has an
+//      unknown parent. Blocks already held are always updated.
 //
 // Pure logic: no CAF, no I/O; untrusted input never throws and never crashes.
 
@@ -52,6 +57,8 @@
 
 #include "base/index_op.hpp"
 #include "base/kv_events.hpp"
+#include "base/memory_budget.hpp"
+#include "base/probe_table.hpp"
 #include "base/snapshot_format.hpp"
 
 namespace kvrelay {
@@ -78,6 +85,9 @@ struct index_options {
   /// held at the tier, only when set.
   size_t max_t2_blocks = 0;
   size_t max_t3_blocks = 0;
+  /// IX9: the budget that says whether a block not held yet may be taken (memory_budget IB3);
+  /// null: always.
+  std::shared_ptr<const memory_budget> budget;
 };
 
 /// Counters since construction (clear() does not reset them). "events" count BlockStored or
@@ -110,17 +120,18 @@ struct index_stats {
   uint64_t cap_evictions = 0;            // blocks forgotten because of max_resident
   uint64_t t2_cap_drops = 0;             // T2 copies dropped by max_t2_blocks (IX8)
   uint64_t t3_cap_drops = 0;             // T3 copies dropped by max_t3_blocks (IX8)
+  uint64_t refused_blocks = 0;           // blocks the memory budget had no room for (IX9)
   uint64_t clears = 0;
 };
 
-/// Told when a hash becomes resident in an index and when it leaves (removal, cap), so that
-/// something outside (the removal router's directory) can follow membership exactly. Not told
-/// on clear(): whoever clears knows.
+/// Told when a key (index_key of an engine hash) becomes resident in an index and when it leaves
+/// (removal, cap), so that something outside (the removal router's directory) can follow
+/// membership exactly. Not told on clear(): whoever clears knows.
 class residency_observer {
  public:
   virtual ~residency_observer() = default;
-  virtual void added(const engine_hash& h) = 0;
-  virtual void forgotten(const engine_hash& h) = 0;
+  virtual void added(uint64_t key) = 0;
+  virtual void forgotten(uint64_t key) = 0;
 };
 
 class positional_index {
@@ -179,8 +190,8 @@ class positional_index {
   /// Copies counted for `h` at tier `t` (0 when absent).
   uint32_t copies(const engine_hash& h, tier t) const;
 
-  /// Every remembered hash, tainted ones included. Order is unspecified.
-  void for_each_hash(const std::function<void(const engine_hash&)>& fn) const;
+  /// Every remembered block's key (index_key), tainted ones included. Order is unspecified.
+  void for_each_key(const std::function<void(uint64_t key)>& fn) const;
 
   /// Who to tell about membership changes (nullptr: nobody). Not owned.
   void set_observer(residency_observer* o) noexcept;
@@ -189,17 +200,26 @@ class positional_index {
   void for_each_resident(const std::function<void(uint64_t fingerprint, uint32_t token_count,
                                                   tier warmest)>& fn) const;
 
-  /// Durable index (issue 22): every remembered block as the index holds it (tainted ones
-  /// included), appended to `out`. Order is unspecified; with max_resident it is the table's,
-  /// not the cap's (a restored partition forgets blocks in that order, a cap being a memory
-  /// bound, not what the engine holds).
+  /// A resumable walk of every indexed block (probe_table PT9): appends an upsert per indexed
+  /// block positioned in [from, returned next), at least `max` blocks' slots unless the walk
+  /// ends. Any number of changes may happen between two calls: a block resident throughout is
+  /// reported exactly once, one stored or forgotten meanwhile at most once.
+  walk_cursor walk(uint64_t from, size_t max, std::vector<index_op>& out) const;
+
+  /// Room for `blocks` without growing (an engine that says what it can hold).
+  void reserve(size_t blocks);
+
+  /// Durable index: every remembered block as the index holds it (tainted ones included),
+  /// appended to `out`. Order is unspecified; with max_resident it is the table's, not the
+  /// cap's (a restored partition forgets blocks in that order, a cap being a memory bound, not
+  /// what the engine holds).
   void export_blocks(snapshot::partition_image& out) const;
   /// Into an empty index: the blocks export_blocks gave, told to the observer. Past
-  /// max_resident, the rest is not taken (nothing was reported yet). Appends an upsert marked
-  /// `introduces` per indexed block: what the restored index holds, for the server.
-  void import_blocks(const snapshot::partition_image& in, std::vector<index_op>& out);
+  /// max_resident, the rest is not taken. Emits nothing: the server learns them by a walk.
+  /// Returns the blocks taken.
+  size_t import_blocks(const snapshot::partition_image& in);
 
-  /// Approximate heap bytes held by the maps and the cap queue (for /metrics).
+  /// Heap bytes held by the table and the cap queues (the memory budget's charge, /metrics).
   size_t heap_bytes() const noexcept;
 
   const index_stats& stats() const noexcept;

@@ -25,7 +25,6 @@ namespace kvrelay {
 
 namespace {
 
-constexpr size_t resync_chunk = 16384;
 constexpr size_t status_partitions = 64;  // partitions listed by name in /debug/tree
 
 // Every counter the shard publishes, declared once: one row per series (base/counter_table.hpp).
@@ -65,6 +64,7 @@ constexpr counter_row<index_stats> index_rows[] = {
     {index_blocks, index_help, "outcome", "t2_cap_dropped", &index_stats::t2_cap_drops},
     {index_blocks, index_help, "outcome", "t3_cap_dropped", &index_stats::t3_cap_drops},
     {index_blocks, index_help, "outcome", "token_overflow_event", &index_stats::token_overflow},
+    {index_blocks, index_help, "outcome", "refused", &index_stats::refused_blocks},
 };
 
 constexpr const char* routing_name = "kvrelay_removal_routing_total";
@@ -95,6 +95,11 @@ struct shard_state {
   std::vector<partition_series> series;
   std::optional<counter_table<partition_set::counters>> routing;
   rate_limiter no_entries_log{5, 10'000};
+  standing_charge charge;    // the index's bytes, on the memory budget (IB1)
+  gauge_series* index_bytes = nullptr;
+  uint64_t refused = 0;      // blocks the budget refused, as last published
+  bool over_budget = false;  // told the supervisor
+  rate_limiter refused_log{1, 10'000};
 };
 
 using shard_self = shard_actor::stateful_pointer<shard_state>;
@@ -133,24 +138,60 @@ void publish_routing(shard_state& st) {
   st.routing->publish(st.parts.stats());
 }
 
-void send_ops(shard_self self, uint32_t partition, int64_t ts_us, bool had_store, bool resync,
-              std::vector<index_op>&& ops) {
-  auto& st = self->state;
+std::shared_ptr<shard_ops> make_ops(shard_state& st, uint32_t partition, int64_t ts_us,
+                                    bool had_store, std::vector<index_op>&& ops) {
   auto out = std::make_shared<shard_ops>();
-  out->adapter = st.parts.name(partition);
+  if (partition < st.parts.size()) out->adapter = st.parts.name(partition);
   out->epoch = st.epoch;
   out->ts_us = ts_us;
   out->had_store = had_store;
-  out->resync = resync;
   out->ops = std::move(ops);  // the index's ops go out as they are: no per-op copy
-  // Charged until the debouncer has folded them into pending (messages/pipeline.hpp). The
-  // restore's chunks are charged like the rest: a large snapshot pauses the ingress until the
-  // debouncer has taken it in.
+  return out;
+}
+
+void send(shard_self self, std::shared_ptr<shard_ops> out) {
+  auto& st = self->state;
+  // Charged until the debouncer has folded them into pending or sent the walk's chunk on
+  // (messages/pipeline.hpp).
   if (st.ctx.budget)
     out->ticket = st.ctx.budget->charge(
         budget_queue::debouncer,
         sizeof(shard_ops) + out->ops.capacity() * sizeof(index_op) + out->adapter.capacity());
   self->send(st.debouncer, shard_ops_ptr{std::move(out)});
+}
+
+void send_ops(shard_self self, uint32_t partition, int64_t ts_us, bool had_store,
+              std::vector<index_op>&& ops) {
+  send(self, make_ops(self->state, partition, ts_us, had_store, std::move(ops)));
+}
+
+size_t resident(const partition_set& parts) {
+  size_t n = 0;
+  for (uint32_t p = 0; p < parts.size(); ++p) n += parts.index(p).size();
+  return n;
+}
+
+// The index's bytes, charged to the memory budget after every change of its size; a refusal
+// (the budget cannot hold another block) is said once per episode (IB rules, memory_budget.hpp).
+void charge_index(shard_self self) {
+  auto& st = self->state;
+  st.charge.set(st.parts.heap_bytes());
+  st.index_bytes->set(static_cast<double>(st.charge.bytes()));
+  uint64_t refused = 0;
+  for (uint32_t p = 0; p < st.parts.size(); ++p) refused += st.parts.index(p).stats().refused_blocks;
+  if (refused == st.refused) return;
+  const uint64_t now = refused - st.refused;
+  st.refused = refused;
+  if (st.ctx.health && !st.over_budget) self->send(st.ctx.health, health_fact::index_over_budget);
+  st.over_budget = true;
+  uint64_t suppressed = 0;
+  if (st.refused_log.allow(suppressed))
+    log::warn("the memory budget cannot hold every block the engine holds; blocks past it are "
+              "not tracked (never reported, so nothing on the server is left unevictable)",
+              {{"replica", st.ctx.name}, {"refused_blocks", now}, {"resident", resident(st.parts)},
+               {"index_bytes", st.parts.heap_bytes()},
+               {"index_limit_bytes", st.ctx.budget ? st.ctx.budget->index_limit_bytes() : 0},
+               {"suppressed", suppressed}});
 }
 
 void on_work(shard_self self, const shard_work& w) {
@@ -164,26 +205,38 @@ void on_work(shard_self self, const shard_work& w) {
   const int64_t ts_us = engine_ts_to_us(w.ts);
   for (auto& r : st.parts.apply(w)) {
     publish(st, r.partition);
-    send_ops(self, r.partition, ts_us, r.had_store, false, std::move(r.ops));
+    send_ops(self, r.partition, ts_us, r.had_store, std::move(r.ops));
   }
   publish(st, ~0u);  // series for partitions declared but not touched
   publish_routing(st);
+  charge_index(self);
 }
 
-void on_resync(shard_self self) {
+// A walk's next chunk (debouncer WK1-WK8; partition_set PS7): read at this point of the mailbox,
+// so every op this shard sent before reached the debouncer first.
+void on_walk(shard_self self, uint64_t id, uint32_t partition, uint64_t key, uint32_t max) {
   auto& st = self->state;
-  std::vector<std::vector<index_op>> chunks(st.parts.size());
-  st.parts.for_each_resident([&](uint32_t p, uint64_t fp, uint32_t tokens, tier t) {
-    auto& c = chunks[p];
-    c.push_back(index_op{index_op::kind::upsert, fp, tokens, t});
-    if (c.size() >= resync_chunk) send_ops(self, p, 0, false, true, std::exchange(c, {}));
-  });
-  for (uint32_t p = 0; p < chunks.size(); ++p)
-    if (!chunks[p].empty()) send_ops(self, p, 0, false, true, std::move(chunks[p]));
+  partition_set::walk_position at{partition, key};
+  std::vector<partition_set::result> chunk;
+  const walk_cursor c = st.parts.walk(at, std::max<uint32_t>(max, 1), chunk);
+  if (chunk.empty()) chunk.push_back(partition_set::result{at.partition, false, {}});
+  for (size_t i = 0; i < chunk.size(); ++i) {
+    auto out = make_ops(st, chunk[i].partition, 0, false, std::move(chunk[i].ops));
+    out->resync = true;
+    out->walk = id;
+    if (i + 1 == chunk.size()) {
+      out->walk_last = true;
+      out->walk_done = c.done;
+      out->walk_partition = at.partition;
+      out->walk_key = at.key;
+      out->resident = resident(st.parts);
+    }
+    send(self, std::move(out));
+  }
 }
 
-// Durable index: the restored partitions' blocks, as upserts in chunks (like a re-report, but
-// new to a server that the start cleared: `introduces`, not `resync`).
+// Durable index: the restored partitions are the index, emitting nothing; the debouncer walks
+// them to the server after its start clear (WK4), told by one empty message.
 void restore(shard_self self, const snapshot::pipeline_snapshot& s) {
   tsan::handoff_consume();  // the snapshot came through the pipeline and the decoder
   auto& st = self->state;
@@ -191,15 +244,12 @@ void restore(shard_self self, const snapshot::pipeline_snapshot& s) {
   // snapshot's epoch is the old process's count: an op from a later one would make the
   // debouncer clear again, DB1).
   st.epoch = 1;
-  for (auto& r : st.parts.import_partitions(s.partitions)) {
-    for (size_t at = 0; at < r.ops.size(); at += resync_chunk) {
-      const size_t end = std::min(r.ops.size(), at + resync_chunk);
-      send_ops(self, r.partition, 0, false, false,
-               std::vector<index_op>(r.ops.begin() + static_cast<ptrdiff_t>(at),
-                                     r.ops.begin() + static_cast<ptrdiff_t>(end)));
-    }
-  }
+  const size_t blocks = st.parts.import_partitions(s.partitions);
+  auto note = make_ops(st, 0, 0, false, {});
+  note->restored = blocks > 0;
+  if (note->restored) send(self, std::move(note));
   for (uint32_t p = 0; p < st.parts.size(); ++p) publish(st, p);
+  charge_index(self);
   log::info("index restored from snapshot",
             {{"replica", st.ctx.name}, {"partitions", st.parts.size()},
              {"blocks", s.blocks()}, {"next_seq", s.next_seq}});
@@ -233,9 +283,14 @@ actor_status status_of(shard_self self) {
 shard_actor::behavior_type shard_fn(shard_self self, pipeline_context ctx, shard_options opts,
                                     debouncer_actor debouncer) {
   auto& st = self->state;
-  st.parts = partition_set(opts.index);
+  index_options io = opts.index;
+  if (!io.budget) io.budget = ctx.budget;
+  st.parts = partition_set(io);
   st.debouncer = std::move(debouncer);
   st.ctx = std::move(ctx);
+  st.charge = standing_charge(st.ctx.budget, standing_charge::on::index);
+  st.index_bytes = &st.ctx.gauge("kvrelay_index_bytes",
+                                 "Bytes the index's tables hold (charged to the memory budget)");
   st.routing.emplace(routing_rows, st.ctx.metrics, st.ctx.labels());
   if (opts.restore) restore(self, *opts.restore);
   return {
@@ -252,11 +307,12 @@ shard_actor::behavior_type shard_fn(shard_self self, pipeline_context ctx, shard
         if (epoch < s.epoch) return;
         s.epoch = epoch;
         s.parts.clear();
+        s.over_budget = false;  // an empty index holds what the engine holds again
         for (uint32_t p = 0; p < s.parts.size(); ++p) publish(s, p);
+        charge_index(self);
       },
-      [=](atom::resync, uint64_t epoch) {
-        if (epoch < self->state.epoch) return;
-        on_resync(self);
+      [=](atom::walk, uint64_t id, uint32_t partition, uint64_t key, uint32_t max) {
+        on_walk(self, id, partition, key, max);
       },
       [=](atom::drain) { return true; },  // mailbox order makes this a barrier
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },

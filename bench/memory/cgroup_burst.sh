@@ -278,7 +278,7 @@ print(json.dumps({
   "replay_shed": int("$(m kvrelay_replay_shed_batches_total)"),
   "engine_batches": ${GEN_BATCHES}, "batches_decoded": int("$(m kvrelay_batches_total)"),
   "replays": int("$(m kvrelay_replays_total 'outcome="requested"')"),
-  "pending_overflows": int("$(m kvrelay_pending_overflows_total)"),
+  "pending_sheds": int("$(m kvrelay_pending_sheds_total)"),
   "resyncs": int("$(m kvrelay_resyncs_total)"),
   "index_incomplete": int("$(m kvrelay_index_incomplete)"),
   "work": "${WORK}",

@@ -136,8 +136,7 @@ int main(int argc, char** argv) {
     const double decode_ms = ms_since(t1);
     t1 = clock_type::now();
     partition_set fresh;
-    size_t upserts = 0;
-    for (const auto& r : fresh.import_partitions(d.snapshot->partitions)) upserts += r.ops.size();
+    const size_t upserts = fresh.import_partitions(d.snapshot->partitions);
     const double import_ms = ms_since(t1);
     const double restore = ms_since(t0);
     const double restore_cpu = cpu_ms() - cp;

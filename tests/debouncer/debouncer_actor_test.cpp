@@ -120,8 +120,7 @@ TEST_F(Shell, AnOutageEndsWithTheClearFirstThenTheReReport) {
   EXPECT_TRUE(u[0]->clear && u[0]->adds.empty() && u[0]->evicts.empty()) << "the probe";
   answer(aut, u[0], true);
   EXPECT_EQ(facts(supervisor).back(), health_fact::server_ok);
-  EXPECT_EQ(decoder.starting_with<atom::resync>().size(), 1u) << "the shards re-report";
-  EXPECT_EQ(decoder.starting_with<atom::drain>().size(), 1u) << "and a barrier ends DB6";
+  EXPECT_EQ(decoder.starting_with<atom::walk>().size(), 1u) << "a walk of the index begins";
 
   // Reconnect right after the resync: deferred to 5 s after it, then a probe again.
   caf::anon_send(aut, atom::reconnected_v, std::string("policy:9090"));

@@ -3,12 +3,17 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // The debouncer's protocol driven directly through its rules (debouncer_protocol.hpp): windows,
-// credits, epochs, outage and resync, reconnects, never-sent pairs, merged DP ranks, drains.
+// credits, epochs, outage and resync, walks of the index, reconnects, never-sent pairs, merged DP
+// ranks, drains.
 #include "actors/debouncer/debouncer_protocol.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
+
+#include "tests/debouncer/model_shard.hpp"
 
 namespace kvrelay::debounce {
 namespace {
@@ -34,6 +39,7 @@ struct Protocol : ::testing::Test {
   std::optional<protocol> p;
   moment t{1'000'000, 5'000'000};
   actions out;
+  std::map<uint32_t, model_shard> shards;  // what each rank's shard holds (walks read it)
 
   void SetUp() override {
     opts.refresh_interval = ms(0);
@@ -74,6 +80,27 @@ struct Protocol : ::testing::Test {
   void fail(uint64_t id) { p->on_result(emit_result{"a", id, false, 1, true, "UNAVAILABLE"}, t, out); }
   void ops(std::vector<prefix_op> v, uint32_t rank = 0, uint64_t epoch = 1) {
     p->on_ops(rank, batch(std::move(v), epoch), t, out);
+  }
+  // The walk requests asked since the last call.
+  std::vector<walk_ask> walk_asks() {
+    std::vector<walk_ask> v;
+    for (const auto& a : out)
+      if (a.kind == action_kind::walk) v.push_back(a.ask);
+    out.erase(std::remove_if(out.begin(), out.end(),
+                             [](const action& a) { return a.kind == action_kind::walk; }),
+              out.end());
+    return v;
+  }
+  // Each rank's shard answers the walk requests asked (the shard's mailbox order: now).
+  size_t serve() {
+    std::vector<action> asks;
+    for (const auto& a : out)
+      if (a.kind == action_kind::walk) asks.push_back(a);
+    out.erase(std::remove_if(out.begin(), out.end(),
+                             [](const action& a) { return a.kind == action_kind::walk; }),
+              out.end());
+    for (const auto& a : asks) p->on_ops(a.rank, shards[a.rank].answer(a.ask), t, out);
+    return asks.size();
   }
   // Fires the flush timer the protocol armed last.
   void window() {
@@ -260,37 +287,41 @@ TEST_F(Protocol, AnAddOverAPendingEvictionIsNeverDropped) {  // DB5
   EXPECT_EQ(p->pending().drops().unsent_pairs, 0u);
 }
 
-TEST_F(Protocol, AfterAResyncEvictionsOfKeysNotReReportedAreDropped) {  // DB6, DB9
+TEST_F(Protocol, AfterAResyncEvictionsOfKeysNotReReportedAreDropped) {  // DB6, DB9, WK1
+  opts.walk_chunk = 2;
   start();
+  shards[0].store(1);
+  shards[0].store(2);
+  shards[0].store(3);
+  shards[0].store(4);
   p->on_reconnected("a", t, out);
   auto probe = take_units();
   ASSERT_EQ(probe.size(), 1u);
   ack(probe[0]->id);
-  auto reports = of(action_kind::report);
-  ASSERT_EQ(reports.size(), 1u);
-  ASSERT_NE(reports[0].gen, 0u) << "a barrier ends the window";
-  EXPECT_TRUE(p->reporting());
-  ops({ev(1)});  // evicted before its re-report: the server cannot hold it
-  shard_ops rr = batch({up(2), up(3)});
-  rr.resync = true;
-  p->on_ops(0, rr, t, out);
-  window();
+  ASSERT_EQ(p->walks().count("a"), 1u) << "the probe's success starts a walk";
+  EXPECT_TRUE(p->pending().tracking());
+  shards[0].evict(1);
+  ops({ev(1)});  // evicted before the walk read it: the server cannot hold it
+  ASSERT_EQ(serve(), 1u);  // 2, 3
   auto u = take_units();
-  ASSERT_EQ(u.size(), 1u);
+  ASSERT_EQ(u.size(), 1u) << "one chunk, one unit";
   EXPECT_TRUE(u[0]->evicts.empty());
   EXPECT_EQ(fps_added(*u[0]), (std::vector<uint64_t>{2, 3}));
   ack(u[0]->id);
+  shards[0].evict(2);
   ops({ev(2)});
   u = take_units();
   ASSERT_EQ(u.size(), 1u) << "2 was re-reported";
   EXPECT_EQ(fps_evicted(*u[0]), std::vector<uint64_t>{2});
   ack(u[0]->id);
   EXPECT_EQ(p->pending().drops().unreported, 1u);
-  p->on_reported(0, reports[0].gen, t, out);
-  EXPECT_FALSE(p->reporting());
+  ASSERT_EQ(serve(), 1u);  // 4, and the end
+  ack(take_units()[0]->id);
+  EXPECT_TRUE(p->walks().empty());
+  EXPECT_FALSE(p->pending().tracking()) << "DB6 ends with the walk";
   EXPECT_EQ(p->pending().tracked(), 0u) << "tracking memory released";
   ops({ev(50)});
-  EXPECT_EQ(take_units().size(), 1u) << "after the window, evictions go as before";
+  EXPECT_EQ(take_units().size(), 1u) << "after the walk, evictions go as before";
 }
 
 // ---- outage, resync, reconnect -----------------------------------------------------------------
@@ -325,7 +356,7 @@ TEST_F(Protocol, DuringAnOutageOnlyTheProbeGoesOutAndRecoveryClearsFirst) {  // 
   ack(probe[0]->id);
   EXPECT_TRUE(p->healthy());
   EXPECT_EQ(p->stats().resyncs, 1u);
-  ASSERT_EQ(of(action_kind::report).size(), 1u) << "the decoder re-reports everything";
+  ASSERT_EQ(of(action_kind::walk).size(), 1u) << "a walk re-reports everything";
   ASSERT_EQ(of(action_kind::health).size(), 1u);
   EXPECT_TRUE(of(action_kind::health)[0].ok);
 }
@@ -347,7 +378,7 @@ TEST_F(Protocol, OutageDuringAResyncProbesAgainWithBackoff) {
   ack(probe[0]->id);
   EXPECT_TRUE(p->healthy());
   EXPECT_EQ(p->pending().size(), 0u);
-  EXPECT_EQ(of(action_kind::report).size(), 1u);
+  EXPECT_EQ(of(action_kind::walk).size(), 1u);
 }
 
 TEST_F(Protocol, UnitsFailedAfterTheFirstOnlyCount) {  // TD3, U3
@@ -429,36 +460,299 @@ TEST_F(Protocol, EmitterReplacedWithUnitsInFlightResyncs) {  // TD7
   EXPECT_EQ(take_units().size(), 1u);
 }
 
-TEST_F(Protocol, OverflowDropsPendingAndResyncs) {  // DB11
+TEST_F(Protocol, PendingOverItsBoundShedsItsAddsAndWalksWithoutAClear) {  // DB11, WK4
   opts.max_pending = 3;
   opts.flush_threshold = 100;
+  opts.walk_chunk = 2;
   start();
-  ops({up(1), up(2), up(3), up(4)});
-  EXPECT_EQ(p->stats().overflows, 1u);
-  auto u = take_units();
-  ASSERT_EQ(u.size(), 1u);
-  EXPECT_TRUE(only_clear(*u[0]));
-  EXPECT_TRUE(p->resync_in_progress());
+  for (uint64_t k = 1; k <= 30; ++k) shards[0].store(k);  // ten times the bound
+  for (uint64_t k = 1; k <= 30; ++k) ops({up(k)});
+  EXPECT_TRUE(of(action_kind::hold).empty()) << "adds are copies of the index: shed, not held";
+  EXPECT_GE(p->stats().sheds, 1u);
+  EXPECT_LE(p->pending().size(), 3u);
+  EXPECT_EQ(p->stats().walks_catchup, 1u) << "one walk, started over while it runs";
+  EXPECT_EQ(p->stats().walk_restarts + 1, p->stats().sheds);
+  // The walk reports everything the index holds, in chunks, and no unit clears.
+  std::set<uint64_t> got;
+  size_t chunks = 0;
+  for (int i = 0; i < 100 && !p->walks().empty(); ++i) {
+    chunks += serve();
+    for (auto& u : take_units()) {
+      EXPECT_FALSE(u->clear);
+      for (const auto& a : u->adds) got.insert(a.fingerprint);
+      ack(u->id);
+    }
+  }
+  EXPECT_TRUE(p->walks().empty());
+  EXPECT_GE(chunks, 15u) << "30 blocks at 2 a chunk";
+  window();
+  for (auto& u : take_units())
+    for (const auto& a : u->adds) got.insert(a.fingerprint);
+  EXPECT_EQ(got.size(), 30u) << "every block reached the server";
 }
 
-TEST_F(Protocol, RefreshReReportsWithoutAClearOnlyWhenHealthy) {  // DB13
-  opts.refresh_interval = ms(60'000);
+TEST_F(Protocol, EvictionsAloneOverTheBoundHoldTheReadersNeverClear) {  // DB11
+  opts.max_pending = 4;
   start();
+  ops({up(1), up(2)});
+  window();
+  auto first = take_units();
+  ASSERT_EQ(first.size(), 1u);
+  ops({up(3)});
+  window();
+  auto second = take_units();
+  ASSERT_EQ(second.size(), 1u) << "both credits in use now: pending keeps what comes";
+  ops({ev(1), ev(2), ev(3), ev(4)});
+  EXPECT_TRUE(of(action_kind::hold).empty()) << "at the bound, not over it";
+  ops({ev(5), ev(6)});
+  auto holds = of(action_kind::hold);
+  ASSERT_EQ(holds.size(), 1u);
+  EXPECT_TRUE(holds[0].ok) << "the readers pause: an overload declared upstream";
+  ops({ev(7)});  // what was in the queues still comes: kept, not dropped
+  EXPECT_EQ(p->pending().size(), 7u);
+  EXPECT_EQ(of(action_kind::hold).size(), 1u) << "held once";
+  EXPECT_FALSE(p->resync_in_progress()) << "never a clear for an overflow";
+  out.clear();
+  ack(first[0]->id);  // the server takes some: pending drains
+  ack(second[0]->id);
+  for (int i = 0; i < 5 && p->pending().size() > 0; ++i)
+    for (auto& u : take_units()) {
+      EXPECT_FALSE(u->clear);
+      ack(u->id);
+    }
+  holds = of(action_kind::hold);
+  ASSERT_EQ(holds.size(), 1u);
+  EXPECT_FALSE(holds[0].ok) << "let go once pending fell to half its bound";
+  EXPECT_EQ(p->stats().holds, 1u);
+}
+
+TEST_F(Protocol, AHoldEndsWhenNoTargetIsLive) {  // DB11, DB8
+  opts.max_pending = 2;
+  start();
+  ops({up(1), up(2)});
+  window();
+  auto a = take_units();
+  ops({up(3)});
+  window();
+  auto b = take_units();
+  ops({ev(1), ev(2), ev(3)});
+  ASSERT_EQ(of(action_kind::hold).size(), 1u);
+  out.clear();
+  fail(a[0]->id);  // the server is gone: the walk after its probe will carry the truth
+  auto holds = of(action_kind::hold);
+  ASSERT_EQ(holds.size(), 1u);
+  EXPECT_FALSE(holds[0].ok);
+  EXPECT_EQ(p->pending().size(), 0u);
+}
+
+TEST_F(Protocol, RefreshWalksPacedAcrossItsInterval) {  // WK5, IW5
+  opts.refresh_interval = ms(100'000);
+  opts.walk_chunk = 1000;
+  start();
+  for (uint64_t k = 1; k <= 10'000; ++k) shards[0].store(k);
+  out.clear();
   p->on_refresh_timer(t, out);
-  ASSERT_EQ(of(action_kind::report).size(), 1u);
-  EXPECT_NE(of(action_kind::report)[0].gen, 0u) << "a barrier: no lane starts before it ends";
+  ASSERT_EQ(p->walks().count("a"), 1u);
+  EXPECT_EQ(p->walks().at("a").kind(), walk_kind::refresh);
   EXPECT_FALSE(p->pending().tracking()) << "no clear, no tracking";
-  EXPECT_EQ(of(action_kind::arm_refresh).size(), 1u);
-  EXPECT_TRUE(take_units().empty());
+  ASSERT_EQ(serve(), 1u) << "one block, to learn how many there are";
+  for (auto& u : take_units()) {
+    EXPECT_FALSE(u->clear);
+    ack(u->id);
+  }
+  // A tenth of the interval: about a tenth of the blocks, never a burst of all of them.
+  uint64_t sent = 0;
+  for (int tick = 0; tick < 10; ++tick) {
+    t.steady_ms += 1000;
+    p->on_refresh_timer(t, out);
+    serve();
+    for (auto& u : take_units()) {
+      sent += u->adds.size();
+      ack(u->id);
+    }
+    serve();
+    for (auto& u : take_units()) {
+      sent += u->adds.size();
+      ack(u->id);
+    }
+  }
+  EXPECT_GE(sent, 900u);
+  EXPECT_LE(sent, 1100u) << "paced: 10 s of a 100 s interval";
+  auto arms = of(action_kind::arm_refresh);
+  ASSERT_FALSE(arms.empty());
+  EXPECT_EQ(arms.back().delay, ms(10'000)) << "interval x chunk / resident";
+  // Unhealthy: no refresh.
   out.clear();
   ops({ev(1)});
   fail(take_units()[0]->id);
+  EXPECT_TRUE(p->walks().empty()) << "WK6: a target that failed loses its walk";
   out.clear();
+  t.steady_ms += 200'000;
   p->on_refresh_timer(t, out);
-  EXPECT_TRUE(of(action_kind::report).empty());
+  EXPECT_TRUE(of(action_kind::walk).empty());
 }
 
 // ---- drain -------------------------------------------------------------------------------------
+
+// ---- walks of the index -----------------------------------------------------------------------
+
+TEST_F(Protocol, WK1_AWalkAsksOneChunkAtATimeOnlyWhileTheTargetHasACredit) {
+  opts.walk_chunk = 10;
+  start();
+  for (uint64_t k = 1; k <= 100; ++k) shards[0].store(k);  // ten times the chunk
+  p->on_reconnected("a", t, out);
+  ack(take_units()[0]->id);  // the probe
+  std::set<uint64_t> got;
+  size_t asks = 0;
+  for (int round = 0; round < 50 && !p->walks().empty(); ++round) {
+    const auto a = walk_asks();
+    ASSERT_LE(a.size(), 1u) << "one request at a time";
+    if (a.empty()) break;
+    ++asks;
+    EXPECT_EQ(a[0].max, 10u);
+    p->on_ops(0, shards[0].answer(a[0]), t, out);
+    auto u = take_units();
+    ASSERT_EQ(u.size(), 1u);
+    EXPECT_LE(u[0]->adds.size(), 10u) << "O(chunk): never the whole index at once";
+    for (const auto& x : u[0]->adds) got.insert(x.fingerprint);
+    // Both credits busy: the next chunk waits for an answer.
+    if (p->units_in_flight() >= 2) {
+      EXPECT_TRUE(walk_asks().empty());
+    }
+    ack(u[0]->id);
+  }
+  EXPECT_TRUE(p->walks().empty());
+  EXPECT_EQ(got.size(), 100u);
+  EXPECT_EQ(asks, 10u);
+  EXPECT_EQ(p->stats().walks_done, 1u);
+  EXPECT_EQ(p->stats().walk_blocks, 100u);
+}
+
+TEST_F(Protocol, WK2_AChunkMakesAPendingIntroducedAddStaleSoItsEvictionGoes) {
+  start();
+  shards[0].store(5);
+  auto o = batch({up(5, true)});  // new to the partition: DB5 would drop it with its eviction
+  p->on_ops(0, o, t, out);
+  p->on_reconnected("a", t, out);  // the add waits for the window; a resync meanwhile
+  auto probe = take_units();
+  ASSERT_EQ(probe.size(), 1u);
+  ASSERT_TRUE(only_clear(*probe[0]));
+  ack(probe[0]->id);
+  // The probe's success dropped pending (DB9); the walk carries 5.
+  serve();
+  auto u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_EQ(fps_added(*u[0]), std::vector<uint64_t>{5});
+  ack(u[0]->id);
+  shards[0].evict(5);
+  ops({ev(5)});
+  u = take_units();
+  ASSERT_EQ(u.size(), 1u) << "the server holds 5 from the walk: the eviction must go";
+  EXPECT_EQ(fps_evicted(*u[0]), std::vector<uint64_t>{5});
+}
+
+TEST_F(Protocol, WK2_ALiveAddAndAWalkOfTheSameKeyBothLeaveTheLatestState) {
+  opts.walk_chunk = 1;
+  start();
+  shards[0].store(1);
+  shards[0].store(2);
+  p->on_reconnected("a", t, out);
+  ack(take_units()[0]->id);
+  serve();  // 1 at T1
+  ack(take_units()[0]->id);
+  // 1 moves to CPU before the walk reaches 2: the change follows the chunk that carried 1.
+  shards[0].store(1, tier::t2);
+  ops({up(1, false, tier::t2)});
+  serve();  // 2 (and the end)
+  window();
+  tier last = tier::t1;
+  for (auto& u : take_units())
+    for (const auto& a : u->adds)
+      if (a.fingerprint == 1) last = a.t;
+  EXPECT_EQ(last, tier::t2);
+}
+
+TEST_F(Protocol, WK3_AChunkReadBeforeAClearIsDroppedAndEndsTheRanksWalk) {
+  start();
+  shards[0].store(1);
+  p->on_reconnected("a", t, out);
+  ack(take_units()[0]->id);
+  auto a = walk_asks();
+  ASSERT_EQ(a.size(), 1u);
+  const shard_ops before = shards[0].answer(a[0]);  // read before the clear
+  p->on_clear(0, 2, 99, t, out);
+  auto u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_TRUE(u[0]->clear);
+  ack(u[0]->id);
+  p->on_ops(0, before, t, out);
+  EXPECT_TRUE(take_units().empty()) << "stale: after the clear every block is a live add";
+  EXPECT_TRUE(p->walks().empty());
+}
+
+TEST_F(Protocol, WK4_ARestoredIndexIsWalkedAfterTheStartClear) {
+  p.emplace(opts);
+  p->start(t, out);
+  p->on_emitter(t, out);
+  p->on_decoder(0, t, out);
+  shards[0].store(3);
+  shards[0].store(4);
+  shard_ops note;
+  note.epoch = 1;
+  note.restored = true;
+  p->on_ops(0, note, t, out);  // before the targets are known
+  EXPECT_TRUE(walk_asks().empty()) << "no target yet";
+  p->on_targets({"a"}, t, out);
+  auto u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_TRUE(only_clear(*u[0])) << "the start clear first";
+  ASSERT_EQ(p->walks().count("a"), 1u);
+  EXPECT_EQ(p->walks().at("a").kind(), walk_kind::start);
+  serve();
+  u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_EQ(fps_added(*u[0]), (std::vector<uint64_t>{3, 4}));
+  EXPECT_EQ(p->stats().walks_start, 1u);
+}
+
+TEST_F(Protocol, WK6_AnOutageMidWalkCostsOneClearAndTheNextWalkStartsOver) {
+  opts.walk_chunk = 5;
+  start();
+  for (uint64_t k = 1; k <= 50; ++k) shards[0].store(k);
+  p->on_reconnected("a", t, out);
+  auto probe = take_units();
+  ack(probe[0]->id);
+  size_t clears = 1;
+  serve();
+  auto u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  fail(u[0]->id);  // the server went away mid-walk
+  EXPECT_TRUE(p->walks().empty()) << "a target that is not live has no walk";
+  for (int i = 0; i < 3; ++i) {  // the outage lasts: probes fail
+    resync_timer();
+    for (auto& pr : take_units()) {
+      EXPECT_TRUE(only_clear(*pr));
+      fail(pr->id);
+    }
+  }
+  resync_timer();
+  auto ok = take_units();
+  ASSERT_EQ(ok.size(), 1u);
+  ack(ok[0]->id);
+  ++clears;  // the one the server acknowledged
+  std::set<uint64_t> got;
+  for (int i = 0; i < 40 && !p->walks().empty(); ++i) {
+    serve();
+    for (auto& x : take_units()) {
+      EXPECT_FALSE(x->clear) << "no clear during the walk";
+      for (const auto& a : x->adds) got.insert(a.fingerprint);
+      ack(x->id);
+    }
+  }
+  EXPECT_EQ(got.size(), 50u) << "walked from the start again";
+  EXPECT_EQ(p->stats().walks_resync, 2u);
+  EXPECT_EQ(clears, 2u) << "one acknowledged ALL_CLEARED per incident";
+}
 
 TEST_F(Protocol, DrainWithUnitsOutstandingAnswersAfterTheirAcks) {  // DB17
   start();
@@ -604,25 +898,38 @@ TEST_F(Merged, ARankRestartReleasesItsKeysAndStartsAtEpochOne) {  // DB15
   EXPECT_EQ(p->epoch(1), 1u);
 }
 
-TEST_F(Merged, OnlyTheReplicaStartClearsAndAResyncAsksEveryRank) {  // DB14, DB15, DB9
+TEST_F(Merged, OnlyTheReplicaStartClearsAndAResyncWalksEveryRankInOrder) {  // DB14, DB15, DB9
   start({});
   join(0);
   join(1);
   EXPECT_TRUE(take_units().empty()) << "joining ranks never clear the replica";
   ops({up(1)}, 0);
-  ops({up(1)}, 1);
+  ops({up(1), up(2)}, 1);
+  shards[0].store(1);
+  shards[1].store(1);
+  shards[1].store(2);
   window();
   ack(take_units()[0]->id);
   p->on_reconnected("a", t, out);
   auto probe = take_units();
   ASSERT_EQ(probe.size(), 1u);
   ack(probe[0]->id);
-  ASSERT_EQ(of(action_kind::report).size(), 2u);
-  EXPECT_EQ(of(action_kind::report)[0].gen, 0u) << "the holder set does DB6's work";
-  EXPECT_FALSE(p->pending().tracking());
-  EXPECT_EQ(p->held_keys(), 0u) << "the re-reports rebuild the holder set";
+  EXPECT_FALSE(p->pending().tracking()) << "the holder set does DB6's work";
+  auto asks = of(action_kind::walk);
+  ASSERT_EQ(asks.size(), 1u);
+  EXPECT_EQ(asks[0].rank, 0u) << "rank order";
+  serve();
+  ack(take_units()[0]->id);
+  asks = of(action_kind::walk);
+  ASSERT_EQ(asks.size(), 1u);
+  EXPECT_EQ(asks[0].rank, 1u);
   ops({ev(1)}, 0);
-  EXPECT_TRUE(take_units().empty()) << "rank 0 did not re-report 1 yet: nothing to evict";
+  EXPECT_TRUE(take_units().empty()) << "rank 1 still holds 1";
+  EXPECT_EQ(p->held_keys(), 2u) << "a server's clear does not change what the ranks hold";
+  serve();
+  auto u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_EQ(fps_added(*u[0]), (std::vector<uint64_t>{1, 2}));
 }
 
 TEST_F(Merged, NoEmitterYetHoldsEverything) {  // DB4

@@ -129,14 +129,42 @@ TEST(PendingSet, AddTimestampIsTheLatestStoreAndResetsOnFlush) {  // R12
   EXPECT_EQ(p.take(2)->adds_ts_us, 0);
 }
 
-TEST(PendingSet, OverTheBoundItDropsEverythingAndAsksForResync) {
+TEST(PendingSet, OverTheBoundItShedsItsAddsAndKeepsEvictions) {
   pending_set p(pending_set::options{false, 3, 16384});
-  EXPECT_TRUE(p.apply(ops("", {up(1), up(2), up(3)})));
-  EXPECT_FALSE(p.apply(ops("", {up(4)})));
-  EXPECT_TRUE(p.overflowed());
-  EXPECT_EQ(p.size(), 0u);
-  p.reset_overflow();
-  EXPECT_FALSE(p.overflowed());
+  using r = pending_set::apply_result;
+  EXPECT_EQ(p.apply(ops("", {up(1), ev(7), up(3)})), r::ok);
+  EXPECT_EQ(p.apply(ops("", {up(4)})), r::shed_adds) << "adds are copies of the index";
+  EXPECT_EQ(p.size(), 1u) << "the eviction stays";
+  EXPECT_EQ(p.pending_adds(), 0u);
+  EXPECT_EQ(p.drops().shed, 3u);
+  auto u = p.take(1);
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->evicts.size(), 1u);
+}
+
+TEST(PendingSet, EvictionsAloneOverTheBoundAreKeptAndSaidFull) {
+  pending_set p(pending_set::options{false, 3, 16384});
+  using r = pending_set::apply_result;
+  EXPECT_EQ(p.apply(ops("", {ev(1), ev(2), up(5)})), r::ok);
+  const size_t small = p.heap_bytes();
+  EXPECT_EQ(p.apply(ops("", {ev(3), ev(4)})), r::full) << "an eviction cannot be re-derived";
+  EXPECT_EQ(p.size(), 4u) << "every eviction kept, the add shed";
+  EXPECT_EQ(p.apply(ops("", {ev(6), ev(7), ev(8), ev(9)})), r::full);
+  EXPECT_EQ(p.size(), 8u);
+  EXPECT_GT(p.heap_bytes(), small) << "what it holds is charged to the memory budget";
+}
+
+TEST(PendingSet, AKeyAWalkSentIsNoLongerFreshAndCountsAsReported) {
+  pending_set p(pending_set::options{false, 100, 16384});
+  auto o = ops("", {up(1)});
+  o.ops[0].introduces = true;
+  p.apply(o);
+  p.note_sent("", {up(1)});  // a walk read the index after the add: the server may hold 1
+  p.apply(ops("", {ev(1)}));
+  auto u = p.take(1);
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->evicts.size(), 1u) << "the eviction must go: the walk's chunk carried 1";
+  EXPECT_EQ(p.drops().unsent_pairs, 0u);
 }
 
 TEST(PendingSet, UnitsAreCappedInAddsAndTheRestFollows) {

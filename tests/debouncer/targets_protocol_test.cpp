@@ -2,13 +2,15 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The debouncer with several policy server targets (issue 23; debouncer_protocol.hpp DB7-DB13):
-// each target's stream on its own, lanes for one target's re-report, readiness policies.
+// The debouncer with several policy server targets (debouncer_protocol.hpp DB7-DB12, WK1-WK6):
+// each target's stream on its own, a walk of the index for one target alone, readiness policies.
 // A model server per target applies what it is sent, so each test checks what every server
 // ends up holding, the way the end-to-end tests check a real one.
 #include "actors/debouncer/debouncer_protocol.hpp"
 
 #include <gtest/gtest.h>
+
+#include "tests/debouncer/model_shard.hpp"
 
 #include <algorithm>
 #include <map>
@@ -50,6 +52,7 @@ struct Targets : ::testing::Test {
   std::set<uint64_t> engine;      // what the engine holds
   std::vector<bool> told;         // every health fact, in order
   std::vector<bool> drained;      // every drain answer, in order
+  size_t walk_chunks = 0;
 
   void SetUp() override {
     opts.refresh_interval = ms(0);
@@ -115,15 +118,12 @@ struct Targets : ::testing::Test {
             t.steady_ms += a.delay.count();
             p->on_resync_timer(a.gen, t, out);
             break;
-          case action_kind::report: {
-            std::vector<prefix_op> all;
-            for (auto fp : engine) all.push_back(up(fp));
-            shard_ops s;
-            s.epoch = p->epoch(0);
-            s.resync = true;
-            s.ops = std::move(all);
-            if (!s.ops.empty()) p->on_ops(0, s, t, out);
-            if (a.gen != 0) p->on_reported(a.rank, a.gen, t, out);
+          case action_kind::walk: {  // the shard reads the engine's state now
+            model_shard shard;
+            shard.epoch = p->epoch(0);
+            for (auto fp : engine) shard.store(fp);
+            ++walk_chunks;
+            p->on_ops(0, shard.answer(a.ask), t, out);
             break;
           }
           default:
@@ -172,7 +172,7 @@ TEST_F(Targets, AStalledTargetNeverHoldsTheOthersBackAndCatchesUpWithinItsBound)
   exact("c");
 }
 
-TEST_F(Targets, AStalledTargetPastItsLagBoundIsReReportedInFullWhenItAnswers) {  // TD2, DB10
+TEST_F(Targets, AStalledTargetPastItsLagBoundIsReReportedInFullWhenItAnswers) {  // TD2, WK1
   opts.target.max_lag_bytes = 2048;
   start();
   stalled.insert("c");
@@ -190,7 +190,7 @@ TEST_F(Targets, AStalledTargetPastItsLagBoundIsReReportedInFullWhenItAnswers) { 
   EXPECT_EQ(servers["a"].clears, 1u);
 }
 
-TEST_F(Targets, ATargetThatRestartedEmptyGetsTheWholeIndexAndTheOthersNothingExtra) {  // DB10
+TEST_F(Targets, ATargetThatRestartedEmptyGetsTheWholeIndexAndTheOthersNothingExtra) {  // WK1
   start();
   ops({up(1), up(2), up(3)});
   settle();
@@ -201,17 +201,17 @@ TEST_F(Targets, ATargetThatRestartedEmptyGetsTheWholeIndexAndTheOthersNothingExt
   exact("b");
   EXPECT_EQ(servers["b"].clears, 2u);
   EXPECT_EQ(servers["a"].units, a_units);
-  EXPECT_TRUE(p->lane().empty()) << "the lane ended at its barrier";
+  EXPECT_TRUE(p->walks().empty()) << "the walk ended";
 }
 
-TEST_F(Targets, ALaneKeepsEachTargetsOrder) {  // DB10: pending first, then the chunk, then later
+TEST_F(Targets, AWalkKeepsEachTargetsOrder) {  // WK2: the chunk, then every later change
   start();
   ops({up(1), up(2)});
   settle();
   servers["b"].keys.clear();
   p->on_reconnected("b", t, out);
-  // The probe goes; before the re-report arrives, 1 is evicted and 4 added (pending); the
-  // re-report (without 1, with 4) comes; then 4 is evicted.
+  // The probe goes; before the walk reads the index, 1 is evicted and 4 added (pending); the
+  // chunk (without 1, with 4) comes; then 4 is evicted.
   auto first = std::exchange(out, {});
   for (auto& a : first) {
     if (a.kind != action_kind::send_unit) continue;

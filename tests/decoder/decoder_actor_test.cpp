@@ -164,29 +164,34 @@ TEST(DecoderActor, UnknownMediaAndBadBatchesAreCountedNotIndexed) {
   EXPECT_EQ(ops.begin()->second.size(), 1u) << "only the FS store was indexed";
 }
 
-TEST(DecoderActor, NoticesClearAndResyncReachesTheShard) {
+TEST(DecoderActor, NoticesClearAndAWalkReachesTheShard) {
   fixture f;
   f.send(0, {store_ev(1)});
   auto notice = std::make_shared<ingress_notice>();
   notice->what = ingress_notice::kind::incarnation_reset;
   caf::anon_send(f.aut, ingress_notice_ptr{notice});
   f.t.run();
-  caf::anon_send(f.aut, atom::resync_v);
+  caf::anon_send(f.aut, atom::walk_v, uint64_t{7}, uint32_t{0}, uint64_t{0}, uint32_t{100});
   f.t.run();
   EXPECT_EQ(f.debouncer.starting_with<atom::clear>().size(), 1u);
-  // The shard forgot everything at the clear: the resync re-reports nothing.
-  size_t resync_msgs = 0;
-  for (const auto& o : f.debouncer.all<shard_ops_ptr>()) resync_msgs += o->resync ? 1 : 0;
-  EXPECT_EQ(resync_msgs, 0u);
-  f.send(1, {store_ev(5)});
-  caf::anon_send(f.aut, atom::resync_v);
-  f.t.run();
-  std::vector<shard_ops_ptr> resync;
+  // The shard forgot everything at the clear: the walk finds nothing.
+  std::vector<shard_ops_ptr> chunk;
   for (const auto& o : f.debouncer.all<shard_ops_ptr>())
-    if (o->resync) resync.push_back(o);
-  ASSERT_EQ(resync.size(), 1u);
-  EXPECT_EQ(resync[0]->epoch, 2u);
-  EXPECT_EQ(resync[0]->ops.size(), 1u);
+    if (o->walk == 7) chunk.push_back(o);
+  ASSERT_EQ(chunk.size(), 1u);
+  EXPECT_TRUE(chunk[0]->ops.empty());
+  EXPECT_TRUE(chunk[0]->walk_last && chunk[0]->walk_done);
+  f.send(1, {store_ev(5)});
+  caf::anon_send(f.aut, atom::walk_v, uint64_t{8}, uint32_t{0}, uint64_t{0}, uint32_t{100});
+  f.t.run();
+  chunk.clear();
+  for (const auto& o : f.debouncer.all<shard_ops_ptr>())
+    if (o->walk == 8) chunk.push_back(o);
+  ASSERT_EQ(chunk.size(), 1u);
+  EXPECT_EQ(chunk[0]->epoch, 2u);
+  EXPECT_TRUE(chunk[0]->resync);
+  EXPECT_EQ(chunk[0]->ops.size(), 1u) << "read after the batch before it (mailbox order)";
+  EXPECT_EQ(chunk[0]->resident, 1u);
 }
 
 TEST(DecoderActor, ASleepingEngineClearsThePipeline) {

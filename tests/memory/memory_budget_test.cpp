@@ -17,8 +17,8 @@ constexpr uint64_t MiB = uint64_t{1} << 20;
 // -- tickets ----------------------------------------------------------------------------------
 
 TEST(BudgetTicket, ChargesItsQueueUntilDestroyed) {
-  auto b = memory_budget::make(64 * MiB, budget_source::config);
-  EXPECT_EQ(b->limit_bytes(), 16 * MiB);  // MD1: a quarter
+  auto b = memory_budget::make(96 * MiB, budget_source::config);
+  EXPECT_EQ(b->limit_bytes(), 16 * MiB);  // MD1: a sixth
   {
     auto t = b->charge(budget_queue::shard, 1000);
     EXPECT_EQ(t.bytes(), 1000 + memory_budget::message_overhead);
@@ -212,17 +212,17 @@ TEST(ResolveBudget, MS1_AConfiguredValueWins) {
   EXPECT_STREQ(to_string(c.source), "config");
 }
 
-TEST(ResolveBudget, MS2_V1LimitLessHalf) {
+TEST(ResolveBudget, MS2_V1LimitLessAQuarter) {
   fake_fs fs;
   fs.files["/proc/self/cgroup"] = "9:name=systemd:/\n4:cpuacct,memory:/kubepods/pod1\n0::/\n";
   fs.files["/sys/fs/cgroup/memory/kubepods/pod1/memory.limit_in_bytes"] = "134217728\n";
   const auto c = resolve_budget(0, fs.reader());
   EXPECT_EQ(c.source, budget_source::cgroup_v1);
   EXPECT_EQ(c.cgroup_limit, 128 * MiB);
-  EXPECT_EQ(c.bytes, 64 * MiB);  // 128 MiB less half
+  EXPECT_EQ(c.bytes, 96 * MiB);  // 128 MiB less a quarter
   EXPECT_EQ(c.cgroup_file, "/sys/fs/cgroup/memory/kubepods/pod1/memory.limit_in_bytes");
   EXPECT_STREQ(to_string(c.source), "cgroup-v1");
-  EXPECT_NE(describe(c).find("64 MiB (cgroup-v1: limit 128 MiB"), std::string::npos)
+  EXPECT_NE(describe(c).find("96 MiB (cgroup-v1: limit 128 MiB"), std::string::npos)
       << describe(c);
 }
 
@@ -232,7 +232,7 @@ TEST(ResolveBudget, MS2_AContainerSeesItsCgroupAtTheRoot) {
   fs.files["/sys/fs/cgroup/memory/memory.limit_in_bytes"] = "67108864";
   const auto c = resolve_budget(0, fs.reader());
   EXPECT_EQ(c.source, budget_source::cgroup_v1);
-  EXPECT_EQ(c.bytes, 32 * MiB);  // 64 MiB less half
+  EXPECT_EQ(c.bytes, 40 * MiB);  // 64 MiB less 24 MiB (more than a quarter)
 }
 
 TEST(ResolveBudget, MS2_AHostPathSeenFromInsideAContainer) {
@@ -244,7 +244,7 @@ TEST(ResolveBudget, MS2_AHostPathSeenFromInsideAContainer) {
   fs.files["/sys/fs/cgroup/memory/memory.limit_in_bytes"] = "9223372036854771712";
   const auto c = resolve_budget(0, fs.reader());
   EXPECT_EQ(c.source, budget_source::cgroup_v1);
-  EXPECT_EQ(c.bytes, 64 * MiB);
+  EXPECT_EQ(c.bytes, 96 * MiB);
   EXPECT_EQ(c.cgroup_file, "/sys/fs/cgroup/memory/kvrelay-bench/memory.limit_in_bytes");
 }
 
@@ -254,7 +254,7 @@ TEST(ResolveBudget, MS3_V2MemoryMax) {
   fs.files["/sys/fs/cgroup/system.slice/kvrelay.service/memory.max"] = "268435456\n";
   const auto c = resolve_budget(0, fs.reader());
   EXPECT_EQ(c.source, budget_source::cgroup_v2);
-  EXPECT_EQ(c.bytes, 128 * MiB);
+  EXPECT_EQ(c.bytes, 192 * MiB);
   EXPECT_STREQ(to_string(c.source), "cgroup-v2");
 }
 
@@ -285,10 +285,11 @@ TEST(ResolveBudget, MS4_ASmallLimitKeepsEightMiB) {
   EXPECT_EQ(resolve_budget(0, fs.reader()).source, budget_source::fallback);
 }
 
-TEST(DeriveBounds, MD1_ToMD4) {
+TEST(DeriveBounds, MD1_ToMD5) {
   auto b = derive_bounds(96 * MiB, 1);
-  EXPECT_EQ(b.queue_bytes, 24 * MiB);
-  EXPECT_EQ(b.queue_messages, 24u * 1024);
+  EXPECT_EQ(b.queue_bytes, 16 * MiB);
+  EXPECT_EQ(b.queue_messages, 16u * 1024);
+  EXPECT_EQ(b.index_bytes, 84 * MiB);  // MD5: 7/8
   EXPECT_EQ(b.rcvhwm, 192);  // 6 MiB at 32 KiB
   EXPECT_EQ(b.max_pending, 196608u);
   b = derive_bounds(8 * MiB, 1);
@@ -301,6 +302,74 @@ TEST(DeriveBounds, MD1_ToMD4) {
   EXPECT_EQ(b.max_pending, 2000000u);
   EXPECT_EQ(derive_bounds(64 * MiB, 0).rcvhwm, derive_bounds(64 * MiB, 1).rcvhwm);
   EXPECT_EQ(derive_bounds(0, 1).queue_messages, 64u);
+}
+
+// -- the index in the budget (IB1-IB4), the queues' share around it (MD1), holds (MG6) ---------
+
+TEST(IndexBudget, IB1_StandingChargesFollowTheirOwnerAndGoWithIt) {
+  auto b = memory_budget::make(96 * MiB, budget_source::config);
+  {
+    standing_charge idx(b, standing_charge::on::index);
+    idx.set(10 * MiB);
+    EXPECT_EQ(b->index_bytes(), 10 * MiB);
+    idx.set(4 * MiB);
+    EXPECT_EQ(b->index_bytes(), 4 * MiB);
+    standing_charge pending(b, standing_charge::on::debouncer_queue);
+    pending.set(1000);
+    EXPECT_EQ(b->bytes(budget_queue::debouncer), 1000u);
+    EXPECT_EQ(b->messages(budget_queue::debouncer), 0u) << "a standing charge is no message";
+    standing_charge moved = std::move(idx);
+    EXPECT_EQ(b->index_bytes(), 4 * MiB) << "moved, not released";
+  }
+  EXPECT_EQ(b->index_bytes(), 0u);
+  EXPECT_EQ(b->used_bytes(), 0u);
+}
+
+TEST(IndexBudget, IB3_RoomForANewBlockShrinksByTierNearTheShare) {
+  auto b = memory_budget::make(96 * MiB, budget_source::config);
+  ASSERT_EQ(b->index_limit_bytes(), 84 * MiB);
+  standing_charge idx(b, standing_charge::on::index);
+  const uint64_t share = b->index_limit_bytes();
+  idx.set(share / 8 * 7 - 1);
+  EXPECT_TRUE(b->index_room(3));
+  idx.set(share / 8 * 7);
+  EXPECT_FALSE(b->index_room(3)) << "T3 goes first";
+  EXPECT_TRUE(b->index_room(2));
+  idx.set(share / 16 * 15);
+  EXPECT_FALSE(b->index_room(2)) << "then T2";
+  EXPECT_TRUE(b->index_room(1));
+  idx.set(share);
+  EXPECT_FALSE(b->index_room(1)) << "at the share, nothing new";
+}
+
+TEST(IndexBudget, MD1_TheQueuesGetWhatTheIndexLeavesAFifthOfNeverUnderAFortieth) {
+  auto b = memory_budget::make(96 * MiB, budget_source::config);
+  EXPECT_EQ(b->limit_bytes(), 16 * MiB) << "an empty index: budget/6";
+  standing_charge idx(b, standing_charge::on::index);
+  idx.set(46 * MiB);
+  EXPECT_EQ(b->limit_bytes(), 10 * MiB) << "(96 - 46) / 5";
+  EXPECT_LT(b->limit_messages(), 16u * 1024);
+  idx.set(84 * MiB);
+  EXPECT_EQ(b->limit_bytes(), 96 * MiB / 40) << "the floor";
+  EXPECT_GE(b->limit_messages(), 64u);
+}
+
+TEST(IndexBudget, MG6_AHoldMakesTheQueuesFullUntilEveryHoldIsOff) {
+  auto b = memory_budget::make(96 * MiB, budget_source::config);
+  budget_gate g;
+  auto observe = [&](uint64_t now) {
+    return g.observe(b->used_bytes(), b->used_messages(), b->limit_bytes(), b->limit_messages(),
+                     now);
+  };
+  EXPECT_TRUE(observe(1).read);
+  b->hold();
+  b->hold();
+  EXPECT_FALSE(observe(2).read) << "held: full";
+  b->unhold();
+  EXPECT_FALSE(observe(3).read) << "another hold is still on";
+  b->unhold();
+  EXPECT_TRUE(observe(4).read);
+  EXPECT_EQ(b->used_bytes(), 0u);
 }
 
 }  // namespace

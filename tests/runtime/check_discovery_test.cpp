@@ -59,8 +59,9 @@ TEST(CheckWithDiscovery, PrintsTheMemoryBudgetAndItsBounds) {
   const std::string text = out.str();
   EXPECT_NE(text.find("[memory]\nbudget = 100663296\n"), std::string::npos) << text;
   EXPECT_NE(text.find("# memory budget: 96 MiB (config)\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("#   queues pause the ingress at 25165824 bytes or 24576 messages; per "
-                      "pipeline: ZMQ rcvhwm 192 messages, pending keys 196608\n"),
+  EXPECT_NE(text.find("#   index up to 88080384 bytes; queues pause the ingress at up to 16777216 "
+                      "bytes or 16384 messages (less as the index grows, at least 2516582 bytes); "
+                      "per pipeline: ZMQ rcvhwm 192 messages, pending keys 196608\n"),
             std::string::npos)
       << text;
 }

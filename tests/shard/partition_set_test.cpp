@@ -293,7 +293,7 @@ TEST(PartitionSetProperty, RoutingEqualsOfferingEveryRemovalToEveryHolder) {
     std::set<uint64_t> held;
     for (uint32_t p = 0; p < ps.size(); ++p)
       if (p != ps.home())
-        ps.index(p).for_each_hash([&](const engine_hash& h) { held.insert(h.value); });
+        ps.index(p).for_each_key([&](uint64_t k) { held.insert(k); });
     ASSERT_EQ(ps.directory_size(), held.size()) << "step " << step;
   }
   EXPECT_EQ(ps.home(), 7u);

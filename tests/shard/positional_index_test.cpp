@@ -577,8 +577,8 @@ TEST(PositionalIndex, I7IntroducesMarksKeysNewToThePartition) {
 TEST(PositionalIndex, ObserverSeesEveryMembershipChange) {
   struct log_observer : kvrelay::residency_observer {
     std::vector<std::pair<char, uint64_t>> log;
-    void added(const engine_hash& h) override { log.emplace_back('+', h.value); }
-    void forgotten(const engine_hash& h) override { log.emplace_back('-', h.value); }
+    void added(uint64_t k) override { log.emplace_back('+', k); }
+    void forgotten(uint64_t k) override { log.emplace_back('-', k); }
   } obs;
   index_options o;
   o.max_resident = 2;
@@ -591,7 +591,7 @@ TEST(PositionalIndex, ObserverSeesEveryMembershipChange) {
   using L = std::vector<std::pair<char, uint64_t>>;
   EXPECT_EQ(obs.log, (L{{'+', 1}, {'+', 2}, {'+', 3}, {'-', 1}, {'-', 2}}));
   std::vector<uint64_t> all;
-  idx.for_each_hash([&](const engine_hash& h) { all.push_back(h.value); });
+  idx.for_each_key([&](uint64_t k) { all.push_back(k); });
   EXPECT_EQ(all, std::vector<uint64_t>{3});
 }
 
@@ -1021,7 +1021,8 @@ void check_server_view_matches(index_options o, uint32_t seed) {
                                  std::pair<tier, size_t>{tier::t3, o.max_t3_blocks}}) {
       if (cap == 0) continue;
       size_t held = 0;
-      idx.for_each_hash([&](const engine_hash& h) { held += idx.copies(h, t) != 0 ? 1 : 0; });
+      idx.for_each_key(
+          [&](uint64_t k) { held += idx.copies(engine_hash::from_int(k), t) != 0 ? 1 : 0; });
       ASSERT_EQ(idx.tier_blocks(t), held) << "step " << step;
       ASSERT_LE(held, cap) << "step " << step;
     }

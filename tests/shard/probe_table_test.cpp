@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <set>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -53,13 +54,19 @@ TEST(ProbeTable, PT1_KeyZeroIsAKeyLikeAnyOther) {
   EXPECT_EQ(t.size(), 1u);
 }
 
-TEST(ProbeTable, PT3_StaysAtMostThreeQuartersFull) {
+TEST(ProbeTable, PT3_StaysBetween64And80PercentFullOnceBig) {
   probe_table<slot> t;
-  for (uint64_t k = 1; k <= 1000; ++k) {
-    t.insert(slot{k, 0});
-    ASSERT_LE(t.size() * 4, t.capacity() * 3) << k;
+  std::mt19937_64 rng(3);
+  for (uint64_t k = 1; k <= 2'000'000; ++k) {
+    t.insert(slot{rng() | 1, 0});
+    ASSERT_LE(t.size() * 5, t.capacity() * 4 + 5 * probe_table<slot>::segment_count) << k;
+    if (k >= 200'000 && k % 1000 == 0) {
+      // Every segment grows by a quarter, so the whole table never falls under ~64 %.
+      ASSERT_GE(t.size() * 100, t.capacity() * 60) << k;
+    }
   }
-  EXPECT_EQ(t.capacity(), 2048u);
+  const double bytes_per_entry = static_cast<double>(t.heap_bytes()) / static_cast<double>(t.size());
+  EXPECT_LE(bytes_per_entry, 32.0) << "20-byte slots at 64-80 % full";
 }
 
 TEST(ProbeTable, PT5_ClearReleasesTheArray) {
@@ -142,9 +149,10 @@ TEST(ProbeTable, PT7_AnArrayLeftUnderOneSixteenthFullIsRebuiltSmaller) {
     ref.erase(keys[i]);
     ASSERT_GE(t.size() * 16, t.capacity()) << "rebuilt once under 1/16 full, at " << i;
   }
-  // 2^21 slots at 1 M, 2^19 below 131 072 (1/16), 2^17 below 32 768: under 2 MiB, malloc's.
-  EXPECT_EQ(t.capacity(), size_t{1} << 17);
-  EXPECT_GE(t.capacity() * 3, t.size() * 8 - 8);
+  // Each segment of 64 KiB or more rebuilt at most 3/8 full whenever an erase left it under
+  // 1/16: the drained table is a small fraction of the burst's.
+  EXPECT_LT(t.capacity() * 4, big) << "not the burst's arrays";
+  EXPECT_GE(t.capacity() * 3, t.size() * 8 - 8 * probe_table<slot>::segment_count);
   const std::map<uint64_t, uint32_t> expected(ref.begin(), ref.end());
   EXPECT_EQ(contents(t), expected);
   if (measure) {
@@ -222,13 +230,104 @@ TEST(ProbeTable, PT1_AWiderKeyIsZeroOnlyWhenAllOfItIs) {
   EXPECT_TRUE(t.insert(pair_slot{{7, 2}, 4}).second);
   EXPECT_FALSE(t.insert(pair_slot{{7, 2}, 5}).second);
   EXPECT_EQ(t.size(), 4u);
-  EXPECT_EQ(t.capacity(), 16u) << "the all-zero key is kept apart; the others fill the array";
+  EXPECT_EQ(t.size(), 4u) << "the all-zero key is kept apart; the others fill the arrays";
   EXPECT_EQ(t.find(pair_key{0, 0})->value, 1);
   EXPECT_EQ(t.find(pair_key{0, 1})->value, 2);
   EXPECT_EQ(t.find(pair_key{7, 2})->value, 4);
   EXPECT_TRUE(t.erase(pair_key{7, 1}));
   EXPECT_EQ(t.find(pair_key{7, 1}), nullptr);
   EXPECT_EQ(t.find(pair_key{7, 2})->value, 4);
+}
+
+// PT9: every key present through a walk is visited exactly once, in chunks of at least `max`,
+// however the table changes between chunks (growth, erase, a PT7 rebuild); a key inserted or
+// erased meanwhile at most once.
+TEST(ProbeTable, PT9_AWalkVisitsEveryStayingKeyOnceWhateverHappensBetweenChunks) {
+  for (uint64_t seed : {1u, 2u, 3u, 4u}) {
+    std::mt19937_64 rng(seed);
+    probe_table<slot> t(seed * 77);
+    std::set<uint64_t> staying;
+    for (int i = 0; i < 20'000; ++i) {
+      const uint64_t k = seed == 4 ? rng() % 30'000 : rng();  // seed 4: the zero key too
+      t.insert(slot{k, 1});
+      staying.insert(k);
+    }
+    std::map<uint64_t, int> seen;
+    std::set<uint64_t> touched;  // inserted or erased during the walk
+    uint64_t cursor = 0;
+    size_t chunks = 0;
+    for (;;) {
+      size_t n = 0;
+      uint64_t last = 0;
+      const walk_cursor c = t.walk(cursor, 100, [&](slot& s) {
+        const uint64_t k = s.key;
+        ++seen[k];
+        ++n;
+        const uint64_t pos = t.position(k);
+        EXPECT_GE(pos, cursor) << "positions order the walk";
+        last = std::max(last, pos);
+      });
+      ++chunks;
+      if (c.done) break;
+      EXPECT_GE(n, 100u) << "a chunk holds at least max unless it ends the walk";
+      EXPECT_GT(c.next, last) << "the cursor passes every key visited";
+      cursor = c.next;
+      // Between chunks: inserts that grow segments, erases that may rebuild them smaller.
+      for (int i = 0; i < 300; ++i) {
+        const uint64_t k = rng();
+        t.insert(slot{k, 2});
+        touched.insert(k);
+      }
+      for (int i = 0; i < 200 && !staying.empty(); ++i) {
+        auto it = staying.lower_bound(rng());
+        if (it == staying.end()) it = staying.begin();
+        t.erase(*it);
+        touched.insert(*it);
+        staying.erase(it);
+      }
+    }
+    EXPECT_GT(chunks, 50u);
+    for (uint64_t k : staying) ASSERT_EQ(seen[k], 1) << "seed " << seed << " key " << k;
+    for (const auto& [k, n] : seen) ASSERT_LE(n, 1) << "seed " << seed << " key " << k;
+    for (const auto& [k, n] : seen)
+      ASSERT_TRUE(staying.count(k) || touched.count(k)) << "a key that was never there";
+  }
+}
+
+TEST(ProbeTable, PT9_AnEmptyTableWalksInOneStepAndOnlyTheZeroKeyToo) {
+  probe_table<slot> t;
+  size_t n = 0;
+  EXPECT_TRUE(t.walk(0, 10, [&](slot&) { ++n; }).done);
+  EXPECT_EQ(n, 0u);
+  t.insert(slot{0, 5});
+  EXPECT_TRUE(t.walk(0, 10, [&](slot& s) { n += s.value; }).done);
+  EXPECT_EQ(n, 5u);
+}
+
+// PT8: growth rebuilds a sixteenth of the table at a time.
+TEST(ProbeTable, PT8_GrowthRebuildsOneSegmentAtATime) {
+  probe_table<slot> t;
+  std::mt19937_64 rng(8);
+  size_t before = 0;
+  size_t biggest_step = 0;
+  for (int i = 0; i < 1'000'000; ++i) {
+    t.insert(slot{rng() | 1, 0});
+    if (t.capacity() != before) {
+      biggest_step = std::max(biggest_step, t.capacity() - before);
+      before = t.capacity();
+    }
+  }
+  // One segment (a sixteenth) grows by a quarter: ~1/64 of the table, never the whole of it.
+  EXPECT_LT(biggest_step * 32, t.capacity()) << "one segment at a time";
+}
+
+TEST(ProbeTable, ReserveMakesRoomWithoutGrowing) {
+  probe_table<slot> t;
+  t.reserve(100'000);
+  const size_t cap = t.capacity();
+  std::mt19937_64 rng(9);
+  for (int i = 0; i < 100'000; ++i) t.insert(slot{rng() | 1, 0});
+  EXPECT_EQ(t.capacity(), cap);
 }
 
 TEST(ProbeTable, MovedFromIsEmptyAndUsable) {

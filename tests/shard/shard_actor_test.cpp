@@ -133,31 +133,46 @@ TEST(ShardActor, ClearsByEpochAndStaleWorkStillDeclaresItsPartitions) {
   EXPECT_EQ(f.metric("kvrelay_resident_blocks", {{"adapter", "late"}}), 1);
 }
 
-TEST(ShardActor, ResyncReReportsEveryPartitionInChunks) {
+TEST(ShardActor, AWalkReadsEveryPartitionInChunksFromItsCursor) {
   fixture f;
   std::vector<kv_event> evs;
   std::vector<uint32_t> parts;
-  for (uint64_t h = 0; h < 16384 + 10; ++h) {
+  for (uint64_t h = 0; h < 1000; ++h) {
     evs.push_back(stored(h));
     parts.push_back(h < 5 ? 1 : 0);
   }
   f.send(1, std::move(evs), std::move(parts), 0, {"", "a"});
   f.take();
-  caf::anon_send(f.aut, atom::resync_v, uint64_t{1});
-  f.t.run();
-  const auto ops = f.take();
-  size_t base = 0, lora = 0;
-  for (const auto& o : ops) {
-    EXPECT_TRUE(o->resync);
-    EXPECT_LE(o->ops.size(), 16384u);
-    (o->adapter.empty() ? base : lora) += o->ops.size();
+  // Ten times the chunk: a walk of 100 at a time, each answer's last message the cursor.
+  uint32_t partition = 0;
+  uint64_t key = 0;
+  size_t base = 0, lora = 0, asks = 0;
+  for (bool done = false; !done; ++asks) {
+    ASSERT_LT(asks, 50u);
+    caf::anon_send(f.aut, atom::walk_v, uint64_t{asks + 1}, partition, key, uint32_t{100});
+    f.t.run();
+    const auto ops = f.take();
+    ASSERT_FALSE(ops.empty());
+    size_t in_chunk = 0;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      EXPECT_TRUE(ops[i]->resync);
+      EXPECT_EQ(ops[i]->walk, asks + 1);
+      EXPECT_EQ(ops[i]->walk_last, i + 1 == ops.size());
+      in_chunk += ops[i]->ops.size();
+      (ops[i]->adapter.empty() ? base : lora) += ops[i]->ops.size();
+    }
+    done = ops.back()->walk_done;
+    if (!done) {
+      EXPECT_GE(in_chunk, 100u);
+    }
+    EXPECT_LE(in_chunk, 200u) << "max plus a cluster";
+    EXPECT_EQ(ops.back()->resident, 1000u);
+    partition = ops.back()->walk_partition;
+    key = ops.back()->walk_key;
   }
-  EXPECT_EQ(base, 16384u + 5);
+  EXPECT_EQ(base, 995u) << "every block once";
   EXPECT_EQ(lora, 5u);
-  EXPECT_EQ(ops.size(), 3u) << "base needs two chunks";
-  caf::anon_send(f.aut, atom::resync_v, uint64_t{0});  // older than the shard's epoch
-  f.t.run();
-  EXPECT_TRUE(f.take().empty());
+  EXPECT_GE(asks, 10u);
 }
 
 TEST(ShardActor, DrainAnswersAfterEarlierWork) {
