@@ -261,13 +261,21 @@ def read_archive(oci_tar):
         manifest = json.load(t.extractfile("blobs/sha256/" + mdigest[7:]))
         config = json.load(t.extractfile("blobs/sha256/" + manifest["config"]["digest"][7:]))
         layer = t.extractfile("blobs/sha256/" + manifest["layers"][0]["digest"][7:]).read()
-    files = {}
+    files, links = {}, {}
     with tarfile.open(fileobj=io.BytesIO(gzip.decompress(layer))) as lt:
         for m in lt.getmembers():
             n = m.name.lstrip("./")
             if m.isfile() and (n == "var/lib/dpkg/status" or
                                re.fullmatch(r"usr/share/doc/[^/]+/copyright", n)):
                 files[n] = lt.extractfile(m).read()
+            elif m.issym() and re.fullmatch(r"usr/share/doc/[^/]+", n) and "/" not in m.linkname:
+                links[n] = m.linkname
+    # A package's doc directory may link to another package's of the same source
+    # (libstdc++6 -> gcc-12-base): its copyright file is that one.
+    for n, target in links.items():
+        theirs = files.get(f"usr/share/doc/{target}/copyright")
+        if theirs is not None:
+            files.setdefault(n + "/copyright", theirs)
     return mdigest, config, files
 
 
@@ -404,7 +412,7 @@ def supplier(maintainer):
         return "NOASSERTION"
     name, email = m.group(1), m.group(2)
     kind = "Person"
-    if re.search(r"team|maintainers|developers|group|debian|project|authors|list", name + email, re.I):
+    if re.search(r"team|maintainers|developers|group|project|authors", name, re.I):
         kind = "Organization"
     return f"{kind}: {name} ({email})"
 
