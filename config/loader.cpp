@@ -473,8 +473,15 @@ flat_config flatten(const daemon_config& c) {
   for (const auto& e : c.engines) {
     const std::string& id = e.replica_id;
     out[{id, ""}] = "present";
-    for (const auto& f : engine_fields)
+    for (const auto& f : engine_fields) {
+      // A URL derived from metrics.url is not configuration: metrics.url and
+      // discover_via_metrics are, and stand for it.
+      if (std::string_view(f.key) == "url" && e.url_derived) {
+        out[{id, f.key}] = toml_quote("");
+        continue;
+      }
       out[{id, f.key}] = discovered(e, f.key) ? "(discovered at start)" : f.write(e);
+    }
     for (const auto& f : metrics_fields) out[{id, "metrics." + std::string(f.key)}] = f.write(e.metrics);
     for (const auto& [aid, name] : e.adapters)
       out[{id, "adapters." + std::to_string(aid)}] = toml_quote(name);
