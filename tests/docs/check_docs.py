@@ -292,7 +292,10 @@ def check_flags(doc, text, ours, foreign):
                 continue
             if line[:m.start()].endswith(("not defined: ", "no `")):
                 continue  # a mistyped flag quoted from an error message, or "there is no --x"
-            if flag.rstrip("-") != flag or re.match(r"^(dp|log)-?$", flag):
+            if line[m.end():].startswith("-*"):
+                # A family (--dp-*, --log-*): some flag must start with it.
+                if not any(o.startswith(flag + "-") for o in ours):
+                    finding(doc, n, f"names the flags --{flag}-*, but no flag starts with --{flag}-")
                 continue
             finding(doc, n, f"names the flag --{flag}, which no kvrelay program or script has "
                             f"(another program's? list it in FOREIGN_FLAGS with the program)")
