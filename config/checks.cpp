@@ -74,6 +74,19 @@ std::string without_trailing_slash(std::string url) {
   return url;
 }
 
+// vLLM and SGLang serve /metrics on their one HTTP server: "http://h:8000/metrics" is the engine
+// "http://h:8000" (a path before /metrics is kept: a prefix). "" when the URL does not end in
+// /metrics or is not a usable engine URL once cut.
+std::string engine_url_of_metrics(const std::string& metrics_url) {
+  static constexpr std::string_view suffix = "/metrics";
+  std::string url = without_trailing_slash(metrics_url);
+  if (url.size() <= suffix.size() || url.compare(url.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return {};
+  url.resize(url.size() - suffix.size());
+  if (!check_engine_url(url).empty()) return {};
+  return url;
+}
+
 }  // namespace
 
 failure invalid(std::string message, std::string headline) {
@@ -81,7 +94,9 @@ failure invalid(std::string message, std::string headline) {
 }
 
 bool discovered(const engine_settings& e, std::string_view key) {
-  if (e.url.empty()) return false;
+  // A URL derived from the metrics URL never leaves a setting unknown: what the engine does not
+  // say runs as configured.
+  if (e.url.empty() || e.url_derived) return false;
   const auto& g = e.given;
   if (key == "endpoint") return !g.endpoint;
   if (key == "replay_endpoint") return !g.replay_endpoint;
@@ -129,6 +144,12 @@ outcome<void> apply_flags(daemon_config& cfg, const flag_values& f) {
   }
   if (cfg.engines.empty() && (f.any_engine_flag() || !f.config_path)) {
     cfg.engines.emplace_back();
+    // The Go sidecar's arguments (an injected sidecar's): the engine's own server, at the
+    // metrics URL's host and port, may say more than they do (replay, DP ranks).
+    if (!f.config_path) {
+      cfg.engines.back().discover_via_metrics = true;
+      cfg.origin["engine[0].discover_via_metrics"] = "default without --config";
+    }
   }
   // C01: the adapter map is checked before anything else the reference validates.
   std::map<int64_t, std::string> adapters;
@@ -163,6 +184,7 @@ outcome<void> apply_flags(daemon_config& cfg, const flag_values& f) {
   set(cfg.server.scoped_evictions, f.scoped_evictions, "server.scoped_evictions",
       "scoped-evictions");
   set(cfg.admin.listen, f.admin_listen, "admin.listen", "admin-listen");
+  set(cfg.admin.public_endpoints, f.admin_public_v, "admin.public", "admin-public");
   set(cfg.state.dir, f.state_dir, "state.dir", "state-dir");
   set(cfg.memory.budget, f.memory_budget, "memory.budget", "memory-budget");
   set(cfg.log.format, f.log_format_v, "log.format", "log-format");
@@ -171,6 +193,8 @@ outcome<void> apply_flags(daemon_config& cfg, const flag_values& f) {
   auto& e = cfg.engines[0];
   const std::string p = "engine[0].";
   set(e.url, f.engine_url, p + "url", "engine-url");
+  set(e.discover_via_metrics, f.discover_via_metrics, p + "discover_via_metrics",
+      "discover-via-metrics");
   set(e.endpoint, f.engine_endpoint, p + "endpoint", "engine-endpoint");
   set(e.replay_endpoint, f.replay_endpoint, p + "replay_endpoint", "replay-endpoint");
   set(e.topic, f.topic, p + "topic", "topic");
@@ -228,8 +252,21 @@ outcome<void> validate(daemon_config& c, std::vector<std::string>* notes) {
     clamp(e.window, engine_defaults.window, p + ".window", note);
     clamp(e.reconnect_backoff, engine_defaults.reconnect_backoff, p + ".reconnect_backoff", note);
     clamp(e.metrics.interval, engine_defaults.metrics.interval, p + ".metrics.interval", note);
+    // The other way round: the engine's own server is where its /metrics is.
+    if (e.url.empty() && e.discover_via_metrics && !e.metrics.url.empty()) {
+      if (auto base = engine_url_of_metrics(e.metrics.url); !base.empty()) {
+        e.url = base;
+        e.url_derived = true;
+        const auto from = origin_of(c, p + ".metrics.url");
+        c.origin[p + ".url"] = "derived from metrics.url" + (from.empty() ? "" : " (" + from + ")");
+      } else {
+        note(p + ".metrics.url = \"" + e.metrics.url +
+             "\" does not end in /metrics: the engine's own server is not known, so nothing is "
+             "learnt from it (discover_via_metrics)");
+      }
+    }
     // The engine's own server serves /metrics too; a given metrics URL (even "") wins.
-    if (!e.url.empty() && !e.given.metrics_url) {
+    if (!e.url.empty() && !e.url_derived && !e.given.metrics_url) {
       e.metrics.url = without_trailing_slash(e.url) + "/metrics";
       if (auto where = origin_of(c, p + ".url"); !where.empty())
         c.origin[p + ".metrics.url"] = where;
@@ -327,7 +364,7 @@ outcome<void> validate(daemon_config& c, std::vector<std::string>* notes) {
   for (size_t i = 0; i < c.engines.size(); ++i) {
     const auto& e = c.engines[i];
     const std::string p = engine_path(i) + ".";
-    if (!e.url.empty()) {
+    if (!e.url.empty() && !e.url_derived) {
       if (auto err = check_engine_url(e.url); !err.empty()) return fail(p + "url", err);
       auto [it, fresh] = urls.emplace(without_trailing_slash(e.url), i);
       if (!fresh)
@@ -360,6 +397,12 @@ outcome<void> validate(daemon_config& c, std::vector<std::string>* notes) {
     if (!e.metrics.url.empty())
       if (auto err = check_url(e.metrics.url); !err.empty()) return fail(p + "metrics.url", err);
     if (e.metrics.cache_size_bytes < 0) return fail(p + "metrics.cache_size_bytes", "must be >= 0");
+    // Any tag is valid (the router matches it as given, as the Go sidecar's), but the run warns
+    // about one it has no metric profile for: --check says the same.
+    if (!discovered(e, "hash_scheme") && e.hash_scheme != "vllm" && e.hash_scheme != "sglang")
+      note(p + "hash_scheme = \"" + e.hash_scheme +
+           "\" is neither \"vllm\" nor \"sglang\": reports carry it as given (the router must "
+           "ask with the same tag), and the engine's /metrics is read with the vllm profile");
     for (const auto& [id, name] : e.adapters)
       if (name.empty())
         return fail(p + "adapters." + std::to_string(id), "adapter name must not be empty");

@@ -67,6 +67,14 @@ const std::vector<flag_spec>& table() {
       {"admin-listen", "host:port", false, "admin HTTP listen address; \"\" disables it",
        [] { return quote(admin_settings{}.listen); },
        [](flag_values& f, std::string_view v) { return (f.admin_listen = std::string(v)), std::string(); }},
+      {"admin-public", "string", false,
+       "/healthz, /readyz, /readyz/self and /metrics also on every address of the pod or host "
+       "at the admin port (the rest stays on loopback unless a token is set): auto (inside a "
+       "Kubernetes pod) | on | off",
+       [] { return quote(to_string(admin_settings{}.public_endpoints)); },
+       [](flag_values& f, std::string_view v) {
+         return set_choice(f.admin_public_v, v, allowed_admin_public());
+       }},
       {"cache-tier", "string", true,
        "usage gauge the scraper reads: auto (kv, then gpu, then cpu) | kv | gpu | cpu",
        [] { return quote(to_string(metrics_settings{}.tier)); },
@@ -82,6 +90,12 @@ const std::vector<flag_spec>& table() {
       {"config", "file", false, "TOML configuration file (flags override its single engine)",
        [] { return quote(""); },
        [](flag_values& f, std::string_view v) { return (f.config_path = std::string(v)), std::string(); }},
+      {"discover-via-metrics", "", true,
+       "without --engine-url: learn the replay endpoint, DP ranks and topic from the engine's "
+       "server at --engine-metrics-url's host and port (flags given still win; an engine that "
+       "says nothing runs as configured); true when no --config is given",
+       [] { return std::string("true without --config, else false"); },
+       [](flag_values& f, std::string_view v) { return set_bool(f.discover_via_metrics, v); }},
       {"dp-mode", "string", true,
        "data-parallel ranks as separate replicas \"<id>-dp<rank>\" or merged into one: "
        "separate | merged",
@@ -159,8 +173,8 @@ const std::vector<flag_spec>& table() {
        [] { return quote(engine_defaults().replica_id); },
        [](flag_values& f, std::string_view v) { return (f.replica_id = std::string(v)), std::string(); }},
       {"memory-budget", "size", false,
-       "memory budget (bytes or e.g. \"96MiB\"); 0 = the cgroup's memory limit less a margin, "
-       "else 512MiB",
+       "memory budget (bytes or e.g. \"96MiB\"); 0 = the cgroup's memory limit less a quarter "
+       "(less at least 24MiB), else 512MiB",
        [] { return std::to_string(memory_settings{}.budget); },
        [](flag_values& f, std::string_view v) {
          int64_t i = 0;

@@ -28,10 +28,12 @@ struct flag_values {
   bool check = false;                      // --check: validate, print, exit 0 / 2
   bool version = false;                    // --version
   std::optional<std::string> admin_listen;
+  std::optional<config::admin_public> admin_public_v;
   std::optional<config::eviction_mode> eviction_mode;
   std::optional<bool> scoped_evictions;
   std::optional<readiness_policy> server_readiness;
   std::optional<std::string> engine_url;  // an engine flag: --engine-url
+  std::optional<bool> discover_via_metrics;  // an engine flag
   std::optional<log_format> log_format_v;
   std::optional<log_level> log_level_v;
   // -- the reference sidecar's (§4), which describe one engine -----------------------------------

@@ -49,12 +49,14 @@ constexpr bool is_enum_setting = std::is_same_v<T, dp_mode> || std::is_same_v<T,
                                  std::is_same_v<T, eviction_mode> ||
                                  std::is_same_v<T, shutdown_action> ||
                                  std::is_same_v<T, readiness_policy> ||
+                                 std::is_same_v<T, admin_public> ||
                                  std::is_same_v<T, log_format> || std::is_same_v<T, log_level>;
 
 const char* allowed_for(dp_mode) { return allowed_dp_modes(); }
 const char* allowed_for(eviction_mode) { return allowed_eviction_modes(); }
 const char* allowed_for(shutdown_action) { return allowed_shutdown_actions(); }
 const char* allowed_for(readiness_policy) { return allowed_readiness_policies(); }
+const char* allowed_for(admin_public) { return allowed_admin_public(); }
 const char* allowed_for(unknown_parent) { return allowed_unknown_parents(); }
 const char* allowed_for(cache_tier) { return allowed_cache_tiers(); }
 const char* allowed_for(log_format) { return allowed_log_formats(); }
@@ -246,6 +248,7 @@ const field_def<server_settings> server_fields[] = {
 const field_def<admin_settings> admin_fields[] = {
     KVRELAY_FIELD(admin_settings, "listen", listen),
     KVRELAY_FIELD(admin_settings, "token_file", token_file),
+    KVRELAY_FIELD(admin_settings, "public", public_endpoints),
     KVRELAY_FIELD(admin_settings, "enable_crash_endpoint", enable_crash_endpoint),
     KVRELAY_FIELD(admin_settings, "max_connections", max_connections),
     KVRELAY_FIELD(admin_settings, "read_timeout", read_timeout),
@@ -271,6 +274,7 @@ const field_def<log_settings> log_fields[] = {
 const field_def<engine_settings> engine_fields[] = {
     KVRELAY_FIELD(engine_settings, "replica_id", replica_id),
     KVRELAY_FIELD(engine_settings, "url", url),
+    KVRELAY_FIELD(engine_settings, "discover_via_metrics", discover_via_metrics),
     KVRELAY_FIELD(engine_settings, "model_id", model_id),
     KVRELAY_FIELD(engine_settings, "tenant_id", tenant_id),
     KVRELAY_FIELD(engine_settings, "hash_scheme", hash_scheme),
@@ -471,8 +475,15 @@ flat_config flatten(const daemon_config& c) {
   for (const auto& e : c.engines) {
     const std::string& id = e.replica_id;
     out[{id, ""}] = "present";
-    for (const auto& f : engine_fields)
+    for (const auto& f : engine_fields) {
+      // A URL derived from metrics.url is not configuration: metrics.url and
+      // discover_via_metrics are, and stand for it.
+      if (std::string_view(f.key) == "url" && e.url_derived) {
+        out[{id, f.key}] = toml_quote("");
+        continue;
+      }
       out[{id, f.key}] = discovered(e, f.key) ? "(discovered at start)" : f.write(e);
+    }
     for (const auto& f : metrics_fields) out[{id, "metrics." + std::string(f.key)}] = f.write(e.metrics);
     for (const auto& [aid, name] : e.adapters)
       out[{id, "adapters." + std::to_string(aid)}] = toml_quote(name);
@@ -549,7 +560,8 @@ std::string to_toml(const daemon_config& c) {
   out << "\n";
   section("[memory]", memory_fields, c.memory, none, [&c](std::string_view k) {
     if (k != "budget" || c.memory.budget != 0) return std::string();
-    return std::string("# budget 0: the cgroup's memory limit less a margin, else 512MiB\n");
+    return std::string("# budget 0: the cgroup's memory limit less a quarter (less at least "
+                       "24MiB), else 512MiB\n");
   });
   out << "\n";
   section("[log]", log_fields, c.log, none, none);
@@ -559,9 +571,16 @@ std::string to_toml(const daemon_config& c) {
     out << "\n";
     section("[[engine]]", engine_fields, e,
             [&e](std::string_view k) {
+              // A derived URL is not the configuration's: read back, it is derived again.
+              if (k == "url" && e.url_derived)
+                return "(derived from metrics.url: " + toml_quote(e.url) + ")";
               return std::string(discovered(e, k) ? "(discovered at start)" : "");
             },
-            none);
+            [&e](std::string_view k) {
+              if (k != "discover_via_metrics" || !e.url_derived) return std::string();
+              return std::string("# the settings given win; the rest are learnt from the engine, "
+                                 "or run as configured while it says nothing usable\n");
+            });
     // What the ranks expand to, so --check shows the endpoints and replica ids it will use
     // (unless the engine will tell them).
     if (e.dp_size > 1 && !discovered(e, "endpoint") && !discovered(e, "dp_size")) {

@@ -58,6 +58,14 @@ enum class readiness_policy : uint8_t {
   quorum,  // more than half of them
 };
 
+/// Whether the admin port's read-only endpoints (/healthz, /readyz, /readyz/self, /metrics) also
+/// answer on the host's (the pod's) other addresses, not only on admin.listen's loopback one.
+enum class admin_public : uint8_t {
+  auto_,  // on inside a Kubernetes pod (KUBERNETES_SERVICE_HOST is set), else off
+  on,
+  off,
+};
+
 enum class log_format : uint8_t { json, text };
 enum class log_level : uint8_t { debug, info, warn, error };
 
@@ -67,6 +75,7 @@ const char* to_string(cache_tier v);
 const char* to_string(eviction_mode v);
 const char* to_string(shutdown_action v);
 const char* to_string(readiness_policy v);
+const char* to_string(admin_public v);
 const char* to_string(log_format v);
 const char* to_string(log_level v);
 /// Exact, case-sensitive parses; false (and `out` untouched) for anything else.
@@ -76,6 +85,7 @@ bool parse(std::string_view s, cache_tier& out);
 bool parse(std::string_view s, eviction_mode& out);
 bool parse(std::string_view s, shutdown_action& out);
 bool parse(std::string_view s, readiness_policy& out);
+bool parse(std::string_view s, admin_public& out);
 bool parse(std::string_view s, log_format& out);
 bool parse(std::string_view s, log_level& out);
 /// The accepted names, comma separated, in the order messages and docs list them.
@@ -85,6 +95,7 @@ const char* allowed_cache_tiers();     // "auto, kv, gpu, cpu" (the fallback ord
 const char* allowed_eviction_modes();  // "auto, expire, rpc"
 const char* allowed_shutdown_actions(); // "clear, keep"
 const char* allowed_readiness_policies(); // "any, all, quorum"
+const char* allowed_admin_public();       // "auto, on, off"
 const char* allowed_log_formats();     // "json, text"
 const char* allowed_log_levels();      // "debug, info, warn, error"
 
@@ -126,6 +137,10 @@ struct server_settings {
 struct admin_settings {
   std::string listen = "127.0.0.1:9464";  // host:port; "" disables the admin port
   std::string token_file;                 // bearer token for mutating endpoints; "" = none
+  /// The read-only endpoints on every address of the host or pod at listen's port as well (a
+  /// loopback `listen` only): Prometheus and probes reach an injected sidecar without a token,
+  /// while /debug/*, POSTs and the page answer only on loopback unless token_file is set.
+  admin_public public_endpoints = admin_public::auto_;  // --admin-public
   bool enable_crash_endpoint = false;     // /debug/crash, for supervision drills only
   int64_t max_connections = 64;           // open client connections at once; 1-4096
   milliseconds read_timeout{5000};        // a request's header and body must arrive within it
@@ -148,7 +163,7 @@ struct state_settings {
 
 /// The memory budget (issue 27): what kvrelay may hold, from which every queue bound derives.
 struct memory_settings {
-  int64_t budget = 0;  // bytes; 0 = the cgroup's memory limit less a margin, else 512 MiB
+  int64_t budget = 0;  // bytes; 0 = the cgroup's memory limit less half (≥ 16 MiB), else 512 MiB
 };
 
 struct log_settings {
@@ -186,6 +201,14 @@ struct engine_settings {
   /// discovery. With it, endpoint, replay_endpoint, topic, dp_size, model_id and hash_scheme
   /// are learnt from the engine unless given, and metrics.url defaults to url + "/metrics".
   std::string url;
+  /// Without `url`: learn what `url` would from the engine's HTTP server at metrics.url's scheme,
+  /// host and port (metrics.url ending in /metrics), every setting given staying as given;
+  /// while the engine says nothing usable (an older vLLM answers 404) the engine runs on the
+  /// configured settings, exactly as without it. On for an engine described by flags alone (no
+  /// --config): the Go sidecar's arguments, as the reference controller's injector passes them.
+  bool discover_via_metrics = false;  // --discover-via-metrics
+  /// Not a TOML key: `url` was derived from metrics.url by validate() (discover_via_metrics).
+  bool url_derived = false;
   milliseconds discovery_retry_max{30000};  // cap of the discovery retry backoff; > 0
   engine_given given;
   std::string model_id;    // required unless discovered

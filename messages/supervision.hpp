@@ -75,10 +75,16 @@ struct drain_report {
   int64_t pending = -1;      // updates the server never got (-1: unknown)
   int64_t in_flight = -1;    // units sent but not acknowledged (-1: unknown)
   int64_t resident = -1;     // blocks in the reverse map: what the server holds for us (-1: unknown)
+  /// The policy server acknowledged something of this pipeline's since it started. When it never
+  /// did (never reachable), it holds nothing of it, whatever the index holds.
+  bool server_acknowledged = true;
 
-  /// Entries this pipeline leaves on the server: none after an acknowledged final clear, else
-  /// what it reported resident (stale ones among them when the drain did not complete).
-  int64_t left_on_server() const { return final_clear && complete ? 0 : resident; }
+  /// Entries this pipeline leaves on the server: none after an acknowledged final clear or when
+  /// the server never acknowledged anything, else what it reported resident (stale ones among
+  /// them when the drain did not complete).
+  int64_t left_on_server() const {
+    return (final_clear && complete) || !server_acknowledged ? 0 : resident;
+  }
 };
 
 /// A pipeline as the admin port shows it: what the daemon fixed at start, and its live status

@@ -5,10 +5,12 @@
 #include "runtime/admin_server.hpp"
 
 #include <netdb.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -82,22 +84,6 @@ http_response reply(int status, std::string body, std::string type = "text/plain
 
 }  // namespace
 
-bool is_loopback_address(const sockaddr* a) {
-  if (!a) return false;
-  if (a->sa_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(a);
-    return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-  }
-  if (a->sa_family == AF_INET6) {
-    const auto& b = reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr.s6_addr;
-    static constexpr unsigned char loop6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-    static constexpr unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    if (std::memcmp(b, loop6, 16) == 0) return true;
-    return std::memcmp(b, mapped, 12) == 0 && b[12] == 127;
-  }
-  return false;
-}
-
 bool is_loopback_host(const std::string& host) {
   if (host.empty()) return false;  // every interface
   addrinfo_list list;
@@ -132,6 +118,14 @@ struct admin_server::impl {
   static bool guarded(const http_request& r) {
     return r.method != "GET" || r.path.rfind("/debug/", 0) == 0;
   }
+
+  // What a pod's or host's other addresses get without a token (admin.public): the read-only
+  // answers Prometheus and a probe need, nothing that shows the insides or changes anything.
+  static bool read_only(const http_request& r) {
+    return r.method == "GET" && (r.path == "/healthz" || r.path == "/readyz" ||
+                                 r.path == "/readyz/self" || r.path == "/metrics");
+  }
+  std::string listening;  // what start() bound, for the start line
 
   bool authorized(const http_request& req) const {
     if (token.empty()) return true;
@@ -175,6 +169,10 @@ struct admin_server::impl {
         "the body lists why not, and degraded pipelines",
         [this](const http_request&, http_response& res) {
           auto [ok, why] = b.client.ready();
+          // One of several policy targets down leaves the pipeline ready (server.readiness):
+          // say so, or "ready" would hide it.
+          if (const auto views = b.client.status())
+            for (auto& line : target_readiness_lines(views->pipelines)) why.push_back(std::move(line));
           std::string body = ok ? "ready\n" : "not ready\n";
           for (const auto& w : why) body += "- " + w + "\n";
           res = reply(ok ? 200 : 503, std::move(body));
@@ -292,25 +290,66 @@ bool admin_server::start(const config::admin_settings& s, const http_limits& lim
   // The check and the bind use the same resolved address: a name cannot pass as loopback and
   // then bind something else.
   const addrinfo* ai = addrs.head;
-  if (!is_loopback_address(ai->ai_addr) && a.token.empty()) {
+  const bool loopback = is_loopback_address(ai->ai_addr);
+  if (!loopback && a.token.empty()) {
     error = "admin.listen: " + s.listen +
             " is not loopback; set admin.token_file so the port is not open to anyone";
     return false;
   }
   a.server = std::make_unique<http_server>(limits);
   a.server->set_gate([&a](const http_request& req) -> std::optional<http_response> {
+    // Without a token, a connection to any other address than loopback (admin.public) gets the
+    // read-only endpoints only: nothing there is a secret, and Prometheus and probes need them.
+    if (!req.local_loopback && a.token.empty() && !impl::read_only(req))
+      return reply(403, "forbidden: " + req.path +
+                            " answers on loopback only; this address serves /healthz, /readyz, "
+                            "/readyz/self and /metrics (set admin.token_file to open the rest "
+                            "with a bearer token)\n");
     if (impl::guarded(req) && !a.authorized(req))
       return reply(401, "unauthorized: send 'Authorization: Bearer <token>'\n");
     return std::nullopt;
   });
   a.add_routes(s.enable_crash_endpoint);
-  if (!a.server->listen(ai->ai_addr, static_cast<unsigned>(ai->ai_addrlen), error)) {
-    error = "admin.listen: cannot bind " + s.listen + ": " + error;
+  // admin.public: the same port on every address (the IPv6 wildcard takes IPv4 too; IPv4's
+  // when the host has no IPv6), each connection told by the address it arrived at.
+  const bool widen = loopback && serves_public(s.public_endpoints);
+  bool bound = false;
+  if (widen) {
+    sockaddr_in6 any6{};
+    any6.sin6_family = AF_INET6;
+    any6.sin6_addr = in6addr_any;
+    any6.sin6_port = ai->ai_addr->sa_family == AF_INET6
+                         ? reinterpret_cast<const sockaddr_in6*>(ai->ai_addr)->sin6_port
+                         : reinterpret_cast<const sockaddr_in*>(ai->ai_addr)->sin_port;
+    std::string err6;
+    bound = a.server->listen(reinterpret_cast<const sockaddr*>(&any6), sizeof any6, err6);
+    a.listening = "[::]";
+    if (!bound) {
+      sockaddr_in any4{};
+      any4.sin_family = AF_INET;
+      any4.sin_addr.s_addr = htonl(INADDR_ANY);
+      any4.sin_port = any6.sin6_port;
+      bound = a.server->listen(reinterpret_cast<const sockaddr*>(&any4), sizeof any4, error);
+      a.listening = "0.0.0.0";
+    }
+  } else {
+    bound = a.server->listen(ai->ai_addr, static_cast<unsigned>(ai->ai_addrlen), error);
+    a.listening = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  }
+  if (!bound) {
+    error = "admin.listen: cannot bind " + s.listen + (widen ? " on every address" : "") + ": " +
+            error;
     a.server.reset();
     return false;
   }
+  a.listening += ":" + std::to_string(a.server->port());
+  if (widen)
+    a.listening += a.token.empty()
+                       ? " (every address: /healthz, /readyz, /readyz/self and /metrics; the "
+                         "rest on loopback only)"
+                       : " (every address; /debug/* and POSTs need the bearer token)";
   log::info("admin port listening",
-            {{"listen", host + ":" + std::to_string(a.server->port())},
+            {{"listen", a.listening},
              {"max_connections", limits.max_connections},
              {"read_timeout_ms", static_cast<int64_t>(limits.read_timeout.count())},
              {"idle_timeout_ms", static_cast<int64_t>(limits.idle_timeout.count())},
@@ -323,5 +362,18 @@ void admin_server::stop() {
 }
 
 uint16_t admin_server::port() const { return impl_->server ? impl_->server->port() : 0; }
+
+std::string admin_server::listening() const {
+  return impl_->server ? impl_->listening : std::string("off");
+}
+
+bool in_kubernetes_pod() {
+  const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+  return host != nullptr && *host != '\0';
+}
+
+bool serves_public(config::admin_public p) {
+  return p == config::admin_public::on || (p == config::admin_public::auto_ && in_kubernetes_pod());
+}
 
 }  // namespace kvrelay

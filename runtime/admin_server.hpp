@@ -18,7 +18,10 @@
 //   GET  /help             this list
 // Every handler asks the daemon's root actor (daemon_client); none reads the daemon object.
 // Loopback by default. Binding anything else requires a bearer token (from a file): POSTs and
-// /debug/* without it get 401 before their body is read.
+// /debug/* without it get 401 before their body is read. With admin.public (auto: inside a
+// Kubernetes pod) a loopback port is bound on every address instead, and a connection that did
+// not arrive at a loopback address gets only /healthz, /readyz, /readyz/self and /metrics (403
+// for the rest) unless a token is set, which then guards the rest as above.
 
 #include <chrono>
 #include <cstdint>
@@ -60,14 +63,21 @@ class admin_server {
   bool start(const config::admin_settings& s, const http_limits& limits, std::string& error);
   void stop();
   uint16_t port() const;
+  /// What it listens on, e.g. "127.0.0.1:9464", or "[::]:9464 (every address: ...)" with
+  /// admin.public; "off" when not started.
+  std::string listening() const;
 
  private:
   struct impl;
   std::unique_ptr<impl> impl_;
 };
 
-/// 127.0.0.0/8, ::1 and IPv4-mapped 127.0.0.0/8 (::ffff:127.x.y.z).
-bool is_loopback_address(const sockaddr* a);
+/// Whether the process runs in a Kubernetes pod: KUBERNETES_SERVICE_HOST is set (the kubelet
+/// sets it in every container, service links or not).
+bool in_kubernetes_pod();
+
+/// admin.public: on, or auto inside a pod.
+bool serves_public(config::admin_public p);
 
 /// Resolves `host` (an address literal or a name) and says whether every address it resolves to
 /// is loopback; a name that does not resolve is not. "127.attacker.example" is a name like any

@@ -4,6 +4,7 @@
 
 #include "runtime/daemon.hpp"
 
+#include "base/build_info.hpp"
 #include "base/state_dir.hpp"
 
 #include <caf/actor_system.hpp>
@@ -147,10 +148,14 @@ bool daemon::start(std::string& error) {
         admin_server::backend{d.client(), d.metrics, d.started, d.budget});
     if (!d.admin->start(d.cfg.admin, admin_limits_from(d.cfg.admin), error)) return false;
   }
+  // Pipelines of engines with a URL start when their engine answers (or, for a URL derived from
+  // the metrics URL, when it does not): "pipelines 0" alone would read as a daemon doing nothing.
   log::info("kvrelay starting",
-            {{"version", KVRELAY_VERSION}, {"pipelines", count},
-             {"discovered_engines", discovery_count},
-             {"server", config::policy_targets_text(d.cfg.server)}, {"admin", d.cfg.admin.listen}});
+            {{"version", build::describe()}, {"engines", d.cfg.engines.size()},
+             {"pipelines_started", count},
+             {"engines_awaiting_discovery", discovery_count},
+             {"server", config::policy_targets_text(d.cfg.server)},
+             {"admin", d.admin ? d.admin->listening() : std::string("off")}});
   return true;
 }
 
@@ -160,6 +165,7 @@ void log_outcome(const drain_report& r) {
   std::vector<log::field> f{{"pipeline", r.pipeline},
                             {"final_clear", r.final_clear},
                             {"left_on_server", r.left_on_server()}};
+  if (!r.server_acknowledged) f.emplace_back("server_reached", false);
   if (r.complete) {
     log::write(log::level::info,
                r.final_clear ? "drain finished; the server was cleared"

@@ -40,7 +40,38 @@ discovery::engine_request discovery_request(const config::daemon_config& cfg, si
     if (!config::rank_endpoint(base, rank, out).empty()) return std::nullopt;
     return out;
   };
+  if (e.url_derived) r.fallback = configured_target(cfg, engine);
   return r;
+}
+
+std::shared_ptr<const discovered_target> configured_target(const config::daemon_config& cfg,
+                                                           size_t engine) {
+  const auto& e = cfg.engines.at(engine);
+  const std::string path = "engine[" + std::to_string(engine) + "].";
+  // Where each value came from, as the merge says it: the flag or file line, else a default.
+  const auto setting = [&](const std::string& value, bool given, const char* key) {
+    const auto where = config::origin_of(cfg, path + key);
+    if (given) return discovery_setting{value, discovery::explicit_origin({value, where})};
+    return discovery_setting{value, "default (configured; the engine has not said)"};
+  };
+  auto t = std::make_shared<discovered_target>();
+  t->url = e.url;
+  t->dialect = "configured";
+  t->model_id = setting(e.model_id, e.given.model_id, "model_id");
+  t->hash_scheme = setting(e.hash_scheme, e.given.hash_scheme, "hash_scheme");
+  t->metrics_url = setting(e.metrics.url, e.given.metrics_url, "metrics.url");
+  t->dp_size = setting(std::to_string(e.dp_size), e.given.dp_size, "dp_size");
+  for (const auto& p : config::pipelines(cfg)) {
+    if (p.engine_index != engine) continue;
+    discovered_rank r;
+    r.dp_rank = p.dp_rank;
+    r.replica_id = p.replica_id;
+    r.endpoint = setting(p.endpoint, e.given.endpoint, "endpoint");
+    r.replay_endpoint = setting(p.replay_endpoint, e.given.replay_endpoint, "replay_endpoint");
+    r.topic = setting(e.topic, e.given.topic, "topic");
+    t->ranks.push_back(std::move(r));
+  }
+  return t;
 }
 
 discovery_options discovery_options_for(const config::daemon_config& cfg) {
@@ -107,7 +138,9 @@ void print_discovery(const config::daemon_config& cfg, std::ostream& out,
     if (!target) {
       out << "# engine \"" << rid << "\" (" << e.request.url << "): not usable now: "
           << target.error().context << "\n#   kvrelay keeps asking, with backoff up to "
-          << e.retry_max.count() << " ms\n";
+          << e.retry_max.count() << " ms"
+          << (e.request.fallback ? ", and runs on the configured settings meanwhile" : "")
+          << "\n";
       continue;
     }
     const auto& t = target.value();

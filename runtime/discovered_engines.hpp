@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <iosfwd>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -24,6 +25,12 @@ namespace kvrelay {
 /// Engine `engine` of `cfg` (it has a URL) as the merge sees it: only the values given in the
 /// file or by a flag, each with where ("--topic", "kvrelay.toml:4:1").
 discovery::engine_request discovery_request(const config::daemon_config& cfg, size_t engine);
+
+/// What engine `engine` runs on while its engine says nothing usable, when its URL was derived
+/// from its metrics URL (discovery_protocol.hpp, DP8): its configured settings as a target, each
+/// value's origin the flag or file line that set it, or "default (configured; ...)".
+std::shared_ptr<const discovered_target> configured_target(const config::daemon_config& cfg,
+                                                           size_t engine);
 
 /// The discovery actor's options: every engine with a URL (none: discovery is not needed).
 discovery_options discovery_options_for(const config::daemon_config& cfg);

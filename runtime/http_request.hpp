@@ -21,6 +21,9 @@ struct http_request {
   std::vector<std::pair<std::string, std::string>> params;   // query, percent-decoded
   std::string body;
   std::string peer;  // the client's address
+  /// The connection arrived at a loopback address of this host (127.0.0.0/8, ::1): it comes from
+  /// this host or pod. False for one that reached a pod or host address.
+  bool local_loopback = true;
 
   /// The header's value (name in any case), or nullptr.
   const std::string* header(std::string_view name) const;

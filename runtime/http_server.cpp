@@ -49,6 +49,22 @@ std::string peer_of(const sockaddr_storage& ss) {
 
 }  // namespace
 
+bool is_loopback_address(const sockaddr* a) {
+  if (!a) return false;
+  if (a->sa_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(a);
+    return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (a->sa_family == AF_INET6) {
+    const auto& b = reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr.s6_addr;
+    static constexpr unsigned char loop6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    static constexpr unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (std::memcmp(b, loop6, 16) == 0) return true;
+    return std::memcmp(b, mapped, 12) == 0 && b[12] == 127;
+  }
+  return false;
+}
+
 // -- server -----------------------------------------------------------------------------------
 
 struct http_server::impl {
@@ -65,6 +81,7 @@ struct http_server::impl {
     uint64_t id = 0;
     int fd = -1;
     std::string peer;
+    bool local_loopback = true;  // it arrived at a loopback address (not the pod's or host's)
     phase st = phase::idle;
     clock::time_point since{};     // last activity (idle) / request start / write start
     clock::time_point deadline{};  // none while handling
@@ -196,6 +213,7 @@ struct http_server::impl {
     const auto head = std::string_view(c.in).substr(0, c.head_end - 4);
     c.req = http_request{};
     c.req.peer = c.peer;
+    c.req.local_loopback = c.local_loopback;
     if (!parse_http_head(head, c.req, c.keep_alive))
       return reject(c, text(400, "malformed request\n"));
     bool path_known = false;
@@ -324,6 +342,13 @@ struct http_server::impl {
       c.id = next_id++;
       c.fd = fd;
       c.peer = peer_of(ss);
+      // Martian filtering drops packets for 127/8 arriving from outside, so a connection to a
+      // loopback address came from this host (or pod).
+      sockaddr_storage local{};
+      socklen_t local_len = sizeof local;
+      c.local_loopback =
+          ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) == 0 &&
+          is_loopback_address(reinterpret_cast<const sockaddr*>(&local));
       c.since = clock::now();
       c.deadline = c.since + limits.idle_timeout;
       ++open;
@@ -452,6 +477,11 @@ bool http_server::listen(const sockaddr* addr, unsigned addr_len, std::string& e
   }
   int one = 1;
   ::setsockopt(s.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (addr->sa_family == AF_INET6) {
+    // The wildcard takes IPv4 as well, whatever net.ipv6.bindv6only says.
+    int zero = 0;
+    ::setsockopt(s.listen_fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+  }
   if (::bind(s.listen_fd, addr, addr_len) != 0 || ::listen(s.listen_fd, SOMAXCONN) != 0) {
     error = std::strerror(errno);
     ::close(s.listen_fd);

@@ -72,7 +72,9 @@ class http_server {
   void route(std::string method, std::string path, handler h, runs_on where = runs_on::worker);
   void set_gate(gate g);
 
-  /// Binds `addr`, listens and starts the threads. False with `error` when it cannot bind.
+  /// Binds `addr`, listens and starts the threads. False with `error` when it cannot bind. The
+  /// IPv6 wildcard (`[::]`) takes IPv4 connections too. Each request says whether its
+  /// connection arrived at a loopback address (http_request::local_loopback).
   bool listen(const sockaddr* addr, unsigned addr_len, std::string& error);
   /// The bound port (0 before listen()).
   uint16_t port() const;
@@ -84,5 +86,8 @@ class http_server {
   struct impl;
   std::unique_ptr<impl> impl_;
 };
+
+/// 127.0.0.0/8, ::1 and IPv4-mapped 127.0.0.0/8 (::ffff:127.x.y.z).
+bool is_loopback_address(const sockaddr* a);
 
 }  // namespace kvrelay

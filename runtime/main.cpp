@@ -98,9 +98,11 @@ int main(int argc, char** argv) {
   sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
+  // The reference's start line (C08), once per engine: each names its own endpoint and model
+  // (a node daemon's second engine is not the first one's).
   const auto& c = cfg.value();
-  if (!c.engines.empty()) {
-    const auto& e = c.engines.front();
+  for (size_t i = 0; i < c.engines.size(); ++i) {
+    const auto& e = c.engines[i];
     // What the engine will tell is not known yet: say so rather than log a placeholder.
     const auto shown = [&e](const char* key, const std::string& value) {
       return config::discovered(e, key) ? std::string("(discovered at start)") : value;
@@ -114,7 +116,9 @@ int main(int argc, char** argv) {
                {"stats_interval", std::to_string(e.metrics.interval.count()) + "ms"},
                {"cache_tier", config::to_string(e.metrics.tier)},
                {"engine_model_name", e.metrics.model_label},
-               {"ignore_block_removed", e.l2_tier}, {"engines", c.engines.size()}});
+               {"ignore_block_removed", e.l2_tier},
+               {"engine", std::to_string(i + 1) + "/" + std::to_string(c.engines.size())},
+               {"engines", c.engines.size()}});
   }
   kvrelay::daemon d(cfg.value());
   std::string error;

@@ -49,6 +49,7 @@ struct pipeline_state {
   bool catchup_done = false;
   bool engine_connected = false;
   bool server_ok = false;
+  bool server_ever_ok = false;  // the drain report's: a server never reached holds nothing of ours
   // What the index knows of the engine's cache: why it is incomplete (nullptr: it matches), and
   // whether the engine sleeps. Degraded, not unready: an index that knows part of the cache
   // still routes better than none, and a sidecar's readiness gates its engine's traffic.
@@ -308,7 +309,7 @@ void on_health(pipeline_state& st, health_fact f) {
     case health_fact::catchup_done: st.catchup_done = true; break;
     case health_fact::engine_connected: st.engine_connected = true; break;
     case health_fact::engine_disconnected: st.engine_connected = false; break;
-    case health_fact::server_ok: st.server_ok = true; break;
+    case health_fact::server_ok: st.server_ok = st.server_ever_ok = true; break;
     case health_fact::server_failed: st.server_ok = false; break;
     case health_fact::history_complete: st.index_incomplete = nullptr; break;
     case health_fact::history_skipped: st.index_incomplete = incomplete_since_start; break;
@@ -493,6 +494,7 @@ void drain(pipeline_self self, caf::timespan budget,
   auto report = std::make_shared<drain_report>();
   report->pipeline = st.ctx.name;
   report->final_clear = st.opts.final_clear;
+  report->server_acknowledged = st.server_ever_ok;
   const auto left = [deadline] {
     return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()),
                     std::chrono::milliseconds(1));
@@ -567,9 +569,9 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context c
   st.policy.emplace(std::move(po));
   for (auto u : {pipeline_unit::datapath, pipeline_unit::emitter, pipeline_unit::scraper}) {
     if (u == pipeline_unit::scraper && !st.opts.scraper) continue;
-    st.restarts[static_cast<size_t>(u)] = &st.ctx.metrics->counter(
-        "kvrelay_actor_restarts_total", "Supervised restarts by pipeline and unit",
-        {{"pipeline", st.ctx.name}, {"unit", std::string(to_string(u))}});
+    st.restarts[static_cast<size_t>(u)] = &st.ctx.counter(
+        "kvrelay_actor_restarts_total", "Supervised restarts by replica and unit",
+        {{"unit", std::string(to_string(u))}});
   }
   st.unhealthy_gauge =
       &st.ctx.gauge("kvrelay_pipeline_unhealthy",

@@ -6,6 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <charconv>
+#include <map>
+
+#include "base/build_info.hpp"
+
 namespace kvrelay {
 
 namespace {
@@ -42,6 +47,11 @@ nlohmann::ordered_json to_json(const actor_status& s) {
   return j;
 }
 
+bool parse_int(const std::string& s, int64_t& out) {
+  auto [end, err] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return err == std::errc() && end == s.data() + s.size();
+}
+
 // Replace invalid UTF-8 (an adapter name from the wire) instead of throwing.
 std::string dump(const nlohmann::ordered_json& j) {
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
@@ -53,6 +63,8 @@ std::string render_tree(const std::vector<pipeline_view>& pipelines, int64_t upt
                         const actor_status& discovery, const std::string& memory_json) {
   nlohmann::ordered_json doc;
   doc["kvrelay"] = KVRELAY_VERSION;
+  doc["revision"] = build::revision();
+  doc["build_date"] = build::date();
   doc["uptime_s"] = uptime_s;
   if (!discovery.kind.empty()) doc["discovery"] = to_json(discovery);
   if (!memory_json.empty())
@@ -133,14 +145,67 @@ std::string render_engines(const std::vector<pipeline_view>& pipelines) {
         targets.push_back(std::move(t));
       }
     j["targets"] = std::move(targets);
-    auto adapters = nlohmann::ordered_json::object();
+    // Adapters: every partition the index holds (a name from the event's lora_name, or from
+    // the id map) with its resident blocks, and every name of the id map even before its first
+    // block; `adapter_ids` is the id map itself (configured, or added by POST /debug/adapters).
+    auto ids = nlohmann::ordered_json::object();
+    std::map<std::string, nlohmann::ordered_json> adapters;
     if (const auto* v = s.find("adapters"))
       if (const auto* m = std::get_if<actor_status::string_map>(v))
-        for (const auto& [id, name] : *m) adapters[id] = name;
-    j["adapters"] = std::move(adapters);
+        for (const auto& [id, name] : *m) {
+          ids[id] = name;
+          auto& a = adapters[name];
+          if (a.is_null()) a = {{"lora_id", nullptr}, {"resident_blocks", 0}};
+          int64_t n = 0;
+          if (parse_int(id, n)) a["lora_id"] = n;
+        }
+    if (dec)
+      for (const auto& shard : dec->children) {
+        const auto* v = shard.find("resident_by_adapter");
+        const auto* m = v ? std::get_if<actor_status::string_map>(v) : nullptr;
+        if (!m) continue;
+        for (const auto& [name, count] : *m) {
+          auto& a = adapters[name];
+          if (a.is_null()) a = {{"lora_id", nullptr}, {"resident_blocks", 0}};
+          int64_t n = 0;
+          if (parse_int(count, n)) a["resident_blocks"] = a["resident_blocks"].get<int64_t>() + n;
+        }
+      }
+    auto out_adapters = nlohmann::ordered_json::object();
+    for (auto& [name, a] : adapters) out_adapters[name] = std::move(a);
+    j["adapters"] = std::move(out_adapters);
+    j["adapter_ids"] = std::move(ids);
     out.push_back(std::move(j));
   }
   return dump(out);
+}
+
+std::vector<std::string> target_readiness_lines(const std::vector<pipeline_view>& pipelines) {
+  std::vector<std::string> out;
+  for (const auto& p : pipelines) {
+    const actor_status* deb = p.status.child("debouncer");
+    if (!deb) continue;
+    std::vector<const actor_status*> targets;
+    for (const auto& c : deb->children)
+      if (c.kind == "target") targets.push_back(&c);
+    if (targets.size() < 2) continue;
+    size_t up = 0;
+    for (const auto* t : targets) up += t->flag("up") ? 1 : 0;
+    const std::string prefix = p.status.flag("ready") ? "degraded (still ready): " : "";
+    for (const auto* t : targets) {
+      if (t->flag("up")) continue;
+      const auto* name = t->find("target");
+      const auto* err = t->find("last_error");
+      const auto* n = name ? std::get_if<std::string>(name) : nullptr;
+      const auto* e = err ? std::get_if<std::string>(err) : nullptr;
+      std::string line = prefix + p.name + ": policy target " + (n ? *n : t->name) +
+                         " is down (" + std::to_string(up) + " of " +
+                         std::to_string(targets.size()) + " up)";
+      if (e && !e->empty()) line += ": " + *e;
+      out.push_back(std::move(line));
+    }
+  }
+  return out;
 }
 
 }  // namespace kvrelay

@@ -22,8 +22,14 @@ namespace kvrelay {
 std::string render_tree(const std::vector<pipeline_view>& pipelines, int64_t uptime_s,
                         const actor_status& discovery = {}, const std::string& memory_json = {});
 
-/// /debug/engines: per pipeline its endpoints, connection, last seq, counters, readiness and
-/// adapter map.
+/// /debug/engines: per pipeline its endpoints, connection, last seq, counters, readiness, its
+/// adapters (every partition with its resident blocks, and the LoRA id map).
 std::string render_engines(const std::vector<pipeline_view>& pipelines);
+
+/// /readyz's lines about policy-server targets, for a pipeline with more than one: one per
+/// target that is down, "<pipeline>: policy target <t> is down (<up> of <n> up): <last error>",
+/// prefixed "degraded (still ready): " while the pipeline is ready (server.readiness lets one
+/// target stand in for another). With one target, readiness's own reason says it.
+std::vector<std::string> target_readiness_lines(const std::vector<pipeline_view>& pipelines);
 
 }  // namespace kvrelay

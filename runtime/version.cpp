@@ -11,6 +11,7 @@
 
 #include <sstream>
 
+#include "base/build_info.hpp"
 #include "base/metrics_registry.hpp"
 #include "base/process_metrics.hpp"
 
@@ -41,6 +42,8 @@ std::string version_report() {
   const auto v = current();
   std::ostringstream out;
   out << "kvrelay " << KVRELAY_VERSION << '\n'
+      << "revision " << build::revision() << '\n'
+      << "build date " << build::date() << " (the commit's time)\n"
       << "CAF " << v.caf << '\n'
       << "libzmq " << v.zmq << '\n'
       << "gRPC " << v.grpc << '\n'
@@ -52,6 +55,8 @@ void add_exporter_metrics(metrics_registry& m) {
   const auto v = current();
   m.gauge("kvrelay_build_info", "Always 1; the labels say which kvrelay and libraries run",
           {{"version", KVRELAY_VERSION},
+           {"revision", build::revision()},
+           {"build_date", build::date()},
            {"caf", v.caf},
            {"grpc", v.grpc},
            {"zmq", v.zmq},

@@ -27,7 +27,8 @@
 #   KVRELAY_DEBIAN_MIRROR     default http://deb.debian.org/debian
 #   KVRELAY_DEBIAN_SECURITY   default http://deb.debian.org/debian-security ("" = none)
 #   KVRELAY_IMAGE_NAME        default kvrelay (the name in index.json and manifest.json)
-#   KVRELAY_IMAGE_SOURCE      org.opencontainers.image.source (default: git remote origin's URL)
+#   KVRELAY_IMAGE_SOURCE      org.opencontainers.image.source (default: CMakeLists.txt's HOMEPAGE_URL,
+#                             the project's repository)
 # Needs root (mmdebstrap's root mode; chroot is not used) and apt-get: it installs mmdebstrap and
 # python3 when they are missing. Downloads are kept in build/image-cache/ for the next run.
 set -euo pipefail
@@ -51,14 +52,27 @@ mirror=${KVRELAY_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 security=${KVRELAY_DEBIAN_SECURITY-http://deb.debian.org/debian-security}
 name=${KVRELAY_IMAGE_NAME:-kvrelay}
 version=$(sed -n 's/^project(kvrelay VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
-revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-if [ "$revision" != unknown ] && ! git diff --quiet HEAD 2>/dev/null; then revision="$revision-dirty"; fi
-source_url=${KVRELAY_IMAGE_SOURCE:-$(git remote get-url origin 2>/dev/null || true)}
-if [ -z "$source_url" ] && [ -z "$rootfs_only" ]; then
-  source_url=unknown
-  echo "image.sh: no git remote: org.opencontainers.image.source is \"unknown\" (set KVRELAY_IMAGE_SOURCE)" >&2
+homepage=$(sed -n 's/.*HOMEPAGE_URL "\([^"]*\)".*/\1/p' CMakeLists.txt)
+# The revision and date the binary carries (cmake/BuildInfo.cmake reads them the same way).
+revision=$(git rev-parse HEAD 2>/dev/null || true)
+if [ -n "$revision" ] && ! git diff --quiet HEAD -- 2>/dev/null; then revision="$revision-dirty"; fi
+if [ -z "$revision" ] && grep -Eq '^[0-9a-f]+ [0-9]+$' cmake/revision.txt 2>/dev/null; then
+  revision=$(cut -d' ' -f1 cmake/revision.txt)  # a source tarball: git archive filled it in
 fi
-export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
+revision=${KVRELAY_REVISION:-${revision:-unknown}}
+source_url=${KVRELAY_IMAGE_SOURCE:-$homepage}
+# Never the wall clock: the commit's time, so two builds of one commit are one image.
+if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
+  SOURCE_DATE_EPOCH=$(git log -1 --format=%ct 2>/dev/null ||
+                      { grep -Eq '^[0-9a-f]+ [0-9]+$' cmake/revision.txt && cut -d' ' -f2 cmake/revision.txt; } ||
+                      true)
+fi
+if [ -z "$SOURCE_DATE_EPOCH" ]; then
+  # Only the archive's times need it; a bare root file system (--rootfs) has none of its own.
+  [ -n "$rootfs_only" ] || { echo "image.sh: no commit time (not a git checkout): set SOURCE_DATE_EPOCH" >&2; exit 1; }
+  SOURCE_DATE_EPOCH=0
+fi
+export SOURCE_DATE_EPOCH KVRELAY_REVISION=$revision
 
 need=()
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
@@ -192,7 +206,7 @@ tar --create --file="$work/layer.tar" --directory="$rootfs" --sort=name --format
   --no-xattrs --no-acls --no-selinux --files-from="$work/top"
 archive=$out/kvrelay-$version.oci.tar
 digest=$(python3 scripts/image_tool.py oci "$work/layer.tar" "$archive" --version "$version" \
-  --revision "$revision" --source "$source_url" --name "$name")
+  --revision "$revision" --source "$source_url" --name "$name" --vendor "The kvrelay Authors")
 python3 scripts/image_tool.py sbom "$archive" "$out/kvrelay-$version.spdx.json" >/dev/null
 echo "$digest" > "$out/kvrelay-$version.digest"
 

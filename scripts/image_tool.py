@@ -14,12 +14,16 @@ one state of the Debian archive give one digest.
       mmdebstrap's extract variant unpacks packages without dpkg; this records them the way dpkg
       would have, so scanners and the SBOM see what the image holds.
   image_tool.py oci LAYER_TAR OUT_TAR --version V --revision R --source URL --name NAME
+                   [--vendor WHO]
       Gzips the layer, writes an OCI image layout (config, manifest, index) plus Docker's
       manifest.json into one tar: `podman load`, `docker load` and `skopeo copy
       oci-archive:...`/`docker-archive:...` read it. Prints the manifest digest.
   image_tool.py sbom OCI_TAR OUT_JSON
       SPDX 2.3 (JSON) from the dpkg database inside the archive's layer: one package per dpkg
-      package, with its version, maintainer, purl and dependencies, all contained in the image.
+      package, with its version, supplier (its Maintainer), purl, dependencies and the licence
+      its /usr/share/doc/<package>/copyright declares, as an SPDX expression (DEP-5 short names
+      mapped to SPDX ids; other names, and files that are not DEP-5, as LicenseRefs with their
+      text); the image's revision, source and build date from its labels.
 """
 import gzip
 import hashlib
@@ -157,7 +161,7 @@ def full_reference(name, tag):
     return f"{name}:{tag}"
 
 
-def oci(layer_tar, out_tar, version, revision, source, name):
+def oci(layer_tar, out_tar, version, revision, source, name, vendor=""):
     t = epoch()
     created = rfc3339(t)
     with open(layer_tar, "rb") as f:
@@ -176,6 +180,8 @@ def oci(layer_tar, out_tar, version, revision, source, name):
         "org.opencontainers.image.version": version,
         "org.opencontainers.image.revision": revision,
         "org.opencontainers.image.source": source,
+        "org.opencontainers.image.url": source,
+        "org.opencontainers.image.vendor": vendor,
         "org.opencontainers.image.licenses": "Apache-2.0",
         "org.opencontainers.image.created": created,
     }
@@ -255,13 +261,21 @@ def read_archive(oci_tar):
         manifest = json.load(t.extractfile("blobs/sha256/" + mdigest[7:]))
         config = json.load(t.extractfile("blobs/sha256/" + manifest["config"]["digest"][7:]))
         layer = t.extractfile("blobs/sha256/" + manifest["layers"][0]["digest"][7:]).read()
-    files = {}
+    files, links = {}, {}
     with tarfile.open(fileobj=io.BytesIO(gzip.decompress(layer))) as lt:
         for m in lt.getmembers():
             n = m.name.lstrip("./")
             if m.isfile() and (n == "var/lib/dpkg/status" or
                                re.fullmatch(r"usr/share/doc/[^/]+/copyright", n)):
                 files[n] = lt.extractfile(m).read()
+            elif m.issym() and re.fullmatch(r"usr/share/doc/[^/]+", n) and "/" not in m.linkname:
+                links[n] = m.linkname
+    # A package's doc directory may link to another package's of the same source
+    # (libstdc++6 -> gcc-12-base): its copyright file is that one.
+    for n, target in links.items():
+        theirs = files.get(f"usr/share/doc/{target}/copyright")
+        if theirs is not None:
+            files.setdefault(n + "/copyright", theirs)
     return mdigest, config, files
 
 
@@ -284,16 +298,134 @@ def spdx_id(name):
     return "SPDXRef-Package-deb-" + re.sub(r"[^A-Za-z0-9.-]", "-", name)
 
 
-def dep5_licenses(text):
+# Debian's DEP-5 short names (https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+# #license-short-name) as SPDX ids; lower-cased keys. A name not here becomes a LicenseRef whose
+# text is the copyright file's own paragraph for it.
+DEBIAN_TO_SPDX = {
+    "apache-2.0": "Apache-2.0", "apache-2": "Apache-2.0",
+    "artistic": "Artistic-1.0", "artistic-1.0": "Artistic-1.0", "artistic-2.0": "Artistic-2.0",
+    "beerware": "Beerware",
+    "bsd-2-clause": "BSD-2-Clause", "bsd-3-clause": "BSD-3-Clause", "bsd-4-clause": "BSD-4-Clause",
+    "bsd-4-clause-uc": "BSD-4-Clause-UC",
+    "bsl-1.0": "BSL-1.0", "boost-1.0": "BSL-1.0",
+    "cc0": "CC0-1.0", "cc0-1.0": "CC0-1.0",
+    "expat": "MIT", "mit": "MIT", "x11": "X11", "isc": "ISC", "zlib": "Zlib",
+    "mpl-1.1": "MPL-1.1", "mpl-2.0": "MPL-2.0", "openssl": "OpenSSL",
+    "gpl-1": "GPL-1.0-only", "gpl-1+": "GPL-1.0-or-later",
+    "gpl-2": "GPL-2.0-only", "gpl-2.0": "GPL-2.0-only", "gpl-2+": "GPL-2.0-or-later",
+    "gpl-2.0+": "GPL-2.0-or-later",
+    "gpl-3": "GPL-3.0-only", "gpl-3.0": "GPL-3.0-only", "gpl-3+": "GPL-3.0-or-later",
+    "gpl-3.0+": "GPL-3.0-or-later",
+    "lgpl-2": "LGPL-2.0-only", "lgpl-2.0": "LGPL-2.0-only", "lgpl-2+": "LGPL-2.0-or-later",
+    "lgpl-2.0+": "LGPL-2.0-or-later", "lgpl-2.1": "LGPL-2.1-only", "lgpl-2.1+": "LGPL-2.1-or-later",
+    "lgpl-3": "LGPL-3.0-only", "lgpl-3.0": "LGPL-3.0-only", "lgpl-3+": "LGPL-3.0-or-later",
+    "lgpl-3.0+": "LGPL-3.0-or-later",
+    "public-domain": "LicenseRef-public-domain",
+}
+# "X with Y exception" where Y is an SPDX exception.
+DEBIAN_EXCEPTIONS = {"linux-syscall-note": "Linux-syscall-note", "llvm": "LLVM-exception", "gcc-runtime": "GCC-exception-3.1",
+                     "gcc": "GCC-exception-3.1", "openssl": "openvpn-openssl-exception",
+                     "autoconf": "Autoconf-exception-3.0", "bison": "Bison-exception-2.2"}
+
+
+def license_ref(name):
+    return "LicenseRef-" + re.sub(r"[^A-Za-z0-9.-]+", "-", name).strip("-")
+
+
+def spdx_expression(name, refs):
+    """A DEP-5 License: value ("GPL-2+ or Artistic", "Apache-2.0 with LLVM exception") as an SPDX
+    expression; names it cannot map are LicenseRefs, collected in `refs` (ref -> Debian name)."""
+    alternatives = []
+    for alt in re.split(r"\s+or\s+", name.strip(), flags=re.I):
+        parts = []
+        for part in re.split(r"\s*(?:,\s*)?\band\b\s*", alt, flags=re.I):
+            part = part.strip()
+            if not part:
+                continue
+            m = re.match(r"^(.*?)\s+with\s+(\S+)\s+exception$", part, re.I)
+            base, exc = (m.group(1), m.group(2)) if m else (part, None)
+            sid = DEBIAN_TO_SPDX.get(base.lower())
+            if sid and exc and exc.lower() in DEBIAN_EXCEPTIONS:
+                parts.append(f"{sid} WITH {DEBIAN_EXCEPTIONS[exc.lower()]}")
+            elif sid and not exc:
+                if sid.startswith("LicenseRef-"):
+                    refs[sid] = base
+                parts.append(sid)
+            else:
+                ref = license_ref(part)
+                refs[ref] = part
+                parts.append(ref)
+        alternatives.append(parts[0] if len(parts) == 1 else "(" + " AND ".join(parts) + ")")
+    return alternatives[0] if len(alternatives) == 1 else "(" + " OR ".join(alternatives) + ")"
+
+
+def dep5(text):
+    """(the License: values of the Files paragraphs, {short name: its stand-alone text}), or
+    None when the file is not machine-readable (DEP-5)."""
     if not text.startswith(b"Format:"):
-        return []
-    return sorted({m.decode() for m in re.findall(rb"^License: *([^\s].*?)\s*$", text, re.M)})
+        return None
+    used, texts = [], {}
+    for p in re.split(r"\n\s*\n", text.decode("utf-8", "replace")):
+        m = re.search(r"^License:[ \t]*(.*?)[ \t]*$((?:\n[ \t].*)*)", p, re.M)
+        if not m:
+            continue
+        short, body = m.group(1).strip(), m.group(2)
+        if re.search(r"^Files:", p, re.M):
+            if short:
+                used.append(short)
+        elif short and body.strip():
+            texts[short] = "\n".join(line[1:] if line.startswith(" ") else line
+                                     for line in body.strip("\n").split("\n")).replace("\n.\n", "\n\n")
+    return sorted(set(used)), texts
+
+
+def package_licence(name, copyright_text, extracted):
+    """The SPDX licence expression a package's copyright file declares; the LicenseRefs it needs
+    go into `extracted` (id -> (name, text))."""
+    if not copyright_text:
+        return "NOASSERTION", "no /usr/share/doc/" + name + "/copyright in the image"
+    parsed = dep5(copyright_text)
+    if parsed is None:
+        # Not machine-readable: the licence is what the file says, quoted whole.
+        ref = license_ref(name + "-copyright")
+        extracted[ref] = (f"/usr/share/doc/{name}/copyright",
+                          copyright_text.decode("utf-8", "replace"))
+        return ref, "/usr/share/doc/" + name + "/copyright is not machine-readable (DEP-5): quoted"
+    used, texts = parsed
+    refs = {}
+    exprs = sorted({spdx_expression(u, refs) for u in used})
+    for ref, debian_name in refs.items():
+        text = texts.get(debian_name) or next((v for k, v in texts.items()
+                                               if k.lower() == debian_name.lower()), None)
+        extracted.setdefault(ref, (debian_name, text or "See /usr/share/doc/" + name +
+                                   "/copyright, License: " + debian_name))
+    if not exprs:
+        return "NOASSERTION", "/usr/share/doc/" + name + "/copyright names no licence"
+    expr = exprs[0] if len(exprs) == 1 else " AND ".join(exprs)
+    return expr, "from /usr/share/doc/" + name + "/copyright (DEP-5): " + ", ".join(used)
+
+
+def supplier(maintainer):
+    """SPDX's supplier form, "Organization: name (email)", from a Debian Maintainer field."""
+    m = re.match(r"^\s*(.*?)\s*<([^>]+)>\s*$", maintainer or "")
+    if not m:
+        return "NOASSERTION"
+    name, email = m.group(1), m.group(2)
+    kind = "Person"
+    if re.search(r"team|maintainers|developers|group|project|authors", name, re.I):
+        kind = "Organization"
+    return f"{kind}: {name} ({email})"
 
 
 def sbom(oci_tar, out_json):
     mdigest, config, files = read_archive(oci_tar)
     labels = config["config"].get("Labels", {})
     version = labels.get("org.opencontainers.image.version", "")
+    revision = labels.get("org.opencontainers.image.revision", "")
+    source = labels.get("org.opencontainers.image.source", "")
+    created = labels.get("org.opencontainers.image.created", "")
+    vendor = labels.get("org.opencontainers.image.vendor", "")
+    extracted = {}
     pkgs = parse_status(files["var/lib/dpkg/status"].decode())
     names = {p["Package"] for p in pkgs}
     arch = config.get("architecture", "")
@@ -303,10 +435,15 @@ def sbom(oci_tar, out_json):
         "name": "kvrelay",
         "versionInfo": version,
         "primaryPackagePurpose": "CONTAINER",
-        "downloadLocation": "NOASSERTION",
+        "supplier": f"Organization: {vendor}" if vendor else "NOASSERTION",
+        "downloadLocation": (f"git+{source}@{revision.split('-')[0]}"
+                             if source.startswith("https://") and revision not in ("", "unknown")
+                             else "NOASSERTION"),
+        "sourceInfo": f"kvrelay {version}, git revision {revision}, built {created} (the "
+                      f"commit's time)",
         "filesAnalyzed": False,
         "licenseConcluded": "NOASSERTION",
-        "licenseDeclared": "NOASSERTION",
+        "licenseDeclared": labels.get("org.opencontainers.image.licenses", "NOASSERTION"),
         "copyrightText": "NOASSERTION",
         "checksums": [{"algorithm": "SHA256", "checksumValue": mdigest[7:]}],
         "externalRefs": [{"referenceCategory": "PACKAGE-MANAGER", "referenceType": "purl",
@@ -320,28 +457,31 @@ def sbom(oci_tar, out_json):
         parch = p.get("Architecture", "")
         ours = name == "kvrelay"
         copyright_text = files.get(f"usr/share/doc/{name}/copyright", b"")
-        licenses = dep5_licenses(copyright_text)
+        declared, why = package_licence(name, copyright_text, extracted)
         entry = {
             "SPDXID": spdx_id(name),
             "name": name,
             "versionInfo": p.get("Version", ""),
-            "supplier": "Person: " + p["Maintainer"] if p.get("Maintainer") else "NOASSERTION",
+            # Debian's Maintainer is who supplies the package; kvrelay's own is its authors.
+            "supplier": (f"Organization: {vendor}" if ours and vendor
+                         else supplier(p.get("Maintainer", ""))),
             "downloadLocation": "NOASSERTION",
             "filesAnalyzed": False,
             "licenseConcluded": "NOASSERTION",
-            # Debian's DEP-5 licence names are not all SPDX ids; they are quoted in the comment.
-            "licenseDeclared": "Apache-2.0" if ours else "NOASSERTION",
+            "licenseDeclared": declared,
             "copyrightText": "NOASSERTION",
+            "comment": "licence " + why,
             "externalRefs": [{
                 "referenceCategory": "PACKAGE-MANAGER", "referenceType": "purl",
                 "referenceLocator": f"pkg:deb/debian/{name}@{p.get('Version', '').replace(':', '%3A')}"
                                     f"?arch={parch}&distro={DEBIAN_SUITE}"}],
         }
-        if p.get("Source"):
+        if ours:
+            entry["sourceInfo"] = f"git revision {revision} of {source}"
+            if entry["downloadLocation"] == "NOASSERTION" and packages[0]["downloadLocation"]:
+                entry["downloadLocation"] = packages[0]["downloadLocation"]
+        elif p.get("Source"):
             entry["sourceInfo"] = "built from Debian source package " + p["Source"].split()[0]
-        if licenses and not ours:
-            entry["comment"] = ("/usr/share/doc/" + name + "/copyright (DEP-5) names: " +
-                                ", ".join(licenses))
         packages.append(entry)
         relationships.append({"spdxElementId": image_id, "relationshipType": "CONTAINS",
                               "relatedSpdxElement": spdx_id(name)})
@@ -370,6 +510,9 @@ def sbom(oci_tar, out_json):
         },
         "documentDescribes": [image_id],
         "packages": packages,
+        "hasExtractedLicensingInfos": [
+            {"licenseId": ref, "name": name, "extractedText": text}
+            for ref, (name, text) in sorted(extracted.items())],
         "relationships": relationships,
     }
     with open(out_json, "w") as f:
@@ -388,7 +531,7 @@ def main(argv):
     elif cmd == "oci" and len(args) >= 2:
         opts = dict(zip(args[2::2], args[3::2]))
         oci(args[0], args[1], opts["--version"], opts["--revision"], opts["--source"],
-            opts["--name"])
+            opts["--name"], opts.get("--vendor", ""))
     elif cmd == "sbom" and len(args) == 2:
         sbom(*args)
     else:

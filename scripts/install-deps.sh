@@ -17,6 +17,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev llvm-14
   python3 python3-yaml openssl dpkg-dev
+  # `ip`: the injected-sidecar test gives its network namespace a pod address.
+  iproute2
   # promtool (checks and unit-tests deploy/prometheus/ and a live /metrics) and headless
   # Chromium (renders the admin page in tests/ops). The prometheus package also installs a
   # server service; on a host with systemd it starts on :9090, which no test uses.

@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -57,6 +58,9 @@ struct engine_request {
   std::optional<given> dp_size;  // decimal text
   /// Rank r's endpoint from rank 0's (DM3); nullopt when it cannot be derived. Empty: only rank 0.
   std::function<std::optional<std::string>(const std::string& base, int64_t rank)> rank_endpoint;
+  /// What to run while the engine says nothing usable (discovery_protocol.hpp, DP8): the
+  /// configured settings, for an engine whose URL was derived from its metrics URL. Null: wait.
+  std::shared_ptr<const discovered_target> fallback;
 };
 
 /// The effective settings (DM1-DM7).

@@ -34,6 +34,7 @@ const char* to_string(watch_state s) noexcept {
     case watch_state::waiting: return "waiting";
     case watch_state::discovered: return "discovered";
     case watch_state::retrying: return "retrying";
+    case watch_state::configured: return "configured";
   }
   return "?";
 }
@@ -92,8 +93,12 @@ void engine_watch::failed(const failure& f, int64_t now_ms, watch_actions& out) 
   ++c_.failures;
   ++failures_in_a_row_;
   last_error_ = f.context.empty() ? f.render() : f.context;
-  if (target_) {
+  if (state_ == watch_state::configured) {
+    // DP8: still on the configured settings; ask again below.
+  } else if (target_) {
     state_ = watch_state::retrying;
+  } else if (req_.fallback) {
+    run_configured(out);
   } else {
     state_ = watch_state::waiting;
     set_waiting("waiting for engine " + req_.url + ": " + without_engine(last_error_), out);
@@ -102,9 +107,12 @@ void engine_watch::failed(const failure& f, int64_t now_ms, watch_actions& out) 
   if (last_error_ != last_logged_error_ && error_lines_.allow(now_ms, held)) {
     last_logged_error_ = last_error_;
     auto a = action(watch_action::kind::log);
-    a.level = log::level::warn;
-    a.text = target_ ? "engine discovery failed; the pipelines keep the last endpoints"
-                     : "engine discovery failed; waiting for the engine";
+    // The configured settings run: the Go sidecar's way, nothing an operator must act on.
+    a.level = state_ == watch_state::configured ? log::level::info : log::level::warn;
+    a.text = state_ == watch_state::configured
+                 ? "engine discovery failed; the pipelines run on the configured settings"
+             : target_ ? "engine discovery failed; the pipelines keep the last endpoints"
+                       : "engine discovery failed; waiting for the engine";
     a.fields = {{"engine_url", req_.url},
                 {"err", last_error_},
                 {"attempt", failures_in_a_row_},
@@ -118,9 +126,21 @@ void engine_watch::failed(const failure& f, int64_t now_ms, watch_actions& out) 
   fetch_later(out);
 }
 
+void engine_watch::run_configured(watch_actions& out) {
+  state_ = watch_state::configured;
+  target_ = req_.fallback;
+  set_waiting("", out);
+  ++c_.retargets;
+  auto a = action(watch_action::kind::retarget);
+  a.target = target_;
+  out.push_back(std::move(a));
+}
+
 void engine_watch::succeeded(discovered_target t, watch_actions& out) {
+  const bool from_configured = state_ == watch_state::configured;
   const bool first = !target_;
-  const bool changed = first || !target_->same_pipelines(t);
+  // DP8: leaving the configured settings is always news (the origins at least change).
+  const bool changed = first || from_configured || !target_->same_pipelines(t);
   if (failures_in_a_row_ > 0 || first) {
     auto a = action(watch_action::kind::log);
     a.level = log::level::info;
@@ -146,7 +166,8 @@ void engine_watch::succeeded(discovered_target t, watch_actions& out) {
   if (!first) {
     auto a = action(watch_action::kind::log);
     a.level = log::level::info;
-    a.text = "engine publishers changed; retargeting its pipelines";
+    a.text = from_configured ? "the engine said where its publishers are; its pipelines follow it"
+                             : "engine publishers changed; retargeting its pipelines";
     a.fields = {{"engine_url", req_.url}, {"ranks", next->ranks.size()}};
     out.push_back(std::move(a));
   }

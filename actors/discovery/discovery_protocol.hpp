@@ -9,7 +9,9 @@
 // the shell runs the fetches off actor threads, keeps the timers, and feeds results back.
 //
 // States: waiting (no usable answer yet: no pipelines), discovered (pipelines run on the last
-// target), retrying (the last fetch failed after a target was known: the pipelines keep it).
+// target), retrying (the last fetch failed after a target was known: the pipelines keep it),
+// configured (no usable answer yet, and the request has a fallback: the pipelines run on the
+// configured settings, DP8).
 //
 // Rules:
 //  DP1. start(): fetch now; readiness says "waiting for engine <url>: not answered yet".
@@ -38,6 +40,13 @@
 //      that flows again clears its own, and with none left the polling ends.
 //  DP7. Stops and flows of ranks not in the target, and any of them before the first target,
 //      are ignored (there is nothing to re-read for).
+//  DP8. A request with a `fallback` (an engine whose URL was derived from its metrics URL: the
+//      Go sidecar's flags, which must work with an engine that says nothing): a failure before
+//      any answer retargets to the fallback at once (state configured; readiness is the
+//      pipelines'), logged once, and the engine is asked again with the backoff. A later good
+//      answer is merged as in DP3 and always sent as a retarget, even with the same pipelines
+//      (the daemon then only takes the new origins). Failures after a discovered target are
+//      DP4's: the pipelines keep the discovered target, never the fallback again.
 
 #include <chrono>
 #include <cstdint>
@@ -56,7 +65,7 @@
 
 namespace kvrelay::discovery {
 
-enum class watch_state : uint8_t { waiting, discovered, retrying };
+enum class watch_state : uint8_t { waiting, discovered, retrying, configured };
 const char* to_string(watch_state s) noexcept;
 
 struct watch_options {
@@ -123,6 +132,7 @@ class engine_watch {
   void fetch_later(watch_actions& out);
   void failed(const failure& f, int64_t now_ms, watch_actions& out);
   void succeeded(discovered_target t, watch_actions& out);
+  void run_configured(watch_actions& out);
   void set_waiting(std::string reason, watch_actions& out);
   void log_once(log::level l, const std::string& text, watch_actions& out);
   bool has_rank(int64_t rank) const;

@@ -77,7 +77,6 @@ struct link {
   // Series resolved once: per (method, code) on first use, the rest when the link is made.
   std::array<std::array<counter_series*, n_codes>, n_methods> rpc_total{};
   std::array<std::array<histogram_series*, n_codes>, n_methods> rpc_duration{};
-  std::array<histogram_series*, n_methods> rpc_latency{};
   gauge_series* connected = nullptr;
 };
 
@@ -207,7 +206,6 @@ void observe_rpc(emitter_state& st, link& l, call_kind kind, int code, int64_t l
   total->inc();
   const double seconds = static_cast<double>(latency_us) / 1e6;
   l.rpc_duration[m][c]->observe(seconds);
-  l.rpc_latency[m]->observe(seconds);
 }
 
 std::vector<std::string> target_names(const emitter_state& st) {
@@ -351,12 +349,6 @@ std::unique_ptr<link> make_link(emitter_self self, prepared_link p) {
   emitter::sequencer_options so = st.opts.sequencer;
   so.deadline_ms = static_cast<int64_t>(st.opts.client.rpc_timeout.count());
   l->seq = emitter::unit_sequencer(so);
-  for (const call_kind k : {call_kind::stream, call_kind::evict}) {
-    l->rpc_latency[method_index(k)] = &st.ctx.histogram(
-        "kvrelay_rpc_latency_seconds", "RPC latency to the policy servers by target",
-        metrics_registry::latency_buckets(),
-        {{"target", l->name}, {"method", emitter::method_of(k)}});
-  }
   l->connected = &st.ctx.gauge("kvrelay_target_connected",
                                "1 while the channel to the policy-server target is READY",
                                {{"target", l->name}});

@@ -519,5 +519,113 @@ TEST(TargetsConfig, ReloadNamesTheChangedKeys) {
             (std::vector<std::string>{"server.readiness", "server.targets"}));
 }
 
+// The reference controller's injector passes the Go sidecar's flags only: the engine's own server
+// is learnt from --engine-metrics-url (same scheme, host and port), nothing becomes required or
+// unknown, and the printed configuration reads back to the same.
+const std::vector<std::string> injector_args = {
+    "--engine-endpoint=tcp://127.0.0.1:5557", "--server=policy:9090", "--replica-id=pod-0",
+    "--tenant-id=team-a", "--model-id=llama", "--hash-scheme=vllm",
+    "--engine-metrics-url=http://127.0.0.1:8000/metrics", "--ignore-block-removed=true"};
+
+TEST(DiscoverViaMetrics, TheInjectorsFlagsLearnTheEnginesServerFromTheMetricsUrl) {
+  daemon_config c;
+  ASSERT_EQ(err(apply_flags(c, flags(injector_args))), "");
+  ASSERT_EQ(err(validate(c)), "");
+  const auto& e = c.engines[0];
+  EXPECT_TRUE(e.discover_via_metrics);
+  EXPECT_TRUE(e.url_derived);
+  EXPECT_EQ(e.url, "http://127.0.0.1:8000");
+  EXPECT_EQ(origin_of(c, "engine[0].url"), "derived from metrics.url (--engine-metrics-url)");
+  EXPECT_EQ(e.metrics.url, "http://127.0.0.1:8000/metrics") << "the metrics URL stays as given";
+  // Nothing waits on the engine: every setting it does not give runs as configured.
+  for (const char* key :
+       {"endpoint", "replay_endpoint", "topic", "dp_size", "model_id", "hash_scheme"})
+    EXPECT_FALSE(discovered(e, key)) << key;
+  const std::string text = to_toml(c);
+  EXPECT_NE(text.find("# url = (derived from metrics.url: \"http://127.0.0.1:8000\")\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("discover_via_metrics = true\n"), std::string::npos) << text;
+  daemon_config again = load(text);
+  ASSERT_EQ(err(validate(again)), "");
+  EXPECT_TRUE(again.engines[0].url_derived);
+  EXPECT_EQ(again.engines[0].url, "http://127.0.0.1:8000");
+  EXPECT_EQ(to_toml(again), text);
+  EXPECT_TRUE(diff_for_reload(c, again).empty());
+}
+
+TEST(DiscoverViaMetrics, OffWithAConfigFileOrWhenSaidSoAndNoUrlFromAnOddPath) {
+  // With --config: only when the file or a flag says so.
+  scratch_dir dir;
+  const auto file = dir.write("k.toml", std::string(minimal));
+  auto r = resolve(flags({"--config", file}));
+  ASSERT_TRUE(r.ok()) << err(r);
+  EXPECT_FALSE(r.value().engines[0].discover_via_metrics);
+  EXPECT_EQ(r.value().engines[0].url, "");
+  r = resolve(flags({"--config", file, "--discover-via-metrics"}));
+  ASSERT_TRUE(r.ok()) << err(r);
+  EXPECT_EQ(r.value().engines[0].url, "http://127.0.0.1:8000") << "from the default metrics URL";
+  // Flags alone, told not to.
+  auto args = injector_args;
+  args.push_back("--discover-via-metrics=false");
+  daemon_config c;
+  ASSERT_EQ(err(apply_flags(c, flags(args))), "");
+  ASSERT_EQ(err(validate(c)), "");
+  EXPECT_EQ(c.engines[0].url, "");
+  // A metrics URL that does not end in /metrics names no engine server: a note, no URL.
+  c = daemon_config{};
+  ASSERT_EQ(err(apply_flags(c, flags({"--replica-id=r", "--model-id=m",
+                                      "--engine-metrics-url=http://h:9100/stats"}))),
+            "");
+  std::vector<std::string> notes;
+  ASSERT_EQ(err(validate(c, &notes)), "");
+  EXPECT_EQ(c.engines[0].url, "");
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("does not end in /metrics"), std::string::npos) << notes[0];
+  // A prefix before /metrics is kept; scraping off ("") derives nothing.
+  c = daemon_config{};
+  ASSERT_EQ(err(apply_flags(c, flags({"--replica-id=r", "--model-id=m",
+                                      "--engine-metrics-url=https://h:8443/engine/metrics"}))),
+            "");
+  ASSERT_EQ(err(validate(c)), "");
+  EXPECT_EQ(c.engines[0].url, "https://h:8443/engine");
+  c = daemon_config{};
+  ASSERT_EQ(err(apply_flags(c, flags({"--replica-id=r", "--model-id=m", "--engine-metrics-url="}))),
+            "");
+  ASSERT_EQ(err(validate(c)), "");
+  EXPECT_EQ(c.engines[0].url, "");
+  // --engine-url is the explicit form: it wins, and nothing is derived.
+  c = daemon_config{};
+  ASSERT_EQ(err(apply_flags(c, flags({"--replica-id=r", "--engine-url=http://e:9000",
+                                      "--engine-metrics-url=http://h:8000/metrics"}))),
+            "");
+  ASSERT_EQ(err(validate(c)), "");
+  EXPECT_EQ(c.engines[0].url, "http://e:9000");
+  EXPECT_FALSE(c.engines[0].url_derived);
+}
+
+TEST(HashScheme, CheckSaysWhatTheRunWarnsAbout) {
+  daemon_config c;
+  ASSERT_EQ(err(apply_flags(c, flags({"--replica-id=r", "--model-id=m", "--hash-scheme=vllm-v2",
+                                      "--discover-via-metrics=false"}))),
+            "");
+  std::vector<std::string> notes;
+  ASSERT_EQ(err(validate(c, &notes)), "") << "any tag is valid, as for the Go sidecar";
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("engine[0].hash_scheme = \"vllm-v2\" is neither"), std::string::npos)
+      << notes[0];
+  for (const char* known : {"vllm", "sglang"}) {
+    c = daemon_config{};
+    ASSERT_EQ(err(apply_flags(c, flags({"--replica-id=r", "--model-id=m",
+                                        std::string("--hash-scheme=") + known}))),
+              "");
+    notes.clear();
+    ASSERT_EQ(err(validate(c, &notes)), "");
+    EXPECT_TRUE(notes.empty()) << known << ": " << (notes.empty() ? "" : notes[0]);
+  }
+}
+
+
 }  // namespace
+
 }  // namespace kvrelay::config

@@ -32,10 +32,11 @@ TEST(ParseFlags, EveryReferenceFlagIsDefined) {
         // ours
         "config", "check", "version", "replay-endpoint", "dp-size", "dp-mode", "unknown-parent",
         "admin-listen", "log-format", "log-level", "eviction-mode", "engine-url", "state-dir",
-        "memory-budget", "scoped-evictions", "server-readiness"}) {
+        "memory-budget", "scoped-evictions", "server-readiness", "admin-public",
+        "discover-via-metrics"}) {
     EXPECT_TRUE(std::count(names.begin(), names.end(), ref)) << ref;
   }
-  EXPECT_EQ(names.size(), 32u);
+  EXPECT_EQ(names.size(), 34u);
 }
 
 TEST(ParseFlags, SingleAndDoubleDashAreEquivalent) {

@@ -221,7 +221,8 @@ TEST(StateSection, IsReadValidatedAndTurnsOnShutdownToKeep) {
 TEST(LoadTomlErrors, UnknownKeyNamesItAndSuggests) {
   EXPECT_EQ(load_error(std::string(minimal) + "windw = \"1s\"\n"),
             "t.toml:4:1: engine[0].windw: unknown key; did you mean \"window\"? (allowed: "
-            "replica_id, url, model_id, tenant_id, hash_scheme, endpoint, replay_endpoint, topic, "
+            "replica_id, url, discover_via_metrics, model_id, tenant_id, hash_scheme, endpoint, "
+            "replay_endpoint, topic, "
             "dp_size, dp_mode, window, reconnect_backoff, discovery_retry_max, l2_tier, "
             "unknown_parent, index_salted, max_blocks_per_adapter, max_t2_blocks_per_adapter, "
             "max_t3_blocks_per_adapter, metrics, adapters)");
@@ -785,7 +786,7 @@ TEST(Docs, EveryKeyAndFlagIsDocumented) {
     ++keys;
     EXPECT_NE(doc.find("`" + line.substr(0, eq) + "`"), std::string::npos) << line;
   }
-  EXPECT_EQ(keys, 19u + 7u + 3u + 1u + 2u + 19u + 6u);
+  EXPECT_EQ(keys, 19u + 8u + 3u + 1u + 2u + 20u + 6u);
   for (const auto& name : flag_names())
     EXPECT_NE(doc.find("`--" + name), std::string::npos) << name;
 }

@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // The discovery protocol of one engine over time (actors/discovery/discovery_protocol.hpp, rules
-// DP1-DP7), driven directly: answers are parsed bodies, time is an argument.
+// DP1-DP8), driven directly: answers are parsed bodies, time is an argument.
 #include "actors/discovery/discovery_protocol.hpp"
 
 #include <gtest/gtest.h>
@@ -238,6 +238,118 @@ TEST_F(watch_test, StaleResultsTimersAndUnknownRanksAreIgnored) {
   EXPECT_TRUE(out.empty());
   w.on_stream_stopped(7, "disconnected", out);
   EXPECT_TRUE(out.empty()) << "rank 7 is not in the target";
+}
+
+
+// DP8: an engine whose URL was derived from its metrics URL (the Go sidecar's flags) runs on the
+// configured settings while the engine says nothing usable, and follows the engine once it does.
+struct configured_watch_test : watch_test {
+  std::shared_ptr<const discovered_target> configured = [] {
+    auto t = std::make_shared<discovered_target>();
+    t->url = kUrl;
+    t->dialect = "configured";
+    t->model_id = {"m", "flag/config (--model-id)"};
+    t->hash_scheme = {"vllm", "flag/config (--hash-scheme)"};
+    t->metrics_url = {std::string(kUrl) + "/metrics", "flag/config (--engine-metrics-url)"};
+    t->dp_size = {"1", "default (configured; the engine has not said)"};
+    discovered_rank r;
+    r.replica_id = "vllm-0";
+    r.endpoint = {"tcp://10.0.0.5:1", "flag/config (--engine-endpoint)"};
+    r.replay_endpoint = {"", "default (configured; the engine has not said)"};
+    r.topic = {"", "default (configured; the engine has not said)"};
+    t->ranks.push_back(r);
+    return t;
+  }();
+  engine_watch cw{[this] {
+                    engine_request r;
+                    r.url = kUrl;
+                    r.replica_id = "vllm-0";
+                    r.endpoint = given{"tcp://10.0.0.5:1", "--engine-endpoint"};
+                    r.model_id = given{"m", "--model-id"};
+                    r.fallback = configured;
+                    return r;
+                  }(),
+                  watch_options{milliseconds(100), milliseconds(1000), 7}};
+  void feed_cw(const outcome<discovered_engine>& r) {
+    out.clear();
+    now += 1000;
+    cw.on_fetched(r, now, out);
+  }
+};
+
+TEST_F(configured_watch_test, DP8AFailureBeforeAnyAnswerRunsTheConfiguredSettingsAtOnce) {
+  cw.start(out);
+  ASSERT_EQ(count(kind::readiness), 1u) << "waiting until the first answer";
+  feed_cw(refused());
+  EXPECT_EQ(cw.state(), watch_state::configured);
+  EXPECT_STREQ(to_string(cw.state()), "configured");
+  ASSERT_EQ(count(kind::retarget), 1u);
+  EXPECT_EQ(take(kind::retarget)[0].target, configured) << "the configured settings as they are";
+  ASSERT_EQ(count(kind::readiness), 1u);
+  EXPECT_EQ(take(kind::readiness)[0].text, "") << "the pipelines' readiness from now on";
+  ASSERT_EQ(count(kind::fetch), 1u);
+  EXPECT_GT(take(kind::fetch)[0].delay.count(), 0) << "the engine is asked again, later";
+  ASSERT_EQ(count(kind::log), 1u);
+  EXPECT_EQ(take(kind::log)[0].level, log::level::info) << "the Go sidecar's way: not a warning";
+  EXPECT_TRUE(has(take(kind::log)[0].text, "configured settings")) << take(kind::log)[0].text;
+
+  // More failures: still configured, no second retarget, a retry each time.
+  const auto retry = take(kind::fetch)[0];
+  out.clear();
+  cw.on_timer(retry.gen, out);
+  feed_cw(refused());
+  EXPECT_EQ(cw.state(), watch_state::configured);
+  EXPECT_EQ(count(kind::retarget), 0u);
+  EXPECT_EQ(count(kind::fetch), 1u);
+}
+
+TEST_F(configured_watch_test, DP8AnAnswerAfterwardsIsFollowedEvenWithTheSamePipelines) {
+  cw.start(out);
+  feed_cw(refused());
+  const auto retry = take(kind::fetch)[0];
+  out.clear();
+  cw.on_timer(retry.gen, out);
+  // The engine answers with what is configured, and no more (no replay, the same endpoint): the
+  // pipelines need not move, but the daemon must learn the origins.
+  std::string body = R"({"0": {"publisher": "zmq", "endpoint": "tcp://10.0.0.5:1"}})";
+  feed_cw(discover(kUrl, vllm(body)));
+  EXPECT_EQ(cw.state(), watch_state::discovered);
+  ASSERT_EQ(count(kind::retarget), 1u);
+  const auto t = take(kind::retarget)[0].target;
+  EXPECT_NE(t, configured);
+  EXPECT_TRUE(t->same_pipelines(*configured));
+  EXPECT_EQ(t->ranks[0].endpoint.origin, "flag/config (--engine-endpoint)");
+
+  // A failure now keeps the discovered target (DP4), never the configured one again.
+  out.clear();
+  cw.on_stream_stopped(0, "disconnected", out);
+  feed_cw(refused());
+  EXPECT_EQ(cw.state(), watch_state::retrying);
+  EXPECT_EQ(count(kind::retarget), 0u);
+  EXPECT_EQ(cw.target(), t);
+}
+
+TEST_F(configured_watch_test, DP8AnAnswerWithAReplayEndpointMovesThePipelines) {
+  cw.start(out);
+  feed_cw(refused());
+  const auto retry = take(kind::fetch)[0];
+  out.clear();
+  cw.on_timer(retry.gen, out);
+  std::string body = R"({"0": {"publisher": "zmq", "endpoint": "tcp://10.0.0.5:1",
+                               "replay_endpoint": "tcp://10.0.0.5:2"}})";
+  feed_cw(discover(kUrl, vllm(body)));
+  ASSERT_EQ(count(kind::retarget), 1u);
+  const auto t = take(kind::retarget)[0].target;
+  EXPECT_FALSE(t->same_pipelines(*configured));
+  EXPECT_EQ(t->ranks[0].replay_endpoint.value, "tcp://10.0.0.5:2");
+  EXPECT_TRUE(has(t->ranks[0].replay_endpoint.origin, "discovered: GET /kv_event_sources"));
+}
+
+TEST_F(watch_test, DP8WithoutAFallbackAFailureStillWaits) {
+  w.start(out);
+  feed(refused());
+  EXPECT_EQ(w.state(), watch_state::waiting);
+  EXPECT_EQ(count(kind::retarget), 0u);
 }
 
 }  // namespace

@@ -315,5 +315,67 @@ TEST_F(Discovery, ExplicitSettingsWinAndTheConflictIsLoggedOnce) {
   EXPECT_EQ(logs.count("differs from the engine's"), 1u) << "one conflict (the topic), once";
 }
 
+
+// The Go sidecar's flags with the URL taken from the metrics URL (what the reference controller
+// injects): an engine that says nothing (an older vLLM answers 404) runs on the flags at once,
+// without a replay endpoint; when it does say, its pipeline moves to the replay endpoint it
+// names and catches up from the ring what it published before.
+TEST_F(Discovery, TheGoSidecarsFlagsRunAsGivenUntilTheEngineSaysMoreThenFollowIt) {
+  auto o = options(1);
+  o.tweak = [this](config::daemon_config& c) {
+    auto& e = c.engines.front();
+    e.replay_endpoint.clear();  // the injector passes none
+    e.url = url;
+    e.url_derived = true;
+    e.discover_via_metrics = true;
+    e.discovery_retry_max = 300ms;
+    e.given.endpoint = e.given.model_id = e.given.hash_scheme = true;
+    e.metrics.url.clear();
+    e.given.metrics_url = true;
+  };
+  h = std::make_unique<harness>(std::move(o));
+  serve();
+  http->update([](fake::engine_description& d) { d.discovery_answer = {404, "Not Found"}; });
+  ASSERT_TRUE(h->start_daemon(false)) << h->error();
+  ASSERT_TRUE(wait_pipelines(1)) << "no waiting for an engine that cannot say\n" << h->diagnose();
+  ASSERT_TRUE(h->sync()) << h->diagnose();
+  auto e = engines();
+  ASSERT_EQ(e.size(), 1u) << e.dump();
+  EXPECT_EQ(e[0]["endpoint"], h->live(0).live_endpoint());
+  EXPECT_EQ(e[0]["replay_endpoint"], "") << e.dump();
+  EXPECT_EQ(e[0]["origins"]["endpoint"], "flag/config") << e.dump();
+  EXPECT_EQ(e[0]["origins"]["replay_endpoint"], "default (configured; the engine has not said)")
+      << e.dump();
+  EXPECT_TRUE(not_ready().empty() || not_ready()[0].find("waiting for engine") == std::string::npos);
+  EXPECT_EQ(discovery_of(url)["state"], "configured") << h->daemon().tree_json();
+  const auto before = token_range(100, 32);
+  h->publish({stored(u_hashes({1, 2}), before, bs)});
+  ASSERT_TRUE(wait_resident(before)) << h->diagnose();
+  EXPECT_EQ(h->metric_sum("kvrelay_replays_total", {{"outcome", "succeeded"}}), 0)
+      << "no replay endpoint, no replay";
+
+  // The engine says where its ring is: the pipeline moves there and catches up from it.
+  http->update([](fake::engine_description& d) { d.discovery_answer = {}; });
+  ASSERT_TRUE(harness::wait_until([&] {
+    const auto now = engines();
+    return now.size() == 1 && now[0]["replay_endpoint"] == h->ring(0).replay_endpoint();
+  })) << h->diagnose();
+  e = engines();
+  EXPECT_EQ(e[0]["origins"]["replay_endpoint"], "discovered: GET /kv_event_sources [\"0\"]")
+      << e.dump();
+  EXPECT_EQ(e[0]["origins"]["endpoint"], "flag/config") << "the flag still wins";
+  EXPECT_EQ(discovery_of(url)["state"], "discovered");
+  ASSERT_TRUE(h->sync()) << h->diagnose();
+  // The new data path cleared the replica and read the ring (the old one had no replay).
+  EXPECT_TRUE(harness::wait_until(
+      [&] { return h->metric_sum("kvrelay_replays_total", {{"outcome", "succeeded"}}) > 0; }))
+      << h->diagnose();
+  EXPECT_TRUE(wait_resident(before)) << "the new data path caught up from the ring\n"
+                                     << h->diagnose();
+  const auto after = token_range(500, 32);
+  h->publish({stored(u_hashes({5, 6}), after, bs)});
+  EXPECT_TRUE(wait_resident(after)) << h->diagnose();
+}
+
 }  // namespace
 }  // namespace kvrelay::e2e

@@ -179,9 +179,34 @@ TEST(AdminLimits, AdapterIdsOutOfRangeAreRefusedNotClamped) {
   EXPECT_EQ(http_post(port, "/debug/adapters?id=9223372036854775807&name=max").status, 200);
   EXPECT_EQ(http_post(port, "/debug/adapters?id=-3&name=neg").status, 200);
   const auto doc = nlohmann::json::parse(http_get(port, "/debug/engines").body);
-  EXPECT_EQ(doc[0]["adapters"]["9223372036854775807"], "max");
-  EXPECT_EQ(doc[0]["adapters"]["-3"], "neg");
-  EXPECT_EQ(doc[0]["adapters"].count("9223372036854775806"), 0u) << "nothing clamped";
+  EXPECT_EQ(doc[0]["adapter_ids"]["9223372036854775807"], "max");
+  EXPECT_EQ(doc[0]["adapter_ids"]["-3"], "neg");
+  EXPECT_EQ(doc[0]["adapter_ids"].count("9223372036854775806"), 0u) << "nothing clamped";
+  EXPECT_EQ(doc[0]["adapters"]["max"]["lora_id"], 9223372036854775807) << doc;
+  EXPECT_EQ(doc[0]["adapters"]["neg"]["lora_id"], -3);
+}
+
+// An adapter named by the events themselves (lora_name, no id map) is listed with what it holds,
+// as kvrelay_resident_blocks{adapter} counts it.
+TEST(AdminLimits, AdaptersListThePartitionsTheIndexHolds) {
+  fault_env env;
+  std::string err;
+  ASSERT_TRUE(env.start_daemon(&err)) << err;
+  env.publish_steps(60);
+  ASSERT_EQ(env.wait_consistent(), "");
+  nlohmann::json a;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const auto doc = nlohmann::json::parse(http_get(env.d->admin_port(), "/debug/engines").body);
+        a = doc[0]["adapters"];
+        return a.contains(lora) && a[lora]["resident_blocks"].get<int64_t>() ==
+                                       env.metric("kvrelay_resident_blocks", {{"adapter", lora}});
+      },
+      10s))
+      << a.dump();
+  EXPECT_GT(a[lora]["resident_blocks"].get<int64_t>(), 0) << a.dump();
+  EXPECT_TRUE(a[lora]["lora_id"].is_null()) << "named by the events, not by the id map";
+  EXPECT_TRUE(a.contains("")) << "the base model";
 }
 
 TEST(AdminLimits, CraftedAdapterNamesStayValidJson) {
@@ -197,7 +222,7 @@ TEST(AdminLimits, CraftedAdapterNamesStayValidJson) {
     ASSERT_NO_THROW(doc = nlohmann::json::parse(body)) << page << ": " << body;
   }
   const auto doc = nlohmann::json::parse(http_get(port, "/debug/engines").body);
-  const std::string name = doc[0]["adapters"]["5"];
+  const std::string name = doc[0]["adapter_ids"]["5"];
   EXPECT_EQ(name.substr(0, 7), "a\"b\\c\n}");
 }
 

@@ -153,6 +153,41 @@ TEST_F(HaTargets, KilledServerComesBackAndTheOthersNeverNotice) {
   EXPECT_GT(ha.server(0).calls().report_messages, others_calls);
 }
 
+// One target of three down: the pipeline stays ready (server.readiness = any) and /readyz names
+// the target that is down instead of saying only "ready"; back, the line goes.
+TEST_F(HaTargets, ReadyzNamesATargetThatIsDownWhileThePipelineStaysReady) {
+  const size_t down = 2;
+  ASSERT_NO_FATAL_FAILURE(start_then_stop(down));
+  const auto port = ha.env.d->admin_port();
+  const std::string line = "degraded (still ready): " + std::string(replica) +
+                           ": policy target " + ha.server(down).target() + " is down (2 of 3 up)";
+  http_reply r;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        ha.env.publish_steps(1);  // a unit the stopped target fails
+        r = http_get(port, "/readyz");
+        return r.body.find(line) != std::string::npos;
+      },
+      20s))
+      << r.status << " " << r.body;
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.rfind("ready\n", 0), 0u) << r.body;
+  for (size_t i = 0; i < ha_env::n; ++i) {
+    if (i != down) {
+      EXPECT_EQ(r.body.find(ha.server(i).target() + " is down"), std::string::npos);
+    }
+  }
+  ASSERT_TRUE(ha.server(down).start());
+  EXPECT_TRUE(wait_until(
+      [&] {
+        ha.env.publish_steps(1);
+        r = http_get(port, "/readyz");
+        return r.status == 200 && r.body.find("is down") == std::string::npos;
+      },
+      20s))
+      << r.body;
+}
+
 // (b) One server restarted empty on the same port: it gets the whole index, the others nothing
 // extra (no clear reaches them).
 TEST_F(HaTargets, RestartedEmptyGetsTheWholeIndexOthersSeeNothingExtra) {

@@ -12,9 +12,11 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <regex>
 #include <thread>
 
+#include "base/build_info.hpp"
 #include "tests/support/fault_fixture.hpp"
 
 namespace kvrelay::faults {
@@ -36,7 +38,9 @@ std::string toml_for(fault_env& env, const std::string& window, const std::strin
 
 // The child's admin port, from its "admin port listening" line (0 until that is written).
 uint16_t admin_port(const child_process& p) {
-  static const std::regex listening(R"(admin port listening listen=127\.0\.0\.1:([0-9]+))");
+  // 127.0.0.1, or [::] when admin.public applies (a test run inside a Kubernetes pod).
+  static const std::regex listening(
+      R"(admin port listening listen=(?:127\.0\.0\.1|\[::\]|0\.0\.0\.0):([0-9]+))");
   const std::string err = p.err();
   std::smatch m;
   return std::regex_search(err, m, listening) ? static_cast<uint16_t>(std::stoi(m[1].str())) : 0;
@@ -142,6 +146,36 @@ TEST(ProcessSignals, SigtermWhilePublishingExitsZeroInTime) {
   std::printf("[ measure  ] SIGTERM to exit while publishing %llu batches: %lld ms%s\n",
               static_cast<unsigned long long>(env.engine->next_seq()), static_cast<long long>(ms),
               timed_out ? " (drain deadline hit)" : "");
+}
+
+// A policy server that never answered holds nothing of the replica: the shutdown lines say so
+// instead of counting what the index held as left on it.
+TEST(ProcessSignals, SigtermWithTheServerNeverReachedLeavesNothingOnIt) {
+  temp_dir dir;
+  fault_env env;
+  std::string text = toml_for(env, "100ms", "500ms");
+  const auto at = text.find(env.server.target());
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, env.server.target().size(), "127.0.0.1:9");  // nothing listens there
+  dir.write("kvrelay.toml", text);
+  env.server.stop();
+  child_process p({binary, "--config", dir.file("kvrelay.toml")}, dir.path());
+  ASSERT_GT(p.pid(), 0);
+  env.publish_steps(1);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        env.publish_steps(1);
+        return decoded(p) >= 5;
+      },
+      15s))
+      << p.err();
+  p.signal(SIGTERM);
+  ASSERT_TRUE(p.wait(15s).has_value()) << p.err();
+  const auto err = p.err();
+  EXPECT_NE(err.find("server_reached=false"), std::string::npos) << err;
+  EXPECT_NE(err.find("left_on_server=0"), std::string::npos) << err;
+  std::smatch m;
+  EXPECT_FALSE(std::regex_search(err, m, std::regex("left_on_server=[1-9]"))) << err;
 }
 
 TEST(ProcessSignals, SecondSignalExitsAtOnce) {
@@ -327,6 +361,36 @@ TEST(ProcessVersion, NamesTheLibrariesItRunsWith) {
   const auto out = p.out();
   for (const char* lib : {"kvrelay ", "CAF 0.17.6", "libzmq 4.", "gRPC 1.", "protobuf 3."})
     EXPECT_NE(out.find(lib), std::string::npos) << lib << " missing from:\n" << out;
+}
+
+// The source it was built from: the git commit, and that commit's time as the build date (never
+// the wall clock, so two builds of one commit are the same bytes).
+TEST(ProcessVersion, NamesTheRevisionAndTheCommitsDate) {
+  temp_dir dir;
+  child_process p({binary, "--version"}, dir.path());
+  ASSERT_EQ(p.wait(10s), 0);
+  const auto out = p.out();
+  const std::string revision = build::revision();
+  ASSERT_NE(revision, "unknown") << "built from a git checkout";
+  EXPECT_NE(out.find("\nrevision " + revision + "\n"), std::string::npos) << out;
+  const std::string hex = revision.substr(0, revision.find('-'));
+  ASSERT_EQ(hex.size(), 40u) << revision;
+  EXPECT_EQ(hex.find_first_not_of("0123456789abcdef"), std::string::npos) << revision;
+  // The date git gives for that commit, in UTC.
+  child_process git({"/bin/sh", "-c",
+                     "TZ=UTC git -C \"$0\" log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ "
+                     "--format=%cd \"$1\"",
+                     KVRELAY_SOURCE_DIR, hex},
+                    dir.path());
+  ASSERT_EQ(git.wait(10s), 0) << git.err();
+  auto date = git.out();
+  while (!date.empty() && date.back() == '\n') date.pop_back();
+  ASSERT_EQ(date.size(), 20u) << date;
+  if (std::getenv("SOURCE_DATE_EPOCH") == nullptr) {
+    EXPECT_EQ(std::string(build::date()), date) << "the build date is the commit's time";
+  }
+  EXPECT_NE(out.find("\nbuild date " + std::string(build::date()) + " "), std::string::npos)
+      << out;
 }
 
 }  // namespace

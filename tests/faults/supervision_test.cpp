@@ -24,7 +24,7 @@ using namespace std::chrono_literals;
 
 double restarts(fault_env& env, const std::string& unit) {
   return env.d->metrics().value("kvrelay_actor_restarts_total",
-                                {{"pipeline", replica}, {"unit", unit}});
+                                {{"replica", replica}, {"unit", unit}});
 }
 
 uint64_t server_clears(fault_env& env) { return env.server.index().counters().cleared_events; }
@@ -116,7 +116,7 @@ TEST(EmitterCrash, OtherPipelinesAreUntouched) {
       10s))
       << diff;
   EXPECT_LE(env.d->metrics().value("kvrelay_actor_restarts_total",
-                                   {{"pipeline", "fault-1"}, {"unit", "emitter"}}),
+                                   {{"replica", "fault-1"}, {"unit", "emitter"}}),
             0);
   EXPECT_LE(env.d->metrics().value("kvrelay_resyncs_total", {{"replica", "fault-1"}}), 0)
       << "the healthy pipeline must not have resynced";

@@ -176,7 +176,7 @@ TEST(AdminPort, MetricsHasTheDocumentedFamilies) {
        {"kvrelay_events_total counter", "kvrelay_blocks_total counter",
         "kvrelay_batches_total counter", "kvrelay_seq_gaps_total counter",
         "kvrelay_replays_total counter", "kvrelay_rpc_total counter",
-        "kvrelay_rpc_latency_seconds histogram", "kvrelay_rpc_duration_seconds histogram",
+        "kvrelay_rpc_duration_seconds histogram",
         "kvrelay_resident_blocks gauge",
         "kvrelay_event_age_seconds histogram", "kvrelay_pending_entries gauge",
         "kvrelay_engine_connected gauge", "kvrelay_ready gauge"}) {

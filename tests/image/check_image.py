@@ -16,12 +16,15 @@ privilege escalation, all capabilities dropped, read-only root file system, no v
    runtime takes the group from there when only runAsUser is set), a dpkg database that lists
    kvrelay and its libraries, and an SBOM that lists exactly those packages.
 3. The run, from the unpacked image's own root file system (chroot: the image's loader and
-   libraries, not the host's), in a network namespace of its own (a pod's) and a PID namespace
-   in which kvrelay is PID 1, against the demo policy server and the fake engine (random
-   workload with evictions) on loopback: blocks are indexed under the pod's name and namespace,
-   a BlockRemoved is re-reported at T2 (--ignore-block-removed=true), and SIGTERM ends it with
-   exit 0. Also asserted on the running process: UID/GID 65532, no capabilities, no_new_privs,
-   root mounted read-only, every mapped library from the image.
+   libraries, not the host's), in a network namespace of its own (a pod's, with a pod address
+   beside loopback) and a PID namespace in which kvrelay is PID 1, against the demo policy server
+   and the fake engine (random workload with evictions, a replay ring, vLLM's HTTP server) on
+   loopback: kvrelay learns the replay endpoint from the engine's server at the metrics URL's
+   host and port, blocks are indexed under the pod's name and namespace, a BlockRemoved is
+   re-reported at T2 (--ignore-block-removed=true), /metrics answers on the pod address while
+   /debug/* does not, and SIGTERM ends it with exit 0. Also asserted on the running process:
+   UID/GID 65532, no capabilities, no_new_privs, root mounted read-only, every mapped library
+   from the image; and `kvrelay --version` names the revision the image's label does.
 
 Usage: check_image.py OCI_TAR BUILD_DIR     (BUILD_DIR holds tools/fake-engine and policy-server)
 Needs root, skopeo and umoci. Exit 0 pass, 1 fail. A kernel that forbids namespaces prints a
@@ -39,6 +42,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 
 # The injector's Args, in its order; <...> are filled in per run (subscriber.go, 77e7298).
 INJECTOR_ARGS = [
@@ -52,6 +57,11 @@ INJECTOR_ARGS = [
     "--ignore-block-removed=true",
 ]
 POD = {"POD_NAME": "vllm-llama-7c9d5b8f6-x2k8q", "POD_NAMESPACE": "team-a"}
+# What the kubelet puts in every container's environment: how kvrelay knows it runs in a pod.
+KUBE_ENV = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+POD_IP = "10.250.0.2"
+ADMIN_PORT = 9464  # the default: the injector passes no --admin-listen
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 UID = 65532
 
@@ -91,11 +101,18 @@ def check_archive(oci_tar, work):
     if config.get("User") != f"{UID}:{UID}":
         fail(f"USER is {config.get('User')!r}, not {UID}:{UID}")
     labels = config.get("Labels") or {}
-    for key in ("source", "version", "revision", "licenses"):
+    for key in ("source", "version", "revision", "licenses", "created", "vendor"):
         if not labels.get("org.opencontainers.image." + key):
             fail(f"label org.opencontainers.image.{key} missing")
     if labels.get("org.opencontainers.image.licenses") != "Apache-2.0":
         fail("licenses label is not Apache-2.0")
+    homepage = re.search(r'HOMEPAGE_URL "([^"]+)"', open(os.path.join(ROOT, "CMakeLists.txt")).read())
+    if homepage and labels.get("org.opencontainers.image.source") != homepage.group(1):
+        fail(f"source label {labels.get('org.opencontainers.image.source')!r} is not the "
+             f"project's repository {homepage.group(1)}")
+    revision = labels.get("org.opencontainers.image.revision", "")
+    if not re.fullmatch(r"[0-9a-f]{40}(-dirty)?", revision):
+        fail(f"revision label {revision!r} is not a git commit")
     # The Containerfile builds the same image for docker and podman: same user, entrypoint, env.
     cf = open(os.path.join(os.path.dirname(__file__), "..", "..", "Containerfile")).read()
     final = cf[cf.rindex("FROM scratch"):]
@@ -124,10 +141,10 @@ def check_archive(oci_tar, work):
     if (proc["user"].get("uid"), proc["user"].get("gid")) != (UID, UID):
         fail(f"the bundle runs as {proc['user']}")
     return {"rootfs": os.path.join(bundle, "rootfs"), "env": proc.get("env", []),
-            "args": proc["args"]}
+            "args": proc["args"], "revision": revision}
 
 
-def check_rootfs(root, sbom_path):
+def check_rootfs(root, sbom_path, image_revision=""):
     def exists(p):
         return os.path.lexists(os.path.join(root, p.lstrip("/")))
 
@@ -172,6 +189,23 @@ def check_rootfs(root, sbom_path):
                 if p["name"] == "kvrelay" and p["SPDXID"] != "SPDXRef-Image"]
         if not ours or ours[0]["licenseDeclared"] != "Apache-2.0":
             fail("SBOM: kvrelay is not declared Apache-2.0")
+        # Every package's licence from its copyright file, every supplier a real one.
+        for p in doc["packages"]:
+            if p["SPDXID"] == "SPDXRef-Image":
+                continue
+            if p.get("licenseDeclared", "NOASSERTION") == "NOASSERTION":
+                fail(f"SBOM: {p['name']} has no licence ({p.get('comment', '')})")
+            if p.get("supplier", "NOASSERTION") == "NOASSERTION" or re.search(
+                    r"\.invalid|example\.|<", p.get("supplier", "")):
+                fail(f"SBOM: {p['name']}'s supplier is {p.get('supplier')!r}")
+        refs = {e["licenseId"] for e in doc.get("hasExtractedLicensingInfos", [])}
+        for p in doc["packages"]:
+            for ref in re.findall(r"LicenseRef-[A-Za-z0-9.-]+", p.get("licenseDeclared", "")):
+                if ref not in refs:
+                    fail(f"SBOM: {p['name']} uses {ref} without its text")
+        image = doc["packages"][0]
+        if image_revision and image_revision not in image.get("sourceInfo", ""):
+            fail(f"SBOM: the image's sourceInfo does not name revision {image_revision}")
     return pkgs
 
 
@@ -235,9 +269,28 @@ def tiers_held(doc):
     return tiers
 
 
+def http_get(host, port, path):
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=5) as r:
+            return r.status, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+    except OSError as e:
+        return -1, str(e)
+
+
 def inside(image, build, work):
     """Runs in a network and mount namespace of its own (the pod's)."""
     lo_up()
+    # The pod's own address, beside loopback (what Prometheus scrapes).
+    ip = shutil.which("ip")
+    if ip:
+        subprocess.run([ip, "link", "add", "kvr0", "type", "veth", "peer", "name", "kvr1"], check=True)
+        subprocess.run([ip, "addr", "add", POD_IP + "/24", "dev", "kvr0"], check=True)
+        subprocess.run([ip, "link", "set", "kvr0", "up"], check=True)
+        subprocess.run([ip, "link", "set", "kvr1", "up"], check=True)
+    else:
+        print("SKIP: iproute2's `ip` is not installed: no pod address, /metrics is not checked on it")
     root = image["rootfs"]
     # The host's tools that set the container up, by absolute path: the process gets the
     # image's environment (PATH included) as a runtime would give it.
@@ -260,10 +313,11 @@ def inside(image, build, work):
         target = m.group(1)
         engine_log = os.path.join(logs, "fake-engine.log")
         # Random workload, small capacity: evictions (BlockRemoved) within seconds. The injector
-        # gives no replay endpoint, so the engine offers none either.
+        # gives no replay endpoint; the engine's HTTP server says where its ring is.
         engine = subprocess.Popen(
             [os.path.join(build, "tools/fake-engine/kvrelay-fake-engine"),
-             "-bind", "tcp://127.0.0.1:0", "--http-port", "0", "--model", MODEL,
+             "-bind", "tcp://127.0.0.1:0", "--replay-bind", "tcp://127.0.0.1:0",
+             "--http-port", "0", "--model", MODEL,
              "--workload", "random", "--rate", "40", "--capacity", "48", "--seed", "26"],
             stdout=subprocess.DEVNULL, stderr=open(engine_log, "w"))
         procs.append(engine)
@@ -298,6 +352,7 @@ exec {tools["setpriv"]} --no-new-privs --inh-caps=-all --ambient-caps=-all \\
             k, _, v = kv.partition("=")
             env[k] = v
         env.update(POD)
+        env.update(KUBE_ENV)
         kv_log = os.path.join(logs, "kvrelay.log")
         outer = subprocess.Popen(["unshare", "--pid", "--fork", "--", "sh", "-c", launcher],
                                  env=env, stdout=open(os.path.join(logs, "kvrelay.out"), "w"),
@@ -339,6 +394,25 @@ exec {tools["setpriv"]} --no-new-privs --inh-caps=-all --ambient-caps=-all \\
         outside = sorted(p for p in libs if not p.startswith(root + "/"))
         if not libs or outside:
             fail(f"libraries from outside the image: {outside[:5]}")
+        # What the engine said: the replay endpoint (the injector gives none).
+        code, body = http_get("127.0.0.1", ADMIN_PORT, "/debug/engines")
+        origin = ""
+        if code == 200:
+            engines = json.loads(body)
+            origin = engines[0].get("origins", {}).get("replay_endpoint", "") if engines else ""
+        if not origin.startswith("discovered: GET /kv_event_sources"):
+            fail(f"the replay endpoint was not learnt from the engine ({code}): {body[:500]}")
+        # The pod address: the read-only endpoints answer, /debug/* does not.
+        if ip:
+            code, body = http_get(POD_IP, ADMIN_PORT, "/metrics")
+            if code != 200:
+                fail(f"/metrics on the pod address {POD_IP}:{ADMIN_PORT} answered {code}: {body[:300]}")
+            elif f'revision="{image["revision"]}"' not in body:
+                fail(f"kvrelay_build_info does not name the image's revision {image['revision']}")
+            for path in ("/debug/tree", "/debug/engines"):
+                code, body = http_get(POD_IP, ADMIN_PORT, path)
+                if code != 403:
+                    fail(f"{path} on the pod address answered {code}, not 403")
         # The index: blocks under the pod's identity, and a removal re-reported at T2.
         deadline = time.time() + 30
         tiers = {}
@@ -397,7 +471,8 @@ def main():
         image = check_archive(oci_tar, work)
         if image:
             sbom = re.sub(r"\.oci\.tar$", ".spdx.json", oci_tar)
-            check_rootfs(image["rootfs"], sbom if os.path.exists(sbom) else None)
+            check_rootfs(image["rootfs"], sbom if os.path.exists(sbom) else None,
+                         image["revision"])
             probe = run(["unshare", "--net", "--mount", "--pid", "--fork", "true"])
             if probe.returncode != 0:
                 print(f"SKIP: the kernel refuses namespaces here ({probe.stderr.strip()}): "

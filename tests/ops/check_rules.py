@@ -8,7 +8,8 @@ docs/operations.md and the PrometheusRule promise.
 
   1. `promtool check rules` on the rules file, `promtool test rules` on its unit tests;
   2. every alert has a promtool case where it fires and one where it stays quiet;
-  3. every alert's `runbook` annotation names a section of docs/operations.md that exists;
+  3. every alert's `runbook_url` annotation links a section of docs/operations.md that exists,
+     in the repository CMakeLists.txt names (HOMEPAGE_URL), and no alert has a relative `runbook`;
   4. the PrometheusRule in deploy/kubernetes/monitoring/ carries exactly the same groups.
 
 Usage: check_rules.py REPO_ROOT    Exit 0 pass, 1 fail, 77 skip (promtool or PyYAML missing).
@@ -71,11 +72,17 @@ def main():
 
     with open(os.path.join(root, RUNBOOK)) as f:
         anchors = {github_anchor(m.group(1)) for m in re.finditer(r"^#+ (.+)$", f.read(), re.M)}
+    with open(os.path.join(root, "CMakeLists.txt")) as f:
+        m = re.search(r'HOMEPAGE_URL "([^"]+)"', f.read())
+    base = (m.group(1) if m else "<no HOMEPAGE_URL in CMakeLists.txt>") + "/blob/main/"
     for name, rule in sorted(alerts.items()):
-        runbook = rule.get("annotations", {}).get("runbook", "")
-        page, _, anchor = runbook.partition("#")
-        if page != RUNBOOK or anchor not in anchors:
-            failures.append(f"{name}: runbook {runbook!r} is not a section of {RUNBOOK}")
+        annotations = rule.get("annotations", {})
+        if "runbook" in annotations:
+            failures.append(f"{name}: a relative `runbook` annotation; alert managers link `runbook_url`")
+        url = annotations.get("runbook_url", "")
+        page, _, anchor = url.partition("#")
+        if page != base + RUNBOOK or anchor not in anchors:
+            failures.append(f"{name}: runbook_url {url!r} is not {base}{RUNBOOK}#<a section of it>")
 
     path = os.path.join(root, OPERATOR_RULE)
     if os.path.exists(path):

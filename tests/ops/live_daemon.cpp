@@ -138,7 +138,7 @@ bool live_daemon::drive(int rounds) {
 
 bool live_daemon::crash_and_wait(const std::string& actor) {
   const auto before = h_->metric("kvrelay_actor_restarts_total",
-                                 {{"pipeline", pipeline()}, {"unit", actor}});
+                                 {{"replica", pipeline()}, {"unit", actor}});
   const auto r = post("/debug/crash?pipeline=" + pipeline() + "&actor=" + actor);
   if (r.status != 200) {
     error_ = "POST /debug/crash answered " + std::to_string(r.status) + ": " + r.body;
@@ -147,7 +147,7 @@ bool live_daemon::crash_and_wait(const std::string& actor) {
   const bool back = e2e::harness::wait_until(
       [&] {
         if (h_->metric("kvrelay_actor_restarts_total",
-                       {{"pipeline", pipeline()}, {"unit", actor}}) <= std::max(before, 0.0))
+                       {{"replica", pipeline()}, {"unit", actor}}) <= std::max(before, 0.0))
           return false;
         int64_t restarts = -1;
         const auto tree = get("/debug/tree");

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "base/build_info.hpp"
 #include "tests/ops/live_daemon.hpp"
 
 namespace kvrelay::ops {
@@ -67,9 +68,13 @@ TEST_F(LiveMetrics, StandardExporterFamiliesArePresent) {
         "process_virtual_memory_bytes gauge", "process_open_fds gauge", "process_max_fds gauge",
         "process_start_time_seconds gauge", "kvrelay_build_info gauge"})
     EXPECT_NE(text->find(std::string("# TYPE ") + family + "\n"), std::string::npos) << family;
-  EXPECT_NE(text->find("kvrelay_build_info{version=\"" KVRELAY_VERSION "\",caf=\"0.17.6\","),
-            std::string::npos)
-      << *text;
+  // The source it was built from: the git revision and the commit's date, as --version says.
+  const std::string build_info = std::string("kvrelay_build_info{version=\"") + KVRELAY_VERSION +
+                                 "\",revision=\"" + build::revision() + "\",build_date=\"" +
+                                 build::date() + "\",caf=\"0.17.6\",";
+  EXPECT_NE(text->find(build_info), std::string::npos) << build_info << "\n" << *text;
+  EXPECT_STRNE(build::revision(), "unknown") << "built from a git checkout";
+  EXPECT_STRNE(build::date(), "unknown");
 }
 
 TEST_F(LiveMetrics, RulesDashboardAndDocsNameOnlyExportedMetrics) {

@@ -9,6 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 
 #include <atomic>
@@ -195,6 +198,52 @@ TEST(HttpServer, EveryConnectionRunningAHandlerRefusesTheNewcomer) {
   f.cv.notify_all();
   for (auto& b : blockers) b.join();
   EXPECT_EQ(f.get("/healthz"), 200);
+}
+
+
+// The first up, non-loopback IPv4 address of this host ("" when it has none).
+std::string host_address() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return {};
+  std::string out;
+  for (auto* i = list; i && out.empty(); i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP)) continue;
+    if (is_loopback_address(i->ifa_addr)) continue;
+    char buf[INET_ADDRSTRLEN] = {0};
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof buf);
+    out = buf;
+  }
+  ::freeifaddrs(list);
+  return out;
+}
+
+// The IPv6 wildcard takes IPv4 too, and every request knows whether its connection arrived at a
+// loopback address: what the admin port's read-only exposure (admin.public) decides on.
+TEST(HttpServerAddresses, TheWildcardTellsLoopbackConnectionsFromOthers) {
+  http_server server(http_limits{});
+  server.route("GET", "/who", [](const http_request& q, http_response& r) {
+    r.body = q.local_loopback ? "loopback" : "other";
+  });
+  sockaddr_in6 any{};
+  any.sin6_family = AF_INET6;
+  any.sin6_addr = in6addr_any;
+  std::string err;
+  ASSERT_TRUE(server.listen(reinterpret_cast<sockaddr*>(&any), sizeof any, err)) << err;
+  const auto ask = [&](const char* host) {
+    raw_conn c(server.port(), host);
+    if (!c.ok() || !c.send("GET /who HTTP/1.1\r\nHost: t\r\n\r\n")) return std::string("no connection");
+    const auto r = c.read_response(5s);
+    return r.substr(r.find("\r\n\r\n") + 4);
+  };
+  EXPECT_EQ(ask("127.0.0.1"), "loopback");
+  EXPECT_EQ(ask("127.3.4.5"), "loopback") << "all of 127/8";
+  const auto other = host_address();
+  if (other.empty()) {
+    std::cout << "SKIP: this host has no non-loopback IPv4 address up" << std::endl;
+    GTEST_SKIP() << "no non-loopback IPv4 address";
+  }
+  EXPECT_EQ(ask(other.c_str()), "other") << other;
+  server.stop();
 }
 
 }  // namespace

@@ -135,7 +135,7 @@ struct PipelineSupervisorShell : ::testing::Test {
   }
   double restarts(const std::string& unit) const {
     return ctx.metrics->value("kvrelay_actor_restarts_total",
-                              {{"pipeline", "sup-0"}, {"unit", unit}});
+                              {{"replica", "sup-0"}, {"unit", unit}});
   }
   // A blocking request would deadlock the test coordinator: issue it, run, then receive.
   template <class... Ts, class F>
@@ -310,6 +310,8 @@ TEST_F(PipelineSupervisorShell, AChildThatNeverGoesDownIsKilledAtTheDeadline) {
 
 TEST_F(PipelineSupervisorShell, TheDrainReportsWhatTheServerIsLeftWith) {
   start();
+  caf::anon_send(aut, health_fact::server_ok);  // the server acknowledged what was sent
+  t.run();
   drain_report r;
   const caf::timespan budget = 5s;
   ask([&](drain_report& x) { r = x; }, atom::drain_v, budget);
@@ -346,7 +348,24 @@ TEST_F(PipelineSupervisorShell, ADrainThatRunsOutOfTimeSaysWhereAndWhatIsLeft) {
   EXPECT_TRUE(r.timed_out);
   EXPECT_EQ(r.failed_step, "debouncer");
   EXPECT_EQ(r.resident, 7) << "the decoder still answered for its shards";
-  EXPECT_EQ(r.left_on_server(), 7);
+  EXPECT_FALSE(r.server_acknowledged);
+  EXPECT_EQ(r.left_on_server(), 0) << "a server that never acknowledged holds nothing of ours";
+}
+
+TEST_F(PipelineSupervisorShell, WhatTheServerIsLeftWithCountsOnceItAcknowledgedEvenIfItLeft) {
+  w->mute = "debouncer";
+  start();
+  caf::anon_send(aut, health_fact::server_ok);
+  caf::anon_send(aut, health_fact::server_failed);  // reached once, then gone
+  t.run();
+  drain_report r;
+  caf::scoped_actor self{t.sys()};
+  auto rh = self->request(aut, caf::infinite, atom::drain_v, caf::timespan{2s});
+  t.run();
+  t.advance(2'000ms);
+  rh.receive([&](drain_report& x) { r = x; }, [](caf::error& e) { FAIL() << caf::to_string(e); });
+  EXPECT_TRUE(r.server_acknowledged);
+  EXPECT_EQ(r.left_on_server(), 7) << "what it acknowledged before it went away stays there";
 }
 
 TEST_F(PipelineSupervisorShell, AFinalClearLeavesNothingOnTheServer) {

@@ -5,7 +5,7 @@
 #pragma once
 // Raw TCP clients for the admin port tests: what a misbehaving client does (a header one byte at
 // a time, a connection that never speaks, a body the server should never read), which no HTTP
-// client library lets a test do on purpose. Header-only; loopback IPv4 only.
+// client library lets a test do on purpose. Header-only; IPv4 (loopback unless told).
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -22,12 +22,12 @@ namespace kvrelay::testing {
 /// A connected socket, closed on destruction.
 class raw_conn {
  public:
-  explicit raw_conn(uint16_t port) {
+  explicit raw_conn(uint16_t port, const char* ipv4 = "127.0.0.1") {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::inet_pton(AF_INET, ipv4, &a.sin_addr);
     if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
       ::close(fd_);
       fd_ = -1;

@@ -280,7 +280,7 @@ class StatsE2E : public ::testing::Test {
   }
   double restarts(const std::string& unit) const {
     return daemon_->metrics().value("kvrelay_actor_restarts_total",
-                                    {{"pipeline", id_.replica}, {"unit", unit}});
+                                    {{"replica", id_.replica}, {"unit", unit}});
   }
 
   /// Publishes harmless empty batches until the daemon decoded one (PUB/SUB slow joiner).
