@@ -130,6 +130,14 @@ std::shared_ptr<const snapshot::pipeline_snapshot> durable_state::on_plan(const 
   if (!p.cold) {
     ++c_.restored;
     restore_outcome_ = "restored";
+    if (p.discarded) {
+      // The snapshot could not be used, and the delta log held the whole history without it.
+      const size_t i = static_cast<size_t>(*p.discarded);
+      if (i < discard_series_.size()) discard_series_[i]->inc();
+      log::warn("durable index snapshot discarded; restored from the delta log alone",
+                {{"replica", ctx_.name}, {"file", file}, {"reason", to_string(*p.discarded)},
+                 {"detail", p.detail}});
+    }
     log::info("durable index restored",
               {{"replica", ctx_.name}, {"file", file},
                {"blocks", p.snapshot ? p.snapshot->blocks() : size_t{0}},
@@ -304,6 +312,12 @@ void durable_state::on_report(const write_report& r) {
                  {{"replica", ctx_.name}, {"err", r.detail}});
       break;
   }
+  // SIGTERM leaves a usable state, or says why it could not (and what the next start has).
+  if (r.final && r.what != write_report::outcome::written)
+    log::warn("durable index: no snapshot written at shutdown",
+              {{"replica", ctx_.name}, {"outcome", to_string(r.what)}, {"detail", r.detail},
+               {"next_start", log_working() ? "the last snapshot and the delta log"
+                                            : "the last snapshot and the replay ring"}});
   publish();
 }
 

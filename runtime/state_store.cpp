@@ -449,6 +449,10 @@ restore_plan_ptr state_store::do_restore(uint64_t generation) {
                    ", " + std::to_string(d.replay_batches) + " logged batches, the ring from " +
                    std::to_string(d.resume_next.value_or(0)) +
                    (d.hole.empty() ? "" : " (the log has a hole: " + d.hole + ")");
+    if (snap_discard && !plan->snapshot) {
+      plan->discarded = snap_discard;  // said, though the log alone restores
+      plan->detail += "; the snapshot was not used: " + snap_detail;
+    }
   } else {
     // LR7: nothing here describes what the cold start will build; it starts a history of its
     // own, so the older files go now (the directory stays bounded).
