@@ -120,6 +120,7 @@ struct ingress_state {
   std::unique_ptr<ingress::event_source> source;
   std::unique_ptr<ingress_series> series;
   bool told_connected = false;  // what ctx.health last heard
+  bool log_stop_said = false;   // the delta log's stop was logged
   bool told_catchup = false;
   ingress::zmq_source_stats last{};  // the stats the last publish read (its in_flight)
 
@@ -161,6 +162,13 @@ void publish(ingress_self self) {
     const auto w = st.opts.source.delta_log->read();
     m.log_bytes->advance(w.appended_bytes, m.log_bytes_published);
     m.log_writing->set(w.writing ? 1 : 0);
+    // Said once: from here a restart has the last snapshot and the ring, not every batch.
+    if (!w.writing && !w.stopped.empty() && !st.log_stop_said) {
+      st.log_stop_said = true;
+      log::error("durable index: the delta log stopped; until this data path restarts, a "
+                 "restart relies on the last snapshot and the engine's replay ring",
+                 {{"replica", st.ctx.name}, {"err", w.stopped}});
+    }
   }
   if (st.ctx.health && now.connected != st.told_connected) {
     st.told_connected = now.connected;

@@ -29,25 +29,28 @@ void ring_span::on_live(uint64_t seq, uint64_t now_ns) noexcept {
   window_ns_ = now_ns;
 }
 
-void ring_span::on_replayed(uint64_t seq) noexcept {
-  note(seq);
-  // RS1: the ring holds everything from the seq asked up to this reply.
-  if (reaching_from_ && !exact_ && seq >= *reaching_from_ && seq - *reaching_from_ + 1 > capacity_)
-    capacity_ = seq - *reaching_from_ + 1;
+void ring_span::on_request(uint64_t asked) noexcept {
+  asked_ = asked;
+  first_.reset();
+  last_ = 0;
 }
 
-void ring_span::on_first_reply(uint64_t asked, uint64_t first) noexcept {
-  note(first);
-  reaching_from_.reset();
-  if (first > asked) {  // RS1: entries were dropped: the ring is full
-    capacity_ = newest_ - first + 1;
+void ring_span::on_reply(uint64_t seq) noexcept {
+  note(seq);
+  if (!asked_) return;
+  if (!first_) first_ = seq;
+  if (seq > last_) last_ = seq;
+  at_least(last_ - *first_ + 1);  // RS1: whatever happens next, the ring held these
+}
+
+void ring_span::on_reply_end(bool complete) noexcept {
+  if (asked_ && first_ && complete && *first_ > *asked_) {
+    // RS1: a whole reply of a ring that has dropped entries is its capacity.
+    capacity_ = last_ - *first_ + 1;
     exact_ = true;
-    return;
   }
-  if (exact_) return;
-  reaching_from_ = asked;
-  const uint64_t reach = newest_ >= asked ? newest_ - asked + 1 : 1;
-  if (reach > capacity_) capacity_ = reach;
+  asked_.reset();
+  first_.reset();
 }
 
 void ring_span::on_span(uint64_t oldest, uint64_t latest) noexcept {
@@ -65,7 +68,8 @@ void ring_span::on_span(uint64_t oldest, uint64_t latest) noexcept {
 void ring_span::on_reset() noexcept {
   capacity_ = 0;
   exact_ = false;
-  reaching_from_.reset();
+  asked_.reset();
+  first_.reset();
   seen_ = false;
   newest_ = 0;
   window_open_ = false;  // RS4 restarts with the new process' seqs; the rate is kept

@@ -3,19 +3,19 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// How far back the engine's replay ring reaches, learnt from its replies instead of
-// taken from configuration: the ring is sized by the engine's operator (vLLM and SGLang
-// `buffer_steps`, 10 000 by default, 50 in some deployments), and a rate that turns it over in
-// a second makes a configured size meaningless. Pure: the ZMQ thread feeds it what it sees, with
-// its clock; no sockets, no time of its own.
+// How far back the engine's replay ring reaches, learnt from its replies instead of taken from
+// configuration: the ring is sized by the engine's operator (vLLM and SGLang `buffer_steps`,
+// 10 000 by default, 50 in some deployments), and a rate that turns it over in a second makes a
+// configured size meaningless. Pure: the ZMQ thread feeds it what it sees, with its clock; no
+// sockets, no time of its own.
 //
 // Rules (RS = ring span):
-//  RS1 A request's first reply is the ring's oldest entry at or after the seq asked (engine-wire
-//      §1). When it is later than asked, the ring no longer holds what was asked: it has dropped
-//      entries, so it is full, and its capacity is exact: the newest seq seen minus that first
-//      reply, plus one. When it is the seq asked, the ring reaches at least that far: a lower
-//      bound (the newest seq seen, or replayed since in that reply, minus the seq asked, plus
-//      one).
+//  RS1 A request's reply is the ring's entries from the seq asked (or its oldest, if later) to
+//      its newest, in one loop (engine-wire §1). A reply that ends with its END marker and
+//      started later than asked is the whole of a full ring: its length is the ring's capacity,
+//      exact. Any other reply (it started at the seq asked, or it was cut short: the engine drops
+//      what its socket's queue cannot hold) shows a lower bound: the ring holds at least that
+//      many entries.
 //  RS2 An END carrying the ring's [oldest, latest] (ROCm ATOM) says the same without a reply:
 //      exact when oldest > 0 (entries were dropped), a lower bound otherwise.
 //  RS3 A capacity belongs to one engine process: an incarnation reset forgets it (the restarted
@@ -57,12 +57,16 @@ class ring_span {
  public:
   /// A live batch at steady time `now_ns` (RS4).
   void on_live(uint64_t seq, uint64_t now_ns) noexcept;
-  /// A replayed batch of the request last answered (RS1: the ring reaches back that far).
-  void on_replayed(uint64_t seq) noexcept;
-  /// RS1: the first reply to a request asked from `asked`.
-  void on_first_reply(uint64_t asked, uint64_t first) noexcept;
+  /// A replay request from `asked` goes out (one at a time; a new one ends the last).
+  void on_request(uint64_t asked) noexcept;
+  /// One reply of the outstanding request.
+  void on_reply(uint64_t seq) noexcept;
+  /// RS1: the outstanding request's END arrived (`complete`), or its reply stopped short.
+  void on_reply_end(bool complete) noexcept;
   /// RS2: an END naming the ring's [oldest, latest].
   void on_span(uint64_t oldest, uint64_t latest) noexcept;
+  /// A batch from elsewhere (the delta log's replay) moves only the newest seq.
+  void on_seen(uint64_t seq) noexcept { note(seq); }
   /// RS3.
   void on_reset() noexcept;
   ring_estimate estimate() const noexcept;
@@ -72,11 +76,17 @@ class ring_span {
     if (!seen_ || seq > newest_) newest_ = seq;
     seen_ = true;
   }
+  void at_least(uint64_t n) noexcept {
+    if (!exact_ && n > capacity_) capacity_ = n;
+  }
   bool seen_ = false;
   uint64_t newest_ = 0;
   uint64_t capacity_ = 0;
   bool exact_ = false;
-  std::optional<uint64_t> reaching_from_;  // RS1: the last request's seq, answered from there
+  // RS1: the outstanding request.
+  std::optional<uint64_t> asked_;
+  std::optional<uint64_t> first_;
+  uint64_t last_ = 0;
   // RS4: the open window.
   bool window_open_ = false;
   uint64_t window_seq_ = 0;

@@ -519,18 +519,14 @@ void zmq_source::impl::on_reply(multipart& mp) {
     if (payload.size() != 0 && !span)
       return reject(frames.replay_bad_end, 3, "replay END with payload", payload.size());
     if (span) ring.on_span(oldest, latest);
+    ring.on_reply_end(true);  // RS1: the whole reply arrived
     replay_backoff.reset();
     close_replay();  // one DEALER per request: nothing late can leak into the next one
     want_replay = false;
     tracker.on_replay_end(actions);
   } else {
     replay_backoff.reset();  // an answer: the endpoint works
-    if (tracker.replay_outstanding()) {
-      if (tracker.replay_answering())
-        ring.on_replayed(seq);
-      else
-        ring.on_first_reply(replay_from, seq);  // RS1
-    }
+    ring.on_reply(seq);      // RS1
     tracker.on_replay(seq, take_batch(payload, seq, true), actions);
   }
   execute();
@@ -595,6 +591,7 @@ void zmq_source::impl::execute() {
       case action_kind::cancel_replay:
         close_replay();
         want_replay = false;
+        ring.on_reply_end(false);
         break;
       case action_kind::history_lost: {
         log(log::level::warn, "engine history lost; index will be cleared",
@@ -682,7 +679,7 @@ void zmq_source::impl::replay_log_step() {
         b->owner = item->owner;
         b->data = r.payload.data();
         b->size = r.payload.size();
-        ring.on_replayed(r.seq);
+        ring.on_seen(r.seq);
         log_next = r.seq + 1;
         ++log_replayed;
         delivered.fetch_add(1, std::memory_order_relaxed);
@@ -754,6 +751,7 @@ void zmq_source::impl::open_replay(clock::time_point now) {
                                                        zmq::send_flags::dontwait) &&
       dealer->send(zmq::const_buffer(seq.data(), seq.size()), zmq::send_flags::dontwait);
   if (!sent) ++frames.replay_send_failed;
+  if (sent) ring.on_request(replay_from);
   replay_deadline = now + opts.replay_timeout;
   // A continuation is routine (an engine's reply past its high-water mark): debug, not info.
   log(replay_why == replay_reason::continue_ ? log::level::debug : log::level::info,
@@ -765,6 +763,7 @@ void zmq_source::impl::open_replay(clock::time_point now) {
 void zmq_source::impl::replay_timed_out() {
   const bool stalled = tracker.replay_answering();
   close_replay();
+  ring.on_reply_end(false);  // RS1: cut short, or never answered
   if (stalled)
     log(log::level::debug, "replay reply stopped before its end marker; asking for the rest",
         {{"endpoint", opts.replay_endpoint}, {"from_seq", std::to_string(replay_from)}});

@@ -178,5 +178,28 @@ TEST(DurableLog, ACorruptLogRecordDropsTheRestAndNothingWrongIsIndexed) {
   EXPECT_TRUE(faults::wait_until([&] { return server_within_truth(env); }, 20s));
 }
 
+// The ring's real span, learnt from the engine's replies: a cold start's catch-up reads a
+// 40-batch ring that has dropped 60 entries, which is its whole capacity (RS1). Shown on
+// /debug/engines and as a gauge; the snapshot interval would use it instead of ring_batches.
+TEST(DurableLog, TheRingsSpanIsLearntFromTheEnginesRepliesAndShown) {
+  durable_daemon t(40);
+  auto& env = t.env;
+  env.publish_steps(100);  // before kvrelay: only the ring has them, and only the last 40
+  std::string err;
+  ASSERT_TRUE(env.start_daemon(&err, /*sync=*/false)) << err;
+  nlohmann::json ring;
+  EXPECT_TRUE(faults::wait_until(
+      [&] {
+        const auto e = nlohmann::json::parse(env.d->engines_json());
+        ring = e.at(0).value("replay_ring", nlohmann::json::object());
+        return ring.value("batches", 0) == 40 &&
+               ring.value("learnt", "").rfind("exact", 0) == 0 &&
+               t.metric("kvrelay_replay_ring_batches") == 40;
+      },
+      10s))
+      << ring.dump();
+  EXPECT_EQ(ring.value("first_seq", 0), 60) << ring.dump();
+}
+
 }  // namespace
 }  // namespace kvrelay::durable_e2e

@@ -14,12 +14,18 @@ namespace {
 
 constexpr uint64_t sec = 1'000'000'000;
 
-// RS1: a first reply later than asked: the ring dropped entries, so it is full and its capacity
-// is exact. The first seq it holds follows the newest seq.
-TEST(RingSpan, AFirstReplyLaterThanAskedIsTheExactCapacity) {
+// A reply from `first` to `last` to a request asked from `asked`, ended (END) or cut short.
+void reply(ring_span& r, uint64_t asked, uint64_t first, uint64_t last, bool complete = true) {
+  r.on_request(asked);
+  for (uint64_t s = first; s <= last; ++s) r.on_reply(s);
+  r.on_reply_end(complete);
+}
+
+// RS1: a whole reply that starts later than asked is a full ring: its length is the capacity.
+// The first seq it holds then follows the newest seq.
+TEST(RingSpan, AWholeReplyLaterThanAskedIsTheExactCapacity) {
   ring_span r;
-  for (uint64_t s = 0; s < 500; ++s) r.on_live(s, s * sec / 100);
-  r.on_first_reply(0, 450);  // a 50-batch ring
+  reply(r, 0, 450, 499);  // a 50-batch ring, read at cold start
   auto e = r.estimate();
   EXPECT_TRUE(e.exact);
   EXPECT_EQ(e.capacity, 50u);
@@ -28,22 +34,23 @@ TEST(RingSpan, AFirstReplyLaterThanAskedIsTheExactCapacity) {
   EXPECT_EQ(r.estimate().first_seq, 451u) << "the ring moves with the newest seq";
 }
 
-// RS1: a first reply at the seq asked is a lower bound, growing with the reply's batches; the
-// exact capacity, once learnt, is not lowered by a later request.
-TEST(RingSpan, AReplyFromTheSeqAskedIsALowerBound) {
+// RS1: a reply from the seq asked, or one cut short (the engine's queue dropped its tail), is a
+// lower bound; the exact capacity, once learnt, is not lowered by a later reply.
+TEST(RingSpan, AReplyFromTheSeqAskedOrCutShortIsALowerBound) {
   ring_span r;
-  r.on_first_reply(0, 0);
-  for (uint64_t s = 1; s < 30; ++s) r.on_replayed(s);
+  reply(r, 0, 0, 29);
   auto e = r.estimate();
   EXPECT_FALSE(e.exact);
   EXPECT_EQ(e.capacity, 30u);
   EXPECT_FALSE(e.first_seq);
-  r.on_first_reply(100, 140);
+  reply(r, 0, 5000, 5999, /*complete=*/false);  // a 10 000-entry ring, cut at 1 000 replies
+  EXPECT_FALSE(r.estimate().exact);
+  EXPECT_EQ(r.estimate().capacity, 1000u);
+  reply(r, 100, 140, 189);
   EXPECT_TRUE(r.estimate().exact);
-  EXPECT_EQ(r.estimate().capacity, 1u) << "newest 140, first 140";
-  for (uint64_t s = 141; s < 200; ++s) r.on_live(s, s);
-  r.on_first_reply(180, 180);
-  EXPECT_TRUE(r.estimate().exact) << "a later request within the ring says nothing new";
+  EXPECT_EQ(r.estimate().capacity, 50u);
+  reply(r, 180, 180, 189);
+  EXPECT_EQ(r.estimate().capacity, 50u) << "a later request within the ring says nothing new";
 }
 
 // RS2: ATOM's END with the ring's span.
@@ -61,8 +68,7 @@ TEST(RingSpan, AnEndWithTheRingsSpan) {
 // RS3: a new engine process forgets the capacity.
 TEST(RingSpan, AResetForgetsTheCapacity) {
   ring_span r;
-  r.on_live(100, 0);
-  r.on_first_reply(10, 60);
+  reply(r, 10, 60, 99);
   ASSERT_TRUE(r.estimate().exact);
   r.on_reset();
   EXPECT_FALSE(r.estimate().exact);
@@ -76,7 +82,7 @@ TEST(RingSpan, TheRateIsMeasuredOverWholeSecondsAndGivesTheSpanInSeconds) {
   for (uint64_t t = 0; t <= 3 * sec; t += sec / 200) r.on_live(seq++, t);  // 200 batches/s
   auto e = r.estimate();
   EXPECT_NEAR(e.batches_per_second, 200.0, 1.0);
-  r.on_first_reply(0, seq - 50);
+  reply(r, 0, seq - 50, seq - 1);
   e = r.estimate();
   EXPECT_EQ(e.capacity, 50u);
   EXPECT_NEAR(e.seconds(), 0.25, 0.01);
@@ -103,7 +109,7 @@ TEST(RingSpan, TheGaugeCarriesTheEstimate) {
   ring_span r;
   r.on_live(1000, 0);
   r.on_live(1200, sec);
-  r.on_first_reply(0, 1151);
+  reply(r, 0, 1151, 1200);
   ring_gauge g;
   g.publish(r.estimate());
   const auto e = g.load();

@@ -308,5 +308,46 @@ TEST(DurableState, AnEngineResetAppendsTheNewProcessEvidenceToTheLog) {  // DS7
   EXPECT_EQ(last.engine.start_time, 250.0);
 }
 
+// DS4: the shutdown's last cut, from an engine incarnation whose evidence was not read yet (the
+// engine restarted moments before the SIGTERM): it is read now, written with the snapshot and
+// into the log, so the next start is not a cold one.
+TEST(DurableState, TheLastCutOfAnUnprovedIncarnationIsProvedAndWritten) {  // DS4
+  fixture f;
+  bool current = false;
+  const auto plan = f.restore();
+  f.d->on_plan(*plan, current);
+  const auto w = f.d->start_writer(*plan, [] {});
+  ASSERT_TRUE(w);
+  w->reset(7, 0);       // the ingress logged the reset...
+  f.engine.set(400.0);  // ...of a new process, whose evidence nobody read yet
+  auto s = cut(12, 1);
+  ASSERT_EQ(f.d->judge(*s), durable_state::decision::establish);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<write_report> r;
+  f.d->submitted();
+  f.d->store().write(s, f.d->incarnation_evidence(), write_mode::establish_and_write,
+                     /*final=*/true, w, [&](write_report x) {
+                       std::lock_guard<std::mutex> lk(mu);
+                       r = std::move(x);
+                       cv.notify_all();
+                     });
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, 10s, [&] { return r.has_value(); }));
+  }
+  ASSERT_EQ(r->what, write_report::outcome::written) << r->detail;
+  EXPECT_TRUE(r->final);
+  f.d->on_report(*r);
+  // The next start proves it and uses it.
+  w->close();
+  const auto next = f.restore(2);
+  ASSERT_FALSE(next->cold) << next->detail;
+  ASSERT_TRUE(next->snapshot);
+  EXPECT_EQ(next->snapshot->generation, 1u);
+  EXPECT_EQ(next->snapshot->engine.start_time, 400.0);
+  EXPECT_EQ(next->resume_next, 12u);
+}
+
 }  // namespace
 }  // namespace kvrelay
