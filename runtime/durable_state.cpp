@@ -187,8 +187,18 @@ std::shared_ptr<snapshot::log_writer> durable_state::start_writer(
   // again before it compacts must not grow its log without end.
   const uint64_t replayed = p.log ? p.log->bytes : 0;
   appended_at_cut_ = 0;
+  cut_appended_ = 0;
+  last_snapshot_bytes_ = p.snapshot_bytes;
+  log_at_start_ = replayed;
   arm_compaction(p.snapshot_bytes, replayed < threshold ? threshold - replayed : 0);
   return writer_;
+}
+
+bool durable_state::compaction_overdue() const {
+  if (!writer_) return false;
+  const uint64_t threshold = std::max<uint64_t>(min_compaction_bytes, last_snapshot_bytes_);
+  const uint64_t grown = log_at_start_ + writer_->read().appended_bytes - appended_at_cut_;
+  return grown >= threshold;
 }
 
 bool durable_state::log_working() const { return writer_ && writer_->read().writing; }
@@ -200,7 +210,7 @@ void durable_state::arm_compaction(uint64_t snapshot_bytes, std::optional<uint64
 }
 
 void durable_state::cut_requested() {
-  if (writer_) appended_at_cut_ = writer_->read().appended_bytes;
+  if (writer_) cut_appended_ = writer_->read().appended_bytes;
 }
 
 void durable_state::on_outside_ring() {
@@ -233,7 +243,10 @@ durable_state::ms durable_state::next_delay() const {
 }
 
 bool durable_state::tick_takes_snapshot() const {
-  return store_->options().interval.count() > 0 || !log_working() || !written_since_start_;
+  // compaction_overdue: the writer's call was lost (a cut not taken while a restore was pending,
+  // a write skipped); the timer catches it within a minute.
+  return store_->options().interval.count() > 0 || !log_working() || !written_since_start_ ||
+         compaction_overdue();
 }
 
 durable_state::decision durable_state::judge(snapshot::pipeline_snapshot& s) {
@@ -273,7 +286,10 @@ void durable_state::on_report(const write_report& r) {
         incarnation_ = r.incarnation;
         engine_ = r.engine;
       }
-      arm_compaction(r.bytes, std::nullopt);  // RD9: the next one is due at this one's size
+      // What the log held before this cut is covered now (RD9 counts from here).
+      last_snapshot_bytes_ = r.bytes;
+      appended_at_cut_ = cut_appended_;
+      log_at_start_ = 0;
       state_bytes_ = r.state_bytes;
       state_bytes_gauge_->set(static_cast<double>(r.state_bytes));
       dir_bytes_->set(static_cast<double>(r.dir_bytes));
@@ -312,6 +328,10 @@ void durable_state::on_report(const write_report& r) {
                  {{"replica", ctx_.name}, {"err", r.detail}});
       break;
   }
+  // RD9: the next compaction is due when the log has grown by the last snapshot's size since this
+  // cut, whatever the cut came to (a skipped or failed write must not leave it unarmed).
+  if (r.cut && r.what != write_report::outcome::established)
+    arm_compaction(last_snapshot_bytes_, std::nullopt);
   // SIGTERM leaves a usable state, or says why it could not (and what the next start has).
   if (r.final && r.what != write_report::outcome::written)
     log::warn("durable index: no snapshot written at shutdown",

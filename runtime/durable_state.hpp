@@ -131,6 +131,8 @@ class durable_state {
   /// RD9: compaction is due once the log grew by `due_in` past the last cut (default: the
   /// snapshot's size, at least min_compaction_bytes).
   void arm_compaction(uint64_t snapshot_bytes, std::optional<uint64_t> due_in);
+  /// RD9: the log grew past the threshold since the last cut (the writer's call may be lost).
+  bool compaction_overdue() const;
 
   pipeline_context ctx_;
   std::unique_ptr<state_store> store_;
@@ -148,7 +150,10 @@ class durable_state {
   uint32_t base_generation_ = 0;
   size_t replayed_batches_ = 0;
   std::string log_detail_;
-  uint64_t appended_at_cut_ = 0;
+  uint64_t appended_at_cut_ = 0;  // the log's size at the last written cut
+  uint64_t cut_appended_ = 0;     // ... at the cut being written
+  uint64_t last_snapshot_bytes_ = 0;  // the compaction threshold's base (RD9)
+  uint64_t log_at_start_ = 0;         // log bytes the restore replayed, not yet covered
   std::function<void()> compaction_due_;
   // What was restored (status).
   std::string restore_outcome_ = "not yet";  // restored | discarded | absent | not yet

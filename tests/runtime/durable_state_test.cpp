@@ -349,5 +349,38 @@ TEST(DurableState, TheLastCutOfAnUnprovedIncarnationIsProvedAndWritten) {  // DS
   EXPECT_EQ(next->resume_next, 12u);
 }
 
+// RD9: a compaction whose write is skipped (the engine could not be proved at that moment) is due
+// again at once, and the timer sees it overdue until a snapshot covers the log.
+TEST(DurableState, ACompactionWhoseWriteIsSkippedIsDueAgain) {  // RD9
+  fixture f;
+  bool current = false;
+  const auto plan = f.restore();
+  f.d->on_plan(*plan, current);
+  int compactions = 0;
+  const auto w = f.d->start_writer(*plan, [&compactions] { ++compactions; });
+  ASSERT_TRUE(w);
+  ASSERT_EQ(f.d->judge(*cut(50)), durable_state::decision::write);
+  ASSERT_EQ(f.write(cut(50)).what, write_report::outcome::written);
+  EXPECT_FALSE(f.d->tick_takes_snapshot());
+  const std::string payload(1000, 'p');
+  uint64_t seq = 50;
+  while (compactions == 0 && seq < 1000) w->batch(seq++, payload);
+  ASSERT_EQ(compactions, 1);
+  EXPECT_TRUE(f.d->tick_takes_snapshot()) << "overdue";
+  f.engine.set(999.0);
+  f.d->cut_requested();
+  ASSERT_EQ(f.write(cut(seq)).what, write_report::outcome::skipped);
+  EXPECT_TRUE(f.d->tick_takes_snapshot()) << "still overdue";
+  w->batch(seq++, payload);
+  EXPECT_EQ(compactions, 2) << "re-armed, and the threshold is met already";
+  f.engine.set(100.0);
+  f.d->cut_requested();
+  ASSERT_EQ(f.d->judge(*cut(seq)), durable_state::decision::write);
+  ASSERT_EQ(f.write(cut(seq)).what, write_report::outcome::written);
+  EXPECT_FALSE(f.d->tick_takes_snapshot());
+  w->batch(seq++, payload);
+  EXPECT_EQ(compactions, 2);
+}
+
 }  // namespace
 }  // namespace kvrelay
