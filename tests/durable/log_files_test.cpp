@@ -9,6 +9,12 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
+#include "base/state_dir.hpp"
+#include "config/loader.hpp"
+#include "tests/config/helpers.hpp"
+
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -214,6 +220,27 @@ TEST(DeltaLogFiles, AResetOpensAGenerationAndPositionsOnlyGrow) {
   EXPECT_EQ(scan.records[2].record.kind, record_kind::reset);
   EXPECT_EQ(scan.records[2].record.generation, 1u);
   EXPECT_EQ(scan.records[5].record.position(), (log_position{1, 1}));
+}
+
+// The state dir's size is said: what it holds now, and what bounds it (`kvrelay --check`).
+TEST(DeltaLogFiles, TheStateDirsUsageIsSaidByCheck) {
+  scratch s;
+  log_writer w(opts(s));
+  w.batch(0, std::string(100, 'x'));
+  std::ofstream(s.stem() + ".kvsnap") << std::string(40, 's');
+  std::ofstream(s.dir + "/unrelated.txt") << "not ours";
+  const auto u = state_dir_usage(s.dir);
+  EXPECT_EQ(u.snapshots, 1u);
+  EXPECT_EQ(u.segments, 1u);
+  EXPECT_EQ(u.bytes, 40u + w.read().disk_bytes);
+  std::ostringstream out, err;
+  const auto f = config::testing_helpers::flags(
+      {"--check", "--replica-id=r", "--model-id=m", "--state-dir=" + s.dir});
+  EXPECT_EQ(config::run_check(f, out, err), 0);
+  EXPECT_NE(err.str().find("note: state.dir " + s.dir + " holds 1 snapshot(s), 1 delta log "
+                           "segment(s): " + std::to_string(u.bytes) + " bytes"),
+            std::string::npos)
+      << err.str();
 }
 
 }  // namespace
