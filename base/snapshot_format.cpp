@@ -182,6 +182,7 @@ void write_body(writer& w, const pipeline_snapshot& s) {
   w.num(s.history_from.value_or(0));
   w.num(s.epoch);
   w.num(s.incarnation);
+  w.num(s.generation);
   w.num(s.taken_at_us);
   w.num(static_cast<uint64_t>(s.adapters.size()));
   for (const auto& [id, name] : s.adapters) {
@@ -225,6 +226,7 @@ bool read_body(reader& r, pipeline_snapshot& s) {
   if (has_history) s.history_from = history;
   s.epoch = r.num<uint64_t>();
   s.incarnation = r.num<uint64_t>();
+  s.generation = r.num<uint32_t>();
   s.taken_at_us = r.num<int64_t>();
   const size_t adapters = r.count(8 + 4);
   for (size_t i = 0; i < adapters && r.ok(); ++i) {

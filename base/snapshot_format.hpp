@@ -21,8 +21,9 @@
 //       block keyed by bytes costs its length + 16. Fixed parts are a few hundred bytes, plus
 //       the names of partitions and adapters.
 //
-// Layout (version 1): header {magic[8], u32 version, u32 reserved, u64 body_bytes} | body {meta,
-// adapters, groups, partitions} | trailer {u64 xxh3 of header and body}.
+// Layout (version 2): header {magic[8], u32 version, u32 reserved, u64 body_bytes} | body {meta,
+// adapters, groups, partitions} | trailer {u64 xxh3 of header and body}. Version 2 added the
+// delta log's generation to the meta (snapshot_log.hpp); a version 1 file is `other_version`.
 
 #include <cstddef>
 #include <cstdint>
@@ -35,7 +36,7 @@
 
 namespace kvrelay::snapshot {
 
-inline constexpr uint32_t format_version = 1;
+inline constexpr uint32_t format_version = 2;
 inline constexpr size_t header_bytes = 24;
 inline constexpr size_t trailer_bytes = 8;
 inline constexpr size_t block_record_bytes = 20;
@@ -106,6 +107,9 @@ struct pipeline_snapshot {
   uint64_t epoch = 1;          // the decoder's epoch at the cut (for the log: a restored data
                                // path counts its epochs afresh, like its debouncer)
   uint64_t incarnation = 0;    // engine incarnations seen by the data path that took it
+  /// The delta log's generation the cut belongs to (snapshot_log.hpp LF5): the snapshot's
+  /// position in the log is (generation, next_seq).
+  uint32_t generation = 0;
   int64_t taken_at_us = 0;     // wall clock of the cut (for the age in logs)
   std::vector<std::pair<int64_t, std::string>> adapters;  // LoRA id → name, runtime-added too
   std::vector<std::pair<int64_t, uint8_t>> group_kinds;   // learnt group_idx → group_kind

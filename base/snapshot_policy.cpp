@@ -21,6 +21,7 @@ const char* to_string(discard_reason r) noexcept {
     case discard_reason::no_evidence: return "no_evidence";
     case discard_reason::proof_missing: return "proof_missing";
     case discard_reason::ring_moved_on: return "ring_moved_on";
+    case discard_reason::log_incomplete: return "log_incomplete";
   }
   return "unknown";
 }
@@ -43,6 +44,9 @@ const char* describe(discard_reason r) noexcept {
              "/metrics)";
     case discard_reason::ring_moved_on:
       return "the engine's replay ring no longer reaches back to the snapshot";
+    case discard_reason::log_incomplete:
+      return "the delta log does not reach back to the start of the engine's history it "
+             "continues";
   }
   return "unknown";
 }

@@ -33,9 +33,16 @@
 //       incarnation reset the next snapshot only establishes the new incarnation's evidence
 //       (read after a cut that follows the reset); the one after it can be written.
 // How often
-//  RD8. The interval keeps the time since the last snapshot within the engine's replay ring:
-//       a quarter of the ring's span at the observed batch rate (ring batches ÷ rate ÷ 4), at
-//       least 1 s, at most 60 s; 60 s while no rate is known. A fixed interval overrides it.
+//  RD8. Without a working delta log (snapshot_log.hpp) the interval keeps the time since the
+//       last snapshot within the engine's replay ring: a quarter of the ring's span at the
+//       observed batch rate (ring batches ÷ rate ÷ 4), at least 1 s, at most 60 s; 60 s while
+//       no rate is known. The ring's span is the one learnt from the engine's replies
+//       (actors/ingress/ring_span.hpp), the configured `ring_batches` only until one is. A
+//       fixed interval overrides it.
+//  RD9. With a working delta log the log, not the ring, covers the time since the last
+//       snapshot: a snapshot is taken once soon after a data path starts, then when the log
+//       outgrew the last one's size (compaction, at least 256 KiB of log), at shutdown, and at
+//       RD8's interval only while the log is off or broken.
 
 #include <chrono>
 #include <cstdint>
@@ -58,6 +65,7 @@ enum class discard_reason : uint8_t {
   no_evidence,      // RD4
   proof_missing,    // RD4
   ring_moved_on,    // RD6
+  log_incomplete,   // snapshot_log.hpp LR3: the log does not hold its generation's start
 };
 const char* to_string(discard_reason r) noexcept;
 /// The sentence /readyz and the log use.

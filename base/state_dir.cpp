@@ -49,4 +49,35 @@ outcome<void> check_state_dir(const std::string& dir, bool create) {
   return {};
 }
 
+state_dir_usage_t state_dir_usage(const std::string& dir) {
+  state_dir_usage_t u;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    const auto ends = [&n](std::string_view x) {
+      return n.size() > x.size() && n.compare(n.size() - x.size(), x.size(), x) == 0;
+    };
+    if (ends(".kvsnap")) ++u.snapshots;
+    else if (ends(".kvlog")) ++u.segments;
+    else if (n.find(".kvsnap.tmp.") != std::string::npos) ++u.temporary;
+    else continue;
+    std::error_code sec;
+    const auto b = e.file_size(sec);
+    if (!sec) u.bytes += b;
+  }
+  return u;
+}
+
+std::string describe_state_dir(const std::string& dir) {
+  const auto u = state_dir_usage(dir);
+  return "state.dir " + dir + " holds " + std::to_string(u.snapshots) + " snapshot(s), " +
+         std::to_string(u.segments) + " delta log segment(s)" +
+         (u.temporary ? ", " + std::to_string(u.temporary) + " partial write(s)" : "") + ": " +
+         std::to_string(u.bytes) +
+         " bytes. Bounded per pipeline served: its snapshot (20 B per resident block), a "
+         "second one while it is rewritten, and a delta log of at most a snapshot's size (at "
+         "least 256 KiB) plus one segment; files of a pipeline's older endpoints are removed "
+         "once it writes a snapshot (kvrelay_state_dir_bytes)";
+}
+
 }  // namespace kvrelay

@@ -18,4 +18,18 @@ namespace kvrelay {
 /// writable (it will be made at start). The failure's context is "<dir>: <reason>".
 outcome<void> check_state_dir(const std::string& dir, bool create);
 
+/// What kvrelay keeps in a state dir now: snapshots (`*.kvsnap`), delta log segments
+/// (`*.kvlog`) and temporary files of a write in progress (`*.kvsnap.tmp.*`). A missing dir is
+/// empty.
+struct state_dir_usage_t {
+  uint64_t snapshots = 0;
+  uint64_t segments = 0;
+  uint64_t temporary = 0;
+  uint64_t bytes = 0;
+};
+state_dir_usage_t state_dir_usage(const std::string& dir);
+
+/// One line for `kvrelay --check` and the log: the dir's usage and what bounds it.
+std::string describe_state_dir(const std::string& dir);
+
 }  // namespace kvrelay

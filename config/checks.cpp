@@ -490,6 +490,9 @@ int run_check(const flag_values& flags, std::ostream& out, std::ostream& err) {
     return 2;
   }
   for (const auto& n : notes) err << "note: " << n << "\n";
+  // What the durable index keeps now, and what bounds it (created at start when missing).
+  if (const auto& dir = cfg.value().state.dir; !dir.empty())
+    err << "note: " << describe_state_dir(dir) << "\n";
   out << to_toml(cfg.value());
   return 0;
 }

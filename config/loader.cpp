@@ -554,8 +554,8 @@ std::string to_toml(const daemon_config& c) {
   section("[state]", state_fields, c.state, none, [&c](std::string_view k) {
     if (k == "dir" && c.state.dir.empty()) return std::string("# dir \"\": the durable index is off\n");
     if (k != "interval" || c.state.interval.count() != 0) return std::string();
-    return std::string("# interval \"0s\": a quarter of the replay ring's span at the batch rate, "
-                       "1s to 60s\n");
+    return std::string("# interval \"0s\": with the delta log, when it outgrows the last "
+                       "snapshot; without, a quarter of the replay ring's span (1s to 60s)\n");
   });
   out << "\n";
   section("[memory]", memory_fields, c.memory, none, [&c](std::string_view k) {

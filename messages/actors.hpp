@@ -163,7 +163,9 @@ using ingress_actor = caf::typed_actor<
   // Shutdown, first step: stop reading; answers once every batch read went to the decoder.
   caf::replies_to<atom::drain>::with<bool>,
   // The ZMQ thread ended with an error: quit so the supervisor restarts the data path.
-  caf::reacts_to<atom::src_failed, std::string>>
+  caf::reacts_to<atom::src_failed, std::string>,
+  // A notice from outside the stream (the engine sleeps): logged and delivered in stream order.
+  caf::reacts_to<ingress_notice_ptr>>
   ::extend_with<supervised_actor>;
 
 /// Scrapes the engine's /metrics and reports ReplicaStats.

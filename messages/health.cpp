@@ -25,6 +25,7 @@ const char* to_string(health_fact f) noexcept {
     case health_fact::engine_awake: return "engine_awake";
     case health_fact::events_silent: return "events_silent";
     case health_fact::events_flowing: return "events_flowing";
+    case health_fact::incarnation_reset: return "incarnation_reset";
   }
   return "unknown";
 }

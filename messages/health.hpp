@@ -33,6 +33,8 @@ enum class health_fact : uint8_t {
   engine_awake,         // scraper: the engine woke up
   events_silent,        // scraper: the engine's /metrics show prefix-cache activity, no KV events
   events_flowing,       // scraper: KV events arrive again after events_silent
+  incarnation_reset,    // ingress: the engine's sequence restarted (a new process): the durable
+                        //   index reads the new process' evidence for its delta log
 };
 
 const char* to_string(health_fact f) noexcept;

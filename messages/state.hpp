@@ -13,6 +13,7 @@
 #include <string>
 
 #include "base/snapshot_format.hpp"
+#include "base/snapshot_log_io.hpp"
 #include "base/snapshot_policy.hpp"
 
 namespace kvrelay {
@@ -34,6 +35,20 @@ struct restore_plan {
   snapshot::evidence engine;
   std::string evidence_error;  // why none could be read ("" when read)
   double load_seconds = 0;     // reading, decoding and proving
+  // The delta log (base/snapshot_log.hpp LR1-LR7).
+  /// The log's records to replay before anything else (null: none).
+  snapshot::log_replay_ptr log;
+  /// Where the ring is asked from afterwards (unset: the cold start).
+  std::optional<uint64_t> resume_next;
+  uint64_t history_from = 0;  // with resume_next: the history the index then holds
+  bool history_known = false; // history_from is the engine's (false: lost since)
+  /// The delta log's generation the data path starts in, and whether its writer opens it.
+  uint32_t log_generation = 0;
+  bool cold = true;
+  uint64_t next_segment = 0;  // the number the new writer's first segment gets
+  size_t snapshot_bytes = 0;  // of the file used (the compaction threshold starts from it)
+  std::string log_detail;     // what LR1 dropped, or "" (said in the log and the status)
+  uint64_t state_bytes = 0;   // the pipeline's snapshot and log on disk after the step
 };
 using restore_plan_ptr = std::shared_ptr<const restore_plan>;
 
@@ -47,6 +62,7 @@ struct write_report {
   };
   outcome what = outcome::skipped;
   bool final = false;  // the shutdown's last write
+  bool cut = true;     // answers a cut (false: an incarnation's evidence read alone, DS7)
   std::string detail;
   snapshot::evidence engine;  // read after the cut
   uint64_t next_seq = 0;
@@ -55,6 +71,10 @@ struct write_report {
   size_t bytes = 0;
   double evidence_seconds = 0;  // reading the engine's evidence after the cut
   double seconds = 0;           // that, then encode + write + fsync + rename
+  uint64_t log_released = 0;    // delta log bytes the snapshot made removable (LR8)
+  uint64_t stale_removed = 0;   // files of this pipeline's older endpoints removed
+  uint64_t state_bytes = 0;     // the pipeline's snapshot and log on disk after the write
+  uint64_t dir_bytes = 0;       // every kvrelay file in the state dir
 };
 const char* to_string(write_report::outcome o) noexcept;
 

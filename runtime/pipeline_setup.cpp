@@ -138,11 +138,13 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
   }
 
   if (!cfg.state.dir.empty()) {
-    // The durable index: one file per pipeline, named by what identifies it (RD1).
+    // The durable index: a snapshot and a delta log per pipeline, named by what identifies it
+    // (RD1).
     state_options so;
     so.who = snapshot::identity{ps.replica_id, e.model_id, e.tenant_id, e.hash_scheme,
                                 ps.endpoint, e.topic, ps.dp_rank};
-    so.file = snapshot_file(cfg.state.dir, pipeline_name(cfg, ps), so.who);
+    so.pipeline = pipeline_name(cfg, ps);
+    so.file = snapshot_file(cfg.state.dir, so.pipeline, so.who);
     so.interval = cfg.state.interval;
     so.ring_batches = static_cast<uint64_t>(std::max<int64_t>(cfg.state.ring_batches, 1));
     so.evidence = metrics_evidence(e.metrics.url, std::chrono::seconds(2));

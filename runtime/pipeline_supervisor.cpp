@@ -69,6 +69,8 @@ struct pipeline_state {
   // last write carry generations; `datapath_inc` tags a snapshot request with the data path
   // it went to.
   std::unique_ptr<durable_state> durable;
+  // The replay ring's span as the ingress learns it (the snapshot interval, RD8).
+  std::shared_ptr<ingress::ring_gauge> ring;
   uint64_t snapshot_gen = 0;
   uint64_t final_gen = 0;
   uint64_t datapath_inc = 0;
@@ -321,6 +323,7 @@ void on_health(pipeline_state& st, health_fact f) {
     case health_fact::engine_awake: st.engine_asleep = false; break;
     case health_fact::events_silent:   // the scraper's gauge and log say it; discovery hears it
     case health_fact::events_flowing:
+    case health_fact::incarnation_reset:             // the durable state's (DS7)
     case health_fact::snapshot_outside_ring: break;  // the durable state's; history_lost follows
   }
   if (was == st.index_incomplete) return;
@@ -407,7 +410,7 @@ void report_leftovers(pipeline_self self, std::shared_ptr<drain_report> report,
   ask(self->state.decoder, decoder_slot);
 }
 
-// -- the durable index (issue 22; rules DS1-DS5 in runtime/durable_state.hpp) ---------------
+// -- the durable index (rules DS1-DS7 in runtime/durable_state.hpp) --------------------------
 
 void arm_snapshot(pipeline_self self) {
   auto& st = self->state;
@@ -425,6 +428,7 @@ void take_snapshot(pipeline_self self, bool final, caf::timespan timeout,
     if (done) done();
   };
   if (!st.decoder || !st.durable || st.durable->restore_pending()) return finished();
+  st.durable->cut_requested();
   self->request(st.decoder, timeout, atom::snapshot_v)
       .then(
           [=](snapshot_ptr snap) mutable {
@@ -433,12 +437,16 @@ void take_snapshot(pipeline_self self, bool final, caf::timespan timeout,
             if (!snap || !st.durable || st.datapath_inc != inc) return finished();
             const auto d = st.durable->judge(*snap);
             if (d == durable_state::decision::skip_unchanged) return finished();
+            // DS4: the shutdown's last cut of an incarnation not yet proved is proved now.
+            const write_mode mode = d == durable_state::decision::write ? write_mode::write
+                                    : final ? write_mode::establish_and_write
+                                            : write_mode::establish;
             st.durable->submitted();
             if (final) st.final_done = done;
             const auto me = caf::actor_cast<pipeline_actor>(self);
             st.durable->store().write(
-                std::move(snap), st.durable->incarnation_evidence(),
-                d == durable_state::decision::establish, final,
+                std::move(snap), st.durable->incarnation_evidence(), mode, final,
+                st.durable->writer(),
                 [me](write_report r) { caf::anon_send(me, atom::saved_v, std::move(r)); });
           },
           [=](caf::error&) mutable { finished(); });
@@ -458,11 +466,21 @@ void on_restore_plan(pipeline_self self, const restore_plan& plan) {
     for (const auto& [id, name] : snap->adapters) st.opts.decoder.router.adapters.emplace(id, name);
     o.decoder.router.adapters = st.opts.decoder.router.adapters;
     o.decoder.restore = snap;
-    o.ingress.source.tracker.resume =
-        ingress::resume_point{snap->next_seq, snap->history_from.value_or(snap->next_seq)};
-    // What the restored index knows of the engine's cache is what it knew when it was taken.
-    on_health(st, !snap->history_from      ? health_fact::history_lost
-                  : *snap->history_from == 0 ? health_fact::history_complete
+  }
+  // The delta log (LR5-LR7): the records to replay first, the ring from where they end, and
+  // the writer that goes on from there (DS6).
+  const auto me = caf::actor_cast<pipeline_actor>(self);
+  o.ingress.source.delta_log = st.durable->start_writer(
+      plan, [me] { caf::anon_send(me, atom::snapshot_v, uint64_t{0}); });
+  o.ingress.source.replay_log = plan.log;
+  o.ingress.source.ring = st.ring;
+  if (!plan.cold && plan.resume_next) {
+    o.ingress.source.tracker.resume = ingress::resume_point{*plan.resume_next, plan.history_from};
+    // What the restored index knows of the engine's cache is what it knew when the log ends
+    // (a replayed first batch or loss tells it again on its way).
+    if (snap || plan.log)
+      on_health(st, !plan.history_known      ? health_fact::history_lost
+                    : plan.history_from == 0 ? health_fact::history_complete
                                              : health_fact::history_skipped);
   }
   tsan::handoff_publish();  // the snapshot goes on to the decoder's and shard's threads
@@ -592,7 +610,10 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context c
         run(self, s.policy->child_down(k, inc, "not started (restore step pending)", clock::now()));
     }
   });
-  if (st.opts.state) st.durable = std::make_unique<durable_state>(st.ctx, *st.opts.state);
+  if (st.opts.state) {
+    st.ring = std::make_shared<ingress::ring_gauge>();
+    st.durable = std::make_unique<durable_state>(st.ctx, *st.opts.state, st.ring);
+  }
   run(self, st.policy->start(clock::now()));
   return {
       [=](atom::status) -> caf::result<actor_status> {
@@ -601,15 +622,27 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context c
         return p;
       },
       [=](health_fact f) {
-        if (f == health_fact::snapshot_outside_ring && self->state.durable)
-          self->state.durable->on_outside_ring();
-        on_health(self->state, f);
+        auto& s = self->state;
+        if (f == health_fact::snapshot_outside_ring && s.durable) s.durable->on_outside_ring();
+        if (f == health_fact::incarnation_reset && s.durable) {
+          // DS7: the new process' evidence, into the log, now.
+          const auto me = caf::actor_cast<pipeline_actor>(self);
+          s.durable->store().establish(
+              s.durable->on_reset(), s.durable->writer(),
+              [me](write_report r) { caf::anon_send(me, atom::saved_v, std::move(r)); });
+        }
+        on_health(s, f);
         tell_discovery(self, f);
         // A sleeping engine discarded its cache: clear like AllBlocksCleared (decoder's epoch).
-        if (f == health_fact::engine_asleep && self->state.decoder)
-          self->send(self->state.decoder,
-                     std::make_shared<const ingress_notice>(
-                         ingress_notice{ingress_notice::kind::engine_asleep}));
+        // Through the ingress, so the delta log has it in stream order.
+        if (f == health_fact::engine_asleep) {
+          auto n = std::make_shared<const ingress_notice>(
+              ingress_notice{ingress_notice::kind::engine_asleep});
+          if (s.ingress)
+            self->send(s.ingress, std::move(n));
+          else if (s.decoder)
+            self->send(s.decoder, std::move(n));
+        }
       },
       [=](atom::ready) {
         auto& s = self->state;
@@ -640,8 +673,16 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context c
       },
       [=](atom::snapshot, uint64_t gen) {
         auto& s = self->state;
-        if (!s.durable || gen != s.snapshot_gen || s.policy->restarting_stopped()) return;
-        if (!s.durable->write_outstanding())
+        if (!s.durable || s.policy->restarting_stopped()) return;
+        if (gen == 0) {
+          // RD9: the delta log outgrew the last snapshot (its writer's call): compact.
+          // While a write is outstanding its report re-arms the threshold, which is then met.
+          if (!s.durable->write_outstanding())
+            take_snapshot(self, false, std::chrono::seconds(10), nullptr);
+          return;
+        }
+        if (gen != s.snapshot_gen) return;
+        if (!s.durable->write_outstanding() && s.durable->tick_takes_snapshot())
           take_snapshot(self, false, std::chrono::seconds(10), nullptr);
         arm_snapshot(self);
       },

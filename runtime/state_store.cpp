@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -17,6 +18,9 @@
 #include <system_error>
 
 #include "actors/scraper/metric_profile.hpp"
+#include "base/snapshot_log.hpp"
+#include "base/snapshot_log_io.hpp"
+#include "base/state_dir.hpp"
 #include "net/http_fetch.hpp"
 
 namespace kvrelay {
@@ -91,7 +95,70 @@ void remove_leftovers(const std::string& file) {
     if (e.path().filename().string().rfind(prefix, 0) == 0) fs::remove(e.path(), ec);
 }
 
+// "<name>-<8 hex>" of a snapshot file: the pipeline's name, and its identity's hash.
+bool split_stem(const std::string& file_name, std::string& name, std::string& hash) {
+  constexpr std::string_view ext = ".kvsnap";
+  if (file_name.size() < ext.size() + 10 ||
+      file_name.compare(file_name.size() - ext.size(), ext.size(), ext) != 0)
+    return false;
+  const std::string stem = file_name.substr(0, file_name.size() - ext.size());
+  if (stem[stem.size() - 9] != '-') return false;
+  hash = stem.substr(stem.size() - 8);
+  if (hash.find_first_not_of("0123456789abcdef") != std::string::npos) return false;
+  name = stem.substr(0, stem.size() - 9);
+  return true;
+}
+
+// Whether `file_name` is one of `name`'s state files with another identity hash than `own`.
+bool other_endpoint(const std::string& file_name, const std::string& name,
+                    const std::string& own) {
+  const std::string lead = name + "-";
+  if (file_name.size() < lead.size() + 8 || file_name.rfind(lead, 0) != 0) return false;
+  const std::string hash = file_name.substr(lead.size(), 8);
+  if (hash == own || hash.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return false;
+  const std::string rest = file_name.substr(lead.size() + 8);
+  if (rest == ".kvsnap" || rest.rfind(".kvsnap.tmp.", 0) == 0) return true;
+  // ".<16 hex>.kvlog"
+  return rest.size() == 1 + 16 + 6 && rest[0] == '.' &&
+         rest.compare(17, 6, ".kvlog") == 0 &&
+         rest.substr(1, 16).find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
 }  // namespace
+
+uint64_t pipeline_state_bytes(const std::string& snapshot_file) {
+  std::error_code ec;
+  const fs::path p(snapshot_file);
+  const std::string own = p.filename().string();
+  const std::string stem = snapshot::log_stem(own) + ".";
+  uint64_t total = 0;
+  for (const auto& e : fs::directory_iterator(p.parent_path(), ec)) {
+    const std::string n = e.path().filename().string();
+    if (n != own && n.rfind(own + ".tmp", 0) != 0 &&
+        !(n.rfind(stem, 0) == 0 && n.size() > 6 && n.compare(n.size() - 6, 6, ".kvlog") == 0))
+      continue;
+    std::error_code sec;
+    const auto b = e.file_size(sec);
+    if (!sec) total += b;
+  }
+  return total;
+}
+
+uint64_t remove_other_endpoints(const std::string& own_file) {
+  std::error_code ec;
+  const fs::path p(own_file);
+  std::string name, own;
+  if (!split_stem(p.filename().string(), name, own)) return 0;
+  uint64_t removed = 0;
+  for (const auto& e : fs::directory_iterator(p.parent_path(), ec)) {
+    if (!other_endpoint(e.path().filename().string(), name, own)) continue;
+    std::error_code sec;
+    const auto b = e.file_size(sec);
+    if (fs::remove(e.path(), sec)) removed += sec ? 0 : b;
+  }
+  return removed;
+}
 
 evidence_reader metrics_evidence(std::string metrics_url, std::chrono::milliseconds timeout) {
   if (metrics_url.empty()) {
@@ -198,6 +265,8 @@ state_store::~state_store() {
 }
 
 void state_store::loop() {
+  // Named for top -H and the benchmarks' per-thread CPU (15 characters at most).
+  pthread_setname_np(pthread_self(), "kvr.state");
   for (;;) {
     job j;
     {
@@ -233,12 +302,38 @@ void state_store::restore(uint64_t generation, std::function<void(restore_plan_p
        false);
 }
 
-void state_store::write(snapshot_ptr s, snapshot::evidence incarnation, bool establish,
-                        bool final, std::function<void(write_report)> done) {
-  push(job{[this, s = std::move(s), inc = std::move(incarnation), establish, final,
-            done = std::move(done)] { done(do_write(s, inc, establish, final)); },
-           !final && !establish},
+void state_store::write(snapshot_ptr s, snapshot::evidence incarnation, write_mode mode,
+                        bool final, std::shared_ptr<snapshot::log_writer> log,
+                        std::function<void(write_report)> done) {
+  const bool replaceable = !final && mode == write_mode::write;
+  push(job{[this, s = std::move(s), inc = std::move(incarnation), mode, final,
+            log = std::move(log), done = std::move(done)] {
+             done(do_write(s, inc, mode, final, log));
+           },
+           replaceable},
        final);
+}
+
+void state_store::establish(uint64_t incarnation, std::shared_ptr<snapshot::log_writer> log,
+                            std::function<void(write_report)> done) {
+  push(job{[this, incarnation, log = std::move(log), done = std::move(done)] {
+             write_report r;
+             r.what = write_report::outcome::established;
+             r.cut = false;
+             r.incarnation = incarnation;
+             const auto t0 = std::chrono::steady_clock::now();
+             std::string error;
+             if (opts_.evidence) r.engine = opts_.evidence(error);
+             else error = "no evidence source";
+             r.evidence_seconds = seconds_d(std::chrono::steady_clock::now() - t0).count();
+             // LR4: the log's new generation is proved by this record.
+             if (log && !r.engine.empty()) log->evidence(r.engine);
+             r.detail = r.engine.empty() ? "no evidence of the new engine incarnation: " + error
+                                         : "new engine incarnation: its evidence is read";
+             done(std::move(r));
+           },
+           false},
+       false);
 }
 
 restore_plan_ptr state_store::do_restore(uint64_t generation) {
@@ -248,44 +343,137 @@ restore_plan_ptr state_store::do_restore(uint64_t generation) {
   remove_leftovers(opts_.file);
   bool found = false;
   auto bytes = read_whole(opts_.file, found);
-  plan->found = found;
   std::optional<snapshot::pipeline_snapshot> snap;
+  std::optional<snapshot::discard_reason> snap_discard;
+  std::string snap_detail;
   if (!bytes) {
-    plan->discarded = snapshot::discard_reason::unreadable;
-    plan->detail = bytes.error().context;
+    snap_discard = snapshot::discard_reason::unreadable;
+    snap_detail = bytes.error().context;
   } else if (found) {
+    plan->snapshot_bytes = bytes.value().size();
     auto d = snapshot::decode(bytes.value());
-    if (d.snapshot) {
-      snap = std::move(d.snapshot);
+    if (!d.snapshot) {
+      snap_discard = snapshot::from_fault(d.why);
+      snap_detail = d.detail;
+    } else if (d.snapshot->who != opts_.who) {  // RD1
+      snap_discard = snapshot::discard_reason::other_pipeline;
+      snap_detail = snapshot::decide(*d.snapshot, opts_.who, {}).detail;
     } else {
-      plan->discarded = snapshot::from_fault(d.why);
-      plan->detail = d.detail;
+      snap = std::move(d.snapshot);
     }
   }
   bytes = std::string();  // the decoded copy is all that is kept
+
+  // LR1: the log's valid prefix, segment by segment (one in memory at a time).
+  const std::string stem = snapshot::log_stem(opts_.file);
+  const uint64_t key = snapshot::pipeline_key(opts_.who);
+  const auto segments = opts_.log ? snapshot::list_segments(stem)
+                                  : std::vector<snapshot::segment_file>{};
+  std::vector<snapshot::log_entry> entries;
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const auto& f = segments[i];
+    plan->next_segment = std::max(plan->next_segment, f.number + 1);
+    bool seg_found = false;
+    auto seg = read_whole(f.path, seg_found);
+    snapshot::segment_scan scan;
+    if (!seg) {
+      scan.fault = snapshot::log_fault::corrupt;
+      scan.detail = seg.error().context;
+    } else {
+      scan = snapshot::scan_segment(seg.value(), key);
+    }
+    for (auto& e : scan.records)
+      entries.push_back(snapshot::log_entry{[&] {
+                                              auto r = e.record;
+                                              r.payload = {};
+                                              return r;
+                                            }(),
+                                            paths.size(), e.offset, e.end});
+    paths.push_back(f.path);
+    if (scan.fault == snapshot::log_fault::none) continue;
+    // The rest of this segment and every later one are dropped (said once, with the sizes).
+    uint64_t dropped = f.bytes - std::min<uint64_t>(f.bytes, scan.valid_bytes);
+    std::error_code ec;
+    if (scan.valid_bytes >= snapshot::log_header_bytes && scan.fault != snapshot::log_fault::not_a_log &&
+        scan.fault != snapshot::log_fault::other_pipeline)
+      fs::resize_file(f.path, scan.valid_bytes, ec);
+    else
+      fs::remove(f.path, ec);
+    size_t later = 0;
+    for (size_t j = i + 1; j < segments.size(); ++j, ++later) {
+      dropped += segments[j].bytes;
+      plan->next_segment = std::max(plan->next_segment, segments[j].number + 1);
+      fs::remove(segments[j].path, ec);
+    }
+    plan->log_detail = f.path + ": " + snapshot::to_string(scan.fault) + ": " + scan.detail +
+                       "; " + std::to_string(dropped) + " bytes dropped (" +
+                       std::to_string(later) + " later segment" + (later == 1 ? "" : "s") +
+                       "), " + std::to_string(entries.size()) + " records kept";
+    break;
+  }
+
   // The incarnation's evidence, before the data path asks for its first batch (RD7), and the
-  // proof (RD2-RD4).
+  // proof (LR4).
   if (opts_.evidence) plan->engine = opts_.evidence(plan->evidence_error);
   else plan->evidence_error = "no evidence source";
-  if (snap) {
-    const auto v = snapshot::decide(*snap, opts_.who, plan->engine);
-    if (v.use()) {
-      plan->detail = std::to_string(snap->blocks()) + " blocks, next seq " +
-                     std::to_string(snap->next_seq);
+  const auto d = snapshot::decide_restore(snap ? &*snap : nullptr, entries, plan->engine);
+  plan->found = found || !segments.empty();
+  plan->log_generation = d.generation;
+  plan->cold = d.cold;
+  if (!d.cold) {
+    if (d.use_snapshot)
       plan->snapshot = std::make_shared<const snapshot::pipeline_snapshot>(std::move(*snap));
-    } else {
-      plan->discarded = v.discard;
-      plan->detail = v.detail;
-      if (*v.discard == snapshot::discard_reason::proof_missing && !plan->evidence_error.empty())
-        plan->detail += " (" + plan->evidence_error + ")";
+    plan->resume_next = d.resume_next;
+    plan->history_known = d.history_from.has_value();
+    plan->history_from = d.history_from.value_or(d.resume_next.value_or(0));
+    if (d.replay_to > d.replay_from) {
+      auto replay = std::make_shared<snapshot::log_replay>();
+      replay->pipeline_key = key;
+      for (size_t i = d.replay_from; i < d.replay_to; ++i) {
+        const auto& e = entries[i];
+        if (replay->ranges.empty() || replay->ranges.back().path != paths[e.segment])
+          replay->ranges.push_back(snapshot::replay_range{paths[e.segment], e.offset, e.end});
+        else
+          replay->ranges.back().end = e.end;
+        ++replay->records;
+        replay->bytes += e.end - e.offset;
+      }
+      replay->batches = d.replay_batches;
+      plan->log = std::move(replay);
     }
+    plan->detail = (plan->snapshot ? std::to_string(plan->snapshot->blocks()) +
+                                         " blocks at seq " +
+                                         std::to_string(plan->snapshot->next_seq)
+                                   : std::string("no snapshot")) +
+                   ", " + std::to_string(d.replay_batches) + " logged batches, the ring from " +
+                   std::to_string(d.resume_next.value_or(0)) +
+                   (d.hole.empty() ? "" : " (the log has a hole: " + d.hole + ")");
+    if (snap_discard && !plan->snapshot) {
+      plan->discarded = snap_discard;  // said, though the log alone restores
+      plan->detail += "; the snapshot was not used: " + snap_detail;
+    }
+  } else {
+    // LR7: nothing here describes what the cold start will build; it starts a history of its
+    // own, so the older files go now (the directory stays bounded).
+    plan->discarded = snap_discard ? snap_discard : d.discard;
+    if (snap && d.snapshot_discard) plan->discarded = d.snapshot_discard;
+    plan->detail = snap_discard ? snap_detail : d.detail;
+    if (plan->discarded == snapshot::discard_reason::proof_missing &&
+        !plan->evidence_error.empty())
+      plan->detail += " (" + plan->evidence_error + ")";
+    std::error_code ec;
+    for (const auto& f : snapshot::list_segments(stem)) fs::remove(f.path, ec);
+    if (found) fs::remove(opts_.file, ec);
   }
+  plan->state_bytes = pipeline_state_bytes(opts_.file);
   plan->load_seconds = seconds_d(std::chrono::steady_clock::now() - t0).count();
   return plan;
 }
 
 write_report state_store::do_write(const snapshot_ptr& s, const snapshot::evidence& incarnation,
-                                   bool establish, bool final) {
+                                   write_mode mode, bool final,
+                                   const std::shared_ptr<snapshot::log_writer>& log) {
   const auto t0 = std::chrono::steady_clock::now();
   write_report r;
   r.final = final;
@@ -300,15 +488,20 @@ write_report state_store::do_write(const snapshot_ptr& s, const snapshot::eviden
   if (opts_.evidence) r.engine = opts_.evidence(error);
   else error = "no evidence source";
   r.evidence_seconds = seconds_d(std::chrono::steady_clock::now() - t0).count();
-  if (establish) {
+  if (mode == write_mode::establish) {
     r.what = write_report::outcome::established;
+    if (log && !r.engine.empty()) log->evidence(r.engine);  // LR4
     r.detail = r.engine.empty() ? "no evidence of the new engine incarnation: " + error
                                 : "new engine incarnation: its evidence is read";
     return r;
   }
-  if (!snapshot::may_write(incarnation, r.engine)) {  // RD7
+  // The shutdown's last cut of an incarnation whose evidence was not read yet: what is read now
+  // is its proof (the engine restarted moments ago and has not had time to restart again).
+  const snapshot::evidence& proof =
+      mode == write_mode::establish_and_write ? r.engine : incarnation;
+  if (!snapshot::may_write(proof, r.engine)) {  // RD7
     r.what = write_report::outcome::skipped;
-    if (incarnation.empty())
+    if (proof.empty())
       r.detail = "no evidence of the engine's process" + (error.empty() ? "" : ": " + error);
     else if (r.engine.empty())
       r.detail = "cannot read the engine's evidence now: " + error;
@@ -316,8 +509,9 @@ write_report state_store::do_write(const snapshot_ptr& s, const snapshot::eviden
       r.detail = "the engine is another process than the one these events came from";
     return r;
   }
+  if (mode == write_mode::establish_and_write && log) log->evidence(r.engine);  // LR4
   s->who = opts_.who;
-  s->engine = incarnation;
+  s->engine = proof;
   // Streamed: the file is never whole in memory (only the cut's partition images are).
   const auto w = write_atomically(
       opts_.file,
@@ -330,6 +524,13 @@ write_report state_store::do_write(const snapshot_ptr& s, const snapshot::eviden
     return r;
   }
   r.what = write_report::outcome::written;
+  if (mode == write_mode::establish_and_write) r.detail = "with the evidence read now";
+  // LR8, then the files of this pipeline's earlier endpoints (one snapshot per
+  // pipeline served).
+  if (log) r.log_released = log->release(snapshot::log_position{s->generation, s->next_seq});
+  r.stale_removed = remove_other_endpoints(opts_.file);
+  r.state_bytes = pipeline_state_bytes(opts_.file);
+  r.dir_bytes = state_dir_usage(fs::path(opts_.file).parent_path().string()).bytes;
   return r;
 }
 

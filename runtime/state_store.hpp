@@ -3,15 +3,22 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// The durable index's files (issue 22): one per pipeline, in `state.dir`. A worker thread per
-// pipeline reads (the restore step before a data path starts) and writes (periodic snapshots and
-// the shutdown's last one), so no actor ever waits on a disk or on the engine's /metrics. The
-// decisions are base/snapshot_policy.hpp's (RD rules); the format is base/snapshot_format.hpp's.
+// The durable index's files: per pipeline, in `state.dir`, a snapshot and its
+// delta log's segments. A worker thread per pipeline reads (the restore step before a data path
+// starts) and writes (snapshots, and the reading of a new engine process' evidence), so no actor
+// ever waits on a disk or on the engine's /metrics. The decisions are base/snapshot_policy.hpp's
+// (RD rules) and base/snapshot_log.hpp's (LR rules); the formats are base/snapshot_format.hpp's
+// and base/snapshot_log.hpp's. The log itself is appended by the ingress' thread
+// (base/snapshot_log_io.hpp).
 //
 // Writes are atomic: the bytes go to a temporary file in the same directory, which is fsynced,
 // renamed over the pipeline's file, and the directory fsynced. A SIGKILL at any instant leaves
 // the previous snapshot or the new one, never a torn file (a leftover temporary file is removed
 // by the next restore step).
+//
+// After a snapshot is written, what it covers is removed: the log's segments before it (LR8),
+// and the files of this pipeline's earlier endpoints (an engine restarted on other ports gets
+// another file name), so the directory holds one snapshot and one log per pipeline served.
 
 #include <chrono>
 #include <condition_variable>
@@ -41,11 +48,31 @@ evidence_reader metrics_evidence(std::string metrics_url, std::chrono::milliseco
 
 struct state_options {
   std::string file;  // the pipeline's snapshot file (snapshot_file())
+  std::string pipeline;  // the pipeline's name (its older endpoints' files are removed)
   snapshot::identity who;
   std::chrono::milliseconds interval{0};  // 0: derived from the ring and the batch rate (RD8)
   uint64_t ring_batches = 10000;          // the engine's replay ring (vLLM's buffer_steps)
   evidence_reader evidence;               // null: nothing can prove the engine (RD4)
+  /// The delta log's segment size; 0: derived from the compaction threshold (a quarter of it,
+  /// 64 KiB to 8 MiB).
+  size_t segment_bytes = 0;
+  /// Whether a delta log is kept (RD9); off, snapshots alone (RD8).
+  bool log = true;
 };
+
+/// What a write does (RD7, DS4).
+enum class write_mode : uint8_t {
+  write,                // the evidence read after the cut must be the incarnation's
+  establish,            // a new incarnation: only read its evidence (the next cut is written)
+  establish_and_write,  // the shutdown's last one: read the evidence now and write with it
+};
+
+/// The pipeline's own files on disk (snapshot, its temporary files, log segments), in bytes.
+uint64_t pipeline_state_bytes(const std::string& snapshot_file);
+
+/// Removes the files of `pipeline`'s other endpoints (another identity hash than `own_file`'s)
+/// from the directory; returns the bytes removed.
+uint64_t remove_other_endpoints(const std::string& own_file);
 
 /// `<dir>/<pipeline name, [A-Za-z0-9._-] kept>-<8 hex digits of the identity's hash>.kvsnap`: two
 /// replicas, engines, models or ranks never share a file even when their names sanitize alike.
@@ -75,10 +102,15 @@ class state_store {
 
   /// One write (RD7): the evidence read now must name the same process as `incarnation`; with
   /// `establish` it is only read and reported (a new incarnation). A write queued behind another
-  /// replaces a queued one that is not final (the newest cut wins). `done` runs on the store's
-  /// thread.
-  void write(snapshot_ptr s, snapshot::evidence incarnation, bool establish, bool final,
-             std::function<void(write_report)> done);
+  /// replaces a queued one that is not final (the newest cut wins). Written, the delta log's
+  /// segments it covers are removed (LR8). `done` runs on the store's thread.
+  void write(snapshot_ptr s, snapshot::evidence incarnation, write_mode mode, bool final,
+             std::shared_ptr<snapshot::log_writer> log, std::function<void(write_report)> done);
+
+  /// A new engine incarnation (the ingress saw its sequence restart): read its evidence and
+  /// append it to the delta log (LR4), so a restart can prove the log's new generation.
+  void establish(uint64_t incarnation, std::shared_ptr<snapshot::log_writer> log,
+                 std::function<void(write_report)> done);
 
   const state_options& options() const noexcept { return opts_; }
 
@@ -91,7 +123,8 @@ class state_store {
   void push(job j, bool supersedes);
   restore_plan_ptr do_restore(uint64_t generation);
   write_report do_write(const snapshot_ptr& s, const snapshot::evidence& incarnation,
-                        bool establish, bool final);
+                        write_mode mode, bool final,
+                        const std::shared_ptr<snapshot::log_writer>& log);
 
   state_options opts_;
   std::mutex mu_;

@@ -123,6 +123,35 @@ std::string render_engines(const std::vector<pipeline_view>& pipelines) {
       d["restore_reason"] = text("restore_reason");
       d["restore_detail"] = text("restore_detail");
       d["last_snapshot"] = text("last_snapshot");
+      // The delta log: whether it is written, its size, what the start replayed.
+      d["log"] = text("log");
+      d["log_bytes"] = s.integer("log_bytes", 0);
+      d["log_replayed_batches"] = s.integer("log_replayed_batches", 0);
+      if (!text("log_restore_detail").empty()) d["log_restore_detail"] = text("log_restore_detail");
+      d["state_bytes"] = s.integer("state_bytes", 0);
+    }
+    // The engine's replay ring as learnt from its replies (the ingress' ring span).
+    if (ing != nullptr && !p.replay_endpoint.empty()) {
+      auto& r = j["replay_ring"] = nlohmann::ordered_json::object();
+      const auto* first = ing->find("ring_first_seq");
+      const auto* first_i = first ? std::get_if<int64_t>(first) : nullptr;
+      const int64_t batches = ing->integer("ring_batches", 0);
+      const bool exact = ing->flag("ring_exact");
+      r["batches"] = batches;
+      r["learnt"] = batches == 0 ? "not yet (no reply)"
+                    : exact      ? "exact: the ring has dropped its oldest entries"
+                                 : "at least (the ring has not dropped any entry seen)";
+      if (first_i != nullptr && *first_i >= 0)
+        r["first_seq"] = *first_i;
+      else
+        r["first_seq"] = nullptr;
+      const auto number = [&](const char* key) {
+        const auto* v = ing->find(key);
+        const auto* d = v ? std::get_if<double>(v) : nullptr;
+        return d ? *d : 0.0;
+      };
+      r["batches_per_second"] = number("batches_per_second");
+      r["seconds"] = number("ring_seconds");
     }
     // The policy server targets (issue 23): each one's state, lag and last error, as the
     // debouncer's delivery machines see them.

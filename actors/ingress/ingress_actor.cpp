@@ -94,10 +94,21 @@ struct ingress_series {
     in_flight = &m.gauge("kvrelay_ingress_in_flight",
                          "Batches handed to the decoder, not yet decoded");
     connected = &m.gauge("kvrelay_engine_connected", "1 when the SUB socket has an engine peer");
+    ring_batches = &m.gauge(
+        "kvrelay_replay_ring_batches",
+        "The engine's replay ring as learnt from its replies: its capacity once it has dropped "
+        "entries, else the reach seen so far (a lower bound); 0 until a reply");
+    ring_seconds = &m.gauge("kvrelay_replay_ring_seconds",
+                            "The replay ring's span at the observed batch rate (0 until both are "
+                            "known)");
   }
   counter_table<ingress::tracker_counters> tracker;
   counter_table<ingress::frame_counters> frames;
-  gauge_series *in_flight, *connected;
+  gauge_series *in_flight, *connected, *ring_batches, *ring_seconds;
+  // The durable index's delta log, when this data path writes one.
+  counter_series* log_bytes = nullptr;
+  gauge_series* log_writing = nullptr;
+  uint64_t log_bytes_published = 0;
 };
 
 struct ingress_state {
@@ -105,9 +116,11 @@ struct ingress_state {
 
   pipeline_context ctx;
   ingress_options opts;
+  decoder_actor decoder;  // for a notice the source cannot deliver itself
   std::unique_ptr<ingress::event_source> source;
   std::unique_ptr<ingress_series> series;
   bool told_connected = false;  // what ctx.health last heard
+  bool log_stop_said = false;   // the delta log's stop was logged
   bool told_catchup = false;
   ingress::zmq_source_stats last{};  // the stats the last publish read (its in_flight)
 
@@ -143,6 +156,20 @@ void publish(ingress_self self) {
   m.frames.publish(now.frames);
   m.in_flight->set(static_cast<double>(now.in_flight));
   m.connected->set(now.connected ? 1 : 0);
+  m.ring_batches->set(static_cast<double>(now.ring.capacity));
+  m.ring_seconds->set(now.ring.seconds());
+  if (m.log_bytes && st.opts.source.delta_log) {
+    const auto w = st.opts.source.delta_log->read();
+    m.log_bytes->advance(w.appended_bytes, m.log_bytes_published);
+    m.log_writing->set(w.writing ? 1 : 0);
+    // Said once: from here a restart has the last snapshot and the ring, not every batch.
+    if (!w.writing && !w.stopped.empty() && !st.log_stop_said) {
+      st.log_stop_said = true;
+      log::error("durable index: the delta log stopped; until this data path restarts, a "
+                 "restart relies on the last snapshot and the engine's replay ring",
+                 {{"replica", st.ctx.name}, {"err", w.stopped}});
+    }
+  }
   if (st.ctx.health && now.connected != st.told_connected) {
     st.told_connected = now.connected;
     self->send(st.ctx.health, now.connected ? health_fact::engine_connected
@@ -190,6 +217,9 @@ ingress::event_source::sink_fn make_sink(decoder_actor decoder, ingress_actor se
           if constexpr (std::is_same_v<T, raw_batch_ptr>) {
             caf::anon_send(decoder, std::move(e));
           } else if constexpr (std::is_same_v<T, ingress_notice_ptr>) {
+            // A new engine process: the durable index reads its evidence (delta log LR4).
+            if (e->what == ingress_notice::kind::incarnation_reset)
+              tell(health_fact::incarnation_reset);
             if (e->what == ingress_notice::kind::history_lost) {
               // The ring did not reach back to a restored snapshot (RD6): it is discarded.
               if (std::string_view(e->reason) == ingress::to_string(
@@ -251,6 +281,16 @@ actor_status status_of(ingress_self self) {
   j.add("history_skipped", stats.tracker.cold_skipped);
   j.add("incarnation_resets", stats.tracker.resets);
   j.add("in_flight", stats.in_flight);
+  // The replay ring as learnt from the engine's replies (ring_span.hpp RS1-RS5).
+  j.add("ring_batches", stats.ring.capacity);
+  j.add("ring_exact", stats.ring.exact);
+  j.add("ring_first_seq", stats.ring.first_seq ? static_cast<int64_t>(*stats.ring.first_seq)
+                                               : int64_t{-1});
+  j.add("batches_per_second", stats.ring.batches_per_second);
+  j.add("ring_seconds", stats.ring.seconds());
+  j.add("log_replayed", stats.log_replayed);
+  j.add("log_replaying", stats.log_replaying);
+  if (!stats.log_replay_error.empty()) j.add("log_replay_error", stats.log_replay_error);
   return j;
 }
 
@@ -279,6 +319,12 @@ ingress_actor::behavior_type ingress_fn(ingress_self self, pipeline_context ctx,
   st.ctx = std::move(ctx);
   st.opts = std::move(opts);
   st.series = std::make_unique<ingress_series>(st.ctx);
+  if (st.opts.source.delta_log) {
+    st.series->log_bytes = &st.ctx.counter("kvrelay_state_log_bytes_total",
+                                           ingress_log_bytes_help);
+    st.series->log_writing = &st.ctx.gauge("kvrelay_state_log_writing",
+                                           ingress_log_writing_help);
+  }
   auto source_opts = st.opts.source;
   source_opts.log = make_log(st.ctx.name);
   source_opts.credits = std::move(credits);
@@ -287,6 +333,7 @@ ingress_actor::behavior_type ingress_fn(ingress_self self, pipeline_context ctx,
   source_opts.on_change = [dirty = st.dirty, me] {
     if (!dirty->exchange(true)) caf::anon_send(me, atom::publish_v);
   };
+  st.decoder = decoder;
   auto sink = make_sink(std::move(decoder), me, st.ctx.health, st.ctx.name);
   if (st.opts.make_source)
     st.source = st.opts.make_source(std::move(source_opts), std::move(sink));
@@ -321,6 +368,10 @@ ingress_actor::behavior_type ingress_fn(ingress_self self, pipeline_context ctx,
         log::error("zmq thread failed; restarting ingress",
                    {{"replica", self->state.ctx.name}, {"err", what}});
         self->quit(caf::make_error(caf::sec::runtime_error, what));
+      },
+      [=](ingress_notice_ptr n) {
+        auto& s = self->state;
+        if (!s.source->inject(n)) self->send(s.decoder, std::move(n));
       },
       [=](atom::crash) { throw std::runtime_error("crash requested through the admin port"); },
       [=](atom::status) { return tsan::published(status_of(self)); },

@@ -22,6 +22,14 @@ class actor_system;
 
 namespace kvrelay {
 
+/// The delta log's series (the supervisor's durable state declares them, the ingress advances
+/// them): one help text for both.
+inline constexpr const char* ingress_log_bytes_help =
+    "Bytes appended to the durable index's delta log (records of every batch and notice)";
+inline constexpr const char* ingress_log_writing_help =
+    "1 while the durable index's delta log is written; 0 when there is none (the engine's "
+    "process cannot be proved) or it stopped (I/O error, its bound) until the data path restarts";
+
 /// The decoder returns credits here; the ingress' source reads the total (lock-free).
 using credit_line = ingress::credit_line;
 

@@ -66,11 +66,10 @@ bool read_msgpack_uint(const unsigned char* p, size_t n, size_t& i, uint64_t& ou
 
 // ROCm ATOM #1316 ends a replay with msgpack([oldest, latest]), the ring's span, instead of an
 // empty payload (docs/producers.md §2). Exactly that shape is an END; anything else is not.
-bool is_ring_span(const zmq::message_t& m) {
+bool is_ring_span(const zmq::message_t& m, uint64_t& oldest, uint64_t& latest) {
   const auto* p = static_cast<const unsigned char*>(m.data());
   const size_t n = m.size();
   size_t i = 1;
-  uint64_t oldest = 0, latest = 0;
   return n >= 3 && p[0] == 0x92 && read_msgpack_uint(p, n, i, oldest) &&
          read_msgpack_uint(p, n, i, latest) && i == n;
 }
@@ -132,7 +131,9 @@ bool same(const zmq_source_stats& a, const zmq_source_stats& b) {
          a.overloads == b.overloads && a.overloaded == b.overloaded &&
          a.connects == b.connects && a.disconnects == b.disconnects &&
          a.connected == b.connected && a.live == b.live && a.catching_up == b.catching_up &&
-         a.phase == b.phase;
+         a.phase == b.phase && a.ring.capacity == b.ring.capacity &&
+         a.ring.exact == b.ring.exact && a.log_replayed == b.log_replayed &&
+         a.log_replaying == b.log_replaying;
 }
 
 // One multipart message; frames beyond max_parts are received and dropped so the socket stays
@@ -169,6 +170,10 @@ struct zmq_source::impl {
         replay_backoff(opts.replay_backoff_initial, opts.replay_backoff_max) {
     if (!opts.credits) opts.credits = std::make_shared<credit_line>();
     credit_base = opts.credits->credited();
+    if (opts.replay_log && !opts.replay_log->ranges.empty()) {
+      log_reader.emplace(opts.replay_log);
+      log_replaying = true;
+    }
   }
 
   // Delivered and not yet credited. Signed: a dead consumer's late credits may overshoot.
@@ -192,8 +197,9 @@ struct zmq_source::impl {
   std::atomic<uint64_t> delivered{0};  // written by the thread, read by stats()
   uint64_t credit_base = 0;            // opts.credits->credited() when the source was made
   wake_fd waker;
-  mutable std::mutex mu;  // guards snapshot and sub_endpoint
+  mutable std::mutex mu;  // guards snapshot, sub_endpoint and injected
   zmq_source_stats snapshot;
+  std::vector<ingress_notice_ptr> injected;  // inject(): delivered by the thread
   std::string sub_endpoint;
   std::thread thread;  // touched by the owner only
   bool started_once = false;
@@ -202,6 +208,13 @@ struct zmq_source::impl {
 
   // -- owned by the thread --
   std::shared_ptr<zmq::context_t> ctx;
+  ring_span ring;
+  // The delta log replayed at start (LR5): the SUB waits, the tracker is not started.
+  std::optional<snapshot::replay_reader> log_reader;
+  bool log_replaying = false;
+  uint64_t log_replayed = 0;
+  uint64_t log_next = 0;  // the seq after the last batch replayed from the log
+  std::string log_replay_error;
   sequence_tracker<raw_batch_ptr> tracker;
   sequence_tracker<raw_batch_ptr>::actions actions;
   frame_counters frames;
@@ -240,6 +253,8 @@ struct zmq_source::impl {
   void on_live(multipart& mp);
   void on_reply(multipart& mp);
   void execute();
+  void replay_log_step();
+  void deliver_injected();
   void open_replay(clock::time_point now);
   void replay_timed_out();
   void close_replay() { dealer.reset(); }
@@ -388,12 +403,16 @@ void zmq_source::impl::run_loop() {
 
 void zmq_source::impl::poll_once() {
   auto now = clock::now();
+  // An injected notice waits for the log's records: they happened before it.
+  if (!log_replaying) deliver_injected();
+  if (log_replaying && in_flight() < opts.max_in_flight && !over_budget()) replay_log_step();
   if (probe_pending && now >= probe_at) {
     probe_pending = false;
     tracker.on_probe_due(actions);
     execute();
   }
-  const bool throttle = in_flight() >= opts.max_in_flight || over_budget();
+  // While the log is replayed the live socket waits (ZMQ queues it): the replay comes first.
+  const bool throttle = in_flight() >= opts.max_in_flight || over_budget() || log_replaying;
   // Pacing: a reply asked for while the consumer is behind would only wait in memory (the
   // DEALER takes all of it), so a request waits for credits like the live socket does.
   const bool may_ask = !throttle;
@@ -407,7 +426,7 @@ void zmq_source::impl::poll_once() {
     timeout = timeout.count() < 0 ? d : std::min(d, timeout);
   };
   if (throttle) {
-    ++throttled;
+    if (!log_replaying) ++throttled;
     until(now + milliseconds(4));  // credits and the budget are not pollable; look again soon
     // A paused reader must not make the replay look dead.
     if (dealer) replay_deadline = std::max(replay_deadline, now + opts.replay_timeout);
@@ -418,6 +437,8 @@ void zmq_source::impl::poll_once() {
   if (want_replay && !dealer && may_ask) until(replay_not_before);
   if (dealer) until(replay_deadline);
   if (probe_pending) until(probe_at);
+  // More of the log to replay and room for it: look at the sockets without waiting.
+  if (log_replaying && in_flight() < opts.max_in_flight) timeout = milliseconds(0);
 
   std::array<zmq_pollitem_t, 4> items{};
   size_t n = 0;
@@ -466,6 +487,7 @@ void zmq_source::impl::on_live(multipart& mp) {
   const uint64_t seq = read_be8(mp.part[1]);
   if (seq == end_marker) return reject(frames.reserved_seq, 2, "END seq on a live batch", seq);
   frames.bytes += mp.part[2].size();
+  ring.on_live(seq, steady_ns());
   tracker.on_live(seq, take_batch(mp.part[2], seq, false), actions);
   execute();
 }
@@ -492,14 +514,19 @@ void zmq_source::impl::on_reply(multipart& mp) {
     return reject(frames.replay_malformed, 3, "replay seq size", seq_frame.size());
   const uint64_t seq = read_be8(seq_frame);
   if (seq == end_marker) {
-    if (payload.size() != 0 && !is_ring_span(payload))
+    uint64_t oldest = 0, latest = 0;
+    const bool span = payload.size() != 0 && is_ring_span(payload, oldest, latest);
+    if (payload.size() != 0 && !span)
       return reject(frames.replay_bad_end, 3, "replay END with payload", payload.size());
+    if (span) ring.on_span(oldest, latest);
+    ring.on_reply_end(true);  // RS1: the whole reply arrived
     replay_backoff.reset();
     close_replay();  // one DEALER per request: nothing late can leak into the next one
     want_replay = false;
     tracker.on_replay_end(actions);
   } else {
     replay_backoff.reset();  // an answer: the endpoint works
+    ring.on_reply(seq);      // RS1
     tracker.on_replay(seq, take_batch(payload, seq, true), actions);
   }
   execute();
@@ -528,8 +555,9 @@ void zmq_source::impl::drain_monitor(zmq::socket_t& mon) {
   // Whoever reacts to the event may read stats(): let them see the new connection state.
   publish_stats();
   for (auto& ev : out) sink(std::move(ev));
-  // With a peer the subscription can take effect: now the cold-start replay may be asked for.
-  if (connects > 0) {
+  // With a peer the subscription can take effect: now the cold-start replay may be asked for
+  // (after the delta log's records, which come first).
+  if (connects > 0 && !log_replaying) {
     tracker.start(actions);
     execute();
   }
@@ -539,6 +567,9 @@ void zmq_source::impl::execute() {
   for (auto& a : actions) {
     switch (a.kind) {
       case action_kind::deliver:
+        // LF4: logged before anyone can act on it.
+        if (opts.delta_log && a.payload)
+          opts.delta_log->batch(a.seq, {a.payload->data, a.payload->size});
         delivered.fetch_add(1, std::memory_order_relaxed);
         sink(charged(std::move(a.payload)));
         break;
@@ -560,12 +591,15 @@ void zmq_source::impl::execute() {
       case action_kind::cancel_replay:
         close_replay();
         want_replay = false;
+        ring.on_reply_end(false);
         break;
       case action_kind::history_lost: {
         log(log::level::warn, "engine history lost; index will be cleared",
             {{"first_missing", std::to_string(a.seq)},
              {"first_available", std::to_string(a.first_available)},
              {"reason", to_string(a.reason)}});
+        if (opts.delta_log)
+          opts.delta_log->history_lost(a.seq, a.first_available, static_cast<uint8_t>(a.reason));
         ingress_notice n;
         n.what = ingress_notice::kind::history_lost;
         n.first_missing = a.seq;
@@ -577,6 +611,8 @@ void zmq_source::impl::execute() {
       case action_kind::incarnation_reset: {
         log(log::level::warn, "engine sequence restarted; new incarnation",
             {{"previous_seq", std::to_string(a.previous_seq)}, {"new_seq", std::to_string(a.seq)}});
+        if (opts.delta_log) opts.delta_log->reset(a.previous_seq, a.seq);
+        ring.on_reset();  // RS3
         ingress_notice n;
         n.what = ingress_notice::kind::incarnation_reset;
         n.previous_seq = a.previous_seq;
@@ -593,11 +629,98 @@ void zmq_source::impl::execute() {
         break;
       }
       case action_kind::first_batch:
+        if (opts.delta_log) opts.delta_log->first_batch(a.seq);
         sink(history_event{a.seq});
         break;
     }
   }
   actions.clear();
+}
+
+// LR5: up to max_drain of the log's records per round, paced by the consumer's credits like live
+// batches; a batch goes out as the raw_batch a live one would be (its segment's bytes owned).
+void zmq_source::impl::replay_log_step() {
+  for (uint32_t i = 0; i < opts.max_drain && log_replaying; ++i) {
+    if (in_flight() >= opts.max_in_flight) return;
+    std::string error;
+    auto item = log_reader->next(error);
+    if (!item) {
+      log_replaying = false;
+      log_reader.reset();
+      if (!error.empty()) {
+        // What was replayed stands; from there to where the ring is asked is gone: the consumer
+        // clears (the writer stops, so the log never claims a history the index lacks).
+        log_replay_error = error;
+        if (opts.delta_log) opts.delta_log->close();
+        log(log::level::error, "delta log unreadable during its replay; the pipeline clears",
+            {{"error", error}, {"replayed_batches", std::to_string(log_replayed)}});
+        ingress_notice n;
+        n.what = ingress_notice::kind::history_lost;
+        n.first_missing = log_next;
+        n.first_available = opts.tracker.resume ? opts.tracker.resume->next : log_next;
+        n.reason = "log_unreadable";
+        sink(std::make_shared<const ingress_notice>(n));
+      } else {
+        log(log::level::info, "delta log replayed",
+            {{"batches", std::to_string(log_replayed)}});
+      }
+      if (connects > 0) {
+        tracker.start(actions);
+        execute();
+      }
+      return;
+    }
+    const snapshot::log_record& r = item->record;
+    switch (r.kind) {
+      case snapshot::record_kind::batch: {
+        auto b = std::make_shared<raw_batch>();
+        b->seq = r.seq;
+        b->replayed = true;
+        b->owner = item->owner;
+        b->data = r.payload.data();
+        b->size = r.payload.size();
+        ring.on_seen(r.seq);
+        log_next = r.seq + 1;
+        ++log_replayed;
+        delivered.fetch_add(1, std::memory_order_relaxed);
+        if (opts.budget) b->ticket = opts.budget->charge(budget_queue::ingress, b->size);
+        sink(raw_batch_ptr(std::move(b)));
+        break;
+      }
+      case snapshot::record_kind::first_batch: sink(history_event{r.seq}); break;
+      case snapshot::record_kind::history_lost: {
+        ingress_notice n;
+        n.what = ingress_notice::kind::history_lost;
+        n.first_missing = r.seq;
+        n.first_available = r.first_available;
+        // Said when it happened; a replayed one is only the clear it caused (never RD6 again).
+        n.reason = to_string(loss_reason::history_lost);
+        log_next = r.first_available;
+        sink(std::make_shared<const ingress_notice>(n));
+        break;
+      }
+      case snapshot::record_kind::asleep: {
+        ingress_notice n;
+        n.what = ingress_notice::kind::engine_asleep;
+        sink(std::make_shared<const ingress_notice>(n));
+        break;
+      }
+      default: break;  // begin, evidence, reset: nothing for the index (reader skips them)
+    }
+  }
+}
+
+void zmq_source::impl::deliver_injected() {
+  std::vector<ingress_notice_ptr> mine;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (injected.empty()) return;
+    mine.swap(injected);
+  }
+  for (auto& n : mine) {
+    if (opts.delta_log && n->what == ingress_notice::kind::engine_asleep) opts.delta_log->asleep();
+    sink(std::move(n));
+  }
 }
 
 void zmq_source::impl::open_replay(clock::time_point now) {
@@ -628,6 +751,7 @@ void zmq_source::impl::open_replay(clock::time_point now) {
                                                        zmq::send_flags::dontwait) &&
       dealer->send(zmq::const_buffer(seq.data(), seq.size()), zmq::send_flags::dontwait);
   if (!sent) ++frames.replay_send_failed;
+  if (sent) ring.on_request(replay_from);
   replay_deadline = now + opts.replay_timeout;
   // A continuation is routine (an engine's reply past its high-water mark): debug, not info.
   log(replay_why == replay_reason::continue_ ? log::level::debug : log::level::info,
@@ -639,6 +763,7 @@ void zmq_source::impl::open_replay(clock::time_point now) {
 void zmq_source::impl::replay_timed_out() {
   const bool stalled = tracker.replay_answering();
   close_replay();
+  ring.on_reply_end(false);  // RS1: cut short, or never answered
   if (stalled)
     log(log::level::debug, "replay reply stopped before its end marker; asking for the rest",
         {{"endpoint", opts.replay_endpoint}, {"from_seq", std::to_string(replay_from)}});
@@ -663,8 +788,13 @@ void zmq_source::impl::publish_stats() {
   s.disconnects = disconnects;
   s.connected = peers > 0;
   s.live = tracker.live_confirmed() || frames.unsequenced > 0;  // a live batch, either way
-  s.catching_up = tracker.replay_outstanding() || tracker.probing();
+  s.catching_up = tracker.replay_outstanding() || tracker.probing() || log_replaying;
   s.phase = tracker.phase();
+  s.ring = ring.estimate();
+  s.log_replayed = log_replayed;
+  s.log_replaying = log_replaying;
+  s.log_replay_error = log_replay_error;
+  if (opts.ring) opts.ring->publish(s.ring);
   bool changed = false;
   {
     std::lock_guard<std::mutex> lk(mu);
@@ -719,6 +849,15 @@ void zmq_source::credit(uint32_t n) noexcept { impl_->opts.credits->credit(n); }
 std::string zmq_source::sub_endpoint() const {
   std::lock_guard<std::mutex> lk(impl_->mu);
   return impl_->sub_endpoint;
+}
+
+bool zmq_source::inject(ingress_notice_ptr n) {
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->injected.push_back(std::move(n));
+  }
+  impl_->waker.wake();
+  return true;
 }
 
 zmq_source_stats zmq_source::stats() const {

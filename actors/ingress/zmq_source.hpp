@@ -34,8 +34,10 @@
 #include <variant>
 #include <vector>
 
+#include "actors/ingress/ring_span.hpp"
 #include "actors/ingress/sequence_tracker.hpp"
 #include "base/log.hpp"
+#include "base/snapshot_log_io.hpp"
 #include "messages/pipeline.hpp"
 
 namespace zmq {
@@ -158,6 +160,16 @@ struct zmq_source_options {
   /// Optional: called on the ZMQ thread after a poll round that changed stats() (counters or
   /// connection state), at most once per round. Must be cheap (the shell sets a flag).
   std::function<void()> on_change;
+  /// The durable index's delta log (base/snapshot_log.hpp LF4): every batch the tracker
+  /// delivers and every notice is appended before it goes to the consumer. Null: no log.
+  std::shared_ptr<snapshot::log_writer> delta_log;
+  /// A restore's log records (LR5), delivered in order before anything else (the SUB is not
+  /// read and the tracker not started until they are all out); null: nothing to replay. The
+  /// tracker's `resume` then continues from where they end.
+  snapshot::log_replay_ptr replay_log;
+  /// Where the ring span learnt from the engine's replies is published (ring_span.hpp), for
+  /// the supervisor's snapshot interval; null: not published.
+  std::shared_ptr<ring_gauge> ring;
 };
 
 /// Frame-level rejects and traffic, per reason (engine-wire.md "SHOULD reject" 1 and 5).
@@ -187,6 +199,10 @@ struct zmq_source_stats {
   bool live = false;            // a live batch arrived: the subscription is in effect
   bool catching_up = false;     // a replay is outstanding or a tail probe is due (ST6)
   tracker_phase phase = tracker_phase::unstarted;
+  ring_estimate ring;           // ring_span.hpp
+  uint64_t log_replayed = 0;    // batches delivered from the delta log at start (LR5)
+  bool log_replaying = false;   // the delta log's records are still being delivered
+  std::string log_replay_error; // why the log replay stopped short ("" when it did not)
 };
 
 /// What the ingress shell needs of a source: the seam that lets it run without ZMQ in tests.
@@ -201,6 +217,10 @@ class event_source {
   virtual bool running() const noexcept = 0;
   /// A consistent snapshot, safe from any thread.
   virtual zmq_source_stats stats() const = 0;
+  /// A notice that clears the pipeline from outside the stream (the engine sleeps): the source
+  /// logs it (delta log) and delivers it in order with its batches. False when this source
+  /// cannot: the caller then sends it to the consumer itself.
+  virtual bool inject(ingress_notice_ptr) { return false; }
 };
 
 /// Makes the source of one pipeline; the shell's default is a zmq_source.
@@ -230,6 +250,8 @@ class zmq_source final : public event_source {
 
   /// A consistent snapshot, safe from any thread (refreshed once per poll round).
   zmq_source_stats stats() const override;
+  /// Queued for the thread, which logs and delivers it between two batches.
+  bool inject(ingress_notice_ptr n) override;
 
  private:
   struct impl;

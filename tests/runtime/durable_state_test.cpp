@@ -2,13 +2,16 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The supervisor's durable-index bookkeeping, rule by rule (runtime/durable_state.hpp DS1-DS5),
+// The supervisor's durable-index bookkeeping, rule by rule (runtime/durable_state.hpp DS1-DS7),
 // and its store's thread: the restore step's decisions and a write's outcomes on a real
 // directory, with the engine's evidence injected.
 
 #include "runtime/durable_state.hpp"
 
 #include <gtest/gtest.h>
+
+#include "base/snapshot_log.hpp"
+#include "base/snapshot_log_io.hpp"
 
 #include <chrono>
 #include <condition_variable>
@@ -65,7 +68,7 @@ struct fixture {
     o.interval = interval;
     o.ring_batches = 10000;
     o.evidence = engine.reader();
-    d = std::make_unique<durable_state>(ctx, o);
+    d = std::make_unique<durable_state>(ctx, o, nullptr);
   }
   // Runs the restore step and waits for its plan.
   restore_plan_ptr restore(uint64_t datapath_inc = 1) {
@@ -87,7 +90,8 @@ struct fixture {
     std::condition_variable cv;
     std::optional<write_report> r;
     d->submitted();
-    d->store().write(std::move(s), d->incarnation_evidence(), establish, false,
+    d->store().write(std::move(s), d->incarnation_evidence(),
+                     establish ? write_mode::establish : write_mode::write, false, d->writer(),
                      [&](write_report w) {
                        std::lock_guard<std::mutex> lk(mu);
                        r = std::move(w);
@@ -221,6 +225,161 @@ TEST(DurableState, ATornTemporaryFileIsRemovedAndTheSnapshotStays) {
   const auto plan = f.restore(2);
   EXPECT_TRUE(plan->snapshot) << plan->detail;
   EXPECT_FALSE(fs::exists(file + ".tmp.99999"));
+}
+
+// DS6: a data path gets a log writer only when the engine's evidence was read; it begins with
+// that evidence (LR7). RD9: with the log, the first snapshot is due soon after the start, then
+// the timer only watches (compaction decides).
+TEST(DurableState, ALogWriterBeginsWithTheEvidenceAndTakesOverTheInterval) {  // DS6 + RD9
+  fixture f;
+  bool current = false;
+  const auto plan = f.restore();
+  f.d->on_plan(*plan, current);
+  int compactions = 0;
+  const auto w = f.d->start_writer(*plan, [&compactions] { ++compactions; });
+  ASSERT_TRUE(w);
+  EXPECT_TRUE(f.d->log_working());
+  EXPECT_EQ(f.d->next_delay(), durable_state::first_delay);
+  EXPECT_TRUE(f.d->tick_takes_snapshot());
+  ASSERT_EQ(f.d->judge(*cut(50)), durable_state::decision::write);
+  ASSERT_EQ(f.write(cut(50)).what, write_report::outcome::written);
+  EXPECT_EQ(f.d->next_delay(), durable_state::log_check_delay);
+  EXPECT_FALSE(f.d->tick_takes_snapshot()) << "compaction decides now";
+  // Compaction: due once the log grew by the snapshot's size, at least 256 KiB.
+  const std::string payload(1000, 'p');
+  for (uint64_t seq = 50; seq < 50 + 200 && compactions == 0; ++seq) w->batch(seq, payload);
+  EXPECT_EQ(compactions, 0) << "200 KB is below 256 KiB";
+  for (uint64_t seq = 250; seq < 400 && compactions == 0; ++seq) w->batch(seq, payload);
+  EXPECT_EQ(compactions, 1);
+  // The begin record carries the evidence the restore read.
+  const auto segs = snapshot::list_segments(snapshot::log_stem(f.d->store().options().file));
+  ASSERT_FALSE(segs.empty());
+  std::ifstream in(segs.front().path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  const auto scan = snapshot::scan_segment(bytes, snapshot::pipeline_key(who()));
+  ASSERT_FALSE(scan.records.empty());
+  EXPECT_EQ(scan.records.front().record.kind, snapshot::record_kind::begin);
+  EXPECT_EQ(scan.records.front().record.engine.start_time, 100.0);
+
+  fixture unproved;
+  unproved.engine.set(std::nullopt);
+  const auto p2 = unproved.restore();
+  unproved.d->on_plan(*p2, current);
+  EXPECT_FALSE(unproved.d->start_writer(*p2, [] {})) << "nothing could prove the log";
+  EXPECT_FALSE(unproved.d->log_working());
+}
+
+// DS7: an engine reset reads the new process' evidence at once and appends it to the log, so
+// the log's new generation is proved without waiting for a cut.
+TEST(DurableState, AnEngineResetAppendsTheNewProcessEvidenceToTheLog) {  // DS7
+  fixture f;
+  bool current = false;
+  const auto plan = f.restore();
+  f.d->on_plan(*plan, current);
+  const auto w = f.d->start_writer(*plan, [] {});
+  ASSERT_TRUE(w);
+  w->batch(0, "a");
+  w->reset(0, 0);  // the ingress logged the reset
+  f.engine.set(250.0);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<write_report> r;
+  f.d->store().establish(f.d->on_reset(), w, [&](write_report x) {
+    std::lock_guard<std::mutex> lk(mu);
+    r = std::move(x);
+    cv.notify_all();
+  });
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, 10s, [&] { return r.has_value(); }));
+  }
+  EXPECT_EQ(r->what, write_report::outcome::established);
+  EXPECT_FALSE(r->cut);
+  f.d->on_report(*r);
+  EXPECT_EQ(f.d->judge(*cut(3, 1)), durable_state::decision::write) << "proved already";
+  const auto segs = snapshot::list_segments(snapshot::log_stem(f.d->store().options().file));
+  std::ifstream in(segs.back().path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  const auto scan = snapshot::scan_segment(bytes, snapshot::pipeline_key(who()));
+  ASSERT_EQ(scan.fault, snapshot::log_fault::none) << scan.detail;
+  const auto& last = scan.records.back().record;
+  EXPECT_EQ(last.kind, snapshot::record_kind::evidence);
+  EXPECT_EQ(last.generation, 1u);
+  EXPECT_EQ(last.engine.start_time, 250.0);
+}
+
+// DS4: the shutdown's last cut, from an engine incarnation whose evidence was not read yet (the
+// engine restarted moments before the SIGTERM): it is read now, written with the snapshot and
+// into the log, so the next start is not a cold one.
+TEST(DurableState, TheLastCutOfAnUnprovedIncarnationIsProvedAndWritten) {  // DS4
+  fixture f;
+  bool current = false;
+  const auto plan = f.restore();
+  f.d->on_plan(*plan, current);
+  const auto w = f.d->start_writer(*plan, [] {});
+  ASSERT_TRUE(w);
+  w->reset(7, 0);       // the ingress logged the reset...
+  f.engine.set(400.0);  // ...of a new process, whose evidence nobody read yet
+  auto s = cut(12, 1);
+  ASSERT_EQ(f.d->judge(*s), durable_state::decision::establish);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<write_report> r;
+  f.d->submitted();
+  f.d->store().write(s, f.d->incarnation_evidence(), write_mode::establish_and_write,
+                     /*final=*/true, w, [&](write_report x) {
+                       std::lock_guard<std::mutex> lk(mu);
+                       r = std::move(x);
+                       cv.notify_all();
+                     });
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, 10s, [&] { return r.has_value(); }));
+  }
+  ASSERT_EQ(r->what, write_report::outcome::written) << r->detail;
+  EXPECT_TRUE(r->final);
+  f.d->on_report(*r);
+  // The next start proves it and uses it.
+  w->close();
+  const auto next = f.restore(2);
+  ASSERT_FALSE(next->cold) << next->detail;
+  ASSERT_TRUE(next->snapshot);
+  EXPECT_EQ(next->snapshot->generation, 1u);
+  EXPECT_EQ(next->snapshot->engine.start_time, 400.0);
+  EXPECT_EQ(next->resume_next, 12u);
+}
+
+// RD9: a compaction whose write is skipped (the engine could not be proved at that moment) is due
+// again at once, and the timer sees it overdue until a snapshot covers the log.
+TEST(DurableState, ACompactionWhoseWriteIsSkippedIsDueAgain) {  // RD9
+  fixture f;
+  bool current = false;
+  const auto plan = f.restore();
+  f.d->on_plan(*plan, current);
+  int compactions = 0;
+  const auto w = f.d->start_writer(*plan, [&compactions] { ++compactions; });
+  ASSERT_TRUE(w);
+  ASSERT_EQ(f.d->judge(*cut(50)), durable_state::decision::write);
+  ASSERT_EQ(f.write(cut(50)).what, write_report::outcome::written);
+  EXPECT_FALSE(f.d->tick_takes_snapshot());
+  const std::string payload(1000, 'p');
+  uint64_t seq = 50;
+  while (compactions == 0 && seq < 1000) w->batch(seq++, payload);
+  ASSERT_EQ(compactions, 1);
+  EXPECT_TRUE(f.d->tick_takes_snapshot()) << "overdue";
+  f.engine.set(999.0);
+  f.d->cut_requested();
+  ASSERT_EQ(f.write(cut(seq)).what, write_report::outcome::skipped);
+  EXPECT_TRUE(f.d->tick_takes_snapshot()) << "still overdue";
+  w->batch(seq++, payload);
+  EXPECT_EQ(compactions, 2) << "re-armed, and the threshold is met already";
+  f.engine.set(100.0);
+  f.d->cut_requested();
+  ASSERT_EQ(f.d->judge(*cut(seq)), durable_state::decision::write);
+  ASSERT_EQ(f.write(cut(seq)).what, write_report::outcome::written);
+  EXPECT_FALSE(f.d->tick_takes_snapshot());
+  w->batch(seq++, payload);
+  EXPECT_EQ(compactions, 2);
 }
 
 }  // namespace

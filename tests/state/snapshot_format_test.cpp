@@ -24,6 +24,7 @@ pipeline_snapshot sample(size_t blocks = 3) {
   s.history_from = 0;
   s.epoch = 7;
   s.incarnation = 2;
+  s.generation = 5;
   s.taken_at_us = 1767225700000000;
   s.adapters = {{1, "sql-lora"}, {7, "chat"}};
   s.group_kinds = {{0, 1}, {1, 4}};
@@ -47,6 +48,7 @@ void expect_same(const pipeline_snapshot& a, const pipeline_snapshot& b) {
   EXPECT_EQ(a.history_from, b.history_from);
   EXPECT_EQ(a.epoch, b.epoch);
   EXPECT_EQ(a.incarnation, b.incarnation);
+  EXPECT_EQ(a.generation, b.generation);
   EXPECT_EQ(a.taken_at_us, b.taken_at_us);
   EXPECT_EQ(a.adapters, b.adapters);
   EXPECT_EQ(a.group_kinds, b.group_kinds);
@@ -92,7 +94,7 @@ TEST(SnapshotFormat, EncodingIsDeterministicAndLittleEndian) {
   const auto a = encode(sample()), b = encode(sample());
   EXPECT_EQ(a, b);
   EXPECT_EQ(a.substr(0, 8), std::string("KVRSNAP\0", 8));
-  EXPECT_EQ(a.substr(8, 4), std::string("\x01\0\0\0", 4)) << "version 1, little-endian";
+  EXPECT_EQ(a.substr(8, 4), std::string("\x02\0\0\0", 4)) << "version 2, little-endian";
 }
 
 // SF5: the streamed encoding is the same bytes, whatever the piece size.
@@ -129,12 +131,12 @@ TEST(SnapshotFormat, AnotherMagicIsNotASnapshotAndAnotherVersionIsRefused) {
   EXPECT_EQ(decode(other).why, fault::not_a_snapshot);
   EXPECT_EQ(decode("").why, fault::not_a_snapshot);
   EXPECT_EQ(decode("{\"json\": true}").why, fault::not_a_snapshot);
-  std::string v2 = bytes;
-  v2[8] = 2;
-  const auto d = decode(v2);
+  std::string v1 = bytes;
+  v1[8] = 1;  // the first release's format: no delta log generation
+  const auto d = decode(v1);
   EXPECT_FALSE(d.snapshot);
   EXPECT_EQ(d.why, fault::other_version);
-  EXPECT_NE(d.detail.find("version 2"), std::string::npos) << d.detail;
+  EXPECT_NE(d.detail.find("version 1"), std::string::npos) << d.detail;
 }
 
 // SF2: every prefix of a file is truncated (what a torn write would leave), never a crash.
@@ -167,12 +169,12 @@ TEST(SnapshotFormat, LyingCountsAreRejectedBeforeAllocating) {
   s.adapters.clear();
   auto bytes = encode(s);
   // Offset of the adapters count: header, six strings, dp rank, start time (flag + f64), the
-  // lifetime id, next_seq, history (flag + u64), epoch, incarnation, taken_at.
+  // lifetime id, next_seq, history (flag + u64), epoch, incarnation, generation, taken_at.
   size_t at = header_bytes;
   for (const std::string* f : {&s.who.replica_id, &s.who.model_id, &s.who.tenant_id,
                                &s.who.hash_scheme, &s.who.endpoint, &s.who.topic})
     at += 4 + f->size();
-  at += 8 + 1 + 8 + 4 + s.engine.lifetime_id.size() + 8 + 1 + 8 + 8 + 8 + 8;
+  at += 8 + 1 + 8 + 4 + s.engine.lifetime_id.size() + 8 + 1 + 8 + 8 + 8 + 4 + 8;
   ASSERT_EQ(bytes.substr(at, 8), std::string(8, '\0'));
   bytes[at + 5] = 1;  // 2^40 adapters
   const uint64_t sum = XXH3_64bits(bytes.data(), bytes.size() - trailer_bytes);
