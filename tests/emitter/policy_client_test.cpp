@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "actors/emitter/policy_port.hpp"
+#include "tests/support/unprivileged.hpp"
 #include "proto/inferencecache/v1alpha1/inferencecache.grpc.pb.h"
 
 namespace ic = inferencecache::v1alpha1;
@@ -951,12 +952,26 @@ TEST_F(PolicyClientOptions, RejectsBadValuesWithAReason) {
   expect_rejected(o, "needs ca_file");
 }
 
+// As the image's user (root reads any file, so as root the check never runs).
 TEST_F(PolicyClientOptions, RejectsAnUnreadableFile) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root reads any file";
   fs::permissions(pem, fs::perms::none);
   client_options o;
   o.ca_file = pem;
-  expect_rejected(o, "not readable");
+  const fs::path mine = dir;
+  KVRELAY_EXPECT_UNPRIVILEGED(
+      [&]() -> std::string {
+        const auto why = policy_client::validate(o);
+        if (why.find("not readable") == std::string::npos)
+          return "validate says '" + why + "', not that the file is not readable";
+        std::string err;
+        if (policy_client::make(o, err) != nullptr || err != why)
+          return "make() accepted it or said something else: '" + err + "'";
+        return "";
+      },
+      [mine] {
+        std::error_code ec;
+        fs::remove_all(mine, ec);
+      });
 }
 
 // -- TLS and mutual TLS -------------------------------------------------------------------------
