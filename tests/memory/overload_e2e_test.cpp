@@ -6,16 +6,16 @@
 // 2 MiB, ZMQ's receive queue holds 64 batches), a real fake engine (ZMQ PUB + replay ROUTER)
 // and the demo policy server. A burst many times the budget, and a publish rate beyond what
 // kvrelay decodes, both end with kvrelay alive, the overload counted, the queues within the
-// budget, and the index exact through the replay of what the engine's socket dropped.
+// budget, and the index exact, through the replay of whatever the engine's socket dropped.
 //
 // Every batch is different and leaves its own mark on the index (it stores 256 new blocks and
 // evicts all but the first 8 of the previous batch's), so a batch lost, or applied twice out of
 // order, shows in the final index; nothing but kvrelay's own repair can make it exact. Which
-// repair ran is asserted: a gap, a replay, no declared loss.
+// repair ran is asserted: a gap and a replay after the burst, no declared loss in either test.
 //
 // Nothing here waits on a race between two speeds. The burst is published while the test holds
 // the ingress paused (a charge of the budget's whole queue share), so the engine's socket must
-// drop; the rate test publishes until kvrelay was overloaded and saw a gap, whatever the speeds.
+// drop; the rate test publishes until kvrelay was overloaded, whatever the speeds.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -214,11 +214,12 @@ struct Overload : ::testing::Test {
     EXPECT_TRUE(ok) << d;
   }
 
-  // The engine dropped, kvrelay saw the gap and replayed it, and declared nothing lost.
-  void expect_repaired_by_replay() {
-    EXPECT_GE(ingress("gaps"), 1) << "the engine's socket never dropped a batch";
-    EXPECT_GE(ingress("replays_succeeded"), 1);
-    EXPECT_GE(ingress("batches_recovered"), 1);
+  // Every gap kvrelay saw was replayed, and nothing was declared lost: the ring held everything.
+  void expect_nothing_lost() {
+    if (ingress("gaps") >= 1) {
+      EXPECT_GE(ingress("replays_succeeded"), 1);
+      EXPECT_GE(ingress("batches_recovered"), 1);
+    }
     EXPECT_EQ(ingress("history_lost"), 0) << "the ring held everything: nothing may be lost";
     EXPECT_LE(h->metric_sum("kvrelay_batches_lost_total"), 0);
     EXPECT_LE(h->metric_sum("kvrelay_index_incomplete"), 0);
@@ -271,7 +272,10 @@ TEST_F(Overload, BurstManyTimesTheBudgetEndsExact) {
   hold.release();
   ASSERT_TRUE(deliver_tail()) << "kvrelay never decoded the engine's last batch";
   expect_settled_exact();
-  expect_repaired_by_replay();
+  // The engine dropped (its socket, ZMQ's and the kernel's buffers hold far less than 42 MB),
+  // kvrelay saw the gap and replayed it.
+  EXPECT_GE(ingress("gaps"), 1) << "the engine's socket never dropped a batch";
+  expect_nothing_lost();
   expect_overload_counted_and_bounded();
   std::vector<std::string> why;
   h->daemon().ready(&why);
@@ -281,14 +285,15 @@ TEST_F(Overload, BurstManyTimesTheBudgetEndsExact) {
 TEST_F(Overload, RateBeyondWhatKvrelayDecodesEndsExact) {
   ASSERT_NO_FATAL_FAILURE(start(200));
   // The engine's full speed, 500 batches (~7 MB) at a time, until kvrelay has paused for the
-  // budget and seen a gap: the engine outran it. A decoder as fast as the engine would make this
-  // test pointless, so it fails then; the ring (10 000) holds everything published.
-  while (!(ingress("overloads") >= 1 && ingress("gaps") >= 1) && published < 9000) publish(500);
+  // budget: the engine outran its decoder. A decoder as fast as the engine would make this test
+  // pointless, so it fails then; the ring (10 000) holds everything published. Whether the
+  // engine's socket also dropped depends on how long each pause lasts (the machine's load), so
+  // either way must end exact with nothing lost: no drop, or a drop repaired by replay.
+  while (ingress("overloads") < 1 && published < 9000) publish(500);
   ASSERT_GE(ingress("overloads"), 1) << "kvrelay kept up with " << published << " batches";
-  ASSERT_GE(ingress("gaps"), 1) << "the engine never dropped in " << published << " batches";
   ASSERT_TRUE(deliver_tail()) << "kvrelay never decoded the engine's last batch";
   expect_settled_exact();
-  expect_repaired_by_replay();
+  expect_nothing_lost();
   expect_overload_counted_and_bounded();
   RecordProperty("batches_published", std::to_string(published));
 }
