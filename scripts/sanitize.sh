@@ -63,6 +63,7 @@ if want asan; then
   stage asan
   cmake --preset asan >/dev/null
   cmake --build --preset asan
-  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ./scripts/ctest-all-ran.sh \
-    --preset asan -j2
+  # PT6 measures RSS, which ASan's shadow memory swells: the test skips itself under a sanitizer.
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    KVRELAY_SKIPS_BY_BUILD='^ProbeTable\.PT6_' ./scripts/ctest-all-ran.sh --preset asan -j2
 fi
