@@ -288,12 +288,14 @@ resolve_result resolve_with_server(const dns_target& t, std::chrono::millisecond
   send_pending();
   while (pending()) {
     const auto now = clock::now();
-    if (now >= deadline) break;
+    // The resend before the deadline check: a wake-up that comes late (a loaded machine) still
+    // sends it, so an unanswered query is always sent twice, never once or three times.
     if (!resent && now >= resend_at) {
       send_pending();
       resent = true;
       continue;
     }
+    if (now >= deadline) break;
     const auto until = resent ? deadline : resend_at;
     const auto wait = std::chrono::ceil<std::chrono::milliseconds>(until - now).count();
     pollfd pfd{sock.fd, POLLIN, 0};

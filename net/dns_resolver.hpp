@@ -17,9 +17,10 @@
 //
 // The client with a nameserver is ours, and small: one A and one AAAA query (recursion desired,
 // EDNS0 with a 4096-byte UDP payload so ~250 records fit, a fresh random id each), each sent again
-// once halfway through the timeout if unanswered; answers with another id are ignored (a late or
-// spoofed packet). No TCP fallback: an answer truncated by the server (TC) still yields the records
-// it carries, and is an error only when it carries none. The answer parser is a pure function,
+// once halfway through the timeout if unanswered (always once: a late wake-up still sends it
+// before giving up); answers with another id are ignored (a late or spoofed packet). No TCP
+// fallback: an answer truncated by the server (TC) still yields the records it carries, and is
+// an error only when it carries none. The answer parser is a pure function,
 // tested on hand-built packets and fuzzed (tests/fuzz/dns): every read is bounds-checked, and a
 // malformed answer is an error, never a crash.
 //

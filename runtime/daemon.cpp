@@ -290,6 +290,7 @@ std::vector<std::string> daemon::reload(const config::daemon_config& next) {
 }
 
 metrics_registry& daemon::metrics() { return *impl_->metrics; }
+std::shared_ptr<memory_budget> daemon::budget() const { return impl_->budget; }
 const config::daemon_config& daemon::config() const { return impl_->cfg; }
 uint16_t daemon::admin_port() const { return impl_->admin ? impl_->admin->port() : 0; }
 std::vector<std::string> daemon::pipeline_names() const {

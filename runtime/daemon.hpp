@@ -19,6 +19,7 @@
 
 namespace kvrelay {
 
+class memory_budget;
 class metrics_registry;
 
 class daemon {
@@ -61,6 +62,9 @@ class daemon {
   std::vector<std::string> reload(const config::daemon_config& next);
 
   metrics_registry& metrics();
+  /// The process' memory budget, which every pipeline shares (null before start()). Tests hold
+  /// a charge of it to keep the ingress paused for as long as they need an overload to last.
+  std::shared_ptr<memory_budget> budget() const;
   const config::daemon_config& config() const;
   /// The admin port actually bound (0 when disabled or not started).
   uint16_t admin_port() const;

@@ -18,6 +18,7 @@
 #include "config/loader.hpp"
 #include "config/values.hpp"
 #include "tests/config/helpers.hpp"
+#include "tests/support/unprivileged.hpp"
 
 namespace kvrelay::config {
 namespace {
@@ -195,16 +196,29 @@ TEST(ReadFiles, AnUnwritableStateDirIsAnErrorWithPathAndReason) {
             "t.toml:2:7: state.dir: " + file + "/sub: does not exist, and " + file +
                 " is not a directory")
       << "under a file: nobody, root included, can make it";
-  if (::geteuid() != 0) {
-    const std::string ro = d.dir("ro");
-    ASSERT_EQ(::chmod(ro.c_str(), 0500), 0);
-    EXPECT_EQ(files_error(state(ro)),
-              "t.toml:2:7: state.dir: " + ro + ": cannot create files in it: Permission denied");
-    EXPECT_EQ(files_error(state(ro + "/sub")),
-              "t.toml:2:7: state.dir: " + ro + "/sub: does not exist, and " + ro +
-                  " is not writable: Permission denied");
-    ::chmod(ro.c_str(), 0700);
-  }
+  // A directory its owner may not write: as the image's user (root writes anywhere).
+  const std::string ro = d.dir("ro");
+  ASSERT_EQ(::chmod(ro.c_str(), 0500), 0);
+  ASSERT_TRUE(kvrelay::testing::give_to_unprivileged(d.file("")));
+  ASSERT_TRUE(kvrelay::testing::give_to_unprivileged(ro));
+  const std::string base = d.file("");
+  KVRELAY_EXPECT_UNPRIVILEGED(
+      [&]() -> std::string {
+        std::string got = files_error(state(ro));
+        std::string want =
+            "t.toml:2:7: state.dir: " + ro + ": cannot create files in it: Permission denied";
+        if (got != want) return "got '" + got + "', want '" + want + "'";
+        got = files_error(state(ro + "/sub"));
+        want = "t.toml:2:7: state.dir: " + ro + "/sub: does not exist, and " + ro +
+               " is not writable: Permission denied";
+        if (got != want) return "got '" + got + "', want '" + want + "'";
+        return "";
+      },
+      [base] {
+        std::error_code ec;
+        std::filesystem::remove_all(base, ec);
+      });
+  ::chmod(ro.c_str(), 0700);
 }
 
 TEST(ReadFiles, TlsFilesMustBeRegularPem) {

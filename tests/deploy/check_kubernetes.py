@@ -25,7 +25,7 @@ for a ServiceMonitor) at the port the configuration really listens on, path /met
 PrometheusRule is there (tests/ops/check_rules.py compares its groups with the rules file).
 
 Usage: check_kubernetes.py KVRELAY_BINARY DEPLOY_KUBERNETES_DIR
-Exit 0 pass, 1 fail, 77 skip (PyYAML missing).
+Exit 0 pass, 1 fail, 77 skip (PyYAML missing; with CI=true that is a failure, exit 1).
 """
 import os
 import re
@@ -38,11 +38,20 @@ import time
 import urllib.error
 import urllib.request
 
+
+def cannot_run(why):
+    """Skip (exit 77) outside CI; with CI=true a check that cannot run fails (exit 1)."""
+    if os.environ.get("CI") == "true":
+        print(f"FAIL (CI=true, cannot run): {why}")
+        sys.exit(1)
+    print(f"SKIP: {why}")
+    sys.exit(77)
+
+
 try:
     import yaml
 except ImportError:  # python3-yaml
-    print("SKIP: PyYAML (python3-yaml) is not installed")
-    sys.exit(77)
+    cannot_run("PyYAML (python3-yaml) is not installed")
 
 failures = []
 # Every workload checked: (where, pod template labels, kvrelay container, admin port).

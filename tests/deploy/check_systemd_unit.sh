@@ -7,11 +7,16 @@
 # keys or unparsable values (it only warns), so any diagnostic counts as a failure here.
 # The unit names the installed /usr/bin/kvrelay; that path is pointed at the built binary so the
 # check runs on a machine where the package is not installed.
-# Usage: check_systemd_unit.sh UNIT_FILE KVRELAY_BINARY   (exit 77 = skipped)
+# Usage: check_systemd_unit.sh UNIT_FILE KVRELAY_BINARY   (exit 77 = skipped; with CI=true a
+# check that cannot run fails instead)
 set -u
 unit=$1
 kvrelay=$(readlink -f "$2")
 if ! command -v systemd-analyze > /dev/null 2>&1; then
+  if [ "${CI:-}" = "true" ]; then
+    echo "FAIL (CI=true, cannot run): systemd-analyze not installed"
+    exit 1
+  fi
   echo "SKIP: systemd-analyze not installed"
   exit 77
 fi

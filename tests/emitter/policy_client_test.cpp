@@ -11,9 +11,11 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iterator>
@@ -31,6 +33,7 @@
 #include <unistd.h>
 
 #include "actors/emitter/policy_port.hpp"
+#include "tests/support/unprivileged.hpp"
 #include "proto/inferencecache/v1alpha1/inferencecache.grpc.pb.h"
 
 namespace ic = inferencecache::v1alpha1;
@@ -364,6 +367,60 @@ TEST(PolicyClient, DeadlinesAreTheClientsOwnEvenAgainstAPeerThatNeverSpeaks) {
       EXPECT_EQ(r.code, k_deadline_exceeded) << r.message;
       EXPECT_GE(r.latency, 190ms);
     }
+  }
+  ::close(fd);
+}
+
+// Every policy client of the process shares one completion queue and its one thread
+// (kvr.publish): completions and connectivity watches of every target run there, one after
+// the other. A target that never answers must cost a live one nothing: while calls wait on a
+// silent server (held until their 5 s deadline) and a peer that never speaks (its channel stuck
+// connecting, its watch firing), a hundred calls to a live server each complete well inside
+// that deadline. One that waited behind the others' completions would take the deadline.
+TEST(PolicyClient, ASilentTargetCostsALiveOneNothing) {
+  test_server silent;
+  silent.svc.hang = true;
+  test_server live;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);  // accepts nothing: never speaks HTTP/2
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  constexpr auto deadline = 5s;
+  {
+    auto mute = make_client(plain(silent.target(), deadline));
+    auto dead = make_client(plain("127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), deadline));
+    auto ok = make_client(plain(live.target(), deadline));
+    ASSERT_TRUE(mute && dead && ok);
+    for (auto* c : {mute.get(), dead.get(), ok.get()}) c->watch_connectivity([](auto) {});
+    collector held;
+    for (int i = 0; i < 8; ++i) {
+      mute->report(sample_update(i), held.cb());
+      mute->publish(sample_event(static_cast<uint64_t>(i)), held.cb());
+      dead->publish(sample_event(static_cast<uint64_t>(i)), held.cb());
+    }
+    ASSERT_TRUE(silent.svc.wait_seen(8, 8)) << "the silent server never got the calls";
+    std::chrono::microseconds slowest{0};
+    for (int i = 0; i < 100; ++i) {
+      collector one;
+      ok->publish(sample_event(static_cast<uint64_t>(100 + i)), one.cb());
+      const auto rs = one.wait(1, 2 * deadline);
+      ASSERT_EQ(rs.size(), 1u) << "call " << i << " never completed";
+      EXPECT_EQ(rs[0].code, k_ok) << rs[0].message;
+      slowest = std::max(slowest, std::chrono::duration_cast<std::chrono::microseconds>(rs[0].latency));
+    }
+    // Half the deadline: a machine slow enough to miss it is not the failure this looks for.
+    EXPECT_LT(slowest.count(), std::chrono::microseconds(deadline / 2).count())
+        << "microseconds: a live call waited behind the silent targets' calls";
+    std::printf("[ measure  ] slowest of 100 live calls beside silent ones: %lld us\n",
+                static_cast<long long>(slowest.count()));
+    const auto ended = held.wait(24, 4 * deadline);
+    ASSERT_EQ(ended.size(), 24u);
+    for (const auto& r : ended) EXPECT_EQ(r.code, k_deadline_exceeded) << r.message;
   }
   ::close(fd);
 }
@@ -895,12 +952,26 @@ TEST_F(PolicyClientOptions, RejectsBadValuesWithAReason) {
   expect_rejected(o, "needs ca_file");
 }
 
+// As the image's user (root reads any file, so as root the check never runs).
 TEST_F(PolicyClientOptions, RejectsAnUnreadableFile) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root reads any file";
   fs::permissions(pem, fs::perms::none);
   client_options o;
   o.ca_file = pem;
-  expect_rejected(o, "not readable");
+  const fs::path mine = dir;
+  KVRELAY_EXPECT_UNPRIVILEGED(
+      [&]() -> std::string {
+        const auto why = policy_client::validate(o);
+        if (why.find("not readable") == std::string::npos)
+          return "validate says '" + why + "', not that the file is not readable";
+        std::string err;
+        if (policy_client::make(o, err) != nullptr || err != why)
+          return "make() accepted it or said something else: '" + err + "'";
+        return "";
+      },
+      [mine] {
+        std::error_code ec;
+        fs::remove_all(mine, ec);
+      });
 }
 
 // -- TLS and mutual TLS -------------------------------------------------------------------------

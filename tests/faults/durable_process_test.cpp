@@ -10,11 +10,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <random>
 #include <thread>
 
+#include "base/fingerprint.hpp"
 #include "base/snapshot_format.hpp"
 #include "tests/support/fault_fixture.hpp"
 #include "tools/fake-engine/engine_http.hpp"
@@ -82,39 +84,94 @@ bool server_within_truth(fault_env& env) {
   return true;
 }
 
+// The position (next seq) of the newest snapshot in `state_dir` that decodes; nullopt if none.
+std::optional<uint64_t> snapshot_position(const std::string& state_dir) {
+  std::optional<uint64_t> seq;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(state_dir, ec)) {
+    if (e.path().extension() != ".kvsnap") continue;
+    const auto d = snapshot::decode(read_file(e.path().string()));
+    if (d.snapshot) seq = std::max(seq.value_or(0), d.snapshot->next_seq);
+  }
+  return seq;
+}
+
+// A block the engine stores in its first batch and never evicts (the model's counter never draws
+// its hash): once the ring has moved past that batch, only a snapshot can bring it back.
+struct pinned_block {
+  fake::fake_event store;
+  std::pair<std::string, std::string> key;
+  pinned_block() {
+    store.t = fake::fake_event::type::stored;
+    store.block_size = 16;
+    for (uint32_t t = 0; t < 16; ++t) store.token_ids.push_back(27000 + t);
+    store.block_hashes.push_back(fake::fake_hash::u(0x5eed5eed5eed5eedULL));
+    key = {"", hex_be8(fingerprint::prefixes(store.token_ids, 16, false, 0).at(0))};
+  }
+  index_view with(index_view v) const {
+    v[key] = {16, 1};
+    return v;
+  }
+};
+
 TEST(DurableProcess, SigkillAtRandomMomentsIsExactWhileTheRingCoversIt) {
   temp_dir dir;
   fault_env::options o;
-  o.buffer_steps = 3000;  // ~30 s at the load below: far longer than a snapshot interval
+  // ~10 s at the load below: far longer than a snapshot's age at any kill (one is written every
+  // 50 ms), yet passed by the run's history before the first restart, so a cold start could
+  // not be exact (the pinned block is older than the ring).
+  o.buffer_steps = 1000;
   fault_env env(o);
   fake::engine_http metrics{fake::engine_description{}, "127.0.0.1", 0, nullptr};
   const std::string state = dir.path() + "/state";
   dir.write("kvrelay.toml", config_for(env, state, metrics.url() + "/metrics", "50ms"));
+  const pinned_block pinned;
+  env.publish_events({pinned.store});
   engine_load load(env);
   std::mt19937_64 rng(std::random_device{}());
-  uint64_t restored = 0;
   for (int round = 0; round < 8; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     child_process p({binary, "--config", dir.file("kvrelay.toml")}, dir.path());
     ASSERT_GT(p.pid(), 0);
+    const uint64_t started_at = env.engine->next_seq();
     load.resume(10ms);
-    // Somewhere between the restore and a few dozen snapshots later (writes every 50 ms, so a
-    // kill often lands inside one).
-    std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 1500));
+    // The kill lands at a random moment after this daemon wrote a snapshot of its own (so after
+    // its restore, when it had one to restore) and after the ring moved past the pinned block:
+    // waited for as states, so a slow start never turns a round into a different test.
+    ASSERT_TRUE(wait_until(
+        [&] {
+          const auto at = snapshot_position(state);
+          return at && *at > started_at && env.engine->next_seq() > o.buffer_steps + 50;
+        },
+        60s))
+        << "no snapshot of this daemon's, or the engine is slow\n" << p.err();
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 1500));
     p.signal(SIGKILL);
     ASSERT_TRUE(p.wait(5s).has_value());
-    restored += p.err().find("durable index restored") != std::string::npos;
     expect_untorn(state, round);
     load.pause();
-    // The next daemon must bring the server to the engine's truth from the snapshot and the ring.
+    // The next daemon must bring the server to the engine's truth from the snapshot and the ring:
+    // its start clears the server (so nothing the killed one sent counts), then the pinned block
+    // can only come from the snapshot.
+    const auto clears = env.server.index().counters().cleared_events;
     child_process q({binary, "--config", dir.file("kvrelay.toml")}, dir.path());
     ASSERT_GT(q.pid(), 0);
-    EXPECT_EQ(env.wait_consistent(20s), "") << q.err();
+    ASSERT_TRUE(wait_until(
+        [&] { return env.server.index().counters().cleared_events > clears; }, 20s))
+        << "the restarted daemon never cleared the server\n" << q.err();
+    std::string diff;
+    wait_until(
+        [&] {
+          diff = describe_diff(pinned.with(env.model.expected()), server_view(env.server));
+          return diff.empty();
+        },
+        20s);
+    EXPECT_EQ(diff, "") << q.err();
+    EXPECT_NE(q.err().find("durable index restored"), std::string::npos) << q.err();
     EXPECT_EQ(q.err().find("history lost"), std::string::npos) << q.err();
     q.signal(SIGKILL);
     ASSERT_TRUE(q.wait(5s).has_value());
   }
-  EXPECT_GE(restored, 6u) << "most rounds must have started from a snapshot";
 }
 
 TEST(DurableProcess, SigkillBeyondTheRingColdStartsCleanly) {
@@ -127,16 +184,30 @@ TEST(DurableProcess, SigkillBeyondTheRingColdStartsCleanly) {
   dir.write("kvrelay.toml", config_for(env, state, metrics.url() + "/metrics", "50ms"));
   engine_load load(env);
   std::mt19937_64 rng(std::random_device{}());
-  int moved_on = 0;
   for (int round = 0; round < 5; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     child_process p({binary, "--config", dir.file("kvrelay.toml")}, dir.path());
+    const uint64_t started_at = env.engine->next_seq();
     load.resume(10ms);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300 + rng() % 700));
+    // The kill lands at a random moment after this daemon wrote a snapshot of its own (a state,
+    // waited for): the next daemon always finds one, which the ring no longer reaches. A kill
+    // before the first write (a slow start) left round 0 with none, so a cold start against a
+    // ring that had moved on, incomplete and neither exact nor a discard.
+    ASSERT_TRUE(wait_until(
+        [&] {
+          const auto at = snapshot_position(state);
+          return at && *at > started_at;
+        },
+        30s))
+        << "no snapshot of this daemon's\n" << p.err();
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 700));
     p.signal(SIGKILL);
     ASSERT_TRUE(p.wait(5s).has_value());
     expect_untorn(state, round);
-    std::this_thread::sleep_for(500ms);  // the engine publishes past the ring while it is down
+    // The engine publishes past the ring while it is down.
+    const uint64_t killed_at = env.engine->next_seq();
+    ASSERT_TRUE(wait_until([&] { return env.engine->next_seq() > killed_at + 2 * o.buffer_steps; },
+                           20s));
     child_process q({binary, "--config", dir.file("kvrelay.toml")}, dir.path());
     std::this_thread::sleep_for(1s);
     load.pause();
@@ -148,11 +219,11 @@ TEST(DurableProcess, SigkillBeyondTheRingColdStartsCleanly) {
         },
         20s);
     EXPECT_TRUE(ok) << env.wait_consistent(0ms) << q.err();
-    moved_on += q.err().find("ring_moved_on") != std::string::npos;
+    EXPECT_NE(q.err().find("ring_moved_on"), std::string::npos)
+        << "the engine published two rings past the snapshot\n" << q.err();
     q.signal(SIGKILL);
     ASSERT_TRUE(q.wait(5s).has_value());
   }
-  EXPECT_GE(moved_on, 1) << "the ring must have moved on in some rounds";
 }
 
 }  // namespace

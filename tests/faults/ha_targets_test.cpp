@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <memory>
 
@@ -76,14 +77,25 @@ class ha_env {
     return ::testing::AssertionSuccess();
   }
 
-  /// No batch lost, dropped or skipped over the whole run.
+  /// No batch lost, dropped or skipped over the whole run. Summed over every label set: a
+  /// dropped batch is counted under its `reason`, which an exact lookup by replica never finds.
   ::testing::AssertionResult no_gap() {
     for (const char* m : {"kvrelay_seq_gaps_total", "kvrelay_batches_lost_total",
-                          "kvrelay_batches_dropped_total"}) {
-      const double v = env.metric(m);
+                          "kvrelay_batches_dropped_total", "kvrelay_history_lost_total"}) {
+      const double v = env.metric_sum(m);
       if (v > 0) return ::testing::AssertionFailure() << m << " = " << v;
     }
     return ::testing::AssertionSuccess();
+  }
+
+  /// A numeric field of target i's entry under the debouncer in /debug/tree (-1 when absent).
+  int64_t target_field(size_t i, const std::string& field) {
+    return env.grandchild_field("debouncer", "target[" + server(i).target() + "]", field);
+  }
+  /// Calls to target i that ended at kvrelay's own deadline (0 when none yet).
+  double deadlines(size_t i) {
+    return std::max(0.0, env.metric_sum("kvrelay_rpc_total", {{"target", server(i).target()},
+                                                              {"code", "DEADLINE_EXCEEDED"}}));
   }
 
  private:
@@ -226,16 +238,50 @@ TEST_F(HaTargets, RpcModeEvictionsReachEveryTargetAndARestartedOneConverges) {
   }
 }
 
-// (c) One server stalled (every call held unanswered): it falls behind past max_target_lag,
-// stops queueing, and is re-reported in full once it answers again.
+// (c) One server stalled (every call held unanswered) for longer than the RPC deadline: its
+// units queue past max_target_lag (a bound ordinary traffic never reaches), the deadline ends the
+// held calls, and it is re-reported in full once it answers again. Meanwhile the two others are
+// exact after every round well within the deadline: had anything waited on the stalled target,
+// they would have waited for the deadline, or for ever while its calls are held.
 TEST_F(HaTargets, StalledServerNeitherStallsIngestionNorTheOthers) {
-  ha.env.cfg.server.rpc_timeout = 300ms;
-  ha.env.cfg.server.max_target_lag = 4096;  // a few units: the bound is crossed during the stall
+  constexpr auto deadline = 8s;
+  ha.env.cfg.server.rpc_timeout = deadline;
+  // A 10-step round carries ~100 ops (~5 KB of units), the start's 40 steps ~20 KB: ordinary
+  // traffic never has 64 KiB waiting for one target; a dozen rounds that nothing acknowledges do.
+  ha.env.cfg.server.max_target_lag = 64 << 10;
   ASSERT_NO_FATAL_FAILURE(start_all_exact(ha));
+  ASSERT_NO_FATAL_FAILURE(traffic_while_affected(ha, ha_env::n, 3));
+  for (size_t i = 0; i < ha_env::n; ++i) {
+    ASSERT_EQ(ha.target_field(i, "lag_overflows"), 0) << "ordinary traffic crossed the bound";
+    ASSERT_EQ(ha.deadlines(i), 0.0) << "server " << i;
+  }
+
   const size_t down = 0;  // the first target: the one a single-link emitter would use
   ha.server(down).set_black_hole(true);
-  ASSERT_NO_FATAL_FAILURE(traffic_while_affected(ha, down, 8));
+  // Rounds of 20 steps while the calls are held: the others keep up, each round well inside the
+  // deadline, and the stalled target's units pile up past the bound long before it.
+  const auto others_keep_up = [&](int round) {
+    ASSERT_TRUE(ha.publish_and_ingest(20)) << "round " << round;
+    for (size_t i = 1; i < ha_env::n; ++i)
+      ASSERT_EQ(ha.wait_exact(i, deadline / 2), "") << "server " << i << " in round " << round;
+  };
+  int round = 0;
+  while (ha.target_field(down, "lag_overflows") < 1 && round < 40)
+    ASSERT_NO_FATAL_FAILURE(others_keep_up(round++));
+  ASSERT_GE(ha.target_field(down, "lag_overflows"), 1)
+      << "the stalled target's units never passed max_target_lag in " << round << " rounds";
+  EXPECT_EQ(ha.deadlines(down), 0.0) << "the bound was crossed before any deadline";
+  // Held until kvrelay's own deadline has ended a call to it (the deadline path ran), then one
+  // more round: the failure on the stalled target costs the others nothing either.
+  ASSERT_TRUE(wait_until([&] { return ha.deadlines(down) >= 1; }, 3 * deadline))
+      << "no call to the stalled server reached its deadline";
+  ASSERT_NO_FATAL_FAILURE(others_keep_up(round++));
   EXPECT_GE(ha.server(down).calls().black_holed, 1u) << "the stall held kvrelay's calls";
+  for (size_t i = 1; i < ha_env::n; ++i) {
+    EXPECT_EQ(ha.target_field(i, "lag_overflows"), 0) << "server " << i;
+    EXPECT_EQ(ha.deadlines(i), 0.0) << "server " << i;
+  }
+
   ha.server(down).set_black_hole(false);
   ASSERT_NO_FATAL_FAILURE(traffic_while_affected(ha, down, 2));
   EXPECT_EQ(ha.wait_exact(down, 30s), "") << "the stalled server converges once it answers";

@@ -136,16 +136,18 @@ TEST(ProcessSignals, SigtermWhilePublishingExitsZeroInTime) {
   load.join();
   ASSERT_TRUE(code.has_value()) << p.err();
   EXPECT_EQ(*code, 0) << p.err();
-  // In time: the drain ended, by itself or at its deadline (the daemon measures it and says
-  // which), and the process exited after it.
-  const bool finished = p.err().find("shutdown drain finished") != std::string::npos;
-  const bool timed_out = p.err().find("drain timed out") != std::string::npos;
-  EXPECT_TRUE(finished || timed_out) << p.err();
+  // In time: the drain finished by itself (the server answers, so nothing can hold it to main's
+  // 5 s deadline: a drain that timed out is a failure here, whatever the exit code), and the
+  // process exited soon after it. The bound is the deadline plus the stop's own slack (an
+  // emitter's connectivity watch takes up to 1 s to see its stop flag): a drain or stop that
+  // hangs past the deadline fails, a slow machine does not.
+  EXPECT_NE(p.err().find("shutdown drain finished"), std::string::npos) << p.err();
+  EXPECT_EQ(p.err().find("drain timed out"), std::string::npos) << p.err();
   EXPECT_NE(p.err().find("kvevent-subscriber stopped"), std::string::npos) << p.err();
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(took).count();
-  std::printf("[ measure  ] SIGTERM to exit while publishing %llu batches: %lld ms%s\n",
-              static_cast<unsigned long long>(env.engine->next_seq()), static_cast<long long>(ms),
-              timed_out ? " (drain deadline hit)" : "");
+  EXPECT_LT(ms, 5000 + 3000) << "SIGTERM to exit, in ms\n" << p.err();
+  std::printf("[ measure  ] SIGTERM to exit while publishing %llu batches: %lld ms\n",
+              static_cast<unsigned long long>(env.engine->next_seq()), static_cast<long long>(ms));
 }
 
 // A policy server that never answered holds nothing of the replica: the shutdown lines say so

@@ -32,7 +32,10 @@ TEST(ReplayReask, ColdStartAgainstABusyEngineEndsExactWithNoLossDeclared) {
     env.publish_steps(5000);
     std::string err;
     ASSERT_TRUE(env.start_daemon(&err, /*sync=*/false)) << err;
-    // The engine keeps going at ~200 batches/s while kvrelay catches up.
+    // The engine keeps going at ~200 batches/s while kvrelay catches up, until kvrelay has both
+    // received a live batch and asked the ring again after a reply that stopped short: the
+    // states this test is about. Then the engine pauses, so how fast kvrelay reads the rest of
+    // the ring (a loaded machine, a sanitizer) decides nothing; the catch-up must still end.
     std::atomic<bool> done{false};
     std::thread engine_loop([&] {
       while (!done.load()) {
@@ -40,19 +43,22 @@ TEST(ReplayReask, ColdStartAgainstABusyEngineEndsExactWithNoLossDeclared) {
         std::this_thread::sleep_for(5ms);
       }
     });
-    const bool live = wait_until(
-        [&] { return env.ingress_flag("live") && !env.ingress_flag("catching_up"); }, 30s);
+    const bool busy_catch_up = wait_until(
+        [&] {
+          return env.ingress_flag("live") && env.ingress_field("replays_continued") > 0;
+        },
+        60s);
     done = true;
     engine_loop.join();
-    ASSERT_TRUE(live) << "the catch-up never ended";
+    ASSERT_TRUE(busy_catch_up) << "no live batch, or no reply cut short, while the engine ran";
+    ASSERT_TRUE(wait_until([&] { return !env.ingress_flag("catching_up"); }, 60s))
+        << "the catch-up never ended";
     EXPECT_EQ(env.wait_consistent(15s), "");
     EXPECT_EQ(env.metric("kvrelay_history_lost_total"), 0);
     EXPECT_EQ(env.metric("kvrelay_batches_lost_total"), 0);
     EXPECT_EQ(env.metric("kvrelay_history_skipped_batches_total"), 0);
     EXPECT_EQ(env.metric("kvrelay_index_incomplete"), 0) << "the ring held everything from 0";
     EXPECT_GT(env.engine->stats().replay_dropped, 0u) << "the engine must have dropped replies";
-    // The ingress' status reads its source now (/metrics publishes at most once a second).
-    EXPECT_GT(env.ingress_field("replays_continued"), 0);
   }
 }
 

@@ -28,7 +28,8 @@ privilege escalation, all capabilities dropped, read-only root file system, no v
 
 Usage: check_image.py OCI_TAR BUILD_DIR     (BUILD_DIR holds tools/fake-engine and policy-server)
 Needs root, skopeo and umoci. Exit 0 pass, 1 fail. A kernel that forbids namespaces prints a
-"SKIP: " line for step 3 and the rest still runs.
+"SKIP: " line for step 3 and the rest still runs; with CI=true that is a failure instead (CI's
+image stage exists to run the image: a stage that did not run it must not pass).
 """
 import fcntl
 import json
@@ -475,8 +476,13 @@ def main():
                          image["revision"])
             probe = run(["unshare", "--net", "--mount", "--pid", "--fork", "true"])
             if probe.returncode != 0:
-                print(f"SKIP: the kernel refuses namespaces here ({probe.stderr.strip()}): "
-                      "the image was not run")
+                why = (f"the kernel refuses namespaces here ({probe.stderr.strip()}): "
+                       "the image was not run")
+                if os.environ.get("CI") == "true":
+                    print(f"FAIL (CI=true, cannot run): {why}")
+                    failures.append(why)
+                else:
+                    print(f"SKIP: {why}")
             else:
                 r = subprocess.run(["unshare", "--net", "--mount", "--propagation", "private",
                                     "--fork", "--", sys.executable, os.path.abspath(__file__),

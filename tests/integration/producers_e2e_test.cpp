@@ -138,14 +138,17 @@ TEST_F(Producers, OneBadEventOfEachKindCostsOnlyItself) {
   const auto c = token_range(9000, 16);
   h->publish({stored(u_hashes({91}), a, bs)});
   ASSERT_TRUE(wait_on_server(a));
-  // Era I maps: a store with a str block_hashes, a removal of a (its hashes a str: lost), a clear
-  // with a medium of the wrong type (lost too), an event with no type; good ones between them.
+  // One batch, era C tuples and maps mixed: a store cut short (no tokens), a good store of b, a
+  // removal of a whose hash list also holds a nil (the event is lost, a's hash with it), a clear
+  // with a medium of the wrong type (lost too), an event with no type, a good store of c.
   auto bad_store = stored(u_hashes({92}), b, bs);
   bad_store.truncate_slots = 3;  // tuple era: [BlockStored, [h], nil] has no tokens
   const std::string good_b = fake::encode_event(stored(u_hashes({93}), b, bs), wire_era::c);
   const std::string good_c = fake::encode_event(stored(u_hashes({94}), c, bs), wire_era::c);
+  // [BlockRemoved, [91, nil], "GPU"]: 91 is a's hash, so a decoder that applied the rest of a
+  // bad hash list would evict a.
   const std::string bad_removal = fake::from_hex(
-      "93 ac 42 6c 6f 63 6b 52 65 6d 6f 76 65 64 a1 78 a3 47 50 55").value();  // hashes "x"
+      "93 ac 42 6c 6f 63 6b 52 65 6d 6f 76 65 64 92 5b c0 a3 47 50 55").value();
   const std::string bad_clear = fake::from_hex(
       "82 a4 74 79 70 65 b0 41 6c 6c 42 6c 6f 63 6b 73 43 6c 65 61 72 65 64 a6 6d 65 64 69 75 6d "
       "01").value();  // {type: AllBlocksCleared, medium: 1}

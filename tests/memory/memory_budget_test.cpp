@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <map>
 
 namespace kvrelay {
@@ -19,6 +20,9 @@ constexpr uint64_t MiB = uint64_t{1} << 20;
 TEST(BudgetTicket, ChargesItsQueueUntilDestroyed) {
   auto b = memory_budget::make(96 * MiB, budget_source::config);
   EXPECT_EQ(b->limit_bytes(), 16 * MiB);  // MD1: a sixth
+  EXPECT_EQ(b->limit_messages(), 16u * 1024);  // MD1: one per KiB of it
+  EXPECT_EQ(b->total_bytes(), 96 * MiB);
+  EXPECT_EQ(b->source(), budget_source::config);
   {
     auto t = b->charge(budget_queue::shard, 1000);
     EXPECT_EQ(t.bytes(), 1000 + memory_budget::message_overhead);
@@ -39,10 +43,14 @@ TEST(BudgetTicket, MovesWithoutReleasingAndReleasesOnce) {
     auto t = b->charge(budget_queue::debouncer, 10);
     outer = std::move(t);
     EXPECT_TRUE(t.empty());  // NOLINT(bugprone-use-after-move): moved-from is empty
+    EXPECT_EQ(t.bytes(), 0u);  // NOLINT(bugprone-use-after-move): and holds no bytes
+    EXPECT_EQ(outer.bytes(), 10 + memory_budget::message_overhead);
     EXPECT_EQ(b->messages(budget_queue::debouncer), 1u);
   }
   EXPECT_EQ(b->messages(budget_queue::debouncer), 1u);  // the moved-from one released nothing
   outer.release();
+  EXPECT_EQ(outer.bytes(), 0u);
+  EXPECT_TRUE(outer.empty());
   outer.release();
   EXPECT_EQ(b->used_bytes(), 0u);
   EXPECT_EQ(b->used_messages(), 0u);
@@ -155,6 +163,11 @@ TEST(BudgetGate, MG5_TrimsOnceAfterAnOverloadWhenTheQueuesDrained) {
   d = g.observe(0, 0, 800, 80, 6 * s);
   EXPECT_TRUE(d.trim);
   EXPECT_TRUE(d.after_overload);
+  // A trim answers for the overload before it: the next spike, below the limits, is not one.
+  g.observe(200, 0, 800, 80, 7 * s);
+  d = g.observe(0, 0, 800, 80, 8 * s);
+  EXPECT_TRUE(d.trim);
+  EXPECT_FALSE(d.after_overload);
 }
 
 // A burst that never reached the limits (no cgroup: the default budget) still gives its heap back.
@@ -162,6 +175,8 @@ TEST(BudgetGate, MG5_ASpikeBelowTheLimitsTrimsToo) {
   constexpr uint64_t s = 1'000'000'000;
   budget_gate g;
   auto d = g.observe(199, 0, 800, 80, 0);  // under a quarter: no spike
+  EXPECT_FALSE(d.trim_due);
+  d = g.observe(0, 19, 800, 80, 0);  // under a quarter of the messages too
   EXPECT_FALSE(d.trim_due);
   EXPECT_FALSE(g.observe(0, 0, 800, 80, 1 * s).trim);
   d = g.observe(0, 20, 800, 80, 2 * s);  // a quarter of the messages
@@ -274,6 +289,102 @@ TEST(ResolveBudget, MS4_NoLimitIsTheDefault) {
   // Nothing readable at all (no /proc): the default too.
   c = resolve_budget(0, fake_fs{}.reader());
   EXPECT_EQ(c.source, budget_source::fallback);
+}
+
+// MS2 vs MS3 on a hybrid host: a v1 memory controller without a limit is no limit, whatever a
+// v2 file says (the v2 hierarchy has no memory controller there).
+TEST(ResolveBudget, MS3_OnlyOnAPureV2Host) {
+  fake_fs fs;
+  fs.files["/proc/self/cgroup"] = "4:memory:/\n0::/svc\n";
+  fs.files["/sys/fs/cgroup/memory/memory.limit_in_bytes"] = "9223372036854771712\n";
+  fs.files["/sys/fs/cgroup/svc/memory.max"] = "268435456\n";
+  EXPECT_EQ(resolve_budget(0, fs.reader()).source, budget_source::fallback);
+  // Only the "0::" line is v2: an empty controller list under another hierarchy id is not.
+  fs.files.clear();
+  fs.files["/proc/self/cgroup"] = "0::/svc\n7::/other\n";
+  fs.files["/sys/fs/cgroup/svc/memory.max"] = "268435456\n";
+  fs.files["/sys/fs/cgroup/other/memory.max"] = "134217728\n";
+  const auto c = resolve_budget(0, fs.reader());
+  EXPECT_EQ(c.cgroup_file, "/sys/fs/cgroup/svc/memory.max");
+  EXPECT_EQ(c.cgroup_limit, 256 * MiB);
+}
+
+// A limit file is one decimal number, spaces around it allowed; anything else, zero, or a value
+// at "no limit" (2^62 and up) or past 64 bits is no limit.
+TEST(ResolveBudget, MS2_LimitFileValues) {
+  const auto with = [](const std::string& text) {
+    fake_fs fs;
+    fs.files["/proc/self/cgroup"] = "0::/\n";
+    fs.files["/sys/fs/cgroup/memory.max"] = text;
+    return resolve_budget(0, fs.reader());
+  };
+  EXPECT_EQ(with("  268435456 \n").cgroup_limit, 256 * MiB) << "spaces around it";
+  for (const char* bad : {"268435456abc", "12 34", "0", "-5", "", "   ",
+                          "4611686018427387904",  // 2^62: no limit (MS4)
+                          "99999999999999999999999"}) {
+    const auto c = with(bad);
+    EXPECT_EQ(c.source, budget_source::fallback) << "'" << bad << "'";
+    EXPECT_EQ(c.bytes, default_budget_bytes) << "'" << bad << "'";
+  }
+  EXPECT_EQ(with("4611686018427387903").source, budget_source::cgroup_v2) << "just under 2^62";
+}
+
+// A reader that leaves errno set (as a failed open does) must not make a good value unreadable.
+TEST(ResolveBudget, MS2_AStaleErrnoIsNotAParseError) {
+  fake_fs fs;
+  fs.files["/proc/self/cgroup"] = "0::/\n";
+  fs.files["/sys/fs/cgroup/memory.max"] = "268435456\n";
+  const auto inner = fs.reader();
+  const auto c = resolve_budget(0, [&](const std::string& p) {
+    auto r = inner(p);
+    errno = ENOENT;
+    return r;
+  });
+  EXPECT_EQ(c.source, budget_source::cgroup_v2);
+  EXPECT_EQ(c.cgroup_limit, 256 * MiB);
+}
+
+TEST(ResolveBudget, MS1_TheSmallestConfiguredValueWins) {
+  const auto c = resolve_budget(1, fake_fs{}.reader());
+  EXPECT_EQ(c.source, budget_source::config);
+  EXPECT_EQ(c.bytes, 1u);
+}
+
+// MS4's margin: a quarter of the limit, at least 24 MiB; the budget never under 8 MiB.
+TEST(ResolveBudget, MS4_TheMarginIsAQuarterAtLeast24MiB) {
+  const auto budget_for = [](uint64_t limit) {
+    fake_fs fs;
+    fs.files["/proc/self/cgroup"] = "0::/\n";
+    fs.files["/sys/fs/cgroup/memory.max"] = std::to_string(limit);
+    return resolve_budget(0, fs.reader()).bytes;
+  };
+  EXPECT_EQ(budget_for(40 * MiB), 16 * MiB) << "40 less 24";
+  EXPECT_EQ(budget_for(96 * MiB), 72 * MiB) << "a quarter and 24 MiB agree";
+  EXPECT_EQ(budget_for(128 * MiB), 96 * MiB) << "a quarter (the injector's limit)";
+  EXPECT_EQ(budget_for(1024 * MiB), 768 * MiB) << "a quarter";
+  EXPECT_EQ(budget_for(24 * MiB), 8 * MiB) << "nothing left: the floor";
+  EXPECT_EQ(budget_for(32 * MiB), 8 * MiB) << "exactly the floor";
+  EXPECT_EQ(budget_for(33 * MiB), 9 * MiB) << "just above the floor";
+}
+
+// For --check and the log: MiB when whole, bytes otherwise; where it came from.
+TEST(ResolveBudget, DescribeSaysWhereTheBudgetCameFrom) {
+  budget_choice c;
+  c.bytes = 96 * MiB;
+  c.source = budget_source::config;
+  EXPECT_EQ(describe(c), "96 MiB (config)");
+  c.source = budget_source::fallback;
+  c.bytes = default_budget_bytes;
+  EXPECT_EQ(describe(c), "512 MiB (default: no memory.budget and no cgroup memory limit)");
+  c.source = budget_source::cgroup_v2;
+  c.bytes = 99 * MiB / 2;
+  c.cgroup_limit = 99 * MiB;
+  c.cgroup_file = "/sys/fs/cgroup/memory.max";
+  EXPECT_EQ(describe(c),
+            "51904512 bytes (cgroup-v2: limit 99 MiB in /sys/fs/cgroup/memory.max, less a margin)");
+  c.source = budget_source::cgroup_v1;
+  c.bytes = 3 * MiB;
+  EXPECT_EQ(describe(c).rfind("3 MiB (cgroup-v1: limit 99 MiB in", 0), 0u) << describe(c);
 }
 
 TEST(ResolveBudget, MS4_ASmallLimitKeepsEightMiB) {

@@ -18,7 +18,7 @@ A family absent from the scrape fails unless FAULT_ONLY lists it with the reason
 in the test's run. A rename anywhere (code, rules, dashboard, docs) therefore fails here.
 
 Usage: check_metric_names.py METRICS_FILE REPO_ROOT
-Exit 0 pass, 1 fail, 77 skip (PyYAML missing).
+Exit 0 pass, 1 fail, 77 skip (PyYAML missing; with CI=true that is a failure, exit 1).
 """
 import json
 import os
@@ -28,11 +28,20 @@ import subprocess
 import sys
 import tempfile
 
+
+def cannot_run(why):
+    """Skip (exit 77) outside CI; with CI=true a check that cannot run fails (exit 1)."""
+    if os.environ.get("CI") == "true":
+        print(f"FAIL (CI=true, cannot run): {why}")
+        sys.exit(1)
+    print(f"SKIP: {why}")
+    sys.exit(77)
+
+
 try:
     import yaml
 except ImportError:
-    print("SKIP: PyYAML (Debian python3-yaml) is not installed")
-    sys.exit(77)
+    cannot_run("PyYAML (Debian python3-yaml) is not installed")
 
 RULES = "deploy/prometheus/kvrelay-rules.yaml"
 DASHBOARD = "deploy/grafana/kvrelay.json"

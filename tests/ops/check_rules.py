@@ -12,7 +12,8 @@ docs/operations.md and the PrometheusRule promise.
      in the repository CMakeLists.txt names (HOMEPAGE_URL), and no alert has a relative `runbook`;
   4. the PrometheusRule in deploy/kubernetes/monitoring/ carries exactly the same groups.
 
-Usage: check_rules.py REPO_ROOT    Exit 0 pass, 1 fail, 77 skip (promtool or PyYAML missing).
+Usage: check_rules.py REPO_ROOT    Exit 0 pass, 1 fail, 77 skip (promtool or PyYAML missing;
+with CI=true that is a failure, exit 1).
 """
 import os
 import re
@@ -20,11 +21,20 @@ import shutil
 import subprocess
 import sys
 
+
+def cannot_run(why):
+    """Skip (exit 77) outside CI; with CI=true a check that cannot run fails (exit 1)."""
+    if os.environ.get("CI") == "true":
+        print(f"FAIL (CI=true, cannot run): {why}")
+        sys.exit(1)
+    print(f"SKIP: {why}")
+    sys.exit(77)
+
+
 try:
     import yaml
 except ImportError:
-    print("SKIP: PyYAML (Debian python3-yaml) is not installed")
-    sys.exit(77)
+    cannot_run("PyYAML (Debian python3-yaml) is not installed")
 
 RULES = "deploy/prometheus/kvrelay-rules.yaml"
 TESTS = "deploy/prometheus/kvrelay-rules.test.yaml"
@@ -44,8 +54,7 @@ def main():
     root = sys.argv[1]
     promtool = shutil.which("promtool")
     if not promtool:
-        print("SKIP: promtool is not installed (Debian package prometheus)")
-        return 77
+        cannot_run("promtool is not installed (Debian package prometheus)")
     failures = []
     for args in (["check", "rules", RULES], ["test", "rules", TESTS]):
         r = subprocess.run([promtool] + args, cwd=root, capture_output=True, text=True)

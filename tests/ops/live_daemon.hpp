@@ -21,6 +21,7 @@
 
 #include "tests/support/fault_fixture.hpp"
 #include "tests/support/harness.hpp"
+#include "tests/support/skip.hpp"
 
 namespace kvrelay::stats_e2e {
 class metrics_endpoint;
@@ -72,10 +73,3 @@ int run(const std::vector<std::string>& args, std::chrono::milliseconds timeout,
 
 }  // namespace kvrelay::ops
 
-/// Skips the test with `why`, printed on a "SKIP: " line too: scripts/test.sh repeats those
-/// lines in the CI log (ctest keeps skipped tests' output to itself).
-#define KVRELAY_SKIP(why)                         \
-  do {                                            \
-    std::cout << "SKIP: " << why << std::endl;    \
-    GTEST_SKIP() << why;                          \
-  } while (0)

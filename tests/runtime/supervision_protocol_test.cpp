@@ -53,6 +53,18 @@ const proto::action* find(const proto::actions& a, type t) {
   return nullptr;
 }
 
+// A log action's field by key ("" when absent), and the log action with `message`.
+std::string field_of(const proto::action& a, const std::string& key) {
+  for (const auto& f : a.fields)
+    if (f.key == key) return f.value;
+  return {};
+}
+const proto::action* log_of(const proto::actions& a, const std::string& message) {
+  for (const auto& x : a)
+    if (x.what == type::log && x.message == message) return &x;
+  return nullptr;
+}
+
 size_t count(const proto::actions& a, type t) {
   return static_cast<size_t>(
       std::count_if(a.begin(), a.end(), [t](const proto::action& x) { return x.what == t; }));
@@ -98,6 +110,9 @@ TEST(SupervisionProtocol, R1_StartsEmitterThenDataPathThenScraper) {
   }
   proto no_scraper{opts(false)};
   EXPECT_EQ(types(no_scraper.start(f.now)), (std::vector<type>{type::spawn, type::spawn}));
+  // Each unit's record says when its incarnation started (the admin tree's uptime).
+  EXPECT_EQ(f.p.record(pipeline_unit::datapath).started, f.now);
+  EXPECT_EQ(f.p.record(pipeline_unit::emitter).incarnation, 1u);
 }
 
 TEST(SupervisionProtocol, R3_AnEmitterRestartsAloneAfterItsBackoff) {
@@ -236,6 +251,8 @@ TEST(SupervisionProtocol, R6_AUnitUpForAWindowAfterBeingUnhealthyIsHealthyAgain)
   const auto* stable = find(s, type::schedule_stable);
   ASSERT_NE(stable, nullptr);
   EXPECT_EQ(stable->delay, 60'000ms);
+  EXPECT_EQ(stable->unit, pipeline_unit::emitter);
+  EXPECT_EQ(f.p.record(pipeline_unit::emitter).started, f.now) << "the new incarnation's start";
   // A stable timer of an older incarnation changes nothing.
   EXPECT_TRUE(f.p.stable_timer(pipeline_unit::emitter, stable->number - 1).empty());
   EXPECT_TRUE(f.p.unhealthy());
@@ -353,6 +370,115 @@ TEST(SupervisionProtocol, R9_TeardownWithAChildThatNeverGoesDownKillsItAtTheDead
   // Their DOWNs, if they ever come, change nothing.
   EXPECT_TRUE(f.p.child_down(actor_kind::decoder, 1, "killed", f.now).empty());
   EXPECT_TRUE(f.p.teardown_deadline().empty());
+}
+
+// Every log action names its pipeline and says what happened, with the unit and the reason.
+TEST(SupervisionProtocol, LogsNameThePipelineAndWhatHappened) {
+  fixture f;
+  f.p.start(f.now);
+  auto a = f.down(actor_kind::emitter, "rpc thread died");
+  const auto* l = log_of(a, "actor failed; restarting");
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(l->level, log::level::warn);
+  EXPECT_EQ(field_of(*l, "pipeline"), "p-0");
+  EXPECT_EQ(field_of(*l, "unit"), "emitter");
+  EXPECT_EQ(field_of(*l, "err"), "rpc thread died");
+  const auto* r = find(a, type::schedule_restart);
+  ASSERT_NE(r, nullptr);
+  f.now += r->delay;
+  a = f.p.restart_timer(pipeline_unit::emitter, r->number, f.now);
+  l = log_of(a, "actor restarted");
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(field_of(*l, "pipeline"), "p-0");
+  EXPECT_EQ(field_of(*l, "restarts"), "1");
+  for (int i = 0; i < 4; ++i) f.crash_and_restart(actor_kind::emitter);
+  a = f.down(actor_kind::emitter, "still dying");  // the sixth within the window
+  l = log_of(a, "pipeline keeps failing; marked unhealthy, retrying slowly");
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(l->level, log::level::error);
+  EXPECT_EQ(field_of(*l, "last_error"), "still dying");
+  EXPECT_EQ(field_of(*l, "retry_ms"), "30000");
+  // The teardown deadline names every child it killed.
+  f.p.teardown_requested();
+  a = f.p.teardown_deadline();
+  l = log_of(a, "children did not stop in time; killed");
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(field_of(*l, "pipeline"), "p-0");
+  EXPECT_EQ(field_of(*l, "children"), "ingress,decoder,debouncer,scraper")
+      << "the emitter was down, waiting for its restart";
+}
+
+// Stops and kills name the incarnation they are for, so the shell never stops a newer actor.
+TEST(SupervisionProtocol, R2_StopsAndKillsNameTheCurrentIncarnation) {
+  fixture f;
+  f.p.start(f.now);
+  f.crash_and_restart(actor_kind::decoder);  // the data path is incarnation 2 now
+  auto a = no_logs(f.down(actor_kind::decoder));
+  ASSERT_EQ(a.size(), 3u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(a[i].what, type::stop);
+    EXPECT_EQ(a[i].number, 2u) << i;
+  }
+  f.now += a[2].delay;
+  ASSERT_NE(find(f.p.restart_timer(pipeline_unit::datapath, a[2].number, f.now), type::spawn),
+            nullptr);  // 3
+  auto t = no_logs(f.p.teardown_requested());
+  ASSERT_EQ(t.back().what, type::stop);
+  EXPECT_EQ(t.back().child, actor_kind::ingress);
+  EXPECT_EQ(t.back().number, 3u);
+  auto k = f.p.teardown_deadline();
+  for (const auto& x : k) {
+    if (x.what != type::kill) continue;
+    const bool side = x.child == actor_kind::emitter || x.child == actor_kind::scraper;
+    EXPECT_EQ(x.number, side ? 1u : 3u) << to_string(x.child);
+  }
+}
+
+// The window is inclusive: a restart exactly one window after the first still counts with it.
+TEST(SupervisionProtocol, R5_TheWindowIncludesItsEdge) {
+  fixture f;
+  f.p.start(f.now);
+  const auto first = f.now;
+  f.crash_and_restart(actor_kind::emitter);
+  for (int i = 0; i < 4; ++i) f.crash_and_restart(actor_kind::emitter);
+  f.now = first + 60'000ms;  // the sixth failure, exactly a window after the first
+  auto a = f.down(actor_kind::emitter);
+  EXPECT_EQ(count(a, type::mark_unhealthy), 1u) << "six restarts within the window";
+}
+
+// A child that went down on its own during the teardown is no longer alive (and is not killed).
+TEST(SupervisionProtocol, R8_AChildDownDuringTeardownIsNotAliveAnyMore) {
+  fixture f;
+  f.p.start(f.now);
+  f.p.teardown_requested();
+  f.p.child_down(actor_kind::scraper, 1, "crash", f.now);
+  EXPECT_EQ(f.p.live_incarnation(actor_kind::scraper), 0u);
+  for (const auto& x : f.p.teardown_deadline())
+    EXPECT_FALSE(x.what == type::kill && x.child == actor_kind::scraper);
+}
+
+// A second teardown request while one runs changes nothing: no second deadline, no stop twice.
+TEST(SupervisionProtocol, R8_ASecondTeardownRequestDoesNothing) {
+  fixture f;
+  f.p.start(f.now);
+  ASSERT_FALSE(f.p.teardown_requested().empty());
+  EXPECT_TRUE(f.p.teardown_requested().empty());
+  // The order goes on as if asked once.
+  auto next = no_logs(f.p.child_down(actor_kind::ingress, 1, "user_shutdown", f.now));
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].child, actor_kind::decoder);
+}
+
+// A failed spawn counts only for the unit's current, live incarnation, and not in a teardown.
+TEST(SupervisionProtocol, R10_AStaleOrLateFailedSpawnIsIgnored) {
+  fixture f;
+  f.p.start(f.now);
+  f.crash_and_restart(actor_kind::emitter);  // incarnation 2 is up
+  EXPECT_TRUE(f.p.spawn_failed(pipeline_unit::emitter, 1, "old", f.now).empty());
+  EXPECT_EQ(f.p.live_incarnation(actor_kind::emitter), 2u);
+  f.p.teardown_requested();
+  EXPECT_TRUE(f.p.spawn_failed(pipeline_unit::emitter, 2, "late", f.now).empty());
+  EXPECT_EQ(f.p.record(pipeline_unit::emitter).last_error, "boom") << "the crash's, not 'late'";
 }
 
 TEST(SupervisionProtocol, R10_AFailedSpawnIsRetriedLikeACrash) {

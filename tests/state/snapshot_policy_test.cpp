@@ -40,6 +40,28 @@ TEST(SnapshotPolicy, AnotherStartTimeIsAnotherProcess) {  // RD3
   EXPECT_EQ(*v.discard, discard_reason::engine_restarted);
   EXPECT_NE(v.detail.find("160.5"), std::string::npos) << v.detail;
   EXPECT_FALSE(decide(taken(started(100.0)), me(), started(100.02)).use()) << "two ticks apart";
+  // The tolerance is strict: a difference of exactly 5 ms is another process (0.0 and 0.005
+  // differ by exactly the double 0.005).
+  EXPECT_FALSE(decide(taken(started(0.0)), me(), started(0.005)).use());
+}
+
+// The detail says what each side showed: a start time, a lifetime id, both, or none.
+TEST(SnapshotPolicy, TheDetailShowsBothSidesEvidence) {  // RD2-RD4
+  evidence id = started(100.0);
+  id.lifetime_id = "aaa";
+  evidence other = started(160.5);
+  other.lifetime_id = "bbb";
+  EXPECT_EQ(decide(taken(id), me(), other).detail,
+            "snapshot: process start 100.000000, lifetime id aaa; engine now: process start "
+            "160.500000, lifetime id bbb");
+  evidence only_id;
+  only_id.lifetime_id = "aaa";
+  evidence only_other_id;
+  only_other_id.lifetime_id = "ccc";
+  EXPECT_EQ(decide(taken(only_id), me(), only_other_id).detail,
+            "snapshot: lifetime id aaa; engine now: lifetime id ccc");
+  EXPECT_EQ(decide(taken(started(1.0)), me(), evidence{}).detail,
+            "snapshot: process start 1.000000; engine now: none");
 }
 
 TEST(SnapshotPolicy, LifetimeIdsDecideAloneWhenBothHaveOne) {  // RD2
@@ -81,7 +103,16 @@ TEST(SnapshotPolicy, AnotherPipelinesSnapshotIsNeverUsed) {  // RD1
     const auto v = decide(s, me(), started(1.0));
     ASSERT_FALSE(v.use()) << field;
     EXPECT_EQ(*v.discard, discard_reason::other_pipeline);
-    EXPECT_FALSE(v.detail.empty());
+    // The detail names the first field that differs, with both values.
+    static const char* const want[] = {
+        "written for replica_id \"vllm-1\", this pipeline's \"vllm-0\"",
+        "written for model_id \"mistral\", this pipeline's \"llama\"",
+        "written for tenant_id \"t2\", this pipeline's \"t1\"",
+        "written for hash_scheme \"sglang\", this pipeline's \"vllm\"",
+        "written for endpoint \"tcp://10.0.0.2:5557\", this pipeline's \"tcp://10.0.0.1:5557\"",
+        "written for topic \"\", this pipeline's \"kv\"",
+        "written for dp_rank 1, this pipeline's 0"};
+    EXPECT_EQ(v.detail, want[field]);
   }
 }
 
@@ -110,6 +141,7 @@ TEST(SnapshotPolicy, IntervalIsAQuarterOfTheRingsSpan) {  // RD8
   EXPECT_EQ(interval(1000, 5000.0), milliseconds(1000)) << "at least 1 s";
   EXPECT_EQ(interval(10000, 0.0), milliseconds(60000)) << "no rate known";
   EXPECT_EQ(interval(0, 100.0), milliseconds(60000));
+  EXPECT_EQ(interval(100, 1.0), milliseconds(25000)) << "one batch a second is a known rate";
 }
 
 }  // namespace

@@ -358,6 +358,16 @@ int64_t fault_env::ingress_field(const std::string& field) { return child_field(
 
 bool fault_env::ingress_flag(const std::string& field) { return child_flag("ingress", field); }
 
+int64_t fault_env::grandchild_field(const std::string& child, const std::string& grandchild,
+                                    const std::string& field) {
+  const auto c = child_entry(d.get(), child);
+  if (!c.is_object()) return -1;
+  for (const auto& g : c.value("children", nlohmann::json::array()))
+    if (g.value("name", "") == grandchild && g.contains(field) && g.at(field).is_number())
+      return g.at(field).get<int64_t>();
+  return -1;
+}
+
 bool fault_env::child_flag(const std::string& child, const std::string& field) {
   const auto c = child_entry(d.get(), child);
   return c.is_object() && c.contains(field) && c.at(field).is_boolean() && c.at(field).get<bool>();
@@ -390,6 +400,12 @@ double fault_env::metric(const std::string& name, label_set extra) const {
   label_set l{{"replica", replica}};
   for (auto& kv : extra) l.push_back(kv);
   return d ? d->metrics().value(name, l) : -1;
+}
+
+double fault_env::metric_sum(const std::string& name, label_set match) const {
+  label_set l{{"replica", replica}};
+  for (auto& kv : match) l.push_back(kv);
+  return d ? d->metrics().sum(name, l) : -1;
 }
 
 // -- processes, files, HTTP ---------------------------------------------------------------------

@@ -159,9 +159,17 @@ class fault_env {
   int64_t ingress_field(const std::string& field);
   /// A boolean field of the ingress' /debug/tree entry (false when absent).
   bool ingress_flag(const std::string& field);
+  /// A numeric field of a grandchild's /debug/tree entry, e.g. the debouncer's
+  /// "target[127.0.0.1:P]" ("lag_overflows", "units_failed"; -1 when absent).
+  int64_t grandchild_field(const std::string& child, const std::string& grandchild,
+                           const std::string& field);
 
   /// A counter or gauge of the daemon's registry with the replica label (-1 when absent).
   double metric(const std::string& name, label_set extra = {}) const;
+  /// The sum of every series of `name` with the replica label and `match` among its labels,
+  /// whatever its other labels (-1 when none exists yet, e.g. a family whose series are made on
+  /// the first count, such as kvrelay_batches_dropped_total{reason}).
+  double metric_sum(const std::string& name, label_set match = {}) const;
 
   policy::policy_server server;
   size_t buffer_steps = 100000;

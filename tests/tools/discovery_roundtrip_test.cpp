@@ -22,6 +22,7 @@
 #include "actors/discovery/engine_fetch.hpp"
 #include "actors/scraper/metric_profile.hpp"
 #include "net/http_fetch.hpp"
+#include "tests/support/skip.hpp"
 #include "tests/tools/zmq_peer.hpp"
 #include "tools/fake-engine/engine_http.hpp"
 #include "tools/fake-engine/publisher.hpp"
@@ -144,22 +145,26 @@ TEST_F(DiscoveryRoundtrip, SglangDp2AtPortZero) {
 }
 
 TEST_F(DiscoveryRoundtrip, SglangDp2AtBasePlusRankWithReplay) {
-  // Ports base and base + 1 for both sockets, like SGLang binds them (skip if +1 is taken).
-  publisher_options probe;
-  probe.bind = "tcp://127.0.0.1:*";
-  probe.replay_bind = "tcp://127.0.0.1:*";
-  std::string live, replay;
-  {
-    publisher p(probe);
-    live = "tcp://127.0.0.1:" + std::to_string(port_of(p.live_endpoint()));
-    replay = "tcp://127.0.0.1:" + std::to_string(port_of(p.replay_endpoint()));
-  }
+  // Ports base and base + 1 for both sockets, like SGLang binds them. Another process may hold
+  // a port next to an ephemeral one for a moment: a fresh pair of bases then, not a skip.
+  std::string live, replay, taken;
   std::unique_ptr<engine> e;
-  try {
-    e = std::make_unique<engine>(2, live, replay, sglang_engine());
-  } catch (const std::exception& ex) {
-    GTEST_SKIP() << "a port next to an ephemeral one is taken here: " << ex.what();
+  for (int attempt = 0; attempt < 20 && !e; ++attempt) {
+    publisher_options probe;
+    probe.bind = "tcp://127.0.0.1:*";
+    probe.replay_bind = "tcp://127.0.0.1:*";
+    {
+      publisher p(probe);
+      live = "tcp://127.0.0.1:" + std::to_string(port_of(p.live_endpoint()));
+      replay = "tcp://127.0.0.1:" + std::to_string(port_of(p.replay_endpoint()));
+    }
+    try {
+      e = std::make_unique<engine>(2, live, replay, sglang_engine());
+    } catch (const std::exception& ex) {
+      taken = ex.what();
+    }
   }
+  if (!e) KVRELAY_SKIP("20 pairs of ports next to ephemeral ones were taken here: " << taken);
   const auto d = discover_ok(e->http->url());
   ASSERT_EQ(d.publishers.size(), 2u);
   EXPECT_EQ(d.publishers[1].endpoint, e->pubs[1]->live_endpoint());
@@ -187,7 +192,7 @@ TEST_F(DiscoveryRoundtrip, Ipv6Loopback) {
   try {
     e = std::make_unique<engine>(2, "tcp://[::1]:0", "", vllm_engine(), "::1");
   } catch (const std::exception& ex) {
-    GTEST_SKIP() << "no IPv6 loopback here: " << ex.what();
+    KVRELAY_SKIP("no IPv6 loopback here: " << ex.what());
   }
   EXPECT_EQ(e->http->url().rfind("http://[::1]:", 0), 0u);
   const auto d = discover_ok(e->http->url());
