@@ -9,8 +9,12 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <utility>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace kvrelay {
 
@@ -132,8 +136,28 @@ uint64_t memory_budget::messages(budget_queue q) const noexcept {
 uint64_t memory_budget::used_bytes() const noexcept {
   uint64_t n = 0;
   for (const auto& b : bytes_) n += b.load(std::memory_order_relaxed);
-  if (holds() > 0) n += limit_bytes();  // MG6
+  if (holds() > 0 || (n > 0 && pressed())) n += limit_bytes();  // MG6, MG7
   return n;
+}
+
+void memory_budget::sample_rss(uint64_t now_ns) noexcept {  // MG7
+  if (process_limit() == 0) return;
+  uint64_t last = rss_sampled_ns_.load(std::memory_order_relaxed);
+  if (last != 0 && now_ns - std::min(now_ns, last) < 5'000'000) return;
+  if (!rss_sampled_ns_.compare_exchange_strong(last, now_ns, std::memory_order_relaxed)) return;
+  // statm: size resident shared text lib data dt, in pages. Resident counts the libraries'
+  // pages too: in a container they are charged to its cgroup like the heap.
+  static const int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char buf[128];
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return;
+  buf[n] = '\0';
+  const char* p = std::strchr(buf, ' ');
+  if (!p) return;
+  const uint64_t pages = std::strtoull(p + 1, nullptr, 10);
+  static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  note_rss(pages * page);
 }
 uint64_t memory_budget::used_messages() const noexcept {
   uint64_t n = 0;
@@ -303,7 +327,7 @@ budget_bounds derive_bounds(uint64_t budget_bytes, size_t pipelines) {
   b.rcvhwm = static_cast<int>(std::clamp<uint64_t>(budget_bytes / 16 / n / (32 * 1024), 64, 100000));
   b.max_pending =
       static_cast<size_t>(std::clamp<uint64_t>(budget_bytes / 4 / n / 128, 16384, 2000000));
-  b.index_bytes = budget_bytes / 8 * 7;  // MD5
+  b.index_bytes = budget_bytes / 4 * 3;  // MD5
   return b;
 }
 

@@ -17,7 +17,7 @@
 // so ZMQ's own bounded queue (rcvhwm, derived here) fills and the engine's PUB drops -- a
 // sequence gap, repaired by replay where the ring still holds it, else declared as lost history.
 //
-// The gate, per reading thread (MG1-MG5, tested directly in tests/memory/memory_budget_test.cpp):
+// The gate, per reading thread (MG1-MG7, tested directly in tests/memory/memory_budget_test.cpp):
 //  MG1. Not paused: reading goes on while the used bytes and messages are below their limits.
 //  MG2. A read that finds either at or over its limit pauses reading: one overload is counted and
 //       the pause's start is noted.
@@ -28,6 +28,15 @@
 //       come until its server took some) counts as a full queue: used_bytes() reports the limit
 //       on top of what is charged while any hold is on, so the readers pause (MG2) and resume
 //       only once every hold is off and the queues drained to half (MG3).
+//  MG7. Measured pressure: where the process has a memory limit (the cgroup's, set_process_limit),
+//       the readers sample the process' resident memory (note_rss, at most every 5 ms) and, while
+//       it is at or past the pressure line (the limit less a sixteenth) *and* the queues hold
+//       something, used_bytes() reports the limit on top, as a hold does (MG6): reading pauses
+//       until the queues drained. The charges count the payloads kvrelay knows of; what queued
+//       work really costs (allocator slack, envelopes, a walk's gRPC buffers) is measured here,
+//       so a burst the charges undercount ends in a pause, never in the OOM killer. With the
+//       queues empty the pressure does not count: whatever holds the memory then is not work in
+//       flight, and a reader that waited on it would stall the engine's stream for nothing.
 //  MG5. A spike -- either at a quarter of its limit or more, an overload (MG2) included -- makes
 //       one heap trim due; while it is due the reader keeps observing when idle (`trim_due`).
 //       The first observation with both at or below an eighth of the limits (the queues
@@ -39,8 +48,9 @@
 // drains them), so they are not gated; past their share, new blocks are refused instead.
 //  IB1. Every pipeline's index charges its exact bytes (its tables' arrays and cap queues) to
 //       the budget after each change of its size (index_charge), all pipelines together.
-//  IB2. The index share is 7/8 of the budget (MD5): what the queues keep at their least (MD1,
-//       five times budget/40, queued work holding about four times its charge) is the rest.
+//  IB2. The index share is 3/4 of the budget (MD5): the rest is for work in flight, which holds
+//       about four times what it is charged (MD1 keeps at least budget/40 for the queues), and
+//       the pending set; a 128 MiB sidecar (96 MiB budget) holds 72 MiB of index.
 //  IB3. Room for a block the index does not hold yet (index_room): under 7/8 of the share any
 //       tier; under 15/16 none at T3; under the share T1 only; at it none. A block already held
 //       is always updated. What is refused is never reported, so the server never holds an
@@ -113,12 +123,34 @@ class memory_budget : public std::enable_shared_from_this<memory_budget> {
 
   uint64_t bytes(budget_queue q) const noexcept;
   uint64_t messages(budget_queue q) const noexcept;
-  /// What the queues hold, plus the limit while a hold is on (MG6).
+  /// What the queues hold, plus the limit while a hold is on (MG6) or, with the queues not
+  /// empty, while the process is at its pressure line (MG7).
   uint64_t used_bytes() const noexcept;
   /// MG6: a debouncer holds the readers, then lets go (each hold() once, then one unhold()).
   void hold() noexcept { holds_.fetch_add(1, std::memory_order_relaxed); }
   void unhold() noexcept { holds_.fetch_sub(1, std::memory_order_relaxed); }
   uint32_t holds() const noexcept { return holds_.load(std::memory_order_relaxed); }
+  /// MG7: the limit the process' memory must stay under (0: none known, no sampling).
+  void set_process_limit(uint64_t bytes) noexcept {
+    process_limit_.store(bytes, std::memory_order_relaxed);
+  }
+  uint64_t process_limit() const noexcept {
+    return process_limit_.load(std::memory_order_relaxed);
+  }
+  /// MG7: the pressure line: the limit less a sixteenth.
+  uint64_t pressure_line() const noexcept { return process_limit() - process_limit() / 16; }
+  /// MG7: the process' resident bytes, as last sampled.
+  void note_rss(uint64_t bytes) noexcept { rss_.store(bytes, std::memory_order_relaxed); }
+  uint64_t rss() const noexcept { return rss_.load(std::memory_order_relaxed); }
+  /// MG7: at or past the pressure line (never without a limit).
+  bool pressed() const noexcept { return process_limit() > 0 && rss() >= pressure_line(); }
+  /// MG7: samples the process' resident memory from /proc/self/statm when a limit is set and
+  /// the last sample is 5 ms old or more (any thread; one of them wins a given instant).
+  void sample_rss(uint64_t now_ns) noexcept;
+  uint64_t pressure_pauses() const noexcept {
+    return pressure_pauses_.load(std::memory_order_relaxed);
+  }
+  void note_pressure_pause() noexcept { pressure_pauses_.fetch_add(1, std::memory_order_relaxed); }
   uint64_t used_messages() const noexcept;
 
   uint64_t total_bytes() const noexcept { return total_; }  // the whole budget
@@ -159,6 +191,10 @@ class memory_budget : public std::enable_shared_from_this<memory_budget> {
   budget_source source_;
   std::atomic<uint64_t> index_bytes_{0};
   std::atomic<uint32_t> holds_{0};
+  std::atomic<uint64_t> process_limit_{0};
+  std::atomic<uint64_t> rss_{0};
+  std::atomic<uint64_t> rss_sampled_ns_{0};
+  std::atomic<uint64_t> pressure_pauses_{0};
   std::array<std::atomic<uint64_t>, budget_queue_count> bytes_{};
   std::array<std::atomic<uint64_t>, budget_queue_count> messages_{};
   std::atomic<uint64_t> overloads_{0};
@@ -190,7 +226,7 @@ class standing_charge {
   uint64_t bytes_ = 0;
 };
 
-// -- the gate (MG1-MG5) -------------------------------------------------------------------------
+// -- the gate (MG1-MG7) -------------------------------------------------------------------------
 
 struct gate_decision {
   bool read = true;      // the reader may take messages now
@@ -268,7 +304,7 @@ struct budget_bounds {
 ///       bench was OOM-killed in an overrun (BENCHMARKS.md, issue 27 cases).
 ///  MD3. Pending: (budget/4)/pipelines at 128 bytes a key, within [16384, 2000000].
 ///  MD4. `pipelines` 0 counts as 1.
-///  MD5. The indexes: 7/8 of the budget (IB2).
+///  MD5. The indexes: 3/4 of the budget (IB2).
 budget_bounds derive_bounds(uint64_t budget_bytes, size_t pipelines);
 
 /// "96 MiB (cgroup-v1: limit 128 MiB less a margin)": for --check and the log.

@@ -92,6 +92,7 @@ bool daemon::start(std::string& error) {
   auto run_cfg = d.cfg;
   run_cfg.memory.budget = static_cast<int64_t>(choice.bytes);
   d.budget = memory_budget::make(choice.bytes, choice.source);
+  d.budget->set_process_limit(choice.cgroup_limit);  // MG7: 0 without a cgroup limit
   add_budget_metrics(*d.metrics, d.budget);
   log::info("memory budget", {{"budget", describe(choice)},
                               {"queue_limit_bytes", d.budget->limit_bytes()}});

@@ -38,6 +38,13 @@ void add_budget_metrics(metrics_registry& m, std::shared_ptr<const memory_budget
     append_family(out, "kvrelay_memory_budget_bytes", "gauge",
                   "The memory budget every queue bound derives from, by where it came from",
                   {{{{"source", to_string(b->source())}}, static_cast<double>(b->total_bytes())}});
+    append_family(out, "kvrelay_memory_pressure", "gauge",
+                  "1 while the process' resident memory is at its pressure line (the cgroup "
+                  "limit less a sixteenth): reading pauses until the queues drain",
+                  {{{}, b->pressed() ? 1.0 : 0.0}});
+    append_family(out, "kvrelay_memory_pressure_pauses_total", "counter",
+                  "Ingress pauses that the process' measured memory started (not the charges)",
+                  {{{}, static_cast<double>(b->pressure_pauses())}});
     append_family(out, "kvrelay_queue_limit_bytes", "gauge",
                   "The queues' share of the budget: the ingress pauses at it",
                   {{{}, static_cast<double>(b->limit_bytes())}});

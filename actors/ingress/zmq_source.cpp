@@ -219,7 +219,7 @@ struct zmq_source::impl {
   sequence_tracker<raw_batch_ptr>::actions actions;
   frame_counters frames;
   uint64_t throttled = 0, connects = 0, disconnects = 0, peers = 0;
-  budget_gate gate;           // MG1-MG5 over opts.budget
+  budget_gate gate;           // MG1-MG7 over opts.budget
   uint64_t pause_started = 0; // steady ns of the current budget pause
   bool trim_watch = false;    // a spike's trim (MG5) is still due: keep observing when idle
   // Under a sustained overload the gate pauses many times a second: one warning, then at most
@@ -281,11 +281,12 @@ void zmq_source::impl::reject(uint64_t& counter, size_t limit, const char* what,
          {"suppressed", std::to_string(suppressed)}});
 }
 
-// The gate (memory_budget.hpp MG1-MG5): true while the budget is spent and reading must wait.
+// The gate (memory_budget.hpp MG1-MG7): true while the budget is spent and reading must wait.
 bool zmq_source::impl::over_budget() {
   const auto& b = opts.budget;
   if (!b) return false;
   const uint64_t now = steady_ns();
+  b->sample_rss(now);  // MG7
   const auto d =
       gate.observe(b->used_bytes(), b->used_messages(), b->limit_bytes(), b->limit_messages(), now);
   uint64_t suppressed = 0;
@@ -293,6 +294,8 @@ bool zmq_source::impl::over_budget() {
   if (d.paused) {
     pause_started = now;
     b->note_pause();
+    const bool pressed = b->pressed();
+    if (pressed) b->note_pressure_pause();
     if (pause_log.allow(suppressed))
       log(log::level::warn,
           "memory budget exhausted; ingress paused (overload: batches the engine sends "
@@ -301,6 +304,8 @@ bool zmq_source::impl::over_budget() {
            {"queued_messages", std::to_string(b->used_messages())},
            {"limit_bytes", std::to_string(b->limit_bytes())},
            {"budget_bytes", std::to_string(b->total_bytes())},
+           {"rss_bytes", std::to_string(b->rss())},
+           {"pressure", pressed ? "process memory at its line" : "none"},
            {"suppressed", std::to_string(suppressed)}});
   }
   if (d.resumed) {

@@ -153,7 +153,7 @@ struct zmq_source_options {
   /// Where the consumer returns credits; null → the source makes its own (see credit()).
   std::shared_ptr<credit_line> credits;
   /// The process' memory budget (base/memory_budget.hpp): each batch is charged to it, and the
-  /// thread stops reading while it is spent (gate rules MG1-MG5). Null: no budget.
+  /// thread stops reading while it is spent (gate rules MG1-MG7). Null: no budget.
   std::shared_ptr<memory_budget> budget;
   /// Optional log hook (called on the ZMQ thread). Texts follow the reference sidecar.
   log_fn log;

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include <cerrno>
 #include <map>
 
@@ -400,7 +402,7 @@ TEST(DeriveBounds, MD1_ToMD5) {
   auto b = derive_bounds(96 * MiB, 1);
   EXPECT_EQ(b.queue_bytes, 16 * MiB);
   EXPECT_EQ(b.queue_messages, 16u * 1024);
-  EXPECT_EQ(b.index_bytes, 84 * MiB);  // MD5: 7/8
+  EXPECT_EQ(b.index_bytes, 72 * MiB);  // MD5: 3/4
   EXPECT_EQ(b.rcvhwm, 192);  // 6 MiB at 32 KiB
   EXPECT_EQ(b.max_pending, 196608u);
   b = derive_bounds(8 * MiB, 1);
@@ -438,7 +440,7 @@ TEST(IndexBudget, IB1_StandingChargesFollowTheirOwnerAndGoWithIt) {
 
 TEST(IndexBudget, IB3_RoomForANewBlockShrinksByTierNearTheShare) {
   auto b = memory_budget::make(96 * MiB, budget_source::config);
-  ASSERT_EQ(b->index_limit_bytes(), 84 * MiB);
+  ASSERT_EQ(b->index_limit_bytes(), 72 * MiB);
   standing_charge idx(b, standing_charge::on::index);
   const uint64_t share = b->index_limit_bytes();
   idx.set(share / 8 * 7 - 1);
@@ -460,7 +462,7 @@ TEST(IndexBudget, MD1_TheQueuesGetWhatTheIndexLeavesAFifthOfNeverUnderAFortieth)
   idx.set(46 * MiB);
   EXPECT_EQ(b->limit_bytes(), 10 * MiB) << "(96 - 46) / 5";
   EXPECT_LT(b->limit_messages(), 16u * 1024);
-  idx.set(84 * MiB);
+  idx.set(90 * MiB);
   EXPECT_EQ(b->limit_bytes(), 96 * MiB / 40) << "the floor";
   EXPECT_GE(b->limit_messages(), 64u);
 }
@@ -481,6 +483,53 @@ TEST(IndexBudget, MG6_AHoldMakesTheQueuesFullUntilEveryHoldIsOff) {
   b->unhold();
   EXPECT_TRUE(observe(4).read);
   EXPECT_EQ(b->used_bytes(), 0u);
+}
+
+TEST(IndexBudget, MG7_MeasuredPressureFillsTheQueuesOnlyWhileTheyHoldSomething) {
+  auto b = memory_budget::make(96 * MiB, budget_source::cgroup_v1);
+  b->note_rss(200 * MiB);
+  EXPECT_FALSE(b->pressed()) << "no limit known: never pressed";
+  b->set_process_limit(128 * MiB);
+  EXPECT_EQ(b->pressure_line(), 120 * MiB) << "the limit less a sixteenth";
+  b->note_rss(120 * MiB - 1);
+  EXPECT_FALSE(b->pressed());
+  b->note_rss(120 * MiB);
+  EXPECT_TRUE(b->pressed()) << "at the line";
+  EXPECT_EQ(b->used_bytes(), 0u) << "queues empty: the pressure is not work in flight";
+
+  budget_gate g;
+  auto observe = [&](uint64_t now) {
+    return g.observe(b->used_bytes(), b->used_messages(), b->limit_bytes(), b->limit_messages(),
+                     now);
+  };
+  EXPECT_TRUE(observe(1).read) << "nothing queued: reading goes on, whatever the pressure";
+  {
+    auto t = b->charge(budget_queue::shard, 1000);
+    EXPECT_EQ(b->used_bytes(), 1000 + memory_budget::message_overhead + b->limit_bytes());
+    EXPECT_FALSE(observe(2).read) << "pressed with work queued: full";
+    b->note_rss(100 * MiB);
+    EXPECT_TRUE(observe(3).read) << "below the line again: the charge alone, far under half";
+    b->note_rss(121 * MiB);
+    EXPECT_FALSE(observe(4).read);
+  }
+  EXPECT_TRUE(observe(5).read) << "the queues drained: reading resumes under pressure";
+}
+
+TEST(IndexBudget, MG7_SamplesTheProcessOnlyWithALimitAndAtMostEvery5ms) {
+  auto b = memory_budget::make(96 * MiB, budget_source::cgroup_v2);
+  b->sample_rss(1'000'000'000);
+  EXPECT_EQ(b->rss(), 0u) << "no limit: nothing read";
+  b->set_process_limit(uint64_t{1} << 40);
+  b->sample_rss(2'000'000'000);
+  const uint64_t first = b->rss();
+  EXPECT_GT(first, 1 * MiB) << "this test's own resident memory";
+  EXPECT_LT(first, uint64_t{1} << 40);
+  std::vector<char> grow(64 * MiB, 1);  // touched: resident
+  b->sample_rss(2'004'000'000);
+  EXPECT_EQ(b->rss(), first) << "4 ms later: the last sample stands";
+  b->sample_rss(2'005'000'000);
+  EXPECT_GE(b->rss(), first + 60 * MiB) << "5 ms later: sampled again, the 64 MiB seen";
+  EXPECT_EQ(grow[grow.size() / 2], 1);
 }
 
 }  // namespace
