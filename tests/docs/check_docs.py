@@ -11,7 +11,8 @@ rule, or a section another document links to.
       the checker's own test: passes only when it reports every kind of mistake that document
       makes on purpose.
 
-Documents: README.md, SECURITY.md, BENCHMARKS.md, docs/*.md and deploy/kubernetes/README.md
+Documents: README.md, SECURITY.md, BENCHMARKS.md, docs/*.md, docs/spec/*.md and
+deploy/kubernetes/README.md
 (CHANGELOG.md is history: it names what was, on purpose). What "kvrelay has" is read from the
 code and the programs themselves, never from a list kept by hand:
   - files: the repository's tree (a `<placeholder>` or `*` in a path matches anything there);
@@ -31,7 +32,8 @@ import re
 import subprocess
 import sys
 
-DOCS = ["README.md", "SECURITY.md", "BENCHMARKS.md", "docs/*.md", "deploy/kubernetes/README.md"]
+DOCS = ["README.md", "SECURITY.md", "BENCHMARKS.md", "docs/*.md", "docs/spec/*.md",
+        "deploy/kubernetes/README.md"]
 
 # Paths of other projects that the documents cite as sources (upstream files, not ours).
 EXTERNAL_PATHS = [
