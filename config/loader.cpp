@@ -317,67 +317,41 @@ outcome<daemon_config> load_toml(const std::string& path) {
 std::string to_toml(const daemon_config& c) {
   std::ostringstream out;
   // hidden(key): why the value is not in force (the engine will tell it; another key stands for
-  // it), shown as a comment instead of the value, or "": the value; after(key): a comment line
-  // that explains the value just printed.
+  // it), shown as a comment instead of the value, or "": the value. After it, what the row says
+  // about it (what a 0 stands for) and where a derived default came from.
   auto section = [&out, &c](const char* header, std::string_view table, size_t engine,
-                            auto&& hidden, auto&& after) {
+                            auto&& hidden) {
     out << header << "\n";
     for (const auto* row : schema_table(table)) {
       if (auto why = hidden(row->key); !why.empty())
         out << "# " << row->key << " = " << why << "\n";
       else
         out << row->key << " = " << row->write(c, engine) << "\n";
-      // A derived default says so, and from what.
-      if (const auto from = origin_of(c, row->path(engine)); row->derive && from.rfind("default", 0) == 0)
+      if (const auto from = origin_of(c, row->path(engine));
+          row->derive && from.rfind("default", 0) == 0)
         out << "# " << row->key << ": " << from << "\n";
-      out << after(row->key);
+      if (row->print_note)
+        if (auto text = row->print_note(c, engine); !text.empty()) out << "# " << text << "\n";
     }
   };
   const auto none = [](std::string_view) { return std::string(); };
   out << "# kvrelay effective configuration (defaults included)\n\n";
-  const auto server_hidden = [&c](std::string_view k) {
+  section("[server]", "server", 0, [&c](std::string_view k) {
     return k == "address" && !c.server.targets.empty()
                ? std::string("(unused: the servers are the targets)")
                : std::string();
-  };
-  section("[server]", "server", 0, server_hidden, [&c](std::string_view k) {
-    if (k != "eviction_mode" || c.server.eviction_mode != eviction_mode::auto_) return std::string();
-    return std::string("# eviction_mode \"auto\" runs as \"") +
-           to_string(effective(eviction_mode::auto_)) + "\"\n";
   });
-  out << "\n";
-  section("[admin]", "admin", 0, none, none);
-  out << "\n";
-  section("[state]", "state", 0, none, [&c](std::string_view k) {
-    if (k == "dir" && c.state.dir.empty()) return std::string("# dir \"\": the durable index is off\n");
-    if (k != "interval" || c.state.interval.count() != 0) return std::string();
-    return std::string("# interval \"0s\": with the delta log, when it outgrows the last "
-                       "snapshot; without, a quarter of the replay ring's span (1s to 60s)\n");
-  });
-  out << "\n";
-  section("[memory]", "memory", 0, none, [&c](std::string_view k) {
-    if (k != "budget" || c.memory.budget != 0) return std::string();
-    return std::string("# budget 0: the cgroup's memory limit less a quarter (less at least "
-                       "24MiB), else 512MiB\n");
-  });
-  out << "\n";
-  section("[log]", "log", 0, none, none);
+  for (const auto* table : {"admin", "state", "memory", "log"})
+    section(("\n[" + std::string(table) + "]").c_str(), table, 0, none);
   const auto all_pipelines = pipelines(c);
   for (size_t i = 0; i < c.engines.size(); ++i) {
     const auto& e = c.engines[i];
     out << "\n";
-    section("[[engine]]", "engine", i,
-            [&e](std::string_view k) {
-              // A derived URL is not the configuration's: read back, it is derived again.
-              if (k == "url" && e.url_derived)
-                return "(derived from metrics.url: " + toml_quote(e.url) + ")";
-              return std::string(discovered(e, k) ? "(discovered at start)" : "");
-            },
-            [&e](std::string_view k) {
-              if (k != "discover_via_metrics" || !e.url_derived) return std::string();
-              return std::string("# the settings given win; the rest are learnt from the engine, "
-                                 "or run as configured while it says nothing usable\n");
-            });
+    section("[[engine]]", "engine", i, [&e](std::string_view k) {
+      // A derived URL is not the configuration's: read back, it is derived again.
+      if (k == "url" && e.url_derived) return "(derived from metrics.url: " + toml_quote(e.url) + ")";
+      return std::string(discovered(e, k) ? "(discovered at start)" : "");
+    });
     // What the ranks expand to, so --check shows the endpoints and replica ids it will use
     // (unless the engine will tell them).
     if (e.dp_size > 1 && !discovered(e, "endpoint") && !discovered(e, "dp_size")) {
@@ -390,7 +364,7 @@ std::string to_toml(const daemon_config& c) {
       }
     }
     out << "\n";
-    section("[engine.metrics]", "engine.metrics", i, none, none);
+    section("[engine.metrics]", "engine.metrics", i, none);
     out << "\n[engine.adapters]\n";
     for (const auto& [id, name] : e.adapters) out << id << " = " << toml_quote(name) << "\n";
   }

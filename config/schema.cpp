@@ -265,6 +265,10 @@ class row_builder {
     check_ = std::move(f);
     return std::move(*this);
   }
+  row_builder&& print_note(std::function<std::string(const O&)> f) && {
+    print_note_ = std::move(f);
+    return std::move(*this);
+  }
   row_builder&& derived(std::string_view words, std::function<void(daemon_config&)> f = {}) && {
     s_.derived = words;
     s_.derive = std::move(f);
@@ -290,6 +294,10 @@ class row_builder {
       const O& o = traits::of(c, e);
       return f ? f(o.*m, o) : std::string();
     };
+    if (print_note_)
+      s_.print_note = [f = print_note_](const daemon_config& c, size_t e) {
+        return f(traits::of(c, e));
+      };
     if constexpr (std::is_same_v<V, milliseconds>) {
       if (s_.clamped) {
         s_.clamp = [m](daemon_config& c, size_t e) {
@@ -310,6 +318,7 @@ class row_builder {
   V O::*m_;
   setting s_;
   std::function<std::string(const V&, const O&)> check_;
+  std::function<std::string(const O&)> print_note_;
 };
 
 template <class O, class V>
@@ -420,7 +429,13 @@ std::vector<setting> make_schema() {
           }));
   add(row(&S::eviction_mode, "eviction_mode",
           "how evictions reach the server: `expire`, `rpc`, or `auto` (= `expire`; see below)")
-          .flag("eviction-mode"));
+          .flag("eviction-mode")
+          .print_note([](const S& v) {
+            return v.eviction_mode != eviction_mode::auto_
+                       ? std::string()
+                       : std::string("eviction_mode \"auto\" runs as \"") +
+                             to_string(effective(eviction_mode::auto_)) + "\"";
+          }));
   add(row(&S::scoped_evictions, "scoped_evictions",
           "`rpc` mode: the server reads `CacheEvent.adapter_scoped` (inference-cache PR #164), "
           "so a base-model `PREFIX_EVICTED` drops only the base partition; kvrelay then skips "
@@ -514,14 +529,23 @@ std::vector<setting> make_schema() {
           "writes a snapshot removes the files of its earlier endpoints. An explicit dir that "
           "cannot be written fails `--check` and the start, with its path and the reason; "
           "`--check` also says what the dir holds now")
-          .flag("state-dir", "dir"));
+          .flag("state-dir", "dir")
+          .print_note([](const state_settings& v) {
+            return v.dir.empty() ? "dir \"\": the durable index is off" : "";
+          }));
   add(row(&state_settings::interval, "interval",
           "time between snapshots; `\"0s\"` = derived: with the delta log, once a few seconds "
           "after a start, then whenever the log outgrows the last snapshot's size; without a "
           "working log (it stopped on an I/O error or at its bound), a quarter of the replay "
           "ring's span at the observed batch rate, at least 1 s, at most 60 s. Negative is an "
           "error")
-          .check([](milliseconds v) { return v.count() < 0 ? "must be >= 0 (0 = derived)" : ""; }));
+          .check([](milliseconds v) { return v.count() < 0 ? "must be >= 0 (0 = derived)" : ""; })
+          .print_note([](const state_settings& v) {
+            return v.interval.count() != 0
+                       ? ""
+                       : "interval \"0s\": with the delta log, when it outgrows the last "
+                         "snapshot; without, a quarter of the replay ring's span (1s to 60s)";
+          }));
   add(row(&state_settings::ring_batches, "ring_batches",
           "the engine's replay ring size (vLLM and SGLang `buffer_steps`), for the derived "
           "interval until kvrelay has learnt the ring's span from the engine's replies; ≥ 1")
@@ -536,6 +560,11 @@ std::vector<setting> make_schema() {
           "least 4 MiB")
           .size()
           .flag("memory-budget")
+          .print_note([](const memory_settings& v) {
+            return v.budget != 0 ? ""
+                                 : "budget 0: the cgroup's memory limit less a quarter (less at "
+                                   "least 24MiB), else 512MiB";
+          })
           .check([](int64_t v) {
             return v != 0 && v < (int64_t{4} << 20)
                        ? "must be 0 (from the cgroup's limit) or at least 4MiB"
@@ -573,7 +602,12 @@ std::vector<setting> make_schema() {
           "usable (an older vLLM answers 404) runs exactly on the configured settings (see "
           "*Learning from the metrics URL*)")
           .flag("discover-via-metrics")
-          .derived("`true` for an engine from flags alone (no `--config`)"));
+          .derived("`true` for an engine from flags alone (no `--config`)")
+          .print_note([](const E& e) {
+            return !e.url_derived ? ""
+                                  : "the settings given win; the rest are learnt from the "
+                                    "engine, or run as configured while it says nothing usable";
+          }));
   add(row(&E::model_id, "model_id",
           "model id the index is keyed by (not the Prometheus label)")
           .flag("model-id")

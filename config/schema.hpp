@@ -77,6 +77,8 @@ struct setting {
   std::function<std::string(daemon_config&, size_t engine)> clamp;
   /// Rows with a derived default: applies it when the key was not given (file or flag).
   std::function<void(daemon_config&)> derive;
+  /// What `--check` prints as a comment after the value (what a 0 or `auto` stands for), or "".
+  std::function<std::string(const daemon_config&, size_t engine)> print_note;
 
   bool engine() const { return table.rfind("engine", 0) == 0; }
   /// The key as messages and origins name it: "server.address", "engine[2].metrics.url".
