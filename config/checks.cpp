@@ -11,6 +11,7 @@
 #include "base/state_dir.hpp"
 #include "config/internal.hpp"
 #include "config/loader.hpp"
+#include "config/schema.hpp"
 #include "config/values.hpp"
 
 namespace kvrelay::config {
@@ -28,43 +29,20 @@ namespace {
 constexpr size_t max_pem_bytes = size_t{1} << 20;
 constexpr size_t max_token_bytes = 4096;
 
-// Limits of values that end up as int milliseconds in gRPC channel arguments or HTTP options.
-constexpr milliseconds max_rpc_timeout = std::chrono::hours(1);
-constexpr milliseconds max_keepalive = std::chrono::hours(24);
-constexpr int64_t max_admin_connections = 4096;
-constexpr int64_t max_admin_body_bytes = int64_t{16} << 20;
-
-// R09 / C02: the identity every report carries. What discovery will learn is not required yet.
+// R09 / C02: the identity every report carries (the schema's required rows). What discovery
+// will learn is not required yet.
 outcome<void> check_identity(const daemon_config& c) {
   for (size_t i = 0; i < c.engines.size(); ++i) {
-    const auto& e = c.engines[i];
-    const std::pair<const std::string*, const char*> required[] = {
-        {&e.replica_id, "replica_id"}, {&e.model_id, "model_id"}, {&e.hash_scheme, "hash_scheme"}};
-    for (const auto& [value, key] : required) {
-      if (value->empty() && !discovered(e, key)) {
-        std::string flag = key;
-        std::replace(flag.begin(), flag.end(), '_', '-');
-        return invalid(located(c, engine_path(i) + "." + key,
-                               std::string("invalid config: must not be empty (set ") + key +
-                                   " in [[engine]] or --" + flag + ")"));
-      }
+    for (const auto& row : schema()) {
+      if (!row.required) continue;
+      const std::string value = row.write(c, i);
+      if (value != "\"\"" || discovered(c.engines[i], row.key)) continue;
+      const std::string key(row.key);
+      return invalid(located(c, row.path(i),
+                             "invalid config: must not be empty (set " + key +
+                                 " in [[engine]] or --" + std::string(row.flag) + ")"));
     }
   }
-  return {};
-}
-
-template <class Fn>
-void clamp(milliseconds& v, milliseconds fallback, const std::string& key, Fn&& note) {
-  if (v.count() > 0) return;
-  note(key + " = " + format_duration(v) + " is not positive; using " + format_duration(fallback));
-  v = fallback;
-}
-
-// An engine URL is a base: paths are appended to it, so a query or fragment has no place.
-std::string check_engine_url(const std::string& url) {
-  if (auto err = check_url(url); !err.empty()) return err;
-  if (url.find_first_of("?#") != std::string::npos)
-    return "invalid URL \"" + url + "\": the engine URL is a base (no query or fragment)";
   return {};
 }
 
@@ -83,7 +61,7 @@ std::string engine_url_of_metrics(const std::string& metrics_url) {
   if (url.size() <= suffix.size() || url.compare(url.size() - suffix.size(), suffix.size(), suffix) != 0)
     return {};
   url.resize(url.size() - suffix.size());
-  if (!check_engine_url(url).empty()) return {};
+  if (!detail::check_engine_url(url).empty()) return {};
   return url;
 }
 
@@ -153,16 +131,12 @@ outcome<void> apply_flags(daemon_config& cfg, const flag_values& f) {
   }
   // C01: the adapter map is checked before anything else the reference validates.
   std::map<int64_t, std::string> adapters;
-  if (f.lora_adapter_names) {
-    if (auto s = parse_adapter_names(*f.lora_adapter_names, adapters); !s)
+  const auto lora = f.raw_text("lora-adapter-names");
+  if (lora) {
+    if (auto s = parse_adapter_names(*lora, adapters); !s)
       return invalid("invalid --lora-adapter-names: " + s.error().context,
                      "invalid --lora-adapter-names");
   }
-  auto set = [&cfg](auto& slot, const auto& flag, const std::string& key, const char* name) {
-    if (!flag) return;
-    slot = *flag;
-    cfg.origin[key] = std::string("--") + name;
-  };
   if (!f.servers.empty()) {
     // Command-line servers replace the file's, address and targets alike: one --server is the
     // address (as it always was), several are the targets.
@@ -179,52 +153,27 @@ outcome<void> apply_flags(daemon_config& cfg, const flag_values& f) {
       cfg.origin["server.targets"] = "--server";
     }
   }
-  set(cfg.server.readiness, f.server_readiness, "server.readiness", "server-readiness");
-  set(cfg.server.eviction_mode, f.eviction_mode, "server.eviction_mode", "eviction-mode");
-  set(cfg.server.scoped_evictions, f.scoped_evictions, "server.scoped_evictions",
-      "scoped-evictions");
-  set(cfg.admin.listen, f.admin_listen, "admin.listen", "admin-listen");
-  set(cfg.admin.public_endpoints, f.admin_public_v, "admin.public", "admin-public");
-  set(cfg.state.dir, f.state_dir, "state.dir", "state-dir");
-  set(cfg.memory.budget, f.memory_budget, "memory.budget", "memory-budget");
-  set(cfg.log.format, f.log_format_v, "log.format", "log-format");
-  set(cfg.log.level, f.log_level_v, "log.level", "log-level");
+  // Every other setting flag: the value its row parsed, copied to its place.
+  for (const auto& row : schema()) {
+    if (row.flag.empty() || row.flag == "server" || row.raw_flag || !f.has(row.flag)) continue;
+    if (row.engine() && cfg.engines.empty()) continue;
+    row.copy(f.overlay, 0, cfg, 0);
+    cfg.origin[row.path(0)] = "--" + std::string(row.flag);
+  }
   if (cfg.engines.empty()) return {};
   auto& e = cfg.engines[0];
   const std::string p = "engine[0].";
-  set(e.url, f.engine_url, p + "url", "engine-url");
-  set(e.discover_via_metrics, f.discover_via_metrics, p + "discover_via_metrics",
-      "discover-via-metrics");
-  set(e.endpoint, f.engine_endpoint, p + "endpoint", "engine-endpoint");
-  set(e.replay_endpoint, f.replay_endpoint, p + "replay_endpoint", "replay-endpoint");
-  set(e.topic, f.topic, p + "topic", "topic");
-  set(e.replica_id, f.replica_id, p + "replica_id", "replica-id");
-  set(e.model_id, f.model_id, p + "model_id", "model-id");
-  set(e.tenant_id, f.tenant_id, p + "tenant_id", "tenant-id");
-  set(e.hash_scheme, f.hash_scheme, p + "hash_scheme", "hash-scheme");
-  set(e.window, f.window, p + "window", "window");
-  set(e.l2_tier, f.ignore_block_removed, p + "l2_tier", "ignore-block-removed");
-  set(e.dp_size, f.dp_size, p + "dp_size", "dp-size");
-  set(e.dp_mode, f.dp_mode, p + "dp_mode", "dp-mode");
-  set(e.unknown_parent, f.unknown_parent, p + "unknown_parent", "unknown-parent");
-  set(e.metrics.url, f.engine_metrics_url, p + "metrics.url", "engine-metrics-url");
-  set(e.metrics.interval, f.stats_interval, p + "metrics.interval", "stats-interval");
-  set(e.metrics.cache_size_bytes, f.engine_cache_size_bytes, p + "metrics.cache_size_bytes",
-      "engine-cache-size-bytes");
-  set(e.metrics.max_concurrency, f.max_concurrency_ceiling, p + "metrics.max_concurrency",
-      "max-concurrency-ceiling");
-  set(e.metrics.model_label, f.engine_model_name, p + "metrics.model_label", "engine-model-name");
   detail::mark_given(cfg);
-  if (f.lora_adapter_names) {
+  if (lora) {
     e.adapters = std::move(adapters);
     cfg.origin[p + "adapters"] = "--lora-adapter-names";
   }
-  if (f.cache_tier) {
+  if (const auto tier_text = f.raw_text("cache-tier")) {
     cache_tier t{};
-    if (!parse(*f.cache_tier, t)) {
+    if (!parse(*tier_text, t)) {
       // C02 before C03: a bad identity is what the reference reports first.
       if (auto s = check_identity(cfg); !s) return s;
-      return invalid("invalid --cache-tier \"" + *f.cache_tier + "\" (allowed: " +
+      return invalid("invalid --cache-tier \"" + *tier_text + "\" (allowed: " +
                          allowed_cache_tiers() + ")",
                      "invalid --cache-tier");
     }
@@ -241,17 +190,27 @@ outcome<void> validate(daemon_config& c, std::vector<std::string>* notes) {
   auto fail = [&c](const std::string& key, const std::string& msg) {
     return invalid(located(c, key, msg));
   };
-  // Clamps first (R04, S10, N02): the defaults are the clamp targets, read from the one place
-  // they are written.
-  const server_settings server_defaults;
-  const engine_settings engine_defaults;
-  clamp(c.server.rpc_timeout, server_defaults.rpc_timeout, "server.rpc_timeout", note);
+  // The rows of the global tables, or of engine `i`'s.
+  const auto each_row = [&c](bool engine_rows, auto&& fn) {
+    if (!engine_rows) {
+      for (const auto& row : schema())
+        if (!row.engine()) fn(row, size_t{0});
+      return;
+    }
+    for (size_t i = 0; i < c.engines.size(); ++i)
+      for (const auto& row : schema())
+        if (row.engine()) fn(row, i);
+  };
+  // Clamps first (R04, S10, N02): a clamped row's non-positive value becomes its default.
+  const auto clamp = [&](const setting& row, size_t i) {
+    if (!row.clamp) return;
+    if (auto text = row.clamp(c, i); !text.empty()) note(row.path(i) + " = " + text);
+  };
+  each_row(false, clamp);
+  each_row(true, clamp);
   for (size_t i = 0; i < c.engines.size(); ++i) {
     auto& e = c.engines[i];
     const std::string p = engine_path(i);
-    clamp(e.window, engine_defaults.window, p + ".window", note);
-    clamp(e.reconnect_backoff, engine_defaults.reconnect_backoff, p + ".reconnect_backoff", note);
-    clamp(e.metrics.interval, engine_defaults.metrics.interval, p + ".metrics.interval", note);
     // The other way round: the engine's own server is where its /metrics is.
     if (e.url.empty() && e.discover_via_metrics && !e.metrics.url.empty()) {
       if (auto base = engine_url_of_metrics(e.metrics.url); !base.empty()) {
@@ -283,26 +242,18 @@ outcome<void> validate(daemon_config& c, std::vector<std::string>* notes) {
     return fail("engine", "too many engines (at most " + std::to_string(max_engines) + ")");
   if (auto s = check_identity(c); !s) return s;
 
-  // [server]
+  // Each global key on its own (its row's check), then what spans keys.
+  std::string bad_key, bad;
+  const auto first_bad = [&](const setting& row, size_t i) {
+    if (!bad.empty()) return;
+    if (auto err = row.check(c, i); !err.empty()) bad_key = row.path(i), bad = err;
+  };
+  each_row(false, first_bad);
+  if (!bad.empty()) return fail(bad_key, bad);
+  for (const auto& row : schema())
+    if (row.derive) row.derive(c);
+
   const auto& sv = c.server;
-  if (auto err = check_policy_target(sv.address); !err.empty()) return fail("server.address", err);
-  if (sv.targets.size() > detail::max_targets)
-    return fail("server.targets", "too many entries (at most " +
-                                      std::to_string(detail::max_targets) + ")");
-  for (size_t i = 0; i < sv.targets.size(); ++i) {
-    if (auto err = check_policy_target(sv.targets[i]); !err.empty())
-      return fail("server.targets", "entry " + std::to_string(i + 1) + ": " + err);
-    for (size_t j = 0; j < i; ++j)
-      if (sv.targets[j] == sv.targets[i])
-        return fail("server.targets", "duplicate target \"" + sv.targets[i] + "\" (entries " +
-                                          std::to_string(j + 1) + " and " +
-                                          std::to_string(i + 1) + ")");
-  }
-  if (sv.max_target_lag <= 0)
-    return fail("server.max_target_lag", "must be positive (the bytes a target may fall behind)");
-  if (sv.resolve_interval < std::chrono::seconds(1) || sv.resolve_interval > max_keepalive)
-    return fail("server.resolve_interval",
-                "must be between 1s and " + format_duration(max_keepalive));
   if (!sv.tls) {
     const std::pair<const std::string*, const char*> tls_keys[] = {{&sv.ca_file, "ca_file"},
                                                                    {&sv.cert_file, "cert_file"},
@@ -314,89 +265,34 @@ outcome<void> validate(daemon_config& c, std::vector<std::string>* notes) {
   if (sv.cert_file.empty() != sv.key_file.empty())
     return fail(sv.cert_file.empty() ? "server.key_file" : "server.cert_file",
                 "cert_file and key_file go together (mTLS needs both)");
-  if (sv.rpc_timeout > max_rpc_timeout)
-    return fail("server.rpc_timeout", "must be at most " + format_duration(max_rpc_timeout));
-  if (sv.refresh_interval.count() < 0)
-    return fail("server.refresh_interval", "must be >= 0 (0 disables the refresh)");
-  if (sv.walk_chunk < 1 || sv.walk_chunk > 65536)
-    return fail("server.walk_chunk", "must be between 1 and 65536 (blocks per message)");
-  if (sv.max_pending < 0 || sv.max_pending > 100'000'000)
-    return fail("server.max_pending", "must be between 0 (from the memory budget) and 100000000");
-  if (sv.keepalive_time.count() < 0 || sv.keepalive_time > max_keepalive)
-    return fail("server.keepalive_time", "must be between 0 (no keepalive pings) and " +
-                                             format_duration(max_keepalive));
-  if (sv.keepalive_timeout.count() <= 0 || sv.keepalive_timeout > max_keepalive)
-    return fail("server.keepalive_timeout",
-                "must be positive and at most " + format_duration(max_keepalive));
-
-  // [state]
-  if (c.state.interval.count() < 0) return fail("state.interval", "must be >= 0 (0 = derived)");
-  if (c.state.ring_batches < 1) return fail("state.ring_batches", "must be at least 1");
-  if (!c.state.dir.empty() && c.origin.find("server.on_shutdown") == c.origin.end()) {
-    // With a state dir a restart restores the index: the server keeps the entries meanwhile
-    // (they age out at its TTL if kvrelay never comes back) instead of a routing hole.
-    c.server.on_shutdown = shutdown_action::keep;
-    c.origin["server.on_shutdown"] = "default with state.dir (" + origin_of(c, "state.dir") + ")";
-  }
-
-  // [admin]
   const auto& ad = c.admin;
-  if (!ad.listen.empty()) {
-    if (auto err = check_listen_address(ad.listen); !err.empty()) return fail("admin.listen", err);
-    if (ad.token_file.empty() && !is_loopback_host(listen_host(ad.listen)))
-      return fail("admin.listen", "\"" + ad.listen +
-                                      "\" is not a loopback address; set admin.token_file so "
-                                      "the port is not open to anyone");
-  }
-  if (ad.max_connections < 1 || ad.max_connections > max_admin_connections)
-    return fail("admin.max_connections",
-                "must be between 1 and " + std::to_string(max_admin_connections));
-  if (ad.read_timeout.count() <= 0) return fail("admin.read_timeout", "must be positive");
-  if (ad.idle_timeout.count() <= 0) return fail("admin.idle_timeout", "must be positive");
-  if (ad.max_body_bytes < 0 || ad.max_body_bytes > max_admin_body_bytes)
-    return fail("admin.max_body_bytes", "must be between 0 and 16 MiB");
+  if (!ad.listen.empty() && ad.token_file.empty() && !is_loopback_host(listen_host(ad.listen)))
+    return fail("admin.listen", "\"" + ad.listen +
+                                    "\" is not a loopback address; set admin.token_file so "
+                                    "the port is not open to anyone");
 
-  if (c.memory.budget != 0 && c.memory.budget < (int64_t{4} << 20))
-    return fail("memory.budget", "must be 0 (from the cgroup's limit) or at least 4MiB");
-
-  // [[engine]]
+  // [[engine]]: each key on its own, then what spans keys.
   std::map<std::string, size_t> urls;
   for (size_t i = 0; i < c.engines.size(); ++i) {
     const auto& e = c.engines[i];
     const std::string p = engine_path(i) + ".";
+    for (const auto& row : schema())
+      if (row.engine())
+        if (auto err = row.check(c, i); !err.empty()) return fail(row.path(i), err);
     if (!e.url.empty() && !e.url_derived) {
-      if (auto err = check_engine_url(e.url); !err.empty()) return fail(p + "url", err);
       auto [it, fresh] = urls.emplace(without_trailing_slash(e.url), i);
       if (!fresh)
         return fail(p + "url", "engine URL \"" + e.url + "\" is already used by " +
                                    engine_path(it->second));
     }
-    if (e.discovery_retry_max.count() <= 0)
-      return fail(p + "discovery_retry_max", "must be positive");
-    if (auto err = check_endpoint(e.endpoint); !err.empty()) return fail(p + "endpoint", err);
-    if (!e.replay_endpoint.empty()) {
-      if (auto err = check_endpoint(e.replay_endpoint); !err.empty())
-        return fail(p + "replay_endpoint", err);
-      if (e.replay_endpoint == e.endpoint)
-        return fail(p + "replay_endpoint", "must differ from endpoint");
-    }
-    if (e.dp_size < 1 || e.dp_size > max_dp_size)
-      return fail(p + "dp_size", "must be between 1 and " + std::to_string(max_dp_size));
+    if (!e.replay_endpoint.empty() && e.replay_endpoint == e.endpoint)
+      return fail(p + "replay_endpoint", "must differ from endpoint");
     std::string ranked;
     if (auto err = rank_endpoint(e.endpoint, e.dp_size - 1, ranked); !err.empty())
       return fail(p + "endpoint", err);
     if (!e.replay_endpoint.empty())
       if (auto err = rank_endpoint(e.replay_endpoint, e.dp_size - 1, ranked); !err.empty())
         return fail(p + "replay_endpoint", err);
-    if (e.max_blocks_per_adapter < 0)
-      return fail(p + "max_blocks_per_adapter", "must be >= 0 (0 = no limit)");
-    if (e.max_t2_blocks_per_adapter < 0)
-      return fail(p + "max_t2_blocks_per_adapter", "must be >= 0 (0 = no limit)");
-    if (e.max_t3_blocks_per_adapter < 0)
-      return fail(p + "max_t3_blocks_per_adapter", "must be >= 0 (0 = no limit)");
-    if (!e.metrics.url.empty())
-      if (auto err = check_url(e.metrics.url); !err.empty()) return fail(p + "metrics.url", err);
-    if (e.metrics.cache_size_bytes < 0) return fail(p + "metrics.cache_size_bytes", "must be >= 0");
     // Any tag is valid (the router matches it as given, as the Go sidecar's), but the run warns
     // about one it has no metric profile for: --check says the same.
     if (!discovered(e, "hash_scheme") && e.hash_scheme != "vllm" && e.hash_scheme != "sglang")

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,50 +21,29 @@
 
 namespace kvrelay::config {
 
-/// Every flag that was given explicitly, already parsed. An empty optional means "not given", so
-/// the config file (or the default) applies: precedence is flags > file > defaults.
+/// Every flag that was given explicitly, already parsed. A flag that sets a setting (a row of
+/// config/schema.cpp with a flag) is parsed by its row into `overlay`, which apply_flags copies
+/// from: only what was given is copied, so precedence is flags > file > defaults.
 struct flag_values {
-  // -- kvrelay's own -----------------------------------------------------------------------------
+  flag_values() { overlay.engines.emplace_back(); }
+
   std::optional<std::string> config_path;  // --config FILE
   bool check = false;                      // --check: validate, print, exit 0 / 2
   bool version = false;                    // --version
-  std::optional<std::string> admin_listen;
-  std::optional<config::admin_public> admin_public_v;
-  std::optional<config::eviction_mode> eviction_mode;
-  std::optional<bool> scoped_evictions;
-  std::optional<readiness_policy> server_readiness;
-  std::optional<std::string> engine_url;  // an engine flag: --engine-url
-  std::optional<bool> discover_via_metrics;  // an engine flag
-  std::optional<log_format> log_format_v;
-  std::optional<log_level> log_level_v;
-  // -- the reference sidecar's (§4), which describe one engine -----------------------------------
   std::vector<std::string> servers;  // --server, repeatable: each occurrence one more target
-  std::optional<std::string> state_dir;
-  std::optional<int64_t> memory_budget;  // --memory-budget: bytes, or a size such as "96MiB"
-  std::optional<std::string> engine_endpoint;
-  std::optional<std::string> replay_endpoint;
-  std::optional<std::string> topic;
-  std::optional<std::string> replica_id;
-  std::optional<std::string> model_id;
-  std::optional<std::string> tenant_id;
-  std::optional<std::string> hash_scheme;
-  std::optional<std::chrono::milliseconds> window;
-  std::optional<std::string> engine_metrics_url;
-  std::optional<std::chrono::milliseconds> stats_interval;
-  std::optional<int64_t> engine_cache_size_bytes;
-  std::optional<int64_t> max_concurrency_ceiling;
-  // Kept as text: the reference validates it only after the identity (C02 before C03).
-  std::optional<std::string> cache_tier;
-  std::optional<std::string> engine_model_name;
-  std::optional<bool> ignore_block_removed;
-  // Kept as text: parsed by apply_flags so its error comes first (C01).
-  std::optional<std::string> lora_adapter_names;
-  std::optional<int64_t> dp_size;
-  std::optional<config::dp_mode> dp_mode;
-  std::optional<config::unknown_parent> unknown_parent;
+  /// The settings the flags gave, at their place in a configuration with one engine.
+  daemon_config overlay;
+  /// Flags kept as text for apply_flags, which checks them in the reference's order:
+  /// --lora-adapter-names (C01, before anything) and --cache-tier (C03, after the identity).
+  std::map<std::string, std::string, std::less<>> raw;
 
   /// Names (without dashes) of every flag given, in command-line order, repeats included.
   std::vector<std::string> given;
+  bool has(std::string_view flag) const;
+  /// The engine the flags describe (overlay's one engine).
+  const engine_settings& engine() const { return overlay.engines.front(); }
+  /// The text of a flag kept raw, or nullopt when it was not given.
+  std::optional<std::string> raw_text(std::string_view flag) const;
   /// True if any flag that describes an engine (not server/admin/log/config) was given.
   bool any_engine_flag() const { return !first_engine_flag().empty(); }
   /// The name of the first engine flag given, or "".
@@ -85,8 +65,8 @@ struct flag_parse_result {
 flag_parse_result parse_flags(const std::vector<std::string>& args);
 flag_parse_result parse_flags(int argc, const char* const* argv);
 
-/// The usage text: every flag with its type, meaning and default (the defaults come from
-/// settings.hpp), sorted by name like Go's PrintDefaults.
+/// The usage text: every flag with its type, meaning and default (the schema's rows and their
+/// defaults), sorted by name like Go's PrintDefaults.
 std::string usage(std::string_view program = "kvrelay");
 
 /// Every flag name (without dashes), sorted; for tests and docs.

@@ -21,6 +21,12 @@ constexpr size_t max_engines = 256;
 constexpr int64_t max_dp_size = 1024;
 constexpr size_t max_targets = 64;  // server.targets entries (each a channel of its own)
 
+/// A TOML basic string: quotes, backslashes and control characters escaped; UTF-8 kept.
+std::string toml_quote(std::string_view s);
+
+/// An engine URL is a base: paths are appended to it, so a query or fragment has no place.
+std::string check_engine_url(const std::string& url);
+
 /// Whitespace (" \t\r\n\v\f") removed at both ends.
 std::string trim(std::string_view s);
 

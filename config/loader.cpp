@@ -2,9 +2,9 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// TOML in and out: the field tables, the reader (file:line:col errors), to_toml and the reload
-// diff. Longer than most files because all four walk the same tables, which keeps a key's name,
-// type and printing in one place. Flags, validation and files are in checks.cpp.
+// TOML in and out: the reader (file:line:col errors), to_toml and the reload diff, each walking
+// the schema's rows (config/schema.cpp), which hold every key's name, type and printing. Flags,
+// validation and files are in checks.cpp.
 #include "config/loader.hpp"
 
 #include <toml++/toml.h>
@@ -16,6 +16,7 @@
 
 #include "base/read_file.hpp"
 #include "config/internal.hpp"
+#include "config/schema.hpp"
 #include "config/values.hpp"
 
 namespace kvrelay::config {
@@ -24,43 +25,11 @@ using detail::closest_match;
 using detail::engine_path;
 using detail::max_engines;
 using detail::parse_decimal_int64;
+using detail::toml_quote;
 
 namespace {
 
 constexpr size_t max_file_bytes = 1 << 20;
-
-// -- small helpers --------------------------------------------------------------------------------
-
-template <class T>
-struct member;
-template <class C, class V>
-struct member<V C::*> {
-  using owner = C;
-  using value = V;
-};
-template <auto M>
-using owner_of = typename member<decltype(M)>::owner;
-template <auto M>
-using value_of = typename member<decltype(M)>::value;
-
-template <class T>
-constexpr bool is_enum_setting = std::is_same_v<T, dp_mode> || std::is_same_v<T, unknown_parent> ||
-                                 std::is_same_v<T, cache_tier> ||
-                                 std::is_same_v<T, eviction_mode> ||
-                                 std::is_same_v<T, shutdown_action> ||
-                                 std::is_same_v<T, readiness_policy> ||
-                                 std::is_same_v<T, admin_public> ||
-                                 std::is_same_v<T, log_format> || std::is_same_v<T, log_level>;
-
-const char* allowed_for(dp_mode) { return allowed_dp_modes(); }
-const char* allowed_for(eviction_mode) { return allowed_eviction_modes(); }
-const char* allowed_for(shutdown_action) { return allowed_shutdown_actions(); }
-const char* allowed_for(readiness_policy) { return allowed_readiness_policies(); }
-const char* allowed_for(admin_public) { return allowed_admin_public(); }
-const char* allowed_for(unknown_parent) { return allowed_unknown_parents(); }
-const char* allowed_for(cache_tier) { return allowed_cache_tiers(); }
-const char* allowed_for(log_format) { return allowed_log_formats(); }
-const char* allowed_for(log_level) { return allowed_log_levels(); }
 
 const char* type_name(const toml::node& n) {
   switch (n.type()) {
@@ -81,29 +50,23 @@ std::string expected(const char* what, const toml::node& n) {
   return std::string("expected ") + what + ", got " + type_name(n);
 }
 
-// A TOML basic string: quotes, backslashes and control characters escaped; UTF-8 kept.
-std::string toml_quote(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (u < 0x20 || u == 0x7f) {
-          static const char hex[] = "0123456789ABCDEF";
-          out += "\\u00";
-          out += hex[u >> 4];
-          out += hex[u & 0xF];
-        } else {
-          out += c;
-        }
-    }
+// What a row reads: the value with its type's name, without toml++.
+// Array items are taken one level deep: no row reads an array of arrays, and an item only needs
+// its type named.
+toml_value to_value(const toml::node& n, bool items = true) {
+  toml_value v;
+  v.type = type_name(n);
+  if (const auto* x = n.as_string()) v.string = x->get();
+  else if (const auto* x = n.as_integer()) v.integer = x->get();
+  else if (const auto* x = n.as_boolean()) v.boolean = x->get();
+  else if (const auto* x = n.as_array(); x && items) {
+    v.array.emplace();
+    // Bounded: no list key takes more than max_targets entries; a longer one is refused by
+    // the row, which needs only the count.
+    const size_t keep = std::min(x->size(), detail::max_targets + 1);
+    for (size_t i = 0; i < keep; ++i) v.array->push_back(to_value(*x->get(i), false));
   }
-  return out + "\"";
+  return v;
 }
 
 size_t edit_distance(std::string_view a, std::string_view b) {
@@ -134,178 +97,6 @@ std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(const 
   return out;
 }
 
-// -- field tables: one per section; the loader, to_toml and the reload diff all walk them ---------
-
-template <class S>
-struct field_def {
-  const char* key;
-  std::string (*read)(const toml::node&, S&);  // error text, empty when fine
-  std::string (*write)(const S&);              // the value as TOML
-};
-
-template <auto M>
-std::string rd(const toml::node& n, owner_of<M>& s) {
-  using V = value_of<M>;
-  if constexpr (std::is_same_v<V, std::string>) {
-    if (const auto* v = n.as_string()) {
-      s.*M = v->get();
-      return {};
-    }
-    return expected("a string", n);
-  } else if constexpr (std::is_same_v<V, bool>) {
-    if (const auto* v = n.as_boolean()) {
-      s.*M = v->get();
-      return {};
-    }
-    return expected("a boolean (true or false)", n);
-  } else if constexpr (std::is_same_v<V, int64_t>) {
-    if (const auto* v = n.as_integer()) {
-      s.*M = v->get();
-      return {};
-    }
-    return expected("an integer", n);
-  } else if constexpr (std::is_same_v<V, std::vector<std::string>>) {
-    const auto* arr = n.as_array();
-    if (!arr) return expected("an array of strings", n);
-    if (arr->size() > detail::max_targets)
-      return "too many entries (at most " + std::to_string(detail::max_targets) + ")";
-    std::vector<std::string> out;
-    for (size_t i = 0; i < arr->size(); ++i) {
-      const auto* v = arr->get(i)->as_string();
-      if (!v)
-        return "entry " + std::to_string(i + 1) + ": " + expected("a string", *arr->get(i));
-      out.push_back(v->get());
-    }
-    s.*M = std::move(out);
-    return {};
-  } else if constexpr (std::is_same_v<V, milliseconds>) {
-    const auto* v = n.as_string();
-    if (!v) return expected("a duration string such as \"100ms\", \"10s\" or \"1m\"", n);
-    return parse_duration(v->get(), s.*M);
-  } else {
-    static_assert(is_enum_setting<V>);
-    const auto* v = n.as_string();
-    if (!v) return expected(("one of the strings " + std::string(allowed_for(V{}))).c_str(), n);
-    if (!parse(v->get(), s.*M))
-      return "invalid value \"" + v->get() + "\" (allowed: " + allowed_for(V{}) + ")";
-    return {};
-  }
-}
-
-// Sizes take an integer byte count or a string with a unit.
-template <auto M>
-std::string rd_size(const toml::node& n, owner_of<M>& s) {
-  if (const auto* v = n.as_integer()) {
-    if (v->get() < 0) return "must be >= 0";
-    s.*M = v->get();
-    return {};
-  }
-  if (const auto* v = n.as_string()) return parse_size(v->get(), s.*M);
-  return expected("a size (an integer byte count or a string such as \"16GiB\")", n);
-}
-
-template <auto M>
-std::string wr(const owner_of<M>& s) {
-  using V = value_of<M>;
-  if constexpr (std::is_same_v<V, std::string>) return toml_quote(s.*M);
-  else if constexpr (std::is_same_v<V, bool>) return s.*M ? "true" : "false";
-  else if constexpr (std::is_same_v<V, int64_t>) return std::to_string(s.*M);
-  else if constexpr (std::is_same_v<V, milliseconds>) return toml_quote(format_duration(s.*M));
-  else if constexpr (std::is_same_v<V, std::vector<std::string>>) {
-    std::string out = "[";
-    for (const auto& v : s.*M) out += (out.size() > 1 ? ", " : "") + toml_quote(v);
-    return out + "]";
-  }
-  else return toml_quote(to_string(s.*M));
-}
-
-#define KVRELAY_FIELD(S, key, member) field_def<S>{key, &rd<&S::member>, &wr<&S::member>}
-#define KVRELAY_SIZE_FIELD(S, key, member) \
-  field_def<S>{key, &rd_size<&S::member>, &wr<&S::member>}
-
-const field_def<server_settings> server_fields[] = {
-    KVRELAY_FIELD(server_settings, "address", address),
-    KVRELAY_FIELD(server_settings, "targets", targets),
-    KVRELAY_FIELD(server_settings, "readiness", readiness),
-    KVRELAY_SIZE_FIELD(server_settings, "max_target_lag", max_target_lag),
-    KVRELAY_FIELD(server_settings, "resolve_interval", resolve_interval),
-    KVRELAY_FIELD(server_settings, "tls", tls),
-    KVRELAY_FIELD(server_settings, "ca_file", ca_file),
-    KVRELAY_FIELD(server_settings, "cert_file", cert_file),
-    KVRELAY_FIELD(server_settings, "key_file", key_file),
-    KVRELAY_FIELD(server_settings, "server_name", server_name),
-    KVRELAY_FIELD(server_settings, "rpc_timeout", rpc_timeout),
-    KVRELAY_FIELD(server_settings, "refresh_interval", refresh_interval),
-    KVRELAY_FIELD(server_settings, "walk_chunk", walk_chunk),
-    KVRELAY_FIELD(server_settings, "max_pending", max_pending),
-    KVRELAY_FIELD(server_settings, "eviction_mode", eviction_mode),
-    KVRELAY_FIELD(server_settings, "scoped_evictions", scoped_evictions),
-    KVRELAY_FIELD(server_settings, "keepalive_time", keepalive_time),
-    KVRELAY_FIELD(server_settings, "keepalive_timeout", keepalive_timeout),
-    KVRELAY_FIELD(server_settings, "on_shutdown", on_shutdown),
-};
-
-const field_def<admin_settings> admin_fields[] = {
-    KVRELAY_FIELD(admin_settings, "listen", listen),
-    KVRELAY_FIELD(admin_settings, "token_file", token_file),
-    KVRELAY_FIELD(admin_settings, "public", public_endpoints),
-    KVRELAY_FIELD(admin_settings, "enable_crash_endpoint", enable_crash_endpoint),
-    KVRELAY_FIELD(admin_settings, "max_connections", max_connections),
-    KVRELAY_FIELD(admin_settings, "read_timeout", read_timeout),
-    KVRELAY_FIELD(admin_settings, "idle_timeout", idle_timeout),
-    KVRELAY_SIZE_FIELD(admin_settings, "max_body_bytes", max_body_bytes),
-};
-
-const field_def<state_settings> state_fields[] = {
-    KVRELAY_FIELD(state_settings, "dir", dir),
-    KVRELAY_FIELD(state_settings, "interval", interval),
-    KVRELAY_FIELD(state_settings, "ring_batches", ring_batches),
-};
-
-const field_def<memory_settings> memory_fields[] = {
-    KVRELAY_SIZE_FIELD(memory_settings, "budget", budget),
-};
-
-const field_def<log_settings> log_fields[] = {
-    KVRELAY_FIELD(log_settings, "format", format),
-    KVRELAY_FIELD(log_settings, "level", level),
-};
-
-const field_def<engine_settings> engine_fields[] = {
-    KVRELAY_FIELD(engine_settings, "replica_id", replica_id),
-    KVRELAY_FIELD(engine_settings, "url", url),
-    KVRELAY_FIELD(engine_settings, "discover_via_metrics", discover_via_metrics),
-    KVRELAY_FIELD(engine_settings, "model_id", model_id),
-    KVRELAY_FIELD(engine_settings, "tenant_id", tenant_id),
-    KVRELAY_FIELD(engine_settings, "hash_scheme", hash_scheme),
-    KVRELAY_FIELD(engine_settings, "endpoint", endpoint),
-    KVRELAY_FIELD(engine_settings, "replay_endpoint", replay_endpoint),
-    KVRELAY_FIELD(engine_settings, "topic", topic),
-    KVRELAY_FIELD(engine_settings, "dp_size", dp_size),
-    KVRELAY_FIELD(engine_settings, "dp_mode", dp_mode),
-    KVRELAY_FIELD(engine_settings, "window", window),
-    KVRELAY_FIELD(engine_settings, "reconnect_backoff", reconnect_backoff),
-    KVRELAY_FIELD(engine_settings, "discovery_retry_max", discovery_retry_max),
-    KVRELAY_FIELD(engine_settings, "l2_tier", l2_tier),
-    KVRELAY_FIELD(engine_settings, "unknown_parent", unknown_parent),
-    KVRELAY_FIELD(engine_settings, "index_salted", index_salted),
-    KVRELAY_FIELD(engine_settings, "max_blocks_per_adapter", max_blocks_per_adapter),
-    KVRELAY_FIELD(engine_settings, "max_t2_blocks_per_adapter", max_t2_blocks_per_adapter),
-    KVRELAY_FIELD(engine_settings, "max_t3_blocks_per_adapter", max_t3_blocks_per_adapter),
-};
-
-const field_def<metrics_settings> metrics_fields[] = {
-    KVRELAY_FIELD(metrics_settings, "url", url),
-    KVRELAY_FIELD(metrics_settings, "interval", interval),
-    KVRELAY_FIELD(metrics_settings, "cache_tier", tier),
-    KVRELAY_FIELD(metrics_settings, "model_label", model_label),
-    KVRELAY_SIZE_FIELD(metrics_settings, "cache_size_bytes", cache_size_bytes),
-    KVRELAY_FIELD(metrics_settings, "max_concurrency", max_concurrency),
-};
-
-#undef KVRELAY_FIELD
-#undef KVRELAY_SIZE_FIELD
-
 // -- the TOML reader ------------------------------------------------------------------------------
 
 class reader {
@@ -318,15 +109,15 @@ class reader {
       const toml::node& v = *vp;
       const std::string key(k.str());
       if (key == "server") {
-        if (!section(v, "server", server_fields, cfg_.server)) return error();
+        if (!section(v, "server", "server", 0)) return error();
       } else if (key == "admin") {
-        if (!section(v, "admin", admin_fields, cfg_.admin)) return error();
+        if (!section(v, "admin", "admin", 0)) return error();
       } else if (key == "log") {
-        if (!section(v, "log", log_fields, cfg_.log)) return error();
+        if (!section(v, "log", "log", 0)) return error();
       } else if (key == "state") {
-        if (!section(v, "state", state_fields, cfg_.state)) return error();
+        if (!section(v, "state", "state", 0)) return error();
       } else if (key == "memory") {
-        if (!section(v, "memory", memory_fields, cfg_.memory)) return error();
+        if (!section(v, "memory", "memory", 0)) return error();
       } else if (key == "engine") {
         if (!engines(v)) return error();
       } else {
@@ -373,13 +164,14 @@ class reader {
     return fail(k.source(), path, msg + " (allowed: " + list + ")");
   }
 
-  template <class S, size_t N>
-  bool section(const toml::node& node, const std::string& path, const field_def<S> (&fields)[N],
-               S& out, std::initializer_list<std::string_view> subtables = {},
+  // The keys of one table, read by their schema rows; `engine` is the engine being read.
+  bool section(const toml::node& node, const std::string& path, std::string_view table,
+               size_t engine, std::initializer_list<std::string_view> subtables = {},
                std::vector<std::pair<std::string, const toml::node*>>* sub_out = nullptr) {
     const auto* tbl = node.as_table();
     if (!tbl) return fail(node.source(), path, expected("a table", node));
     cfg_.origin[path] = where(node.source());
+    const auto rows = schema_table(table);
     for (auto [kp, vp] : in_file_order(*tbl)) {
       const toml::key& k = *kp;
       const toml::node& v = *vp;
@@ -388,18 +180,19 @@ class reader {
         sub_out->emplace_back(name, &v);
         continue;
       }
-      const field_def<S>* f = nullptr;
-      for (const auto& candidate : fields)
-        if (name == candidate.key) f = &candidate;
-      if (!f) {
+      const setting* row = nullptr;
+      for (const auto* candidate : rows)
+        if (name == candidate->key) row = candidate;
+      if (!row) {
         std::vector<std::string_view> allowed;
-        for (const auto& candidate : fields) allowed.emplace_back(candidate.key);
+        for (const auto* candidate : rows) allowed.emplace_back(candidate->key);
         allowed.insert(allowed.end(), subtables.begin(), subtables.end());
         return unknown(k, path + "." + name, allowed);
       }
       const std::string key_path = path + "." + name;
       cfg_.origin[key_path] = where(v.source());
-      if (auto err = f->read(v, out); !err.empty()) return fail(v.source(), key_path, err);
+      if (auto err = row->read(to_value(v), cfg_, engine); !err.empty())
+        return fail(v.source(), key_path, err);
     }
     return true;
   }
@@ -415,17 +208,16 @@ class reader {
     for (size_t i = 0; i < arr->size(); ++i) {
       const toml::node& el = *arr->get(i);
       const std::string path = "engine[" + std::to_string(i) + "]";
-      engine_settings e;
+      cfg_.engines.emplace_back();
       std::vector<std::pair<std::string, const toml::node*>> subs;
-      if (!section(el, path, engine_fields, e, {"metrics", "adapters"}, &subs)) return false;
+      if (!section(el, path, "engine", i, {"metrics", "adapters"}, &subs)) return false;
       for (const auto& [name, sub] : subs) {
         if (name == "metrics") {
-          if (!section(*sub, path + ".metrics", metrics_fields, e.metrics)) return false;
-        } else if (!adapters(*sub, path + ".adapters", e.adapters)) {
+          if (!section(*sub, path + ".metrics", "engine.metrics", i)) return false;
+        } else if (!adapters(*sub, path + ".adapters", cfg_.engines[i].adapters)) {
           return false;
         }
       }
-      cfg_.engines.push_back(std::move(e));
     }
     return true;
   }
@@ -464,27 +256,27 @@ using flat_config = std::map<std::pair<std::string, std::string>, std::string>;
 
 flat_config flatten(const daemon_config& c) {
   flat_config out;
-  for (const auto& f : server_fields) out[{"", "server." + std::string(f.key)}] = f.write(c.server);
-  for (const auto& f : admin_fields) out[{"", "admin." + std::string(f.key)}] = f.write(c.admin);
+  for (const auto& row : schema())
+    if (!row.engine()) out[{"", row.doc_path()}] = row.write(c, 0);
   // Compared, never shown: a rotated token is a change the running admin port does not apply.
   out[{"", "admin.token"}] = c.admin.token;
-  for (const auto& f : log_fields) out[{"", "log." + std::string(f.key)}] = f.write(c.log);
-  for (const auto& f : state_fields) out[{"", "state." + std::string(f.key)}] = f.write(c.state);
-  for (const auto& f : memory_fields)
-    out[{"", "memory." + std::string(f.key)}] = f.write(c.memory);
-  for (const auto& e : c.engines) {
+  for (size_t i = 0; i < c.engines.size(); ++i) {
+    const auto& e = c.engines[i];
     const std::string& id = e.replica_id;
     out[{id, ""}] = "present";
-    for (const auto& f : engine_fields) {
+    for (const auto& row : schema()) {
+      if (!row.engine()) continue;
+      const std::string key =
+          (row.table == "engine" ? "" : "metrics.") + std::string(row.key);
       // A URL derived from metrics.url is not configuration: metrics.url and
       // discover_via_metrics are, and stand for it.
-      if (std::string_view(f.key) == "url" && e.url_derived) {
-        out[{id, f.key}] = toml_quote("");
+      if (row.table == "engine" && row.key == "url" && e.url_derived) {
+        out[{id, key}] = toml_quote("");
         continue;
       }
-      out[{id, f.key}] = discovered(e, f.key) ? "(discovered at start)" : f.write(e);
+      out[{id, key}] = row.table == "engine" && discovered(e, row.key) ? "(discovered at start)"
+                                                                       : row.write(c, i);
     }
-    for (const auto& f : metrics_fields) out[{id, "metrics." + std::string(f.key)}] = f.write(e.metrics);
     for (const auto& [aid, name] : e.adapters)
       out[{id, "adapters." + std::to_string(aid)}] = toml_quote(name);
   }
@@ -525,62 +317,41 @@ outcome<daemon_config> load_toml(const std::string& path) {
 std::string to_toml(const daemon_config& c) {
   std::ostringstream out;
   // hidden(key): why the value is not in force (the engine will tell it; another key stands for
-  // it), shown as a comment instead of the value, or "": the value; after(key): a comment line
-  // that explains the value just printed.
-  auto section = [&out](const char* header, const auto& fields, const auto& s, auto&& hidden,
-                        auto&& after) {
+  // it), shown as a comment instead of the value, or "": the value. After it, what the row says
+  // about it (what a 0 stands for) and where a derived default came from.
+  auto section = [&out, &c](const char* header, std::string_view table, size_t engine,
+                            auto&& hidden) {
     out << header << "\n";
-    for (const auto& f : fields) {
-      if (auto why = hidden(f.key); !why.empty()) out << "# " << f.key << " = " << why << "\n";
-      else out << f.key << " = " << f.write(s) << "\n";
-      out << after(f.key);
+    for (const auto* row : schema_table(table)) {
+      if (auto why = hidden(row->key); !why.empty())
+        out << "# " << row->key << " = " << why << "\n";
+      else
+        out << row->key << " = " << row->write(c, engine) << "\n";
+      if (const auto from = origin_of(c, row->path(engine));
+          row->derive && from.rfind("default", 0) == 0)
+        out << "# " << row->key << ": " << from << "\n";
+      if (row->print_note)
+        if (auto text = row->print_note(c, engine); !text.empty()) out << "# " << text << "\n";
     }
   };
   const auto none = [](std::string_view) { return std::string(); };
   out << "# kvrelay effective configuration (defaults included)\n\n";
-  const auto server_hidden = [&c](std::string_view k) {
+  section("[server]", "server", 0, [&c](std::string_view k) {
     return k == "address" && !c.server.targets.empty()
                ? std::string("(unused: the servers are the targets)")
                : std::string();
-  };
-  section("[server]", server_fields, c.server, server_hidden, [&c](std::string_view k) {
-    if (k != "eviction_mode" || c.server.eviction_mode != eviction_mode::auto_) return std::string();
-    return std::string("# eviction_mode \"auto\" runs as \"") +
-           to_string(effective(eviction_mode::auto_)) + "\"\n";
   });
-  out << "\n";
-  section("[admin]", admin_fields, c.admin, none, none);
-  out << "\n";
-  section("[state]", state_fields, c.state, none, [&c](std::string_view k) {
-    if (k == "dir" && c.state.dir.empty()) return std::string("# dir \"\": the durable index is off\n");
-    if (k != "interval" || c.state.interval.count() != 0) return std::string();
-    return std::string("# interval \"0s\": with the delta log, when it outgrows the last "
-                       "snapshot; without, a quarter of the replay ring's span (1s to 60s)\n");
-  });
-  out << "\n";
-  section("[memory]", memory_fields, c.memory, none, [&c](std::string_view k) {
-    if (k != "budget" || c.memory.budget != 0) return std::string();
-    return std::string("# budget 0: the cgroup's memory limit less a quarter (less at least "
-                       "24MiB), else 512MiB\n");
-  });
-  out << "\n";
-  section("[log]", log_fields, c.log, none, none);
+  for (const auto* table : {"admin", "state", "memory", "log"})
+    section(("\n[" + std::string(table) + "]").c_str(), table, 0, none);
   const auto all_pipelines = pipelines(c);
   for (size_t i = 0; i < c.engines.size(); ++i) {
     const auto& e = c.engines[i];
     out << "\n";
-    section("[[engine]]", engine_fields, e,
-            [&e](std::string_view k) {
-              // A derived URL is not the configuration's: read back, it is derived again.
-              if (k == "url" && e.url_derived)
-                return "(derived from metrics.url: " + toml_quote(e.url) + ")";
-              return std::string(discovered(e, k) ? "(discovered at start)" : "");
-            },
-            [&e](std::string_view k) {
-              if (k != "discover_via_metrics" || !e.url_derived) return std::string();
-              return std::string("# the settings given win; the rest are learnt from the engine, "
-                                 "or run as configured while it says nothing usable\n");
-            });
+    section("[[engine]]", "engine", i, [&e](std::string_view k) {
+      // A derived URL is not the configuration's: read back, it is derived again.
+      if (k == "url" && e.url_derived) return "(derived from metrics.url: " + toml_quote(e.url) + ")";
+      return std::string(discovered(e, k) ? "(discovered at start)" : "");
+    });
     // What the ranks expand to, so --check shows the endpoints and replica ids it will use
     // (unless the engine will tell them).
     if (e.dp_size > 1 && !discovered(e, "endpoint") && !discovered(e, "dp_size")) {
@@ -593,7 +364,7 @@ std::string to_toml(const daemon_config& c) {
       }
     }
     out << "\n";
-    section("[engine.metrics]", metrics_fields, e.metrics, none, none);
+    section("[engine.metrics]", "engine.metrics", i, none);
     out << "\n[engine.adapters]\n";
     for (const auto& [id, name] : e.adapters) out << id << " = " << toml_quote(name) << "\n";
   }
@@ -612,8 +383,12 @@ reload_diff diff_for_reload(const daemon_config& old_cfg, const daemon_config& n
     auto ia = a.find({scope, key}), ib = b.find({scope, key});
     if (ia != a.end() && ib != b.end() && ia->second == ib->second) continue;
     if (scope.empty()) {
-      if (key == "log.level") d.log_level_changed = true;
-      else d.restart_required.push_back(key);
+      // The schema's hot rows are applied in place; log.level is the only one (a test says so).
+      if (const auto* row = find_setting(key.substr(0, key.find('.')), key.substr(key.find('.') + 1));
+          row && row->hot)
+        d.log_level_changed = true;
+      else
+        d.restart_required.push_back(key);
       continue;
     }
     const std::string engine_key = "engine." + toml_quote(scope);

@@ -85,12 +85,9 @@ bool daemon::start(std::string& error) {
       return false;
     }
   }
-  // One memory budget for every pipeline; its bounds derive from it (to_pipeline_options).
-  // d.cfg stays as configured (the reload diff compares it with the file); the pipelines are
-  // made from a copy that carries the budget resolved now.
+  // One memory budget for every pipeline, resolved once here: the pipelines' bounds derive from
+  // this object (to_pipeline_options), never from memory.budget, which stays as configured.
   const auto choice = choose_budget(d.cfg);
-  auto run_cfg = d.cfg;
-  run_cfg.memory.budget = static_cast<int64_t>(choice.bytes);
   d.budget = memory_budget::make(choice.bytes, choice.source);
   d.budget->set_process_limit(choice.cgroup_limit);  // MG7: 0 without a cgroup limit
   add_budget_metrics(*d.metrics, d.budget);
@@ -111,7 +108,7 @@ bool daemon::start(std::string& error) {
   for (const auto& ps : config::pipelines(d.cfg))
     if (d.cfg.engines.at(ps.engine_index).url.empty()) by_engine[ps.engine_index].push_back(ps);
   for (const auto& [engine, ranks] : by_engine) {
-    auto spawned = spawn_engine(*d.sys, run_cfg, ranks, d.metrics, {}, d.budget);
+    auto spawned = spawn_engine(*d.sys, d.cfg, ranks, d.metrics, {}, d.budget);
     if (!spawned) {
       error = spawned.error().context;
       stop_spawned();
@@ -135,7 +132,7 @@ bool daemon::start(std::string& error) {
     }
     for (const auto& e : discovery.options.engines)
       discovery.replica_ids[e.index] = d.cfg.engines[e.index].replica_id;
-    discovery.spawn = [sys = d.sys.get(), cfg = run_cfg, metrics = d.metrics, budget = d.budget](
+    discovery.spawn = [sys = d.sys.get(), cfg = d.cfg, metrics = d.metrics, budget = d.budget](
                           size_t engine, const discovered_target& t, const discovery_actor& disc) {
       const auto [target_cfg, ranks] = apply_target(cfg, engine, t);
       return spawn_engine(*sys, target_cfg, ranks, metrics, disc, budget);

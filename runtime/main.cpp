@@ -70,11 +70,8 @@ int main(int argc, char** argv) {
   }
   const auto& flags = parsed.values;
   // --log-format / --log-level rule from the first line on, even for a configuration error.
-  {
-    const config::log_settings defaults;
-    apply_log_settings(flags.log_format_v.value_or(defaults.format),
-                       flags.log_level_v.value_or(defaults.level));
-  }
+  // (The flags' overlay holds the defaults where no flag was given.)
+  apply_log_settings(flags.overlay.log.format, flags.overlay.log.level);
   if (flags.version) {
     std::cout << version_report();
     return 0;

@@ -54,7 +54,8 @@ pipeline_context to_context(const config::daemon_config& cfg,
 
 pipeline_options to_pipeline_options(const config::daemon_config& cfg,
                                      const config::pipeline_settings& ps,
-                                     replica_debouncer_actor replica) {
+                                     replica_debouncer_actor replica,
+                                     const std::shared_ptr<const memory_budget>& budget) {
   const auto& e = cfg.engines.at(ps.engine_index);
   pipeline_options p;
   p.ingress.source.endpoint = ps.endpoint;
@@ -66,11 +67,8 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
   p.decoder.index = to_index_options(e);
   if (e.dp_size > 1) p.decoder.router.expected_dp_rank = ps.dp_rank;
 
-  if (cfg.memory.budget > 0) {
-    // Every bound from the one budget (base/memory_budget.hpp MD1-MD4); 0 (tools, tests that
-    // build options without a daemon): the fixed defaults.
-    const auto b = derive_bounds(static_cast<uint64_t>(cfg.memory.budget),
-                                 config::pipelines(cfg).size());
+  if (budget) {
+    const auto b = derive_bounds(budget->total_bytes(), config::pipelines(cfg).size());
     p.ingress.source.rcvhwm = b.rcvhwm;
     p.ingress.source.replay_rcvhwm = b.rcvhwm;
     auto& t = p.ingress.source.tracker;
@@ -182,11 +180,12 @@ outcome<engine_pipelines> spawn_engine(caf::actor_system& sys, const config::dae
     auto rctx = to_context(cfg, ranks.front(), metrics, budget);
     rctx.name = e.replica_id;
     replica =
-        spawn_replica_debouncer(sys, rctx, to_pipeline_options(cfg, ranks.front(), {}).debouncer);
+        spawn_replica_debouncer(sys, rctx,
+                                to_pipeline_options(cfg, ranks.front(), {}, budget).debouncer);
     out.replica = caf::actor_cast<caf::actor>(replica);
   }
   for (const auto& ps : ranks) {
-    auto opts = to_pipeline_options(cfg, ps, replica);
+    auto opts = to_pipeline_options(cfg, ps, replica, budget);
     if (!e.url.empty()) {
       opts.discovery = discovery;
       opts.engine_index = ps.engine_index;

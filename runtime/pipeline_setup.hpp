@@ -32,9 +32,13 @@ pipeline_context to_context(const config::daemon_config& cfg, const config::pipe
                             std::shared_ptr<metrics_registry> metrics,
                             std::shared_ptr<memory_budget> budget = nullptr);
 
+/// The pipeline's options. Its queue bounds derive from `budget`, the process' memory budget (the
+/// one place its size is: base/memory_budget.hpp MD1-MD4); without one (tools, tests that build
+/// options without a daemon), the fixed defaults.
 pipeline_options to_pipeline_options(const config::daemon_config& cfg,
                                      const config::pipeline_settings& ps,
-                                     replica_debouncer_actor replica);
+                                     replica_debouncer_actor replica,
+                                     const std::shared_ptr<const memory_budget>& budget = nullptr);
 
 /// Spawns the pipelines `ranks` (all of one engine of `cfg`). `discovery` (may be invalid)
 /// hears when a rank's stream stops or flows again; `budget` (may be null) is the process'

@@ -42,11 +42,11 @@ TEST(ParseFlags, EveryReferenceFlagIsDefined) {
 TEST(ParseFlags, SingleAndDoubleDashAreEquivalent) {
   auto a = ok({"-replica-id", "r", "-window=7ms"});
   auto b = ok({"--replica-id", "r", "--window=7ms"});
-  ASSERT_TRUE(a.replica_id && b.replica_id);
-  EXPECT_EQ(*a.replica_id, "r");
-  EXPECT_EQ(*b.replica_id, "r");
-  EXPECT_EQ(a.window->count(), 7);
-  EXPECT_EQ(b.window->count(), 7);
+  ASSERT_TRUE(a.has("replica-id") && b.has("replica-id"));
+  EXPECT_EQ(a.engine().replica_id, "r");
+  EXPECT_EQ(b.engine().replica_id, "r");
+  EXPECT_EQ(a.engine().window.count(), 7);
+  EXPECT_EQ(b.engine().window.count(), 7);
 }
 
 TEST(ParseFlags, SpaceAndEqualsFormsAreEquivalent) {
@@ -54,21 +54,21 @@ TEST(ParseFlags, SpaceAndEqualsFormsAreEquivalent) {
   auto b = ok({"--server=h:1", "--topic", ""});
   EXPECT_EQ(a.servers, std::vector<std::string>{"h:1"});
   EXPECT_EQ(b.servers, std::vector<std::string>{"h:1"});
-  EXPECT_EQ(*a.topic, "");
-  EXPECT_EQ(*b.topic, "");
+  EXPECT_EQ(a.engine().topic, "");
+  EXPECT_EQ(b.engine().topic, "");
 }
 
 TEST(ParseFlags, ValueMayStartWithDashLikeGo) {
   auto v = ok({"--tenant-id", "--window=1s"});
-  EXPECT_EQ(*v.tenant_id, "--window=1s");
-  EXPECT_FALSE(v.window);
+  EXPECT_EQ(v.engine().tenant_id, "--window=1s");
+  EXPECT_FALSE(v.has("window"));
 }
 
 TEST(ParseFlags, BooleanForms) {
-  EXPECT_TRUE(*ok({"--ignore-block-removed"}).ignore_block_removed);
-  EXPECT_TRUE(*ok({"-ignore-block-removed=true"}).ignore_block_removed);
-  EXPECT_FALSE(*ok({"--ignore-block-removed=false"}).ignore_block_removed);
-  EXPECT_FALSE(*ok({"--ignore-block-removed=0"}).ignore_block_removed);
+  EXPECT_TRUE(ok({"--ignore-block-removed"}).engine().l2_tier);
+  EXPECT_TRUE(ok({"-ignore-block-removed=true"}).engine().l2_tier);
+  EXPECT_FALSE(ok({"--ignore-block-removed=false"}).engine().l2_tier);
+  EXPECT_FALSE(ok({"--ignore-block-removed=0"}).engine().l2_tier);
   EXPECT_TRUE(ok({"--check"}).check);
   EXPECT_TRUE(ok({"-version"}).version);
   // A boolean never takes the next argument: "false" would be a stray positional.
@@ -142,32 +142,34 @@ TEST(ParseFlags, DoubleDashEndsFlags) {
 TEST(ParseFlags, CacheTierAndAdapterNamesStayRawForOrderedChecks) {
   // C01/C03 are reported by apply_flags in the reference's order, not by the parser.
   auto v = ok({"--cache-tier=AUTO", "--lora-adapter-names=garbage"});
-  EXPECT_EQ(*v.cache_tier, "AUTO");
-  EXPECT_EQ(*v.lora_adapter_names, "garbage");
+  EXPECT_EQ(*v.raw_text("cache-tier"), "AUTO");
+  EXPECT_EQ(*v.raw_text("lora-adapter-names"), "garbage");
 }
 
 TEST(ParseFlags, TypedValues) {
   auto v = ok({"--engine-cache-size-bytes=0x100", "--max-concurrency-ceiling=-1",
                "--stats-interval=0", "--dp-size=4", "--dp-mode=merged", "--unknown-parent=root",
                "--log-format=text", "--log-level=debug", "--admin-listen=:0"});
-  EXPECT_EQ(*v.engine_cache_size_bytes, 256);
-  EXPECT_EQ(*v.max_concurrency_ceiling, -1);
-  EXPECT_EQ(v.stats_interval->count(), 0);
-  EXPECT_EQ(*v.dp_size, 4);
-  EXPECT_EQ(*v.dp_mode, dp_mode::merged);
-  EXPECT_EQ(*v.unknown_parent, unknown_parent::root);
-  EXPECT_EQ(*v.log_format_v, log_format::text);
-  EXPECT_EQ(*v.log_level_v, log_level::debug);
-  EXPECT_EQ(*v.admin_listen, ":0");
-  EXPECT_EQ(*ok({"--engine-cache-size-bytes=16GiB"}).engine_cache_size_bytes, int64_t{16} << 30);
+  EXPECT_EQ(v.engine().metrics.cache_size_bytes, 256);
+  EXPECT_EQ(v.engine().metrics.max_concurrency, -1);
+  EXPECT_TRUE(v.has("stats-interval"));
+  EXPECT_EQ(v.engine().metrics.interval.count(), 0);
+  EXPECT_EQ(v.engine().dp_size, 4);
+  EXPECT_EQ(v.engine().dp_mode, dp_mode::merged);
+  EXPECT_EQ(v.engine().unknown_parent, unknown_parent::root);
+  EXPECT_EQ(v.overlay.log.format, log_format::text);
+  EXPECT_EQ(v.overlay.log.level, log_level::debug);
+  EXPECT_EQ(v.overlay.admin.listen, ":0");
+  EXPECT_EQ(ok({"--engine-cache-size-bytes=16GiB"}).engine().metrics.cache_size_bytes,
+            int64_t{16} << 30);
   v = ok({"--eviction-mode=rpc", "--engine-url", "http://127.0.0.1:8000"});
-  EXPECT_EQ(*v.eviction_mode, eviction_mode::rpc);
-  EXPECT_EQ(*v.engine_url, "http://127.0.0.1:8000");
+  EXPECT_EQ(v.overlay.server.eviction_mode, eviction_mode::rpc);
+  EXPECT_EQ(v.engine().url, "http://127.0.0.1:8000");
 }
 
 TEST(ParseFlags, RepeatedFlagLastWins) {
   auto v = ok({"--topic=a", "--topic=b"});
-  EXPECT_EQ(*v.topic, "b");
+  EXPECT_EQ(v.engine().topic, "b");
   EXPECT_EQ(v.given, (std::vector<std::string>{"topic", "topic"}));
 }
 
@@ -183,7 +185,7 @@ TEST(ParseFlags, ArgvOverload) {
   const char* argv[] = {"kvrelay", "--replica-id", "r", "-model-id=m"};
   auto r = parse_flags(4, argv);
   ASSERT_EQ(r.status, outcome::ok);
-  EXPECT_EQ(*r.values.model_id, "m");
+  EXPECT_EQ(r.values.engine().model_id, "m");
 }
 
 TEST(Usage, ListsEveryFlagWithItsDefault) {
