@@ -140,24 +140,87 @@ uint64_t memory_budget::used_bytes() const noexcept {
   return n;
 }
 
+memory_budget::~memory_budget() {
+  if (usage_fd_ >= 0) ::close(usage_fd_);
+  if (stat_fd_ >= 0) ::close(stat_fd_);
+}
+
+void memory_budget::set_process_limit(uint64_t bytes, const std::string& cgroup_dir,
+                                      bool v2) noexcept {
+  process_limit_.store(bytes, std::memory_order_relaxed);
+  if (bytes == 0 || cgroup_dir.empty() || usage_fd_ >= 0) return;
+  const std::string usage = cgroup_dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes");
+  const std::string stat = cgroup_dir + "/memory.stat";
+  const int u = ::open(usage.c_str(), O_RDONLY | O_CLOEXEC);
+  const int st = u < 0 ? -1 : ::open(stat.c_str(), O_RDONLY | O_CLOEXEC);
+  if (st < 0) {
+    if (u >= 0) ::close(u);
+    return;  // the process' resident memory instead
+  }
+  usage_fd_ = u;
+  stat_fd_ = st;
+  cgroup_v2_ = v2;
+}
+
+namespace {
+// One read of a small file from its start (procfs and cgroupfs make it whole each time).
+std::string_view pread_all(int fd, char* buf, size_t cap) noexcept {
+  const ssize_t n = ::pread(fd, buf, cap - 1, 0);
+  if (n <= 0) return {};
+  buf[n] = '\0';
+  return {buf, static_cast<size_t>(n)};
+}
+
+uint64_t leading_number(std::string_view s) noexcept {
+  uint64_t v = 0;
+  size_t i = 0;
+  while (i < s.size() && s[i] == ' ') ++i;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) v = v * 10 + uint64_t(s[i] - '0');
+  return v;
+}
+}  // namespace
+
+std::optional<uint64_t> working_set(std::string_view usage, std::string_view stat, bool v2) {
+  size_t i = 0;
+  while (i < usage.size() && usage[i] == ' ') ++i;
+  if (i == usage.size() || usage[i] < '0' || usage[i] > '9') return std::nullopt;
+  const uint64_t used = leading_number(usage);
+  const std::string_view key = v2 ? "inactive_file " : "total_inactive_file ";
+  uint64_t inactive = 0;
+  for (size_t at = 0; at < stat.size();) {
+    const size_t end = std::min(stat.find('\n', at), stat.size());
+    const auto line = stat.substr(at, end - at);
+    if (line.substr(0, key.size()) == key) {
+      inactive = leading_number(line.substr(key.size()));
+      break;
+    }
+    at = end + 1;
+  }
+  return used - std::min(used, inactive);
+}
+
 void memory_budget::sample_rss(uint64_t now_ns) noexcept {  // MG7
   if (process_limit() == 0) return;
   uint64_t last = rss_sampled_ns_.load(std::memory_order_relaxed);
   if (last != 0 && now_ns - std::min(now_ns, last) < 5'000'000) return;
   if (!rss_sampled_ns_.compare_exchange_strong(last, now_ns, std::memory_order_relaxed)) return;
+  if (usage_fd_ >= 0) {
+    char ubuf[64], sbuf[4096];
+    const auto usage = pread_all(usage_fd_, ubuf, sizeof ubuf);
+    const auto stat = pread_all(stat_fd_, sbuf, sizeof sbuf);
+    if (const auto ws = working_set(usage, stat, cgroup_v2_)) note_rss(*ws);
+    return;
+  }
   // statm: size resident shared text lib data dt, in pages. Resident counts the libraries'
   // pages too: in a container they are charged to its cgroup like the heap.
   static const int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
   char buf[128];
-  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-  if (n <= 0) return;
-  buf[n] = '\0';
-  const char* p = std::strchr(buf, ' ');
-  if (!p) return;
-  const uint64_t pages = std::strtoull(p + 1, nullptr, 10);
+  const auto text = pread_all(fd, buf, sizeof buf);
+  const size_t sp = text.find(' ');
+  if (sp == std::string_view::npos) return;
   static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  note_rss(pages * page);
+  note_rss(leading_number(text.substr(sp + 1)) * page);
 }
 uint64_t memory_budget::used_messages() const noexcept {
   uint64_t n = 0;

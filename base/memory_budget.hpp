@@ -29,8 +29,11 @@
 //       on top of what is charged while any hold is on, so the readers pause (MG2) and resume
 //       only once every hold is off and the queues drained to half (MG3).
 //  MG7. Measured pressure: where the process has a memory limit (the cgroup's, set_process_limit),
-//       the readers sample the process' resident memory (note_rss, at most every 5 ms) and, while
-//       it is at or past the pressure line (the limit less a sixteenth) *and* the queues hold
+//       the readers sample what the OOM killer counts (note_rss, at most every 5 ms): the
+//       cgroup's working set, its usage less its inactive file pages (reclaimed before anything
+//       is killed: the state dir's written pages, libraries not in use), or without the cgroup's
+//       files the process' resident memory. While it is at or past the pressure line (the limit
+//       less a sixteenth) *and* the queues hold
 //       something, used_bytes() reports the limit on top, as a hold does (MG6): reading pauses
 //       until the queues drained. The charges count the payloads kvrelay knows of; what queued
 //       work really costs (allocator slack, envelopes, a walk's gRPC buffers) is measured here,
@@ -130,10 +133,10 @@ class memory_budget : public std::enable_shared_from_this<memory_budget> {
   void hold() noexcept { holds_.fetch_add(1, std::memory_order_relaxed); }
   void unhold() noexcept { holds_.fetch_sub(1, std::memory_order_relaxed); }
   uint32_t holds() const noexcept { return holds_.load(std::memory_order_relaxed); }
-  /// MG7: the limit the process' memory must stay under (0: none known, no sampling).
-  void set_process_limit(uint64_t bytes) noexcept {
-    process_limit_.store(bytes, std::memory_order_relaxed);
-  }
+  /// MG7: the limit the process' memory must stay under (0: none known, no sampling), and the
+  /// cgroup directory it is the limit of (empty: the process' own resident memory is sampled).
+  void set_process_limit(uint64_t bytes, const std::string& cgroup_dir = "",
+                         bool v2 = false) noexcept;
   uint64_t process_limit() const noexcept {
     return process_limit_.load(std::memory_order_relaxed);
   }
@@ -144,8 +147,8 @@ class memory_budget : public std::enable_shared_from_this<memory_budget> {
   uint64_t rss() const noexcept { return rss_.load(std::memory_order_relaxed); }
   /// MG7: at or past the pressure line (never without a limit).
   bool pressed() const noexcept { return process_limit() > 0 && rss() >= pressure_line(); }
-  /// MG7: samples the process' resident memory from /proc/self/statm when a limit is set and
-  /// the last sample is 5 ms old or more (any thread; one of them wins a given instant).
+  /// MG7: samples the memory (the cgroup's working set, else /proc/self/statm's resident) when a
+  /// limit is set and the last sample is 5 ms old or more (any thread; one wins an instant).
   void sample_rss(uint64_t now_ns) noexcept;
   uint64_t pressure_pauses() const noexcept {
     return pressure_pauses_.load(std::memory_order_relaxed);
@@ -178,6 +181,9 @@ class memory_budget : public std::enable_shared_from_this<memory_budget> {
   static constexpr uint64_t message_overhead = 256;
 
   memory_budget(uint64_t total, budget_source source);  // use make()
+  ~memory_budget();
+  memory_budget(const memory_budget&) = delete;
+  memory_budget& operator=(const memory_budget&) = delete;
 
  private:
   friend class budget_ticket;
@@ -192,6 +198,9 @@ class memory_budget : public std::enable_shared_from_this<memory_budget> {
   std::atomic<uint64_t> index_bytes_{0};
   std::atomic<uint32_t> holds_{0};
   std::atomic<uint64_t> process_limit_{0};
+  int usage_fd_ = -1;  // MG7: the cgroup's usage and stat files, opened once
+  int stat_fd_ = -1;
+  bool cgroup_v2_ = false;
   std::atomic<uint64_t> rss_{0};
   std::atomic<uint64_t> rss_sampled_ns_{0};
   std::atomic<uint64_t> pressure_pauses_{0};
@@ -285,6 +294,11 @@ constexpr uint64_t default_budget_bytes = uint64_t{512} << 20;
 ///       threads, libraries, gRPC and CAF: ~25 MiB idle), a quarter of the limit and at least
 ///       24 MiB; never under 8 MiB. None, or an unlimited one: default_budget_bytes (source
 ///       default).
+/// MG7: a cgroup's working set from the texts of its usage file (memory.usage_in_bytes, v2
+/// memory.current) and memory.stat: usage less inactive_file (v1: total_inactive_file, the
+/// hierarchy's, as usage is). Nothing when the usage does not parse.
+std::optional<uint64_t> working_set(std::string_view usage, std::string_view stat, bool v2);
+
 budget_choice resolve_budget(uint64_t configured, const read_text_fn& read,
                              const std::string& cgroup_root = "/sys/fs/cgroup");
 

@@ -89,7 +89,13 @@ bool daemon::start(std::string& error) {
   // this object (to_pipeline_options), never from memory.budget, which stays as configured.
   const auto choice = choose_budget(d.cfg);
   d.budget = memory_budget::make(choice.bytes, choice.source);
-  d.budget->set_process_limit(choice.cgroup_limit);  // MG7: 0 without a cgroup limit
+  if (choice.source == budget_source::cgroup_v1 || choice.source == budget_source::cgroup_v2) {
+    const auto slash = choice.cgroup_file.rfind('/');  // MG7: the limit file's cgroup
+    d.budget->set_process_limit(
+        choice.cgroup_limit,
+        slash == std::string::npos ? std::string() : choice.cgroup_file.substr(0, slash),
+        choice.source == budget_source::cgroup_v2);
+  }
   add_budget_metrics(*d.metrics, d.budget);
   log::info("memory budget", {{"budget", describe(choice)},
                               {"queue_limit_bytes", d.budget->limit_bytes()}});

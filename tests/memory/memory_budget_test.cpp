@@ -7,10 +7,12 @@
 
 #include <gtest/gtest.h>
 
-#include <vector>
 
 #include <cerrno>
+#include <cstdio>
+#include <fstream>
 #include <map>
+#include <vector>
 
 namespace kvrelay {
 namespace {
@@ -530,6 +532,56 @@ TEST(IndexBudget, MG7_SamplesTheProcessOnlyWithALimitAndAtMostEvery5ms) {
   b->sample_rss(2'005'000'000);
   EXPECT_GE(b->rss(), first + 60 * MiB) << "5 ms later: sampled again, the 64 MiB seen";
   EXPECT_EQ(grow[grow.size() / 2], 1);
+}
+
+TEST(IndexBudget, MG7_TheWorkingSetIsUsageLessInactiveFilePages) {
+  EXPECT_EQ(working_set("134217728\n", "cache 5\ninactive_file 7\ntotal_inactive_file 1048576\n",
+                        false),
+            127 * MiB)
+      << "v1: the hierarchy's inactive file pages, as usage is the hierarchy's";
+  EXPECT_EQ(working_set("134217728\n", "anon 1\ninactive_file 2097152\nactive_file 9\n", true),
+            126 * MiB)
+      << "v2: inactive_file";
+  EXPECT_EQ(working_set("1000\n", "total_inactive_file 5000\n", false), 0u) << "never below 0";
+  EXPECT_EQ(working_set("1000\n", "", false), 1000u) << "no stat: the usage";
+  EXPECT_EQ(working_set("", "total_inactive_file 5\n", false), std::nullopt);
+  EXPECT_EQ(working_set("max\n", "", true), std::nullopt);
+  EXPECT_EQ(working_set("1000\n", "xtotal_inactive_file 10\ntotal_inactive_file 10\n", false),
+            990u)
+      << "a key is matched at the start of its line only";
+}
+
+TEST(IndexBudget, MG7_SamplesTheCgroupsFilesWhereItKnowsThem) {
+  char tmpl[] = "/tmp/kvrelay-mg7-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const auto write = [&](const char* name, const std::string& text) {
+    std::ofstream(dir + "/" + name, std::ios::trunc) << text;
+  };
+  write("memory.usage_in_bytes", std::to_string(125 * MiB) + "\n");
+  write("memory.stat", "total_inactive_file " + std::to_string(10 * MiB) + "\n");
+  {
+    auto b = memory_budget::make(96 * MiB, budget_source::cgroup_v1);
+    b->set_process_limit(128 * MiB, dir, /*v2=*/false);
+    b->sample_rss(1'000'000'000);
+    EXPECT_EQ(b->rss(), 115 * MiB);
+    EXPECT_FALSE(b->pressed()) << "115 MiB of working set is under the 120 MiB line";
+    write("memory.stat", "total_inactive_file " + std::to_string(4 * MiB) + "\n");
+    b->sample_rss(1'010'000'000);
+    EXPECT_EQ(b->rss(), 121 * MiB) << "the files are read again at each sample";
+    EXPECT_TRUE(b->pressed());
+  }
+  write("memory.current", std::to_string(50 * MiB) + "\n");
+  write("memory.stat", "inactive_file 0\n");
+  {
+    auto b = memory_budget::make(96 * MiB, budget_source::cgroup_v2);
+    b->set_process_limit(128 * MiB, dir, /*v2=*/true);
+    b->sample_rss(1'000'000'000);
+    EXPECT_EQ(b->rss(), 50 * MiB) << "v2 reads memory.current";
+  }
+  for (const char* f : {"memory.usage_in_bytes", "memory.current", "memory.stat"})
+    std::remove((dir + "/" + f).c_str());
+  ::rmdir(dir.c_str());
 }
 
 }  // namespace
