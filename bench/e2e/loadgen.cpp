@@ -80,7 +80,8 @@ const char* k_usage =
     "                       waiting for --go-file (\"prelude\" line; default 0)\n"
     "  --floor-only         generate, measure the floor, exit\n"
     "  --metrics-port-file PATH  serve vLLM's /metrics on an ephemeral loopback port (written to\n"
-    "                       PATH): cache_config_info with num_gpu_blocks = --capacity, as an\n"
+    "                       PATH): cache_config_info with num_gpu_blocks = --capacity (and idle\n"
+    "                       request gauges), as an\n"
     "                       engine says what its cache holds\n"
     "  --linger-ms N        wait for queued messages at exit (default 30000)\n"
     "  --block-times PATH   write (fingerprint u64, publish time us i64) per stored block (two native\n"
@@ -497,7 +498,11 @@ int main(int argc, char** argv) {
     engine_description d;
     d.metrics_text = "# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"" +
                      std::to_string(o.block_size) + "\",num_gpu_blocks=\"" +
-                     std::to_string(o.capacity) + "\"} 1.0\n";
+                     std::to_string(o.capacity) + "\"} 1.0\n"
+                     "# TYPE vllm:num_requests_running gauge\n"
+                     "vllm:num_requests_running{model_name=\"bench\"} 0.0\n"
+                     "# TYPE vllm:num_requests_waiting gauge\n"
+                     "vllm:num_requests_waiting{model_name=\"bench\"} 0.0\n";
     try {
       http = std::make_unique<engine_http>(d, "127.0.0.1", 0, [] { return metrics_sample{}; });
     } catch (const std::exception& e) {
