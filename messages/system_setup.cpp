@@ -43,7 +43,11 @@ void tune_scheduler(caf::actor_system_config& cfg) {
   // which only serves stealing from a busy worker. CAF's 500 moderate polls (25 ms awake per
   // timer tick) and 10 ms timeouts were most of an idle daemon's wake-ups; 10 and 1 s cut an
   // idle 4-pipeline daemon from ~230 to ~30 scheduler wake-ups/s (BENCHMARKS.md, idle CPU).
-  cfg.set("work-stealing.moderate-poll-attempts", size_t{10});
+  // Paced traffic (10^4-10^5 blocks/s: a batch every 4-40 ms) woke each worker ten times per
+  // batch for those polls: ~25 context switches a batch, at 10 k blocks/s ~80 per 1 000 blocks
+  // (BENCHMARKS.md, the fast path). None: after its 100 quick polls a worker waits on its
+  // condition variable, and a job from outside (the ZMQ thread, a timer, gRPC) wakes it there.
+  cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
   cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::seconds(1)});
 }
 

@@ -26,6 +26,7 @@
 # mode) to the same run, for "rpc mode at least 2x today's rate"; it adds one to evictdrain too.
 # BENCH_DUMP=1 saves, per case once drained, kvrelay's /debug/tree (CASE.tree.json: the shard's
 # heap_bytes, pending sizes) and /proc/PID/smaps (CASE.smaps: which mappings hold the RSS).
+# BENCH_NO_CALLGRIND=1 leaves the callgrind run out of the profile case (perf alone, minutes less).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -117,6 +118,10 @@ EOF
 
 cpu_seconds() {  # utime + stime of a process, seconds
   awk -v t="$CLK_TCK" '{ printf "%.3f", ($14 + $15) / t }' "/proc/$1/stat"
+}
+ctx_switches() {  # voluntary + involuntary context switches of every live thread of a process
+  cat /proc/"$1"/task/*/status 2>/dev/null |
+    awk '/^(voluntary|nonvoluntary)_ctxt_switches:/ { s += $2 } END { printf "%d", s + 0 }'
 }
 status_kb() {  # VmRSS / VmHWM of a process, kB
   awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"
@@ -291,7 +296,17 @@ run_case() {
            node_config "$base" >"$WORK/node4.toml"
            kv_flags=(--config "$WORK/node4.toml") ;;
     *) kv_flags=(--engine-endpoint "tcp://127.0.0.1:$base" --replica-id bench --model-id bench
-                 --engine-metrics-url "" --lora-adapter-names "$ADAPTERS") ;;
+                 --lora-adapter-names "$ADAPTERS")
+       # The engine's /metrics (vLLM's cache_config_info: the cache's size, which kvrelay sizes
+       # its index from); BENCH_NO_ENGINE_METRICS=1 runs without, as the runs before it did. A
+       # case that serves its own (durable: the engine's start time) keeps it.
+       if [[ " ${KV_EXTRA[*]} " == *" --engine-metrics-url "* ]]; then
+         :
+       elif [[ -z "${BENCH_NO_ENGINE_METRICS:-}" ]]; then
+         lg_flags=(--metrics-port-file "$WORK/metrics-$name.port")
+       else
+         kv_flags+=(--engine-metrics-url "")
+       fi ;;
   esac
   kv_flags+=("${KV_EXTRA[@]}")
   log "case $name: mode=$mode blocks/source=$blocks rate=$rate $extra ${KV_EXTRA[*]}"
@@ -305,6 +320,13 @@ run_case() {
     >"$lg_out" 2>>"$OUT/loadgen.log" &
   local lg_pid=$!
   PIDS+=("$lg_pid")
+  if [[ " ${lg_flags[*]} " == *" --metrics-port-file "* ]]; then
+    for _ in $(seq 500); do [[ -s "$WORK/metrics-$name.port" ]] && break; sleep 0.02; done
+    # Scraped once a second so the first scrape (one interval after the start) falls inside the
+    # idle measurement before the go; the engine's server is asked for nothing else.
+    kv_flags+=(--engine-metrics-url "http://127.0.0.1:$(cat "$WORK/metrics-$name.port")/metrics"
+               --stats-interval 1s --discover-via-metrics=false)
+  fi
   start_kvrelay "$name" "${kv_flags[@]}"
   # The loadgen prints its floor once generation is done; wait for it before measuring anything.
   for _ in $(seq 3000); do
@@ -327,6 +349,8 @@ for l in open(sys.argv[1]):
   kill -USR2 "$SINK_PID"; sleep 0.05
   local c0 t0 t1="" c1 stored=0 last=-1 stall=0
   c0="$(cpu_seconds "$KV_PID")"; t0="$(now)"
+  local x0 x2
+  x0="$(ctx_switches "$KV_PID")"
   local perf_pid=""
   if [[ -n "$PERF_DATA" ]]; then
     perf record -e cpu-clock -F 1999 -p "$KV_PID" -o "$PERF_DATA" 2>>"$OUT/perf.log" &
@@ -353,7 +377,7 @@ for l in open(sys.argv[1]):
   wait_drained; s="$DRAINED_STATS"
   if [[ -n "$perf_pid" ]]; then kill -INT "$perf_pid"; wait "$perf_pid" 2>/dev/null || true; fi
   local c2 rss hwm resident gaps lost events_total
-  c2="$(cpu_seconds "$KV_PID")"
+  c2="$(cpu_seconds "$KV_PID")"; x2="$(ctx_switches "$KV_PID")"
   rss="$(status_kb "$KV_PID" VmRSS)"; hwm="$(status_kb "$KV_PID" VmHWM)"
   if [[ -n "${BENCH_DUMP:-}" ]]; then
     curl -sf --noproxy '*' --max-time 5 "http://$ADMIN/debug/tree" > "$OUT/$name.tree.json" || true
@@ -374,11 +398,11 @@ for l in open(sys.argv[1]):
     "$c_idle0" "$c_idle1" "$c_post0" "$c_post1" "$idle_s" \
     "$WORK/times-$name.bin" "$WORK/receipts-$name.bin" \
     "$WORK/etimes-$name.bin" "$WORK/ereceipts-$name.bin" "$WORK/evict-$name.json" \
-    >>"$RESULTS" < <(echo "$PY_TIMES"; cat <<'EOF'
+    "$x0" "$x2" >>"$RESULTS" < <(echo "$PY_TIMES"; cat <<'EOF'
 import bisect, json, os, sys
 (name, mode, rate, lg_out, sink, t0, t1, c0, c1, c2, expected, stored, gaps, lost, events,
  resident, rss_base, rss, hwm, ci0, ci1, cp0, cp1, idle_s, times_bin, receipts_bin,
- etimes_bin, ereceipts_bin, evict_json) = sys.argv[1:]
+ etimes_bin, ereceipts_bin, evict_json, x0, x2) = sys.argv[1:]
 
 # Exact per-block latency: each stored block's publish time (loadgen) joined by fingerprint with
 # its first receipt at the sink. Re-stored fingerprints count once (first publish, first receipt).
@@ -429,6 +453,9 @@ r = {
     "cpu_s_per_m_blocks": round((c2 - c0) / stored * 1e6, 3) if stored else None,
     "cpu_ns_per_block": round((c2 - c0) / stored * 1e9, 1) if stored else None,
     "ingest_cpu_ns_per_block": round((c1 - c0) / stored * 1e9, 1) if stored else None,
+    # Wake-ups: kvrelay's threads' context switches, go → drained (the scrapes' included).
+    "ctx_switches": int(x2) - int(x0),
+    "ctx_switches_per_k_blocks": round((int(x2) - int(x0)) / stored * 1e3, 2) if stored else None,
     "resident_blocks": resident,
     "rss_base_kb": int(rss_base), "rss_kb": int(rss), "hwm_kb": int(hwm),
     "bytes_per_resident_block": round((int(rss) - int(rss_base)) * 1024 / resident, 1) if resident else None,
@@ -565,7 +592,10 @@ if has_case server_model; then server_model_case; fi
 # Engine cache sizes: "big" never fills (no evictions: the add path alone, and 1 M resident
 # blocks for the memory figure); "small" is a 64 Ki-block GPU cache that fills in a few batches, so
 # the steady state is one eviction per stored block, as on a busy engine.
-BIG="--capacity 4000000 --clear-prob 0"
+# BIG's cache is just over the 1 M blocks the throughput case stores: it never fills, and the
+# capacity the engine reports on its /metrics (kvrelay sizes its index from it) is a real
+# engine's, not four times what it ever holds.
+BIG="--capacity 1100000 --clear-prob 0"
 SMALL="--capacity 65536 --clear-prob 0.0005"
 # The latency runs last seconds, so their "small" cache is 16 Ki blocks: it fills within the
 # first two seconds even at 10 k blocks/s, and the rest of the run evicts.
@@ -804,7 +834,7 @@ if has_case profile; then
         grep -v '^#' | grep -v '^$' | head -30 >"$OUT/perf-$what-threads.txt" || true
     done
   fi
-  if command -v valgrind >/dev/null; then
+  if [[ -z "${BENCH_NO_CALLGRIND:-}" ]] && command -v valgrind >/dev/null; then
     KV_WRAP="valgrind --tool=callgrind --callgrind-out-file=$OUT/callgrind.out"
     run_case "profile-callgrind" single 100000 10000 "$BIG --floor-repeats 1"
     KV_WRAP=""

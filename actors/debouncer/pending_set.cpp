@@ -51,7 +51,18 @@ void pending_set::evict(const key& k, int64_t ts_us) {
 pending_set::apply_result pending_set::apply(const shard_ops& ops) {
   if (ops.had_store && ops.ts_us > 0) adds_ts_us_ = std::max(adds_ts_us_, ops.ts_us);
   const uint32_t a = adapter_index(ops.adapter);
-  for (const auto& op : ops.ops) {
+  // A window of a fast engine holds 10^5 keys and more, far past the cache: each op's slot is
+  // asked for a few ops ahead, so its miss overlaps the ones before it instead of stalling. A
+  // map that fits the cache (a paced engine's window) only pays the second hash: not asked.
+  constexpr size_t ahead = 8;
+  const size_t n = ops.ops.size();
+  const bool far = entries_.size() + n > 32768;  // ~1.3 MB of slots: past a core's L2
+  if (far)
+    for (size_t i = 0; i < std::min(ahead, n); ++i)
+      entries_.prefetch(key{a, ops.ops[i].fingerprint});
+  for (size_t i = 0; i < n; ++i) {
+    if (far && i + ahead < n) entries_.prefetch(key{a, ops.ops[i + ahead].fingerprint});
+    const prefix_op& op = ops.ops[i];
     const key k{a, op.fingerprint};
     if (op.op == prefix_op::kind::upsert) {
       // One probe: the slot is found or made, then filled.

@@ -355,6 +355,27 @@ bool partition_set::directory_active() const noexcept { return impl_->parts.size
 size_t partition_set::directory_size() const noexcept { return impl_->dir.size(); }
 uint32_t partition_set::home() const noexcept { return impl_->home; }
 
+bool partition_set::reserve_base(size_t blocks) {
+  for (auto& p : impl_->parts) {
+    if (!p->name.empty()) continue;
+    p->index.reserve(blocks);
+    return true;
+  }
+  return false;
+}
+
+size_t partition_set::reserve_target(double capacity, uint64_t room_bytes, bool budgeted,
+                                     size_t reserved) noexcept {
+  // Not a finite positive count (an absent or broken exposition): nothing to size from. 2^40
+  // blocks is far past any cache and keeps the conversion defined.
+  if (!(capacity >= 1) || !(capacity < 0x1p40)) return 0;
+  auto want = static_cast<size_t>(capacity);
+  // A slot is 20 bytes and a reserved segment at most 4/5 full: 25 bytes a block, counted as
+  // 32 (segment rounding and the binomial headroom probe_table::reserve adds).
+  if (budgeted) want = std::min<size_t>(want, static_cast<size_t>(room_bytes / 4 / 32));
+  return want > reserved ? want : 0;
+}
+
 size_t partition_set::heap_bytes() const noexcept {
   size_t b = impl_->dir.heap_bytes();
   for (const auto& p : impl_->parts) b += p->index.heap_bytes() + sizeof(impl::partition);

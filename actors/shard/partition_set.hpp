@@ -28,6 +28,14 @@
 //  PS6. Per work, every partition that emitted ops or saw a store yields one result (its ops,
 //       whether it saw a store: the R12 timestamp rule), in the order the work first touched it.
 //  PS7. Walks (below): every partition in id order, each by its index's resumable walk.
+//  PS8. Sized from the engine: an engine that says how many blocks its cache holds has the base
+//       model's partition (where its blocks go unless an adapter names another) made room for
+//       that many at once (probe_table::reserve), so the add path never grows, rehashes or
+//       faults a table in. Only within the index's share of the memory budget: at most a
+//       quarter of the room it has left (reserve_target), the rest for other pipelines and the
+//       adapters' partitions. A capacity that grows (an engine restarted with a larger cache)
+//       reserves again; one that shrinks keeps what was made (a table shrinks as blocks leave,
+//       probe_table PT7).
 
 #include <cstddef>
 #include <cstdint>
@@ -70,6 +78,15 @@ class partition_set {
 
   /// PS5.
   void clear();
+
+  /// PS8: makes room for `blocks` in the base model's partition (adapter ""); false (nothing
+  /// done) while it is not declared.
+  bool reserve_base(size_t blocks);
+  /// PS8: the blocks to reserve for an engine that holds `capacity` blocks, with `room_bytes`
+  /// of the index's budget share left (no budget: the capacity), given `reserved` already:
+  /// 0 when nothing more is to be done.
+  static size_t reserve_target(double capacity, uint64_t room_bytes, bool budgeted,
+                               size_t reserved) noexcept;
 
   size_t size() const noexcept;
   const std::string& name(uint32_t partition) const;

@@ -9,6 +9,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <algorithm>
+#include <new>
 #include <optional>
 #include <string>
 #include <utility>
@@ -100,7 +101,15 @@ struct shard_state {
   uint64_t refused = 0;      // blocks the budget refused, as last published
   bool over_budget = false;  // told the supervisor
   rate_limiter refused_log{1, 10'000};
+  // PS8: the engine's capacity as the scraper last read it, looked up every `capacity_every`
+  // works (the registry's lock and a search, far off the per-block path), and what the base
+  // partition was sized for.
+  uint32_t works_to_capacity_look = 0;
+  size_t reserved = 0;
 };
+
+// Works between two looks at the engine's capacity: a few per second at a real engine's rate.
+constexpr uint32_t capacity_every = 256;
 
 using shard_self = shard_actor::stateful_pointer<shard_state>;
 
@@ -194,6 +203,35 @@ void charge_index(shard_self self) {
                {"suppressed", suppressed}});
 }
 
+// PS8: the scraper publishes the engine's own cache size (kvrelay_engine_cache_blocks
+// {kind="capacity"}, from vLLM's cache_config_info num_gpu_blocks or SGLang's pages); read from
+// the pipeline's registry, it reaches the shard without a message of its own between two actors
+// that otherwise never talk.
+void size_from_engine(shard_state& st) {
+  if (st.works_to_capacity_look > 0) {
+    --st.works_to_capacity_look;
+    return;
+  }
+  st.works_to_capacity_look = capacity_every;
+  const double capacity =
+      st.ctx.metrics->sum("kvrelay_engine_cache_blocks", st.ctx.labels({{"kind", "capacity"}}));
+  const memory_budget* b = st.ctx.budget.get();
+  const uint64_t room = b == nullptr || b->index_bytes() >= b->index_limit_bytes()
+                            ? 0
+                            : b->index_limit_bytes() - b->index_bytes();
+  const size_t want = partition_set::reserve_target(capacity, room, b != nullptr, st.reserved);
+  if (want == 0) return;
+  try {
+    if (!st.parts.reserve_base(want)) return;
+  } catch (const std::bad_alloc&) {
+    return;  // the table grows as blocks come instead, as without a capacity
+  }
+  st.reserved = want;
+  log::info("index sized from the engine's cache",
+            {{"replica", st.ctx.name}, {"engine_capacity_blocks", static_cast<uint64_t>(capacity)},
+             {"reserved_blocks", want}, {"index_bytes", st.parts.heap_bytes()}});
+}
+
 void on_work(shard_self self, const shard_work& w) {
   auto& st = self->state;
   if (w.epoch < st.epoch) {  // raced a clear; the decoder already superseded it
@@ -209,6 +247,7 @@ void on_work(shard_self self, const shard_work& w) {
   }
   publish(st, ~0u);  // series for partitions declared but not touched
   publish_routing(st);
+  size_from_engine(st);  // after the work: it may have declared the base partition
   charge_index(self);
 }
 
@@ -307,6 +346,8 @@ shard_actor::behavior_type shard_fn(shard_self self, pipeline_context ctx, shard
         if (epoch < s.epoch) return;
         s.epoch = epoch;
         s.parts.clear();
+        s.reserved = 0;  // its arrays went back (PT5); the next look sizes it again (PS8)
+        s.works_to_capacity_look = 0;
         s.over_budget = false;  // an empty index holds what the engine holds again
         for (uint32_t p = 0; p < s.parts.size(); ++p) publish(s, p);
         charge_index(self);

@@ -11,6 +11,8 @@
 // each at block size 16 and 64 (the block size only changes token_count, hence varint widths).
 //   bench_flush --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/codegen/proto_utils.h>
 
 #include <cstdint>
 #include <random>
@@ -143,5 +145,35 @@ void CsuSerialize(benchmark::State& state) {
   state.counters["bytes"] = static_cast<double>(out.size());
 }
 BENCHMARK(CsuSerialize)->Arg(16)->Arg(64);
+
+// What the emitter paid per message: gRPC's own SerializationTraits, which sizes the message and
+// then, through a stream, sizes it again (every entry's ByteSizeLong twice) ...
+void CsuGrpcTraits(benchmark::State& state) {
+  ic::CacheStateUpdate u;
+  fill(u, static_cast<uint32_t>(state.range(0)));
+  for (auto _ : state) {
+    grpc::ByteBuffer b;
+    bool own = false;
+    benchmark::DoNotOptimize(grpc::SerializationTraits<ic::CacheStateUpdate>::Serialize(u, &b, &own));
+    benchmark::DoNotOptimize(b.Length());
+  }
+  set_entry_counters(state);
+}
+BENCHMARK(CsuGrpcTraits)->Arg(16)->Arg(64);
+
+// ... and what policy_client::encode pays now: one size pass, the bytes written into one slice.
+void CsuSizedOnce(benchmark::State& state) {
+  ic::CacheStateUpdate u;
+  fill(u, static_cast<uint32_t>(state.range(0)));
+  for (auto _ : state) {
+    const size_t size = u.ByteSizeLong();
+    grpc::Slice slice(size);
+    u.SerializeWithCachedSizesToArray(const_cast<uint8_t*>(slice.begin()));
+    grpc::ByteBuffer b(&slice, 1);
+    benchmark::DoNotOptimize(b.Length());
+  }
+  set_entry_counters(state);
+}
+BENCHMARK(CsuSizedOnce)->Arg(16)->Arg(64);
 
 }  // namespace

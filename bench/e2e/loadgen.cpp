@@ -40,6 +40,7 @@
 
 #include "base/fingerprint.hpp"
 #include "bench/floor/floor.hpp"
+#include "tools/fake-engine/engine_http.hpp"
 #include "tools/fake-engine/publisher.hpp"
 #include "tools/fake-engine/wire_encoder.hpp"
 #include "tools/fake-engine/workload.hpp"
@@ -78,6 +79,10 @@ const char* k_usage =
     "  --prelude-batches N  publish the first N batches (per rank) as fast as possible before\n"
     "                       waiting for --go-file (\"prelude\" line; default 0)\n"
     "  --floor-only         generate, measure the floor, exit\n"
+    "  --metrics-port-file PATH  serve vLLM's /metrics on an ephemeral loopback port (written to\n"
+    "                       PATH): cache_config_info with num_gpu_blocks = --capacity (and idle\n"
+    "                       request gauges), as an\n"
+    "                       engine says what its cache holds\n"
     "  --linger-ms N        wait for queued messages at exit (default 30000)\n"
     "  --block-times PATH   write (fingerprint u64, publish time us i64) per stored block (two native\n"
     "                       int64), for exact per-block latency against the sink's receipts\n"
@@ -114,6 +119,7 @@ struct options {
   std::string replay_bind;
   std::string go_file, block_times, eviction_times, evict_go_file, hold_file;
   bool floor_only = false;
+  std::string metrics_port_file;
 };
 
 double to_double(const std::string& name, const std::string& v) {
@@ -173,6 +179,7 @@ options parse(int argc, char** argv) {
     else if (name == "evict-go-file") o.evict_go_file = value;
     else if (name == "hold-file") o.hold_file = value;
     else if (name == "evict-rate") o.evict_rate = to_double(name, value);
+    else if (name == "metrics-port-file") o.metrics_port_file = value;
     else usage_error("unknown flag --" + name);
   }
   if (o.dp_size < 1 || o.dp_size > 64) usage_error("--dp-size must be in [1, 64]");
@@ -482,6 +489,31 @@ int main(int argc, char** argv) {
       }
       std::fprintf(stderr, "loadgen: rank %ld publishing on %s\n", r,
                    pubs.back()->live_endpoint().c_str());
+    }
+  }
+
+  // The engine's own /metrics, as vLLM serves it: kvrelay's scraper reads the cache size there.
+  std::unique_ptr<engine_http> http;
+  if (!o.metrics_port_file.empty()) {
+    engine_description d;
+    d.metrics_text = "# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"" +
+                     std::to_string(o.block_size) + "\",num_gpu_blocks=\"" +
+                     std::to_string(o.capacity) + "\"} 1.0\n"
+                     "# TYPE vllm:num_requests_running gauge\n"
+                     "vllm:num_requests_running{model_name=\"bench\"} 0.0\n"
+                     "# TYPE vllm:num_requests_waiting gauge\n"
+                     "vllm:num_requests_waiting{model_name=\"bench\"} 0.0\n";
+    try {
+      http = std::make_unique<engine_http>(d, "127.0.0.1", 0, [] { return metrics_sample{}; });
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "loadgen: %s\n", e.what());
+      return 1;
+    }
+    const std::string tmp = o.metrics_port_file + ".tmp";
+    if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+      std::fprintf(f, "%d\n", http->port());
+      std::fclose(f);
+      std::rename(tmp.c_str(), o.metrics_port_file.c_str());
     }
   }
 
