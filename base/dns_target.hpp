@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// The syntax of a DNS fan-out target (issue 23), like gRPC's dns scheme: one parser, for the
+// The syntax of a DNS fan-out target, like gRPC's dns scheme: one parser, for the
 // configuration's checks (config/) and the resolver (net/dns_resolver.hpp), so what the config
 // accepts is what gets resolved.
 //   dns:///policy.ns.svc:9090        the system resolver

@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// The content fingerprint of shared/spec/policy-contract.md §3: XXH3-64 with seed 1337 over the
+// The content fingerprint of docs/spec/policy-contract.md §3: XXH3-64 with seed 1337 over the
 // block's token ids (u32 little-endian), chained block to block. The policy server's index keys
 // are these values as 8 bytes big-endian. The adapter, tenant and hash scheme never enter it.
 

@@ -5,7 +5,7 @@
 #pragma once
 // The typed form of one engine EventBatch, as the wire decoder produces it and the shards
 // consume it. Plain data, no CAF, no msgpack: every layer above the decoder sees only this.
-// See shared/spec/engine-wire.md for where each field comes from.
+// See docs/spec/engine-wire.md for where each field comes from.
 
 #include <cstddef>
 #include <cstdint>
@@ -42,7 +42,7 @@ uint64_t index_key(const engine_hash& h) noexcept;
 /// Cache tier a medium maps to. Warmer is smaller; the numeric values equal the proto CacheTier.
 enum class tier : uint8_t { t1 = 1, t2 = 2, t3 = 3 };
 
-/// Every `medium` value seen in the wild (shared/spec/engine-wire.md §3 "medium values seen"),
+/// Every `medium` value seen in the wild (docs/spec/engine-wire.md §3 "medium values seen"),
 /// plus `none` (nil or absent: GPU) and `unknown` (a string matching none of them: never indexed).
 /// The values are bounded on purpose: they are the `medium` label of kvrelay_events_total and
 /// kvrelay_blocks_total.

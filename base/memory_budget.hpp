@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// One memory budget for the whole process (issue 27): what kvrelay may hold in work not yet
+// One memory budget for the whole process: what kvrelay may hold in work not yet
 // folded into the debouncer's pending set, and the bounds derived from it. No CAF, no sockets.
 //
 // The path: the ingress charges each received batch (queue `ingress`); the decoder charges each
@@ -315,7 +315,7 @@ struct budget_bounds {
 ///  MD2. rcvhwm: (budget/16)/pipelines at 32 KiB a batch, within [64, 100000]. ZMQ counts
 ///       messages, not bytes, so the size is a fat batch's (~250 blocks), not a typical one's:
 ///       at 4 KiB a queue of 32 KB batches held 8x its share, uncharged, and the 128 MiB cgroup
-///       bench was OOM-killed in an overrun (BENCHMARKS.md, issue 27 cases).
+///       bench was OOM-killed in an overrun (bench/HISTORY.md, the memory budget runs).
 ///  MD3. Pending: (budget/4)/pipelines at 128 bytes a key, within [16384, 2000000].
 ///  MD4. `pipelines` 0 counts as 1.
 ///  MD5. The indexes: 3/4 of the budget (IB2).

@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// The durable index's file format (issue 22): one pipeline's state, enough to continue exactly as
+// The durable index's file format: one pipeline's state, enough to continue exactly as
 // if kvrelay had never stopped. Pure: bytes in, bytes out; no files, no clock. runtime/ writes and
 // reads the files; whether a decoded snapshot may be used is snapshot_proof.hpp's decision.
 //

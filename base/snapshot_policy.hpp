@@ -4,7 +4,7 @@
 
 #pragma once
 // When a snapshot of the durable index may be used, when one may be written, and how often
-// (issue 22). Pure functions of what was read: no files, no sockets, no clock of their own.
+//. Pure functions of what was read: no files, no sockets, no clock of their own.
 //
 // Using a snapshot (at a data path's start)
 //  RD1. A snapshot is used only by the pipeline that wrote it: same replica, model, tenant, hash

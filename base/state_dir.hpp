@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// The durable index's directory (state.dir, issue 22): checked by `kvrelay --check` (nothing
+// The durable index's directory (state.dir): checked by `kvrelay --check` (nothing
 // created) and at start (created when missing), so an unusable one fails before anything runs.
 
 #include <string>

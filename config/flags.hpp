@@ -4,7 +4,7 @@
 
 #pragma once
 // Command-line flags with the grammar of Go's `flag` package, so the Go kvevent-subscriber's
-// sidecar arguments keep working unchanged (reference-behaviour.md §4, C05, C07): `-x` ≡ `--x`,
+// sidecar arguments keep working unchanged (docs/spec/reference-behaviour.md §4, C05, C07): `-x` ≡ `--x`,
 // `--x v` ≡ `--x=v`, booleans as `--x` or `--x=false`, `--` ends the flags. Pure and testable;
 // main.cpp maps the outcome to an exit code (help → 0, error → 2 after the error line and a
 // pointer to --help; an unknown flag's line names the closest flag).

@@ -6,7 +6,7 @@
 // The daemon's configuration as plain data. The member initialisers below are the ONE place a
 // default lives: the TOML loader, the flag parser's usage text, `to_toml` and docs/configuration.md
 // all derive from (or are checked against) a default-constructed struct. Reference defaults are
-// those of the Go kvevent-subscriber (shared/spec/reference-behaviour.md §4).
+// those of the Go kvevent-subscriber (docs/spec/reference-behaviour.md §4).
 
 #include <chrono>
 #include <cstdint>
@@ -34,7 +34,7 @@ enum class unknown_parent : uint8_t {
 /// Which usage gauge the scraper reads (reference --cache-tier, M18). Case-sensitive names.
 enum class cache_tier : uint8_t { auto_, kv, gpu, cpu };
 
-/// How evictions reach the policy server (issue 13; docs/configuration.md explains the choice).
+/// How evictions reach the policy server (docs/configuration.md explains the choice).
 enum class eviction_mode : uint8_t {
   auto_,   // kvrelay's choice: today `expire` (see effective())
   expire,  // entries of the unit's ReportCacheState stream, stamped far in the past
@@ -51,7 +51,7 @@ enum class shutdown_action : uint8_t {
   keep,   // leave the entries; they age out at the server's TTL
 };
 
-/// When /readyz calls kvrelay ready, counting the policy targets that are healthy (issue 23).
+/// When /readyz calls kvrelay ready, counting the policy targets that are healthy.
 enum class readiness_policy : uint8_t {
   any,     // at least one target
   all,     // every target
@@ -102,7 +102,7 @@ const char* allowed_log_levels();      // "debug, info, warn, error"
 /// Connection to the cache-policy servers (gRPC).
 struct server_settings {
   std::string address = "127.0.0.1:9090";  // gRPC target (--server)
-  /// Several policy servers (HA, issue 23; excludes `address`): each entry a target of its own,
+  /// Several policy servers (HA; excludes `address`): each entry a target of its own,
   /// "host:port", any gRPC target, or a DNS fan-out name "dns:///name:port" (system resolver) or
   /// "dns://NS_IP:NS_PORT/name:port" whose every address is a target. A repeated --server.
   std::vector<std::string> targets;
@@ -151,7 +151,7 @@ struct admin_settings {
   std::string token;
 };
 
-/// The durable index (issue 22, docs/operations.md "What survives a restart"): where each pipeline
+/// The durable index (docs/operations.md "What survives a restart"): where each pipeline
 /// keeps a snapshot of its index, so a kvrelay restart forgets nothing the engine still holds.
 /// Off by default: the reference controller's sidecar has a read-only root and no volume.
 struct state_settings {
@@ -161,7 +161,7 @@ struct state_settings {
   int64_t ring_batches = 10000;  // the engine's replay ring (vLLM/SGLang buffer_steps)
 };
 
-/// The memory budget (issue 27): what kvrelay may hold, from which every queue bound derives.
+/// The memory budget: what kvrelay may hold, from which every queue bound derives.
 struct memory_settings {
   int64_t budget = 0;  // bytes; 0 = the cgroup's memory limit less half (≥ 16 MiB), else 512 MiB
 };

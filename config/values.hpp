@@ -65,7 +65,7 @@ std::string check_grpc_target(std::string_view s);
 /// (NS_IP an IPv4 literal or [IPv6]).
 std::string check_policy_target(std::string_view s);
 
-/// The endpoint of data-parallel rank `rank`, the way engines derive it (shared/spec/engine-wire.md
+/// The endpoint of data-parallel rank `rank`, the way engines derive it (docs/spec/engine-wire.md
 /// §1): tcp port + rank; inproc://x → inproc://x_dp<rank>; ipc cannot be ranked (error). Rank 0
 /// is the endpoint itself. Assumes check_endpoint passed.
 std::string rank_endpoint(const std::string& endpoint, int64_t rank, std::string& out);

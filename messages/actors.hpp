@@ -71,7 +71,7 @@ using shard_actor = caf::typed_actor<
   // AllBlocksCleared: forgets everything; later work carries epoch >= the given one.
   caf::reacts_to<atom::clear, uint64_t>,
   // The next chunk of a walk (request id, partition, position, blocks wanted): its resident
-  // blocks from there, as shard_ops to the debouncer (debouncer rules WK1-WK8).
+  // blocks from there, as shard_ops to the debouncer (debouncer rules WK1-WK6).
   caf::reacts_to<atom::walk, uint64_t, uint32_t, uint64_t, uint32_t>,
   // Barrier: answers once everything sent to this shard before it has become ops.
   caf::replies_to<atom::drain>::with<bool>,

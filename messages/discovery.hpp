@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// What engine discovery tells the daemon (issue 14): for each engine with a URL, the effective
+// What engine discovery tells the daemon: for each engine with a URL, the effective
 // settings of each of its pipelines (one per DP rank) with where every value came from, or why
 // there are none yet. Plain data; the discovery actor (actors/discovery/discovery_actor.hpp)
 // sends it as a discovery_update_ptr; messages/fwd.hpp declares that sendable.

@@ -85,7 +85,7 @@ struct shard_ops {
   bool had_store = false;      // the work held a BlockStored (R12 timestamp rule)
   bool resync = false;         // a re-report of resident state (a walk's chunk), not new events
   std::vector<prefix_op> ops;
-  /// A walk's chunk (debouncer rules WK1-WK8): the request it answers (0: not a walk's). A chunk
+  /// A walk's chunk (debouncer rules WK1-WK6): the request it answers (0: not a walk's). A chunk
   /// may span partitions, one message each; the last one (`walk_last`) says where the walk goes
   /// on (`walk_partition`, `walk_key`), or that this data path is done (`walk_done`), and how
   /// many blocks the shard holds now (`resident`).

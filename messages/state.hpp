@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// The durable index's messages (issue 22): a snapshot on its way through the data path, what a
+// The durable index's messages: a snapshot on its way through the data path, what a
 // data path's restore step decided, and what a write came to. CAF-free plain data.
 
 #include <cstddef>

@@ -31,7 +31,7 @@ void setup_actor_system(caf::actor_system_config& cfg) {
   cfg.set("logger.console-verbosity", caf::atom("quiet"));
 }
 
-// CAF's scheduler on the small machines kvrelay shares with engines (issue 13: its polling was
+// CAF's scheduler on the small machines kvrelay shares with engines (its polling was
 // ~95 % of an idle daemon's CPU).
 void tune_scheduler(caf::actor_system_config& cfg) {
   // CAF defaults to at least 4 workers; more workers than cores only adds idle wake-ups.

@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// DNS fan-out (issue 23): one name, typically a Kubernetes headless Service, resolved to every A
+// DNS fan-out: one name, typically a Kubernetes headless Service, resolved to every A
 // and AAAA record it has, each address a policy-server target. Target syntax follows gRPC's dns
 // resolver (base/dns_target.hpp parses it, for the config's checks too):
 //

@@ -177,7 +177,7 @@ struct admin_server::impl {
           for (const auto& w : why) body += "- " + w + "\n";
           res = reply(ok ? 200 : 503, std::move(body));
         });
-    // Fail open (issue 26): a cache-hint sidecar must never take its engine out of service, so
+    // Fail open: a cache-hint sidecar must never take its engine out of service, so
     // the probe a pod's readiness hangs on asks only whether kvrelay itself works -- its root
     // actor answers in time -- and never depends on the engine or the policy server. The full
     // picture stays on /readyz, kvrelay_ready and the KvrelayNotReady alert.

@@ -41,7 +41,7 @@ struct engine_pipelines {
   caf::actor replica;  // merged DP: the replica debouncer, stopped after the pipelines
 };
 
-/// Engines with a URL (issue 14): the root spawns the discovery actor with `options` and, for
+/// Engines with a URL: the root spawns the discovery actor with `options` and, for
 /// each target it answers with, the engine's pipelines through `spawn` (replacing those it ran).
 struct daemon_discovery {
   discovery_options options;  // no engines = no discovery actor

@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// Engines with a URL (issue 14), from the daemon's side: what the configuration says about each
+// Engines with a URL, from the daemon's side: what the configuration says about each
 // (the explicit values and where they were set) for the discovery merge, and the configuration
 // an engine's pipelines run with once discovery has a target for it.
 

@@ -3,8 +3,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// A small HTTP/1.1 server for the admin port, built for what that port must survive (issue 16,
-// item 3) instead of cpp-httplib 0.11.4, whose server gives each connection one of its 8
+// A small HTTP/1.1 server for the admin port, built for what that port must survive
+// instead of cpp-httplib 0.11.4, whose server gives each connection one of its 8
 // workers for the connection's whole life, has no deadline for a request's header (one byte per
 // read timeout keeps a worker forever), no bound on connections, and reads and gunzips a body
 // before any handler can refuse it. Here:

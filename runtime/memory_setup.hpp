@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// The process' memory budget at start (issue 27): resolved once from the configuration and the
+// The process' memory budget at start: resolved once from the configuration and the
 // cgroup (base/memory_budget.hpp MS1-MS4), shared by every pipeline, and shown on /metrics
 // (kvrelay_memory_budget_bytes, kvrelay_queue_bytes/messages, kvrelay_overloads_total,
 // kvrelay_ingress_paused_seconds_total), in --check and on /debug/tree.

@@ -93,7 +93,7 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
     p.debouncer.replica = std::move(replica);
   }
 
-  // HA (issue 23): every server a target of its own; client.target names the first, for what
+  // HA: every server a target of its own; client.target names the first, for what
   // still speaks of one server.
   p.emitter.targets = config::policy_targets(cfg.server);
   p.emitter.client.target = p.emitter.targets.front();

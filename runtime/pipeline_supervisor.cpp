@@ -61,7 +61,7 @@ struct pipeline_state {
   debouncer_actor debouncer;
   decoder_actor decoder;
   ingress_actor ingress;
-  // Every monitored child not yet DOWN: which kind and incarnation it is (rule 2 needs both).
+  // Every monitored child not yet DOWN: which kind and incarnation it is (SV2 needs both).
   std::map<caf::actor_addr, child_ref> monitored;
   caf::error exit_reason;
 
@@ -148,7 +148,7 @@ bool spawn_datapath(pipeline_self self, uint64_t inc, const pipeline_options& o)
   return true;
 }
 
-// Spawns a unit (rule 1); a factory that returns no actor is a failed spawn (rule 10).
+// Spawns a unit (SV1); a factory that returns no actor is a failed spawn (SV10).
 void spawn_unit(pipeline_self self, pipeline_unit u, uint64_t inc) {
   auto& st = self->state;
   auto& sys = self->system();
@@ -258,7 +258,7 @@ std::vector<std::pair<std::string, actor_status::value>> supervision_of(
   return {{"restarts", int64_t{r.restarts}}, {"exit_reason", r.last_error}, {"uptime_s", uptime}};
 }
 
-// Issue 27: the memory budget is spent and the ingress paused (every pipeline shares it): what
+// the memory budget is spent and the ingress paused (every pipeline shares it): what
 // the engine sends meanwhile is dropped at the socket, so the index lags until replay repairs
 // it. /readyz says so (not ready); /readyz/self, the pod's probe, stays ready (fail open).
 bool overloaded(const pipeline_state& st) {

@@ -51,7 +51,7 @@ struct pipeline_options {
   discovery_actor discovery;
   uint64_t engine_index = 0;
   int64_t dp_rank = 0;
-  /// The durable index (state.dir, issue 22): this pipeline's snapshot file and how to prove
+  /// The durable index (state.dir): this pipeline's snapshot file and how to prove
   /// its engine. Unset: nothing survives a restart (every data path starts cold).
   std::optional<state_options> state;
 };
@@ -65,7 +65,7 @@ struct datapath_handles {
 
 /// How the supervisor makes its children: the seam where shell tests hand in recorders. Each
 /// gets the pipeline's context (whose `health` is the supervisor) and current options (the
-/// adapter map grows at runtime). An invalid handle means the spawn failed (rule 10).
+/// adapter map grows at runtime). An invalid handle means the spawn failed (SV10).
 struct pipeline_children {
   std::function<emitter_actor(caf::actor_system&, const pipeline_context&,
                               const pipeline_options&, std::string& error)>

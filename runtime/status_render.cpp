@@ -153,7 +153,7 @@ std::string render_engines(const std::vector<pipeline_view>& pipelines) {
       r["batches_per_second"] = number("batches_per_second");
       r["seconds"] = number("ring_seconds");
     }
-    // The policy server targets (issue 23): each one's state, lag and last error, as the
+    // The policy server targets: each one's state, lag and last error, as the
     // debouncer's delivery machines see them.
     auto targets = nlohmann::ordered_json::array();
     if (const actor_status* deb = s.child("debouncer"))

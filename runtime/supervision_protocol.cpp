@@ -14,7 +14,7 @@ namespace {
 using action = supervision_protocol::action;
 using type = action::type;
 
-// Teardown order (rule 8): upstream first, the emitter last so the debouncer never outlives it.
+// Teardown order (SV8): upstream first, the emitter last so the debouncer never outlives it.
 constexpr actor_kind teardown_order[] = {actor_kind::ingress, actor_kind::decoder,
                                          actor_kind::debouncer, actor_kind::scraper,
                                          actor_kind::emitter};
@@ -86,7 +86,7 @@ void supervision_protocol::spawn(pipeline_unit u, clock::time_point now, actions
   a.unit = u;
   a.number = inc;
   out.push_back(std::move(a));
-  if (st.rec.unhealthy) {  // rule 6: healthy again once it stays up for a window
+  if (st.rec.unhealthy) {  // SV6: healthy again once it stays up for a window
     auto s = make(type::schedule_stable);
     s.unit = u;
     s.number = inc;
@@ -119,7 +119,7 @@ void supervision_protocol::unit_down(pipeline_unit u, const std::string& reason,
   auto& st = units_[index(u)];
   st.up = false;
   st.rec.last_error = reason;
-  for (auto k : members_of(u)) end_child(k, type::stop, out);  // rule 3: the rest goes too
+  for (auto k : members_of(u)) end_child(k, type::stop, out);  // SV3: the rest goes too
   if (restarting_stopped()) return;  // rules 7, 8
 
   while (!st.recent.empty() && now - st.recent.front() > opts_.restart_window)
@@ -128,7 +128,7 @@ void supervision_protocol::unit_down(pipeline_unit u, const std::string& reason,
   ++st.rec.restarts;
   const auto n = static_cast<uint32_t>(st.recent.size());
   ms delay = backoff_.delay(n);
-  if (static_cast<int>(n) > opts_.max_restarts) {  // rule 5
+  if (static_cast<int>(n) > opts_.max_restarts) {  // SV5
     delay = opts_.unhealthy_backoff;
     if (!st.rec.unhealthy) {
       const bool was = unhealthy();
@@ -156,7 +156,7 @@ supervision_protocol::actions supervision_protocol::child_down(actor_kind who,
                                                                clock::time_point now) {
   actions out;
   auto& m = members_[index(who)];
-  if (!m.alive || m.incarnation != incarnation) return out;  // rule 2
+  if (!m.alive || m.incarnation != incarnation) return out;  // SV2
   if (tearing_down_) {
     m.alive = false;
     const bool was_front = !teardown_queue_.empty() && teardown_queue_.front() == who;
@@ -188,7 +188,7 @@ supervision_protocol::actions supervision_protocol::restart_timer(pipeline_unit 
                                                                   clock::time_point now) {
   actions out;
   auto& st = units_[index(u)];
-  if (st.pending == 0 || generation != st.pending) return out;  // rule 4
+  if (st.pending == 0 || generation != st.pending) return out;  // SV4
   st.pending = 0;
   if (restarting_stopped() || st.up) return out;                // rules 7, 8
   spawn(u, now, out);

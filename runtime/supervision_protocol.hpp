@@ -10,33 +10,33 @@
 // so a late DOWN can never be mistaken for the current child's.
 //
 // Rules:
-//  1. Start: the emitter, then the data path (it is handed the emitter), then the scraper when
+//  SV1. Start: the emitter, then the data path (it is handed the emitter), then the scraper when
 //     one is configured; each unit starts at incarnation 1.
-//  2. A DOWN counts only for a live child of the unit's current incarnation. Anything else (a
+//  SV2. A DOWN counts only for a live child of the unit's current incarnation. Anything else (a
 //     child already replaced, one stopped with its unit, a DOWN after the supervisor stopped it)
 //     is stale and ignored.
-//  3. The data path (ingress, decoder, debouncer) goes down as one: the first member's DOWN
+//  SV3. The data path (ingress, decoder, debouncer) goes down as one: the first member's DOWN
 //     stops the other live members of its incarnation and restarts the whole unit. The emitter
 //     and the scraper restart alone; nothing else is touched.
-//  4. Restart delays: the n-th restart within `restart_window` waits base/backoff.hpp's jittered
+//  SV4. Restart delays: the n-th restart within `restart_window` waits base/backoff.hpp's jittered
 //     delay for attempt n (backoff_min doubling to backoff_max). Each scheduled restart has a
 //     generation; a restart timer whose generation is not the unit's pending one is ignored.
-//  5. Intensity: more than `max_restarts` restarts of a unit within `restart_window` mark it
+//  SV5. Intensity: more than `max_restarts` restarts of a unit within `restart_window` mark it
 //     unhealthy (`mark_unhealthy` and an error log on the transition) and its restarts then
 //     wait `unhealthy_backoff`. The pipeline is unhealthy while any unit is; other pipelines and
 //     the daemon are never affected.
-//  6. Recovery: a unit restarted while unhealthy that stays up for a whole `restart_window` is
+//  SV6. Recovery: a unit restarted while unhealthy that stays up for a whole `restart_window` is
 //     healthy again (`mark_healthy` when no unit is left unhealthy).
-//  7. Draining (shutdown's first half): nothing restarts any more. DOWNs are still recorded
+//  SV7. Draining (shutdown's first half): nothing restarts any more. DOWNs are still recorded
 //     (last error), scheduled restarts are ignored when their timers fire.
-//  8. Teardown: no restarts either. Live children are stopped one at a time, upstream first
+//  SV8. Teardown: no restarts either. Live children are stopped one at a time, upstream first
 //     (ingress, decoder, debouncer, scraper, emitter), each after the previous one's DOWN, so no
 //     actor is destroyed by a sibling dropping the last handle to it while its own exit is still
 //     queued. A child that goes down on its own meanwhile just leaves the queue. The teardown
 //     deadline is scheduled at once; with nothing alive the supervisor quits right away.
-//  9. Teardown deadline: every child still alive is killed (CAF's `kill` cannot be trapped) and
+//  SV9. Teardown deadline: every child still alive is killed (CAF's `kill` cannot be trapped) and
 //     the supervisor quits without waiting for their DOWNs.
-// 10. A spawn that fails (the factory returned no actor) counts as a DOWN of that incarnation.
+//  SV10. A spawn that fails (the factory returned no actor) counts as a DOWN of that incarnation.
 
 #include <array>
 #include <chrono>
@@ -74,10 +74,10 @@ class supervision_protocol {
       stop,              // child, incarnation: exit(user_shutdown)
       kill,              // child, incarnation: exit(kill)
       schedule_restart,  // unit, generation, delay: `restart timer` after delay
-      schedule_stable,   // unit, incarnation, delay: `stable timer` after delay (rule 6)
+      schedule_stable,   // unit, incarnation, delay: `stable timer` after delay (SV6)
       schedule_deadline, // delay: `teardown deadline` after delay
-      mark_unhealthy,    // the pipeline became unhealthy (rule 5)
-      mark_healthy,      // ... and is healthy again (rule 6)
+      mark_unhealthy,    // the pipeline became unhealthy (SV5)
+      mark_healthy,      // ... and is healthy again (SV6)
       log,               // level, message, fields
       quit,              // the supervisor is done (teardown finished or cut short)
     };
@@ -103,16 +103,16 @@ class supervision_protocol {
 
   explicit supervision_protocol(options o);
 
-  actions start(clock::time_point now);                                          // rule 1
+  actions start(clock::time_point now);                                          // SV1
   actions child_down(actor_kind who, uint64_t incarnation, const std::string& reason,
                      clock::time_point now);                                     // rules 2, 3, 8
   actions spawn_failed(pipeline_unit u, uint64_t incarnation, const std::string& reason,
-                       clock::time_point now);                                   // rule 10
-  actions restart_timer(pipeline_unit u, uint64_t generation, clock::time_point now);  // rule 4
-  actions stable_timer(pipeline_unit u, uint64_t incarnation);                   // rule 6
-  actions drain_begun();                                                         // rule 7
-  actions teardown_requested();                                                  // rule 8
-  actions teardown_deadline();                                                   // rule 9
+                       clock::time_point now);                                   // SV10
+  actions restart_timer(pipeline_unit u, uint64_t generation, clock::time_point now);  // SV4
+  actions stable_timer(pipeline_unit u, uint64_t incarnation);                   // SV6
+  actions drain_begun();                                                         // SV7
+  actions teardown_requested();                                                  // SV8
+  actions teardown_deadline();                                                   // SV9
 
   const unit_record& record(pipeline_unit u) const { return units_[index(u)].rec; }
   /// The incarnation a child of kind `k` belongs to when it is alive (0 otherwise).

@@ -18,10 +18,10 @@
 # Exit status: 0 when every case ran, kvrelay received every published block without a sequence
 # gap and, in evictdrain, the sink got one eviction per add; 1 otherwise. Figures are reported,
 # never asserted (the machine is shared).
-# The durable case (issue 22: ingestion with a snapshot every second vs none) runs only when
-# --cases names it, as does the fanout case (issue 23: one kvrelay and 1 vs 3 policy servers, then
+# The durable case (ingestion with a snapshot every second vs none) runs only when
+# --cases names it, as does the fanout case (one kvrelay and 1 vs 3 policy servers, then
 # one of three stopped for FANOUT_STOP_SECONDS, 30; results in fanout.jsonl).
-# The fullcache case (issue 13's full-cache engine, both eviction modes) runs unless --cases names
+# The fullcache case (the full-cache engine, both eviction modes) runs unless --cases names
 # others; KVRELAY_BASELINE=/path/to/kvrelay adds that binary's run of it (its own default eviction
 # mode) to the same run, for "rpc mode at least 2x today's rate"; it adds one to evictdrain too.
 # BENCH_DUMP=1 saves, per case once drained, kvrelay's /debug/tree (CASE.tree.json: the shard's
@@ -640,7 +640,7 @@ if has_case node4; then
 fi
 
 if has_case lora; then
-  # A LoRA fleet (issue 12 item 5): the evicting workload (64 Ki-block cache) with 90 % of the
+  # A LoRA fleet: the evicting workload (64 Ki-block cache) with 90 % of the
   # requests on 1 adapter, then on 256. Removals name no adapter; kvrelay routes each to the
   # partition holding its hash. Target: ingest at 256 within 1.3x of 1, RSS per resident block
   # within 1.2x (compared below, same run).
@@ -667,7 +667,7 @@ EOF2
 fi
 
 if has_case durable; then
-  # Issue 22: ingestion while the durable index snapshots every second (state.interval = 1s),
+  # ingestion while the durable index snapshots every second (state.interval = 1s),
   # against the same run without a state dir. 1 M resident blocks paced at 250 k/s (the engine
   # cache never full), so the last snapshots copy a whole 1 M-block index out of the shard: the
   # block latency (publish -> server receipt) p99 is what a pause would show in. The engine's
@@ -702,7 +702,7 @@ EOF2
 fi
 
 if has_case fullcache; then
-  # Issue 13's headline: a full-cache engine (16 Ki blocks, block size 16, the Zipf/LoRA
+  # The headline: a full-cache engine (16 Ki blocks, block size 16, the Zipf/LoRA
   # workload), so every stored block evicts one, at 100 k blocks/s and as fast as possible, in
   # each eviction mode. Per run: evictions/s reaching the sink, add and eviction latency
   # (publish → receipt, p50/p99), CPU-s per M blocks, peak RSS, and the backlog over time
@@ -759,7 +759,7 @@ EOF
 fi
 
 if has_case evictdrain; then
-  # Eviction throughput (issue 13's ">= 500 k evictions/s at the sink in expire mode", "rpc at
+  # Eviction throughput (the ">= 500 k evictions/s at the sink in expire mode", "rpc at
   # least 2x today's rate"): the fullcache case cannot show it, since kvrelay never sends the
   # eviction of a block whose add it has not flushed, and there most blocks are stored and evicted
   # inside one window. Here the stored phase fills a cache that never evicts; once kvrelay has
@@ -922,7 +922,7 @@ if has_case replay; then
   fi
 fi
 
-# ---- outage: the policy server is away while the engine evicts (issue 16 item 2) ----------------
+# ---- outage: the policy server is away while the engine evicts ----------------
 # The demo policy server (it keeps the index, with the reference's freshness rule) is killed 5 s
 # into a 50 k blocks/s full-cache run (16 Ki blocks: one eviction per store) and started again,
 # empty, on the same port when the engine stops publishing OUTAGE_SECONDS (60) later. The figure:
@@ -985,7 +985,7 @@ if has_case outage; then
   for i in $(seq "$REPEATS"); do run_outage_case "$i"; done
 fi
 
-# ---- fanout: one kvrelay, several policy servers (issue 23) ------------------------------------
+# ---- fanout: one kvrelay, several policy servers ------------------------------------
 # The same paced load (FANOUT_RATE, 20 k blocks/s, a 64 Ki-block engine cache: stores and expire-
 # mode evictions) into kvrelay with one sink, then with three (kvrelay given --server three
 # times), interleaved: kvrelay's CPU per stored block (go -> drained) and each sink's block p99

@@ -8,7 +8,7 @@
 # them settle, then counts every thread's context switches (voluntary + involuntary, from
 # /proc/<pid>/task/*/status) over a window and prints them per thread name and in total, and the
 # CPU time it used meanwhile (utime + stime of /proc/<pid>/stat, coarse: 10 ms ticks).
-# Issue 13's goal: an idle daemon with 4 pipelines wakes a handful of times per second.
+# The goal: an idle daemon with 4 pipelines wakes a handful of times per second.
 #
 #   scripts/idle-wakeups.sh                        # 4 pipelines, 10 s window, build/default
 #   scripts/idle-wakeups.sh --bin /tmp/old/kvrelay --pipelines 4 --window 10

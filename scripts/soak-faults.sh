@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # Runs fault tests over and over, one process per run, until one fails or the count is reached:
-# the way to show a test is not flaky (issue 16 asks for 200 clean runs in a row, idle and with a
+# the way to show a test is not flaky (200 clean runs in a row, idle and with a
 # busy core). Not in CI: 200 runs of the default set take 15-20 minutes on a 2-core machine.
 #
 #   scripts/soak-faults.sh                       # 200 runs of the three cold-start tests
@@ -30,7 +30,7 @@ usage() {
 
 options:
   --runs N         runs in a row (default $runs)
-  --filter F       gtest filter (default: the three cold-start tests of issue 16)
+  --filter F       gtest filter (default: the three cold-start tests)
   --load           keep one core busy with a spin loop for the whole soak
   --keep-going     do not stop at the first failure
   --build-dir D    where fault_tests was built (default $build_dir)

@@ -130,7 +130,7 @@ struct debouncer_state {
     pending_gauge = &ctx.gauge("kvrelay_pending_entries", "Coalesced updates not yet sent");
   }
 
-  // Each target's series, created when it joins and removed when it leaves (issue 23).
+  // Each target's series, created when it joins and removed when it leaves.
   struct target_series {
     gauge_series* up = nullptr;
     gauge_series* lag = nullptr;

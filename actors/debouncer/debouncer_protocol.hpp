@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// The debouncer's protocol (issue 11): what to send the policy server, when, and what to do when
+// The debouncer's protocol: what to send the policy server, when, and what to do when
 // it is away. Pure logic: no CAF, no timers, no clock of its own. The shell (debouncer_actor.cpp)
 // feeds it what arrived, with the time it arrived at, and executes the actions it returns (send a
 // unit, arm a timer with a generation, ask a decoder for a re-report, answer drains, log).

@@ -5,7 +5,7 @@
 #pragma once
 // One walk of a replica's index to one policy server target: where it stands, what it asked the
 // shards for, and (for the periodic refresh) how fast it may go. Pure logic: no CAF, no clock of
-// its own. The debouncer (debouncer_protocol.hpp, rules WK1-WK8) owns one per target at most and
+// its own. The debouncer (debouncer_protocol.hpp, rules WK1-WK6) owns one per target at most and
 // feeds it the shards' answers; the shards read each chunk at the cursor it gives
 // (partition_set PS7, probe_table PT9), so a walk holds one chunk at a time whatever the index's
 // size, and survives any change of the index between two chunks.

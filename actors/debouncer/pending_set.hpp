@@ -10,7 +10,7 @@
 // walks the index again instead). Evictions and downgrades cannot be re-derived: past the bound
 // with those alone it says so (`full`), and the caller stops what flows in.
 //
-// What the server never saw is never sent (issue 13):
+// What the server never saw is never sent:
 //  - A pending add is *fresh* when the server cannot hold its key: the op said so
 //    (`index_op::introduces`), a clear is pending (nothing went out since it, so the server
 //    holds no key after it), or the key has not gone out since the server was cleared while

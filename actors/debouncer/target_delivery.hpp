@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// Delivery to one policy server (issue 23): its credits, health, outage, probes and resyncs.
+// Delivery to one policy server: its credits, health, outage, probes and resyncs.
 // Pure logic: no CAF, no timers, no clock of its own. The debouncer (debouncer_protocol.hpp)
 // coalesces once and owns one of these per target; every unit it takes is offered to each, so a
 // target that is down or slow costs the others nothing.

@@ -123,7 +123,7 @@ class batch_router {
   /// A LoRA id → name mapping added at runtime (admin): that id indexes from now on.
   void add_adapter(int64_t id, std::string name);
 
-  /// Durable index (issue 22): the router's part of a snapshot (epoch, adapter map, learnt
+  /// Durable index: the router's part of a snapshot (epoch, adapter map, learnt
   /// groups; the partitions' names come with the shard's images), and the reverse. import_state
   /// takes the partitions in the images' order as ids 0..n-1 (the shard imports them the same
   /// way), and adds the adapters the configuration does not name (runtime-added ones); the epoch

@@ -62,7 +62,7 @@ struct decoder_state {
   batch_router router;
   router_output out;
   uint64_t last_seq = 0;
-  // Durable index (the snapshot's position and history, issue 22). Every batch moves the
+  // Durable index (the snapshot's position and history). Every batch moves the
   // position, decodable or not: it was applied, as nothing.
   std::optional<uint64_t> next_seq;          // unset: nothing decoded or restored yet
   bool awaiting_first = true;                // the incarnation's first batch says its history

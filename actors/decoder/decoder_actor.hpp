@@ -31,7 +31,7 @@ struct decoder_options {
   /// DP rank (batches from another rank are dropped), decoding limits, the partition bound.
   router_options router;
   index_options index;  // for every shard
-  /// Durable index (issue 22): the state to start from (a proved snapshot); null = empty.
+  /// Durable index: the state to start from (a proved snapshot); null = empty.
   std::shared_ptr<const snapshot::pipeline_snapshot> restore;
 };
 

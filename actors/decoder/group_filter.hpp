@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// Which KV-cache groups of a hybrid model we index (engine-wire.md "Hybrid models", following
+// Which KV-cache groups of a hybrid model we index (docs/spec/engine-wire.md "Hybrid models", following
 // Dynamo's zmq_wire filter): only main-attention groups (full, MLA, sink-full). A sliding-window
 // or mamba group evicts blocks outside its window while the full-attention copy stays cached, so
 // letting its BlockRemoved through would erase a reusable prefix. Pure logic; one instance per
@@ -50,7 +50,7 @@ class group_filter {
 
   size_t learned() const noexcept { return kinds_.size(); }
 
-  /// Durable index (issue 22): what was learned, and the reverse (at most max_groups, values
+  /// Durable index: what was learned, and the reverse (at most max_groups, values
   /// that are no group_kind skipped).
   std::vector<std::pair<int64_t, uint8_t>> export_kinds() const;
   void import_kinds(const std::vector<std::pair<int64_t, uint8_t>>& kinds);

@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// Decodes one engine EventBatch payload (msgpack, shared/spec/engine-wire.md §2-§4) into the typed
+// Decodes one engine EventBatch payload (msgpack, docs/spec/engine-wire.md §2-§4) into the typed
 // kv_event_batch of messages/kv_events.hpp. Pure logic: no CAF, no sockets, no msgpack headers
 // here (the reader is a small hand-written one over the bytes, so nothing in the payload can make
 // it allocate more than the payload itself justifies).

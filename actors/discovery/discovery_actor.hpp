@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// The discovery actor (issue 14): one for the daemon, watching every engine that has a URL. It
+// The discovery actor: one for the daemon, watching every engine that has a URL. It
 // runs each engine's discovery_protocol (engine_watch), executes its actions (fetches on
 // threads of their own, never on a CAF worker: a fetch can take its whole HTTP timeout; timers;
 // logs) and tells the listener, per engine, the effective settings of its pipelines with

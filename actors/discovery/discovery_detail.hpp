@@ -77,7 +77,7 @@ std::optional<int64_t> parse_port(std::string_view text, std::string* why);
 /// tcp://host:port with an IPv6 host bracketed.
 std::string tcp_endpoint(std::string_view host, int64_t port);
 
-/// A dialable endpoint from what the engine advertised (rule 6 of engine_discovery.hpp): tcp only,
+/// A dialable endpoint from what the engine advertised (engine_discovery.hpp ED6): tcp only,
 /// a wildcard host replaced by the URL's host, port 1..65535. `what` names it in messages.
 outcome<std::string> dialable(const context& cx, std::string_view path, std::string_view what,
                               std::string_view endpoint);

@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// Explicit settings versus what an engine said about itself (issue 14): given what the
+// Explicit settings versus what an engine said about itself: given what the
 // configuration states for one engine with a URL and what discovery learnt, the effective
 // settings of each pipeline, each value with its origin, and the conflicts. Pure: no config/
 // (the runtime maps config::engine_settings to engine_request), no clock, no I/O.

@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// Discovery of one engine over time (issue 14), the pure half of the discovery actor: when to
+// Discovery of one engine over time, the pure half of the discovery actor: when to
 // ask the engine where its publishers are, what to make of the answer, when the pipelines must
 // be retargeted, what readiness says meanwhile and what to log. No sockets, no CAF, no clock:
 // the shell runs the fetches off actor threads, keeps the timers, and feeds results back.

@@ -69,7 +69,7 @@ namespace {
 
 bool is_2xx(int status) { return status >= 200 && status < 300; }
 
-// The failure for an answer that is not a 2xx (rule 2).
+// The failure for an answer that is not a 2xx (ED2).
 failure not_ok(const context& cx, const http_answer& a) {
   if (a.status == 0) {
     // Not a.error: it is "GET <url>: why", and the context names the request already.
@@ -90,7 +90,7 @@ outcome<json> body_json(const context& cx, const http_answer& a) {
   return std::move(*v);
 }
 
-// One vLLM source (rules 3, 4). nullopt: the source is off.
+// One vLLM source (ED3, ED4). nullopt: the source is off.
 // `rank` is the key of the rank-keyed shape; a list element without a rank field is numbered by
 // its `position`.
 outcome<std::optional<publisher>> read_source(const context& cx, const std::string& path,
@@ -177,7 +177,7 @@ outcome<std::optional<publisher>> read_source(const context& cx, const std::stri
   return result{std::move(pub)};
 }
 
-// A 2xx /kv_event_sources (rules 3, 4, 9).
+// A 2xx /kv_event_sources (ED3, ED4, ED9).
 outcome<std::vector<publisher>> parse_kv_event_sources(const context& cx, const http_answer& a) {
   auto doc = body_json(cx, a);
   if (!doc) return doc.error();
@@ -249,7 +249,7 @@ outcome<std::vector<publisher>> parse_kv_event_sources(const context& cx, const 
   return pubs;
 }
 
-// A /v1/models answer (rule 10).
+// A /v1/models answer (ED10).
 std::optional<failure> parse_models(const context& cx, const http_answer& a,
                                     discovered_engine& out) {
   if (a.status == 401 || a.status == 403) {
@@ -336,7 +336,7 @@ outcome<discovered_engine> discover(std::string_view engine_url, const engine_an
   try {
     return discover_impl(engine_url, a);
   } catch (const std::exception& e) {
-    // Every access above is type-checked first; this is the net under rule 11's "never throws".
+    // Every access above is type-checked first; this is the net under ED11's "never throws".
     return detail::failed("engine " + std::string(engine_url) +
                           ": answer not understood: " + e.what());
   }

@@ -7,7 +7,7 @@
 // engine_discovery.hpp reads the answers to, over the shared HTTP client (net/: one kept-alive
 // connection, bounded time and body). Blocking; run it off any actor thread.
 //
-// Order (engine_discovery.hpp rule 2): GET <url>/kv_event_sources; when that route does not
+// Order (engine_discovery.hpp ED2): GET <url>/kv_event_sources; when that route does not
 // exist, GET <url>/server_info, and <url>/get_server_info (SGLang's older name) when that does
 // not exist either; then GET <url>/v1/models unless the model is not wanted. A transport failure
 // stops the fetch (the parser reports it).

@@ -95,7 +95,7 @@ outcome<std::vector<publisher>> build(const context& cx, const std::string& path
                                       const descriptor& d, const json* raw_json) {
   std::vector<publisher> pubs;
   const std::string from = "GET " + cx.base.prefix + path + " ";
-  bool arithmetic = true;  // every live port is base + rank (rule 7's condition for replay)
+  bool arithmetic = true;  // every live port is base + rank (ED7's condition for replay)
   if (d.list != nullptr) {
     if (d.list->size() > kMaxPublishers) {
       return cx.fail(path, "kv_events.publishers has more than " + std::to_string(kMaxPublishers) +
@@ -154,7 +154,7 @@ outcome<std::vector<publisher>> build(const context& cx, const std::string& path
     p.block_size = d.block_size;
   }
 
-  // Replay (rule 7): from the raw config, offset by rank like the live port.
+  // Replay (ED7): from the raw config, offset by rank like the live port.
   std::string why;
   auto raw = read_raw(raw_json, &why);
   if (!raw || raw->replay.empty()) return pubs;

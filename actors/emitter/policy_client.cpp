@@ -191,7 +191,7 @@ struct cq_tag {
 
 // One completion queue, drained by one thread, for every client of the process: PublishEvent
 // completions and the connectivity watches. A thread per client made each extra target bring a
-// poller of its own, a fifth of what each extra target cost with three (issue 23). Made by the
+// poller of its own, a fifth of what each extra target cost with three. Made by the
 // first client that needs it; the last one to let go shuts the queue down and joins the thread
 // (each client lets go only once its own calls and watch are done, so nothing is left queued).
 class completion_thread {
@@ -356,7 +356,7 @@ struct policy_client::impl {
 // One ReportCacheState stream of messages serialized beforehand, shared with other calls, on the
 // process's completion queue: the thread in Next reads the transport and runs each step itself.
 // On the callback API every step (each write, the Ack, the status) hopped from the thread that
-// polled to one of gRPC's callback threads: two wake-ups a step, for every target (issue 23).
+// polled to one of gRPC's callback threads: two wake-ups a step, for every target.
 // The HEADERS are corked into the first write (uncorked they took a sendmsg of their own, a
 // third of a unit's) and the last message carries the half-close; the Ack's read and the status
 // are asked for before it (gRPC holds them until the HEADERS go out).
@@ -473,7 +473,7 @@ void policy_client::impl::on_watch(bool changed) {
   }
   // A lost transport leaves the channel IDLE; nothing reconnects it until a call is made, and a
   // quiet engine makes none. Reconnecting here is what lets a server that restarted during the
-  // silence be noticed (issue 12 item 3).
+  // silence be noticed.
   if (now == GRPC_CHANNEL_IDLE) channel->GetState(true);
   arm_watch(now);
 }

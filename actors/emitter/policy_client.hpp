@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The emitter's gRPC client to the cache-policy server (spec/policy-contract.md §2).
+// The emitter's gRPC client to the cache-policy server (docs/spec/policy-contract.md §2).
 //
 // A plain class (no CAF) so the emitter actor can own it and the tests can drive it directly.
 // Every call is asynchronous: `report`, `report_encoded` and `publish` return at once and
@@ -72,7 +72,7 @@ class update_source {
 
 /// The serialized messages of one ReportCacheState stream (gRPC byte buffers; opaque here).
 /// Immutable once encoded: any number of clients may send it at the same time, which is how a
-/// unit offered to several policy servers is serialized once (issue 23).
+/// unit offered to several policy servers is serialized once.
 struct encoded_stream;
 
 /// The outcome of one call. `done` callbacks receive exactly one of these.

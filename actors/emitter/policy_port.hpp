@@ -90,7 +90,7 @@ class deferred_completions {
 };
 
 /// The serialized streams of the units being sent, shared by every port of one emitter: a unit
-/// offered to several targets is encoded once (issue 23), whichever port streams it first.
+/// offered to several targets is encoded once, whichever port streams it first.
 /// Opaque here (grpc_port.cpp); any thread.
 class unit_encodings;
 std::shared_ptr<unit_encodings> make_unit_encodings();

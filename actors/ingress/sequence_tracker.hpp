@@ -3,8 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// Per-publisher sequence state machine of the ingress (DESIGN.md "Sequence numbers", "Cold start
-// catch-up"; shared/spec/engine-wire.md §1 replay protocol and §5 gaps). Pure logic: no ZMQ, no
+// Per-publisher sequence state machine of the ingress (docs/spec/design-rules.md DR6, DR7; docs/spec/engine-wire.md §1 replay protocol and §5 gaps). Pure logic: no ZMQ, no
 // CAF, no clock. The ZMQ thread feeds it what arrived and executes the actions it returns.
 //
 // What the engine's replay endpoint really does (vLLM `ZmqEventPublisher._service_replay`,

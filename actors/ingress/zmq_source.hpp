@@ -107,7 +107,7 @@ using ingress_event = std::variant<raw_batch_ptr, ingress_notice_ptr, gap_event,
 // -- configuration -----------------------------------------------------------------------------
 
 /// Which side of the live connection binds. The engine binds its PUB when its endpoint has a
-/// wildcard (`*`), `::`, or is ipc:// / inproc:// (engine-wire.md §1); otherwise it dials, and
+/// wildcard (`*`), `::`, or is ipc:// / inproc:// (docs/spec/engine-wire.md §1); otherwise it dials, and
 /// then we must bind. Our endpoint is the one *we* use, so `auto_detect` binds only for a
 /// wildcard host (`*`, `0.0.0.0`, `[::]`) — an address you can only listen on — and connects to
 /// anything else, like the reference sidecar. Force `bind` for a specific local address.
@@ -172,7 +172,7 @@ struct zmq_source_options {
   std::shared_ptr<ring_gauge> ring;
 };
 
-/// Frame-level rejects and traffic, per reason (engine-wire.md "SHOULD reject" 1 and 5).
+/// Frame-level rejects and traffic, per reason (docs/spec/engine-wire.md WR1 and WR5).
 struct frame_counters {
   uint64_t messages = 0;          // live multipart messages received
   uint64_t bytes = 0;             // live payload bytes accepted

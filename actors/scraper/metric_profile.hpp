@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Engine metric profiles (vLLM, SGLang): turn one parsed /metrics exposition into the
-// ReplicaStats values kvrelay reports, with the reference's rules (reference-behaviour.md §1.8,
+// ReplicaStats values kvrelay reports, with the reference's rules (docs/spec/reference-behaviour.md §1.8,
 // §1.9). scraper_logic carries the hit-rate baseline across ticks. No I/O, no logging: warnings
 // are returned as text for the caller to log.
 #pragma once

@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The stats path's stale-signal state machine (reference-behaviour.md S04-S08, S15) as a pure
+// The stats path's stale-signal state machine (docs/spec/reference-behaviour.md S04-S08, S15) as a pure
 // class: the scraper actor reports each tick's outcome and logs what it is handed, so tests can
 // count log lines by level without a logger.
 #pragma once
@@ -65,7 +65,7 @@ class silent_stream_detector {
   std::optional<double> last_;
 };
 
-// Sleep transitions across scrapes (issue 12 item 4): a sleeping engine has discarded its KV
+// Sleep transitions across scrapes: a sleeping engine has discarded its KV
 // cache, and an idle one may never publish the AllBlocksCleared that would say so, so the
 // pipeline clears on the transition to asleep and indexes again after the wake. Feed it every
 // scrape's reading; a scrape that says nothing (SGLang, a rejected body) changes nothing.

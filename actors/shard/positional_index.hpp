@@ -6,7 +6,7 @@
 // The reverse map of one (pipeline, adapter) partition: engine block hash → our prefix
 // fingerprint, cumulative token count and, per tier, how many physical copies the engine holds.
 // It turns decoded BlockStored / BlockRemoved / AllBlocksCleared events into upsert/evict ops
-// for the debouncer. Behaviour: shared/spec/reference-behaviour.md §1.3 (P01–P09) plus DESIGN.md
+// for the debouncer. Behaviour: docs/spec/reference-behaviour.md §1.3 (P01–P09) plus docs/spec/design-rules.md
 // "Beyond the reference" (unknown parent policy, tiers from medium, salted/multimodal taint,
 // resident cap) and these rules of its own:
 //

@@ -251,7 +251,7 @@ void on_work(shard_self self, const shard_work& w) {
   charge_index(self);
 }
 
-// A walk's next chunk (debouncer WK1-WK8; partition_set PS7): read at this point of the mailbox,
+// A walk's next chunk (debouncer WK1-WK6; partition_set PS7): read at this point of the mailbox,
 // so every op this shard sent before reached the debouncer first.
 void on_walk(shard_self self, uint64_t id, uint32_t partition, uint64_t key, uint32_t max) {
   auto& st = self->state;

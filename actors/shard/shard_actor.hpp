@@ -26,7 +26,7 @@ namespace kvrelay {
 
 struct shard_options {
   index_options index;  // for every partition
-  /// Durable index (issue 22): partitions to start with, reported to the debouncer at once as
+  /// Durable index: partitions to start with, reported to the debouncer at once as
   /// upserts (it starts with ALL_CLEARED); null = empty.
   std::shared_ptr<const snapshot::pipeline_snapshot> restore;
 };

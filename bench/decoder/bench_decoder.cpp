@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// Decoder throughput against the parse floor, in one run (DESIGN.md "Performance budget").
+// Decoder throughput against the parse floor, in one run (docs/spec/design-rules.md DR38).
 //   bench_decoder --benchmark_counters_tabular=true
 // Payload: one EventBatch of 32 BlockStored events × 4 blocks × 16 random token ids (vLLM era-G
 // array events; a map-form (era H) variant too). Counters: blocks/s (rate) and time_per_block

@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// The same-run floor of DESIGN.md "Performance budget": what any consumer of these payloads must
+// The same-run floor of docs/spec/design-rules.md DR38: what any consumer of these payloads must
 // pay at least — a msgpack-cxx parse of every payload plus XXH3 (content + chain) over the same
 // token bytes — and, as a second floor, that plus the one cost no index design avoids: putting
 // each block's key into a table of the resident size (a cache miss per block once it outgrows

@@ -3,7 +3,7 @@
 #
 # SPDX-License-Identifier: Apache-2.0
 #
-# Issue 27: kvrelay alone in a v1 memory cgroup (root only), optionally a v1 cpu cgroup too, the
+# kvrelay alone in a v1 memory cgroup (root only), optionally a v1 cpu cgroup too, the
 # bench loadgen and sink outside them, against a full-cache engine (LRU evictions past
 # --capacity). One case per run; bench/memory/issue27.sh runs the issue's list. Prints one JSON
 # line: peak memory (the cgroup's max_usage and kvrelay's VmHWM), RSS idle / after, OOM kills and

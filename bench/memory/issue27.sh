@@ -3,7 +3,7 @@
 #
 # SPDX-License-Identifier: Apache-2.0
 #
-# Issue 27's benchmark list in one command (root: v1 cgroups): kvrelay alone in a 128 MiB memory
+# The benchmark list in one command (root: v1 cgroups): kvrelay alone in a 128 MiB memory
 # cgroup and a 0.2-core cpu cgroup (cfs_quota_us 20000 / cfs_period_us 100000), the loadgen and
 # sink outside, each case run by bench/memory/cgroup_burst.sh; then the same without limits.
 # Writes the JSON lines to OUT.jsonl and a Markdown table (BENCHMARKS.md's) to OUT.md.

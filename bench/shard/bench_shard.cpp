@@ -6,7 +6,7 @@
 //   bench_shard --benchmark_counters_tabular=true
 // time_per_block is CPU time per block (an inverted rate counter, printed as e.g. "120ns");
 // FingerprintOnly is the hashing floor of the same events, so the index's own cost is the
-// difference within one run (DESIGN.md: "ratios in one run"). The machine is shared: compare
+// difference within one run (docs/spec/design-rules.md DR38: ratios in one run). The machine is shared: compare
 // numbers from the same run only.
 #include <benchmark/benchmark.h>
 #include <malloc.h>
@@ -243,7 +243,7 @@ BENCHMARK(IndexStoreEvictSteady);
 // The same steady state through the shard's protocol, with the stores spread over Arg adapter
 // partitions (round robin by chain) and the removals naming none: at 1 partition every removal
 // goes to it; at more, the hash directory routes each removed hash to its holder. Compare the
-// two in one run (issue 12 item 5: removal routing for LoRA fleets).
+// two in one run (removal routing for LoRA fleets).
 void PartitionStoreEvictSteady(benchmark::State& state) {
   constexpr uint64_t resident_events = uint64_t{1} << 16;
   const auto partitions = static_cast<uint32_t>(state.range(0));
@@ -359,7 +359,7 @@ void IndexMemory1M(benchmark::State& state) {
 }
 BENCHMARK(IndexMemory1M)->Arg(0)->Arg(2000000)->Iterations(1)->Unit(benchmark::kMillisecond);
 
-// A burst of 1 M blocks drained back to an engine cache of 16 Ki (issue 27: memory comes back
+// A burst of 1 M blocks drained back to an engine cache of 16 Ki (memory comes back
 // after an overload): resident memory with the burst held, then once all but 16 Ki blocks were
 // removed. probe_table rule PT7 rebuilds a table left under 1/16 full, and its big arrays are
 // mappings of their own (PT6), so the drained index should hold about what a 16 Ki index does.

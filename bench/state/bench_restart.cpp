@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// A kvrelay restart under load (issue 22): the fake engine publishes ~20 k blocks/s (50 k blocks
+// A kvrelay restart under load: the fake engine publishes ~20 k blocks/s (50 k blocks
 // resident, its replay ring 10 000 batches: vLLM's default, ~2.5 s of this load); kvrelay is
 // stopped the way SIGTERM does it (drain, final flush, last snapshot) and started again while the
 // engine goes on. Reported: the restart's own time, then seconds from the stop until kvrelay has

@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// What one durable-index snapshot costs at N resident blocks (issue 22; default 1 M):
+// What one durable-index snapshot costs at N resident blocks (default 1 M):
 //   bench_state [blocks] [adapters] [dir]
 // Per repeat: the shard's pause (export_partitions: the only part that runs on the shard actor,
 // so the worst pause ingestion sees), encoding (CPU), bytes on disk, the atomic write (temp file,

@@ -4,7 +4,7 @@
 
 // Checks beyond the TOML reader: every configuration error found before anything starts (the
 // admin port's loopback rule, the files a configuration names: bounded, regular files only),
-// the server / admin keys of issues 12, 13 and 16, and engine discovery's settings (issue 14).
+// the server and admin keys, and engine discovery's settings.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -291,7 +291,7 @@ TEST(ReadTokenFile, ForCodeThatSkippedResolve) {
   EXPECT_FALSE(read_token_file("/dev/zero").ok());
 }
 
-// -- engine discovery (issue 14): carried and validated, learnt at start ------------------------
+// -- engine discovery: carried and validated, learnt at start ------------------------
 
 const char* const url_only = "[[engine]]\nreplica_id = \"r0\"\nurl = \"http://127.0.0.1:8000\"\n";
 
@@ -411,7 +411,7 @@ TEST(DiscoveryConfig, RanksAreNotListedBeforeTheEngineNamesThem) {
   EXPECT_EQ(to_toml(c).find("# rank "), std::string::npos) << to_toml(c);
 }
 
-// -- several policy servers (issue 23) --------------------------------------------------------
+// -- several policy servers --------------------------------------------------------
 
 TEST(TargetsConfig, DefaultsAndFileValues) {
   const server_settings d;
@@ -485,7 +485,7 @@ TEST(TargetsConfig, BadEntriesNameTheKeyAndTheEntry) {
 }
 
 TEST(TargetsConfig, RepeatedServerFlagAddsTargetsThatReplaceTheFiles) {
-  // The bug of issue 23: --server A --server B kept B only.
+  // A bug once: --server A --server B kept B only.
   auto f = flags({"--server", "a:1", "--server=b:1", "--server", "dns:///c.ns.svc:9090"});
   EXPECT_EQ(f.servers, (std::vector<std::string>{"a:1", "b:1", "dns:///c.ns.svc:9090"}));
   daemon_config c = load(std::string("[server]\ntargets = [\"x:1\", \"y:1\"]\n") + minimal);

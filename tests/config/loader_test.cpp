@@ -191,7 +191,7 @@ TEST(LoadTomlErrors, UnknownTopLevelKey) {
             "state, memory, log, engine)");
 }
 
-// The durable index (issue 22): [state], --state-dir, and on_shutdown's default with it.
+// The durable index: [state], --state-dir, and on_shutdown's default with it.
 TEST(StateSection, IsReadValidatedAndTurnsOnShutdownToKeep) {
   auto r = parse_toml("[state]\ndir = \"/var/tmp/kvrelay-t\"\ninterval = \"5s\"\nring_batches = 500\n"
                       "[[engine]]\nreplica_id = \"r\"\nmodel_id = \"m\"\n",

@@ -190,7 +190,7 @@ TEST(CheckAddresses, ListenAndGrpcTargets) {
 
 // The resolver's parser decides (base/dns_target.hpp): what the config accepts is what gets
 // resolved, a nameserver without a port included (53, as gRPC).
-TEST(CheckPolicyTarget, DnsNeedsANameAndAPort) {  // issue 23
+TEST(CheckPolicyTarget, DnsNeedsANameAndAPort) {
   for (const char* ok : {"policy:9090", "[::1]:9090", "unix:///run/p.sock", "dns:///policy:9090",
                          "dns:policy.ns.svc:9090", "dns://127.0.0.1:5353/policy-headless:9090",
                          "dns://[::1]:53/p:1", "dns://10.96.0.10/policy:9090",
@@ -236,7 +236,7 @@ TEST(RankEndpoint, PortPlusRankAndInprocSuffix) {
 namespace kvrelay::config {
 namespace {
 
-// The admin port's rule (issue 16): decided on the address, never on a prefix of the text.
+// The admin port's rule: decided on the address, never on a prefix of the text.
 TEST(IsLoopbackHost, DecidesOnTheAddress) {
   for (const char* yes : {"127.0.0.1", "127.255.3.4", "::1", "[::1]", "0:0:0:0:0:0:0:1",
                           "::ffff:127.0.0.1", "[::ffff:127.0.0.1]", "::FFFF:127.9.9.9",

@@ -185,7 +185,7 @@ prefix_op intro(uint64_t fp) {
   return o;
 }
 
-TEST(PendingSet, AFreshAddAndItsEvictionVanishTogether) {  // issue 13
+TEST(PendingSet, AFreshAddAndItsEvictionVanishTogether) {
   pending_set p;
   p.apply(ops("", {intro(1), up(1, 32, tier::t2)}));  // a tier change keeps it fresh
   p.apply(ops("", {ev(1)}, 9, false));
@@ -293,7 +293,7 @@ TEST(PendingSet, ALargeSetIsReleasedWhenItEmpties) {
   EXPECT_FALSE(p.released_memory()) << "a small set is kept";
 }
 
-TEST(PendingSet, WhileAClearIsPendingNothingStoredAfterItNeedsEvicting) {  // issue 16 item 2
+TEST(PendingSet, WhileAClearIsPendingNothingStoredAfterItNeedsEvicting) {
   pending_set p;
   p.clear(5);
   p.apply(ops("", {up(1), up(2)}));

@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// Builders for decoder test inputs: hex dumps (engine-wire.md §7) and msgpack-cxx packers.
+// Builders for decoder test inputs: hex dumps (docs/spec/engine-wire.md §7) and msgpack-cxx packers.
 
 #include "actors/decoder/wire_decoder.hpp"
 

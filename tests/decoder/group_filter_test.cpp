@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// Hybrid-model group filtering (engine-wire.md "Hybrid models").
+// Hybrid-model group filtering (docs/spec/engine-wire.md "Hybrid models").
 #include "actors/decoder/group_filter.hpp"
 
 #include <gtest/gtest.h>

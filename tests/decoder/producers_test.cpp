@@ -63,6 +63,7 @@ std::string trt_two_blocks(item tokens, item mm_keys) {
                    {"mm_keys", std::move(mm_keys)}})});
 }
 
+// WD5: TensorRT-LLM's mm_keys and string token ids taint the blocks they cover.
 TEST(Producers, TensorRtLlmMultimodalTokensAndKeysTaint) {
   const auto d = clean(producer::trt_mm_env);
   ASSERT_EQ(d.batch.events.size(), 1u);
@@ -151,6 +152,7 @@ TEST(Producers, VllmSessionIdIsIgnored) {
   EXPECT_EQ(d.batch.events[0].stored.first_tainted_block, 1u) << "a session is no salt";
 }
 
+// WD5: SGLang's component_types without the full component make the store unindexable.
 TEST(Producers, SGLangComponentTypes) {
   const auto d = clean(producer::sglang_components_env);
   ASSERT_EQ(d.batch.events.size(), 4u);

@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// Reference behaviours D01–D22 (reference-behaviour.md §1.1) and engine-wire.md's "MUST accept" /
+// Reference behaviours D01–D22 (docs/spec/reference-behaviour.md §1.1) and docs/spec/engine-wire.md's WA1-WA11 /
 // "SHOULD reject" lists, built with msgpack-cxx's packer. Long because it walks those lists item
 // by item.
 #include "decoder_test_util.hpp"
@@ -52,6 +52,7 @@ item stored16(item parent = Nil()) { return stored_tuple({42}, std::move(parent)
 
 // ---- reference D01–D22 ----------------------------------------------------------------------
 
+// WD3: an unknown tag skips its event and is counted in skipped_unknown, not a fault.
 TEST(WireDecoderReference, D01_TupleBatchKeepsOrderAndSkipsUnknown) {
   const auto d = ok(enc(A({F64(1779901681.5),
                            A({stored_tuple({10, 11}, Nil(), {0, 1, 2, 3}, 128),
@@ -782,7 +783,7 @@ TEST(WireDecoderReject, DeepNestingDoesNotRecurse) {
 
 // ---- WD2: one bad event costs one event ------------------------------------------------------
 
-// Issue 24's report: one map-era batch of a good store, a store whose block_hashes is a str and
+// The report: one map-era batch of a good store, a store whose block_hashes is a str and
 // whose token_ids is a map, and a good store on a new root. Both good ones decode.
 TEST(WireDecoderFaults, IssueBatchKeepsBothGoodStores) {
   auto good = [](uint64_t h, uint32_t first) {
@@ -875,6 +876,7 @@ TEST(WireDecoderFaults, FaultsAreForTheLastDecodeOnly) {
   EXPECT_TRUE(out.events.empty());
 }
 
+// WD4: AllBlocksCleared with a medium clears every tier; array extras ignored, a map key checked.
 TEST(WireDecoderFaults, ClearedMediumArrayExtrasIgnoredMapKeyChecked) {
   // ATOM #869: AllBlocksCleared may name a medium; kvrelay clears everything either way.
   auto d = decode(batch({A({S("AllBlocksCleared"), S("CPU")}), A({S("AllBlocksCleared"), Nil()}),

@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// Every hex dump of shared/spec/engine-wire.md §7, fed to the decoder as raw bytes.
+// Every hex dump of docs/spec/engine-wire.md §7, fed to the decoder as raw bytes.
 #include "decoder_test_util.hpp"
 
 #include <gtest/gtest.h>

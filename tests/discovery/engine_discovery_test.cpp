@@ -16,7 +16,7 @@
 namespace kvrelay::discovery {
 namespace {
 
-// -- the engine URL (rule 1) ------------------------------------------------------------------
+// -- the engine URL (ED1) ------------------------------------------------------------------
 
 TEST(EngineUrl, BaseHostAndPrefix) {
   auto b = parse_engine_url("http://127.0.0.1:8000/");
@@ -44,6 +44,7 @@ TEST(EngineUrl, RejectsWhatIsNotABaseUrl) {
 
 // -- vLLM /kv_event_sources (rules 2-4, 6, 8) -------------------------------------------------
 
+// ED3: every vLLM body shape is accepted, keyed by DP rank.
 TEST(VllmSources, RankKeyedObjectAsMerged) {
   // vllm #55844 as read by its consumers: keyed by rank string, values are publisher configs.
   const auto e = ok(kUrl + std::string("/"), vllm(R"({
@@ -146,6 +147,7 @@ TEST(VllmSources, LoopbackBehindARemoteUrlIsKeptWithANote) {
                   .notes.empty());
 }
 
+// ED4: a source with publisher "null" or events disabled is off and skipped.
 TEST(VllmSources, SourcesThatAreOffAreSkippedWithANote) {
   const auto e = ok(kUrl, vllm(R"({"0": {"publisher": "zmq", "endpoint": "tcp://*:5557"},
                                    "1": {"publisher": "null", "endpoint": "tcp://*:5558"},
@@ -167,6 +169,7 @@ TEST(VllmSources, EventsDisabledIsItsOwnError) {
   }
 }
 
+// ED6: tcp:// only; a wildcard host becomes the engine URL's host.
 TEST(VllmSources, EndpointsThatCannotBeDialled) {
   const std::vector<bad_case> cases = {
       {R"({"0": {"endpoint": "tcp://*:0"}})", "bind request"},
@@ -232,6 +235,7 @@ TEST(VllmSources, StatusAndTransportFailures) {
   EXPECT_TRUE(has(why, "neither /kv_event_sources nor /server_info was asked")) << why;
 }
 
+// ED8: at least one publisher, at most 1024, ranks and endpoints distinct, sorted by rank.
 TEST(VllmSources, BoundsOnWhatArrives) {
   // A huge body is quoted by its first 256 bytes and its size.
   std::string body = "<html>" + std::string(10000, 'x');
@@ -249,6 +253,7 @@ TEST(VllmSources, BoundsOnWhatArrives) {
   EXPECT_TRUE(has(why, "at most that many")) << why;
 }
 
+// ED2: a 2xx /kv_event_sources is vLLM; a 404 or 405 there asks SGLang's /server_info.
 TEST(VllmSources, NeedsServerInfoOnlyWhenTheRouteIsAbsent) {
   EXPECT_TRUE(needs_server_info(answer("/kv_event_sources", "", 404)));
   EXPECT_TRUE(needs_server_info(answer("/kv_event_sources", "", 405)));

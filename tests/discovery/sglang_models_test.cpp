@@ -2,8 +2,8 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// SGLang's /server_info shapes (rules 5, 7, 9), /v1/models (rule 10) and the quoting of what
-// arrived (rule 11). See docs/discovery.md for where each shape comes from.
+// SGLang's /server_info shapes (ED5, ED7, ED9), /v1/models (ED10) and the quoting of what
+// arrived (ED11). See docs/discovery.md for where each shape comes from.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -236,7 +236,7 @@ TEST(Models, Failures) {
   }
 }
 
-// -- quoting (rule 11) -------------------------------------------------------------------------
+// -- quoting (ED11) -------------------------------------------------------------------------
 
 TEST(Quote, BoundedAndEscaped) {
   EXPECT_EQ(quote(""), "(empty body)");

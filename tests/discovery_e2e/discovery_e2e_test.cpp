@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// Zero-config end to end (issue 14) over real loopback sockets: fake engines whose HTTP server
+// Zero-config end to end over real loopback sockets: fake engines whose HTTP server
 // says where their publishers are → an in-process daemon given only `engine.url` → the policy
 // server. vLLM-style DP=2 at port 0, SGLang-style, an engine restarted on new ports while the
 // daemon runs, HTTP up before the publishers, a malformed or events-disabled answer next to a

@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// Issue 36 in process, on real sockets: a fake engine with a short replay ring and its /metrics,
+// in process, on real sockets: a fake engine with a short replay ring and its /metrics,
 // an in-process policy server and daemon with a state dir. A daemon stopped without its drain
 // leaves what a crash leaves (every record written is in the page cache, no last snapshot).
 // Every test compares the server's index with the engine model's truth.

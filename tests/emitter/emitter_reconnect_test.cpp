@@ -4,7 +4,7 @@
 
 // The emitter against the real demo policy server over loopback gRPC: when the server goes away
 // and a new, empty one starts on the same port, the reconnect listener hears `reconnected` for
-// that target without any unit or stats call being made (the engine is quiet: issue 12 item 3).
+// that target without any unit or stats call being made (the engine is quiet).
 // With two servers, only the restarted one's target is reported.
 #include <gtest/gtest.h>
 

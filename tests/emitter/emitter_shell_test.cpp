@@ -299,6 +299,7 @@ TEST(EmitterShell, StatsAreAnsweredFromTheirCompletion) {
 
 const std::vector<std::string> three = {"a:1", "b:2", "c:3"};
 
+// U4: a unit goes to the one target it names and is answered once, naming it.
 TEST(EmitterLinks, AUnitGoesOnlyToItsTargetAndIsAnsweredWithItsName) {
   fixture f(emitter::eviction_mode::expire, {"b:2", "a:1"});
   ASSERT_EQ(f.ports.size(), 2u);

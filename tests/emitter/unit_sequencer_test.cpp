@@ -115,6 +115,7 @@ TEST(UnitSequencer, NullUnitIsStillAnswered) {
   EXPECT_FALSE(a[0].result.sent);
 }
 
+// U1: clear, then adds and downgrades, then evictions; a unit finished before the next.
 TEST(UnitSequencer, ClearGoesAloneAndTheStreamWaitsForIt) {
   driver d;
   auto a = d.unit(1, make_unit(1, true, 2, 2));
@@ -130,6 +131,7 @@ TEST(UnitSequencer, ClearGoesAloneAndTheStreamWaitsForIt) {
   EXPECT_TRUE(a[0].result.ok);
 }
 
+// U2: in expire mode evictions are entries of the unit's stream, no PublishEvent.
 TEST(UnitSequencer, ExpireModeUnitOfEvictionsOnlyIsOneStreamAndNoPublish) {
   driver d;
   auto a = d.unit(1, make_unit(1, false, 0, 50));
@@ -226,6 +228,7 @@ TEST(UnitSequencer, AFailedResyncClearHoldsBackAgain) {
   EXPECT_TRUE(only(a, kind::start_stream).empty());
 }
 
+// U2: in rpc mode one PublishEvent per eviction, after the unit's updates.
 TEST(UnitSequencer, RpcEvictionsFollowTheStreamUpToTheCap) {
   driver d(rpc_mode(4));
   auto a = d.unit(1, make_unit(1, false, 2, 10));
@@ -278,6 +281,7 @@ TEST(UnitSequencer, RpcEvictionFailureStopsIssuingAndAwaitsThoseInFlight) {
   EXPECT_EQ(answers[0].result.failed_rpcs, 1u);
 }
 
+// U5: the restores go once every eviction of the unit completed.
 TEST(UnitSequencer, UQ12_RestoresGoAfterEveryEvictionCompletedAsAStreamOfTheirOwn) {
   driver d(rpc_mode(2));
   auto u = std::const_pointer_cast<emit_unit>(make_unit(11, false, 1, 3));

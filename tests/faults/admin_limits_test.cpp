@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The real admin port surviving its own clients (issue 16, item 3), against the in-process
+// The real admin port surviving its own clients, against the in-process
 // daemon with its default limits (64 connections, 5 s per request, 30 s idle, 64 KiB bodies):
 // slow-loris and idle connections do not stop the probes, a refused body is never read (RSS
 // stays put), compressed and oversized bodies are refused, names from outside stay valid JSON,

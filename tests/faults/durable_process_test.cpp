@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// Issue 22, the durable index against the real binary: SIGKILL at random moments, many times,
+// The durable index against the real binary: SIGKILL at random moments, many times,
 // while the engine publishes. A SIGKILL can land anywhere, a snapshot being written included: the
 // file must then hold the previous snapshot or the new one, never a torn one, and the restarted
 // daemon must be exact whenever the engine's ring covers the time since the last snapshot, and

@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// Issue 22, the durable index, end to end on real sockets: a fake engine whose replay ring is much
+// The durable index, end to end on real sockets: a fake engine whose replay ring is much
 // shorter than its history (40 batches), its /metrics (the process start time that proves its
 // incarnation), an in-process policy server, and the daemon with a state dir. Every test compares
 // the server's index with the engine model's truth.

@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// Several policy servers (issue 23), on real sockets: a fake engine publishing over ZMQ, three
+// Several policy servers, on real sockets: a fake engine publishing over ZMQ, three
 // in-process policy servers and kvrelay with `server.targets` naming all three. One server is
 // killed, restarted empty or stalled while the engine keeps going; at every check the other
 // two hold exactly what the engine holds, the daemon keeps ingesting every batch, and the

@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The debouncer's side of a policy-server outage, on real sockets (issue 16 item 2): while the
+// The debouncer's side of a policy-server outage, on real sockets: while the
 // server is away nothing but the resync's probe is sent and nothing piles up; on its return the
 // clear goes first, then the re-report, and no eviction of a prefix it never held.
 
@@ -17,7 +17,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Issue 12 item 3: a server restarted empty while the engine is quiet. No engine event and no
+// a server restarted empty while the engine is quiet. No engine event and no
 // failed call tells kvrelay; only the transport coming back does, and the resync alone must
 // rebuild the server's index.
 TEST(PolicyServerOutage, RestartedDuringSilenceIsRebuiltWithoutAnEngineEvent) {

@@ -235,7 +235,7 @@ TEST(ProcessConfig, SyntaxErrorAlsoNamesThePlace) {
   EXPECT_NE((p.out() + p.err()).find("broken.toml:2:"), std::string::npos) << p.err();
 }
 
-// Every configuration error exits 2 before anything starts (issue 16, item 4), in the daemon and
+// Every configuration error exits 2 before anything starts, in the daemon and
 // in --check alike; nothing may block or read without bound on the way there.
 
 // A daemon configuration that is valid apart from its [admin] table. The server is never dialled:
@@ -299,7 +299,7 @@ TEST(ProcessConfig, NonLoopbackAdminWithoutTokenExitsTwo) {
 }
 
 // A typo in an injected sidecar's arguments: the one line a crash-looping container shows names
-// the flag meant, and the usage does not bury it (issue 26).
+// the flag meant, and the usage does not bury it.
 TEST(ProcessConfig, UnknownFlagNamesTheLikelyFlagOnOneLine) {
   temp_dir dir;
   child_process p({binary, "--replicaid=vllm-0", "--model-id=m"}, dir.path());

@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// Issue 22, first part: a restart must not invent a loss. The fake engine answers a replay like
+// a restart must not invent a loss. The fake engine answers a replay like
 // vLLM and SGLang do (one tight loop into a ROUTER queue of 1000 messages; what does not fit is
 // dropped, END included), so a cold start against a ring that holds far more than that gets
 // replies that stop short. End to end on real sockets (fake engine, daemon, policy server): the

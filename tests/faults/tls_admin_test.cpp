@@ -136,7 +136,7 @@ TEST(AdminPort, ReadyzFlipsWhenTheServerAnswers) {
   env.publish_steps(10);
   std::this_thread::sleep_for(500ms);
   EXPECT_EQ(http_get(port, "/readyz").status, 503);
-  // Fail open (issue 26): the probe a pod's readiness hangs on stays 200 while the policy server
+  // Fail open: the probe a pod's readiness hangs on stays 200 while the policy server
   // is away; one outage must not empty a fleet's Service. kvrelay_ready keeps the full picture.
   ASSERT_TRUE(wait_until([&] { return env.metric("kvrelay_batches_total") > 0; }, 8s));
   const auto self = http_get(port, "/readyz/self");
@@ -170,7 +170,7 @@ TEST(AdminPort, MetricsHasTheDocumentedFamilies) {
       },
       5s));
   ASSERT_EQ(r.status, 200);
-  // DESIGN.md "Operability": events, blocks, drops, gaps, replays, RPC latency and errors,
+  // docs/spec/design-rules.md DR23: events, blocks, drops, gaps, replays, RPC latency and errors,
   // resident blocks per adapter, event age, readiness.
   for (const char* family :
        {"kvrelay_events_total counter", "kvrelay_blocks_total counter",

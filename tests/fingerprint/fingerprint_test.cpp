@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// Golden vectors (F01–F10 of reference-behaviour.md) and the long-input XXH3 path.
+// Golden vectors (F01–F10 of docs/spec/reference-behaviour.md) and the long-input XXH3 path.
 #include "base/fingerprint.hpp"
 
 #include <gtest/gtest.h>
@@ -141,7 +141,7 @@ TEST(Fingerprint, QueryChainIsPerBlockBe8) {  // F08
 
 // Block sizes of 61+ tokens take XXH3's long-input path (seed-derived secret), which the golden
 // file never reaches. Expected values come from the reference C xxHash via Python's xxhash
-// (independent of our code), as recorded in shared/spec/policy-contract.md §3.
+// (independent of our code), as recorded in docs/spec/policy-contract.md §3.
 TEST(Fingerprint, LongInputPathMatchesIndependentXxh3) {
   EXPECT_EQ(fp::prefixes(iota(0, 127), 64),
             (std::vector<uint64_t>{3480597578098033343ull, 2575318956255022795ull}));

@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// Index truth end to end (issue 12): fake engine → kvrelay → policy server on loopback sockets.
+// Index truth end to end: fake engine → kvrelay → policy server on loopback sockets.
 // Every test states what the engine holds and waits (bounded) until the server's index for the
 // replica is exactly that: lost removals in a partition's first batch, physical copies, the
 // engine's own remaining_copy_counts, every medium (and REMOTE, and an unknown one), a LoRA fleet
@@ -357,7 +357,7 @@ TEST_F(IndexTruth, BinWrappedBatchesAreDecodedLikeAnyOther) {
 }  // namespace
 }  // namespace kvrelay::e2e
 
-// ---- item 6: rpc evictions and LoRA copies of base-model blocks (issue 24) -------------------
+// ---- item 6: rpc evictions and LoRA copies of base-model blocks -------------------
 // Shared system prompts: the base model and three LoRA adapters cache blocks of the same tokens
 // (one fingerprint, engine hashes of their own), 20 % of requests on an adapter, leaf-first
 // evictions. In rpc mode the reference server reads a base-model PREFIX_EVICTED as "every

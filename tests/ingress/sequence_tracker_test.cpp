@@ -512,7 +512,7 @@ TEST(SequenceTracker, SequenceNumbersNearTheTopDoNotWrap) {
   EXPECT_EQ(h.t.next_expected(), std::optional<uint64_t>(UINT64_MAX));
 }
 
-// ST6, the cold-start tail (issue 16 item 1): the engine published 2 and 3 after the ring was
+// ST6, the cold-start tail: the engine published 2 and 3 after the ring was
 // read and before the subscription took effect, then went quiet. The END of the catch-up must not
 // end it: the tracker asks again until the tail is in, and stops once a live batch proves the
 // subscription.

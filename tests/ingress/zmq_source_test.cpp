@@ -446,7 +446,7 @@ TEST(ZmqSource, AnEndCarryingTheRingSpanAsAtomSendsItEndsTheReplay) {
   EXPECT_EQ(st.tracker.replays_failed, 0u);
 }
 
-// The cold start catches up from 0. Issue 16 item 1: batches the engine published after the
+// The cold start catches up from 0. batches the engine published after the
 // catch-up read its ring, but before the subscription took effect, reach neither socket, and an
 // engine that then goes quiet never shows the gap. The source must ask the ring again until a
 // live batch proves the subscription.
@@ -477,7 +477,7 @@ TEST(ZmqSource, ColdStartCatchesUpFromZeroAndFetchesTheTail) {
   EXPECT_GE(f.src->stats().tracker.tail_probes, 1u);
 }
 
-// Issue 22: the fake engine (tools/fake-engine) answers a replay like vLLM and SGLang do, so a
+// the fake engine (tools/fake-engine) answers a replay like vLLM and SGLang do, so a
 // cold start against a ring far longer than the engine's 1000-message queue gets a reply that
 // stops short, loses stragglers and often its END. The source must ask for the rest until it has
 // everything, declaring nothing lost, while the engine keeps publishing (~200 batches/s).

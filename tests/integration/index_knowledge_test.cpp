@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// Issue 16 item 5, end to end on real sockets: the index says what it does not know. When the
+// item 5, end to end on real sockets: the index says what it does not know. When the
 // engine's history before kvrelay's first batch is gone (a replay ring shorter than it, no replay
 // endpoint, or history lost mid-stream), blocks the engine cached then are unknown to the index:
 // the pipeline shows "index incomplete" as a degraded reason (/readyz, /debug/engines), the gauge

@@ -5,7 +5,7 @@
 // DP merged mode end to end on real sockets: two engine ranks, one replica on the server. The
 // server's index must equal what the ranks hold together: an eviction reaches it only when no
 // rank holds the prefix, a rank's clear removes only what that rank alone held, and only the
-// replica's start clears it (issue 11's one owner of the holder set; issue 13's ordering).
+// replica's start clears it (the one owner of the holder set; the ordering).
 //
 // Presence after an eviction is asserted behind a barrier: a later add through the same rank
 // (hence the same port and the same replica debouncer, in order) is visible first.

@@ -4,8 +4,8 @@
 
 // The whole pipeline end to end over real loopback sockets: fake engine (ZMQ PUB + replay ROUTER)
 // → in-process kvrelay daemon → policy server (gRPC). Every test asserts what the policy server
-// finally holds, with the reference behaviours of shared/spec/reference-behaviour.md (R, L, A, E)
-// and DESIGN.md's "beyond" requirements (gaps, replay, resets, catch-up, hybrid, salt, DP).
+// finally holds, with the reference behaviours of docs/spec/reference-behaviour.md (R, L, A, E)
+// and the design rules beyond the reference (docs/spec/design-rules.md DR5-DR23) (gaps, replay, resets, catch-up, hybrid, salt, DP).
 //
 // Absence is asserted only after a barrier: either a later sentinel that went through the same
 // shard is visible, or the daemon was drained (stop_daemon: every ingress stopped, the final

@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// Issue 24, end to end over real loopback sockets (fake engine → kvrelay → policy server): the
+// Single-frame producers, end to end over real loopback sockets (fake engine → kvrelay → policy server): the
 // producers of docs/producers.md, and one bad event costing only itself.
 //  - TensorRT-LLM's native publisher: map events in a positional envelope, signed int64 hashes,
 //    replay replies that carry the topic. Stored, removed, a gap repaired through its replay.
@@ -186,7 +186,7 @@ TEST_F(Producers, OneBadEventOfEachKindCostsOnlyItself) {
   EXPECT_TRUE(wait_on_server(a, false));
 }
 
-// Issue 24, part 3: a source that stores at CPU and never removes (LMCache's multi-process mode),
+// a source that stores at CPU and never removes (LMCache's multi-process mode),
 // at ten times its tier's bound. kvrelay holds the bound, evicts what it lets go, and so the
 // server's entries for the replica stay bounded too; its memory does not follow the stream.
 TEST_F(Producers, StoreOnlyTierAtTenTimesItsBoundStaysBounded) {

@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// Issue 27 end to end: kvrelay with a small memory budget (8 MiB: the queues pause the ingress at
+// end to end: kvrelay with a small memory budget (8 MiB: the queues pause the ingress at
 // 2 MiB, ZMQ's receive queue holds 64 batches), a real fake engine (ZMQ PUB + replay ROUTER)
 // and the demo policy server. A burst many times the budget, and a publish rate beyond what
 // kvrelay decodes, both end with kvrelay alive, the overload counted, the queues within the

@@ -324,7 +324,7 @@ TEST_F(ProtoRoundTrip, ServerStreamsRoundTrip) {
 }
 
 TEST(ProtoContract, FieldNumbersAndNamesMatchTheContract) {
-  // Spot-check the descriptor against policy-contract.md so a renumbering cannot slip through.
+  // Spot-check the descriptor against docs/spec/policy-contract.md so a renumbering cannot slip through.
   const auto* csu = ic::CacheStateUpdate::descriptor();
   EXPECT_EQ(csu->full_name(), "inferencecache.v1alpha1.CacheStateUpdate");
   EXPECT_EQ(csu->FindFieldByName("prefixes")->number(), 6);

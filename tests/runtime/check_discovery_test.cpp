@@ -49,7 +49,7 @@ TEST(CheckWithDiscovery, AnEngineUrlNobodyListensOnIsConnectionRefused) {
   EXPECT_EQ(text.find(": Connection\n"), std::string::npos) << "httplib's bare name: " << text;
 }
 
-// Issue 27: --check prints the memory budget, where it came from, and the bounds derived from it.
+// --check prints the memory budget, where it came from, and the bounds derived from it.
 TEST(CheckWithDiscovery, PrintsTheMemoryBudgetAndItsBounds) {
   auto parsed = config::parse_flags({"--replica-id=pod-0", "--model-id=m", "--memory-budget=96MiB",
                                      "--engine-metrics-url=", "--check"});
@@ -59,7 +59,7 @@ TEST(CheckWithDiscovery, PrintsTheMemoryBudgetAndItsBounds) {
   const std::string text = out.str();
   EXPECT_NE(text.find("[memory]\nbudget = 100663296\n"), std::string::npos) << text;
   EXPECT_NE(text.find("# memory budget: 96 MiB (config)\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("#   index up to 88080384 bytes; queues pause the ingress at up to 16777216 "
+  EXPECT_NE(text.find("#   index up to 75497472 bytes; queues pause the ingress at up to 16777216 "
                       "bytes or 16384 messages (less as the index grows, at least 2516582 bytes); "
                       "per pipeline: ZMQ rcvhwm 192 messages, pending keys 196608\n"),
             std::string::npos)

@@ -216,7 +216,7 @@ TEST_F(PipelineSupervisorShell, OverTheIntensityLimitThePipelineIsNotReadyAndRet
   EXPECT_EQ(ctx.metrics->value("kvrelay_pipeline_unhealthy", {{"replica", "sup-0"}}), 0);
 }
 
-// Issue 27: while the memory budget pauses an ingress, /readyz says so (not ready); once the
+// while the memory budget pauses an ingress, /readyz says so (not ready); once the
 // pause ends the reason goes away. (/readyz/self asks nothing of the pipelines: it stays 200.)
 TEST_F(PipelineSupervisorShell, AnOverloadedBudgetIsANotReadyReasonWhileItLasts) {
   ctx.budget = memory_budget::make(uint64_t{8} << 20, budget_source::config);

@@ -97,7 +97,7 @@ struct fixture {
   }
 };
 
-TEST(SupervisionProtocol, R1_StartsEmitterThenDataPathThenScraper) {
+TEST(SupervisionProtocol, SV1_StartsEmitterThenDataPathThenScraper) {
   fixture f;
   auto a = no_logs(f.p.start(f.now));
   ASSERT_EQ(a.size(), 3u);
@@ -115,7 +115,7 @@ TEST(SupervisionProtocol, R1_StartsEmitterThenDataPathThenScraper) {
   EXPECT_EQ(f.p.record(pipeline_unit::emitter).incarnation, 1u);
 }
 
-TEST(SupervisionProtocol, R3_AnEmitterRestartsAloneAfterItsBackoff) {
+TEST(SupervisionProtocol, SV3_AnEmitterRestartsAloneAfterItsBackoff) {
   fixture f;
   f.p.start(f.now);
   auto a = f.down(actor_kind::emitter, "rpc thread died");
@@ -136,7 +136,7 @@ TEST(SupervisionProtocol, R3_AnEmitterRestartsAloneAfterItsBackoff) {
   EXPECT_EQ(f.p.live_incarnation(actor_kind::emitter), 2u);
 }
 
-TEST(SupervisionProtocol, R3_ADataPathMemberTakesTheWholeUnitDown) {
+TEST(SupervisionProtocol, SV3_ADataPathMemberTakesTheWholeUnitDown) {
   fixture f;
   f.p.start(f.now);
   auto a = no_logs(f.down(actor_kind::decoder));
@@ -156,7 +156,7 @@ TEST(SupervisionProtocol, R3_ADataPathMemberTakesTheWholeUnitDown) {
   EXPECT_EQ(f.p.record(pipeline_unit::datapath).restarts, 1) << "one restart for the unit";
 }
 
-TEST(SupervisionProtocol, R2_ADownForAChildAlreadyReplacedIsIgnored) {
+TEST(SupervisionProtocol, SV2_ADownForAChildAlreadyReplacedIsIgnored) {
   fixture f;
   f.p.start(f.now);
   f.crash_and_restart(actor_kind::emitter);
@@ -172,7 +172,7 @@ TEST(SupervisionProtocol, R2_ADownForAChildAlreadyReplacedIsIgnored) {
   EXPECT_EQ(f.p.live_incarnation(actor_kind::ingress), 2u);
 }
 
-TEST(SupervisionProtocol, R4_BackoffDoublesWithJitterUpToItsCap) {
+TEST(SupervisionProtocol, SV4_BackoffDoublesWithJitterUpToItsCap) {
   fixture f;
   f.p.start(f.now);
   std::chrono::milliseconds ceiling{100};
@@ -185,7 +185,7 @@ TEST(SupervisionProtocol, R4_BackoffDoublesWithJitterUpToItsCap) {
   EXPECT_FALSE(f.p.unhealthy()) << "five restarts are within the limit";
 }
 
-TEST(SupervisionProtocol, R4_AStaleOrRepeatedRestartTimerIsIgnored) {
+TEST(SupervisionProtocol, SV4_AStaleOrRepeatedRestartTimerIsIgnored) {
   fixture f;
   f.p.start(f.now);
   auto a = f.down(actor_kind::emitter);
@@ -201,7 +201,7 @@ TEST(SupervisionProtocol, R4_AStaleOrRepeatedRestartTimerIsIgnored) {
   EXPECT_EQ(f.p.live_incarnation(actor_kind::emitter), 2u);
 }
 
-TEST(SupervisionProtocol, R5_RestartIntensityExceededMarksUnhealthyAndRetriesSlowly) {
+TEST(SupervisionProtocol, SV5_RestartIntensityExceededMarksUnhealthyAndRetriesSlowly) {
   fixture f;
   f.p.start(f.now);
   for (int i = 0; i < 5; ++i) f.crash_and_restart(actor_kind::ingress);
@@ -227,7 +227,7 @@ TEST(SupervisionProtocol, R5_RestartIntensityExceededMarksUnhealthyAndRetriesSlo
   EXPECT_EQ(f.p.record(pipeline_unit::datapath).restarts, 7);
 }
 
-TEST(SupervisionProtocol, R5_RestartsSpreadOverMoreThanTheWindowNeverMarkUnhealthy) {
+TEST(SupervisionProtocol, SV5_RestartsSpreadOverMoreThanTheWindowNeverMarkUnhealthy) {
   fixture f;
   f.p.start(f.now);
   for (int i = 0; i < 12; ++i) {
@@ -238,7 +238,7 @@ TEST(SupervisionProtocol, R5_RestartsSpreadOverMoreThanTheWindowNeverMarkUnhealt
   EXPECT_EQ(f.p.record(pipeline_unit::emitter).restarts, 12);
 }
 
-TEST(SupervisionProtocol, R6_AUnitUpForAWindowAfterBeingUnhealthyIsHealthyAgain) {
+TEST(SupervisionProtocol, SV6_AUnitUpForAWindowAfterBeingUnhealthyIsHealthyAgain) {
   fixture f;
   f.p.start(f.now);
   for (int i = 0; i < 6; ++i) f.crash_and_restart(actor_kind::emitter);
@@ -264,7 +264,7 @@ TEST(SupervisionProtocol, R6_AUnitUpForAWindowAfterBeingUnhealthyIsHealthyAgain)
   EXPECT_LE(find(a, type::schedule_restart)->delay, 100ms);
 }
 
-TEST(SupervisionProtocol, R6_AStableTimerAfterTheUnitFailedAgainDoesNothing) {
+TEST(SupervisionProtocol, SV6_AStableTimerAfterTheUnitFailedAgainDoesNothing) {
   fixture f;
   f.p.start(f.now);
   for (int i = 0; i < 6; ++i) f.crash_and_restart(actor_kind::emitter);
@@ -278,7 +278,7 @@ TEST(SupervisionProtocol, R6_AStableTimerAfterTheUnitFailedAgainDoesNothing) {
   EXPECT_TRUE(f.p.unhealthy());
 }
 
-TEST(SupervisionProtocol, R7_NothingRestartsWhileDraining) {
+TEST(SupervisionProtocol, SV7_NothingRestartsWhileDraining) {
   fixture f;
   f.p.start(f.now);
   auto a = f.down(actor_kind::scraper);  // a restart is pending when the drain begins
@@ -294,7 +294,7 @@ TEST(SupervisionProtocol, R7_NothingRestartsWhileDraining) {
   EXPECT_EQ(f.p.live_incarnation(actor_kind::scraper), 0u);
 }
 
-TEST(SupervisionProtocol, R8_TeardownStopsChildrenOneByOneUpstreamFirst) {
+TEST(SupervisionProtocol, SV8_TeardownStopsChildrenOneByOneUpstreamFirst) {
   fixture f;
   f.p.start(f.now);
   auto a = no_logs(f.p.teardown_requested());
@@ -317,7 +317,7 @@ TEST(SupervisionProtocol, R8_TeardownStopsChildrenOneByOneUpstreamFirst) {
   EXPECT_TRUE(f.p.teardown_requested().empty());
 }
 
-TEST(SupervisionProtocol, R8_ARestartTimerAfterTeardownBeganSpawnsNothing) {
+TEST(SupervisionProtocol, SV8_ARestartTimerAfterTeardownBeganSpawnsNothing) {
   fixture f;
   f.p.start(f.now);
   auto a = f.down(actor_kind::emitter);
@@ -332,7 +332,7 @@ TEST(SupervisionProtocol, R8_ARestartTimerAfterTeardownBeganSpawnsNothing) {
   EXPECT_EQ(f.data_path_then_scraper_down(), (std::vector<type>{type::quit}));
 }
 
-TEST(SupervisionProtocol, R8_AChildDyingOnItsOwnDuringTeardownLeavesTheQueue) {
+TEST(SupervisionProtocol, SV8_AChildDyingOnItsOwnDuringTeardownLeavesTheQueue) {
   fixture f;
   f.p.start(f.now);
   f.p.teardown_requested();  // stopping the ingress
@@ -342,7 +342,7 @@ TEST(SupervisionProtocol, R8_AChildDyingOnItsOwnDuringTeardownLeavesTheQueue) {
   EXPECT_EQ(f.data_path_then_scraper_down(), (std::vector<type>{type::quit}));
 }
 
-TEST(SupervisionProtocol, R8_TeardownWithNothingAliveQuitsAtOnce) {
+TEST(SupervisionProtocol, SV8_TeardownWithNothingAliveQuitsAtOnce) {
   proto p{opts(false)};
   const auto now = clock_t_::time_point{} + 5s;
   p.start(now);
@@ -351,7 +351,7 @@ TEST(SupervisionProtocol, R8_TeardownWithNothingAliveQuitsAtOnce) {
   EXPECT_EQ(types(p.teardown_requested()), (std::vector<type>{type::quit}));
 }
 
-TEST(SupervisionProtocol, R9_TeardownWithAChildThatNeverGoesDownKillsItAtTheDeadline) {
+TEST(SupervisionProtocol, SV9_TeardownWithAChildThatNeverGoesDownKillsItAtTheDeadline) {
   fixture f;
   f.p.start(f.now);
   f.p.teardown_requested();
@@ -409,7 +409,7 @@ TEST(SupervisionProtocol, LogsNameThePipelineAndWhatHappened) {
 }
 
 // Stops and kills name the incarnation they are for, so the shell never stops a newer actor.
-TEST(SupervisionProtocol, R2_StopsAndKillsNameTheCurrentIncarnation) {
+TEST(SupervisionProtocol, SV2_StopsAndKillsNameTheCurrentIncarnation) {
   fixture f;
   f.p.start(f.now);
   f.crash_and_restart(actor_kind::decoder);  // the data path is incarnation 2 now
@@ -435,7 +435,7 @@ TEST(SupervisionProtocol, R2_StopsAndKillsNameTheCurrentIncarnation) {
 }
 
 // The window is inclusive: a restart exactly one window after the first still counts with it.
-TEST(SupervisionProtocol, R5_TheWindowIncludesItsEdge) {
+TEST(SupervisionProtocol, SV5_TheWindowIncludesItsEdge) {
   fixture f;
   f.p.start(f.now);
   const auto first = f.now;
@@ -447,7 +447,7 @@ TEST(SupervisionProtocol, R5_TheWindowIncludesItsEdge) {
 }
 
 // A child that went down on its own during the teardown is no longer alive (and is not killed).
-TEST(SupervisionProtocol, R8_AChildDownDuringTeardownIsNotAliveAnyMore) {
+TEST(SupervisionProtocol, SV8_AChildDownDuringTeardownIsNotAliveAnyMore) {
   fixture f;
   f.p.start(f.now);
   f.p.teardown_requested();
@@ -458,7 +458,7 @@ TEST(SupervisionProtocol, R8_AChildDownDuringTeardownIsNotAliveAnyMore) {
 }
 
 // A second teardown request while one runs changes nothing: no second deadline, no stop twice.
-TEST(SupervisionProtocol, R8_ASecondTeardownRequestDoesNothing) {
+TEST(SupervisionProtocol, SV8_ASecondTeardownRequestDoesNothing) {
   fixture f;
   f.p.start(f.now);
   ASSERT_FALSE(f.p.teardown_requested().empty());
@@ -470,7 +470,7 @@ TEST(SupervisionProtocol, R8_ASecondTeardownRequestDoesNothing) {
 }
 
 // A failed spawn counts only for the unit's current, live incarnation, and not in a teardown.
-TEST(SupervisionProtocol, R10_AStaleOrLateFailedSpawnIsIgnored) {
+TEST(SupervisionProtocol, SV10_AStaleOrLateFailedSpawnIsIgnored) {
   fixture f;
   f.p.start(f.now);
   f.crash_and_restart(actor_kind::emitter);  // incarnation 2 is up
@@ -481,7 +481,7 @@ TEST(SupervisionProtocol, R10_AStaleOrLateFailedSpawnIsIgnored) {
   EXPECT_EQ(f.p.record(pipeline_unit::emitter).last_error, "boom") << "the crash's, not 'late'";
 }
 
-TEST(SupervisionProtocol, R10_AFailedSpawnIsRetriedLikeACrash) {
+TEST(SupervisionProtocol, SV10_AFailedSpawnIsRetriedLikeACrash) {
   fixture f;
   f.p.start(f.now);
   f.down(actor_kind::emitter);

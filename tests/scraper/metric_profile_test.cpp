@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The scraper's /metrics profiles, rule by rule (reference-behaviour.md §1.8 M01-M19, the vLLM
+// The scraper's /metrics profiles, rule by rule (docs/spec/reference-behaviour.md §1.8 M01-M19, the vLLM
 // and SGLang families, cache size and sleep state): ~680 lines because each engine version's
 // families get their own small tests against the shared fixtures.
 #include "actors/scraper/metric_profile.hpp"
@@ -38,7 +38,7 @@ scrape_result scrape_fixture(scraper_logic& s, const char* name) {
   return s.scrape_body(read_metrics_fixture(name));
 }
 
-// --- vLLM profile (reference-behaviour.md §1.8) ---------------------------------------------------
+// --- vLLM profile (docs/spec/reference-behaviour.md §1.8) ---------------------------------------------------
 
 TEST(VllmProfile, M01FirstTickHasZeroHitRate) {
   scraper_logic s(vllm_cfg());
@@ -484,7 +484,7 @@ TEST(VllmProfile, DeprecatedGpuPrefixCacheCountersAreAFallback) {
   EXPECT_EQ(both.scrape_body(body(40, 200, true)).stats.hit_rate, 0.0);
 }
 
-// --- SGLang profile (reference-behaviour.md §1.9) -------------------------------------------------
+// --- SGLang profile (docs/spec/reference-behaviour.md §1.9) -------------------------------------------------
 
 TEST(SglangProfile, G01ExtractsNativeMetrics) {
   scraper_logic s(sglang_cfg());
@@ -684,7 +684,7 @@ TEST(EngineCacheState, SglangPagesAndUsedTokensBecomeBlocks) {
   EXPECT_FALSE(r.engine.in_use_blocks);
 }
 
-// The durable index's proof (issue 22): the engine's process start time, as prometheus_client's
+// The durable index's proof: the engine's process start time, as prometheus_client's
 // process collector prints it.
 TEST(ProcessStartTime, IsReadFromTheProcessCollectorsGauge) {
   const char* body =

@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The reverse map: reference-behaviour.md §1.3 P01–P09, §1.4 A04–A05, DESIGN.md's "beyond the
+// The reverse map: docs/spec/reference-behaviour.md §1.3 P01–P09, §1.4 A04–A05, docs/spec/design-rules.md's "beyond the
 // reference" rules (unknown parent policy, tiers, taint, resident cap) and the index's own IX1–IX7
 // (copies). Long because it is one table of rules, each with its own test, plus two properties.
 #include "actors/shard/positional_index.hpp"
@@ -1135,6 +1135,41 @@ TEST(PositionalIndexProperty, OpsKeepServerViewEqualToIndexWithTierBounds) {
   check_server_view_matches(o, 4);
   o.max_resident = 8;  // both kinds of bound at once
   check_server_view_matches(o, 5);
+}
+
+}  // namespace
+
+namespace {
+
+// IX9: past the budget's room (memory_budget IB3) a block not held yet is refused with the rest
+// of its chain, never reported; a block already held is still updated; the tiers go first.
+TEST(PositionalIndex, IX9_ABlockTheBudgetHasNoRoomForIsRefusedWithTheRestOfItsChain) {
+  auto budget = kvrelay::memory_budget::make(8 << 20, kvrelay::budget_source::config);
+  kvrelay::standing_charge other(budget, kvrelay::standing_charge::on::index);
+  index_options o;
+  o.budget = budget;
+  positional_index idx(o);
+  const auto all = iota(0, 48);
+  const auto roll = fp::prefixes(all, bs);
+  EXPECT_EQ(apply(idx, store({10}, {all.begin(), all.begin() + 16})), upserts_for({roll[0]}, 16));
+
+  const uint64_t share = budget->index_limit_bytes();
+  other.set(share / 16 * 15);  // T1 only
+  EXPECT_TRUE(apply(idx, store({20}, iota(1000, 16), std::nullopt, tier::t3)).empty())
+      << "near the share a new T3 block is refused";
+  EXPECT_EQ(idx.stats().refused_blocks, 1u);
+
+  other.set(share);  // nothing new
+  const auto ops = apply(idx, store({10, 11, 12}, all));
+  EXPECT_EQ(ops, upserts_for({roll[0]}, 16)) << "the held block is updated, its chain refused";
+  EXPECT_EQ(idx.stats().refused_blocks, 3u) << "11 and 12";
+  EXPECT_EQ(idx.size(), 1u);
+  EXPECT_TRUE(apply(idx, store({11}, {all.begin() + 16, all.begin() + 32}, 10)).empty());
+
+  other.set(0);  // room again: the same blocks are taken
+  EXPECT_EQ(apply(idx, store({11, 12}, {all.begin() + 16, all.end()}, 10)),
+            upserts_for({roll[1], roll[2]}, 32));
+  EXPECT_EQ(idx.size(), 3u);
 }
 
 }  // namespace

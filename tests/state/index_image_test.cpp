@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The shard's snapshot hooks (issue 22): a partition set exported and imported into a fresh one
+// The shard's snapshot hooks: a partition set exported and imported into a fresh one
 // holds the same blocks with the same copies and tiers, routes removals the same way (the
 // directory is rebuilt), and says what it holds as upserts for the server.
 

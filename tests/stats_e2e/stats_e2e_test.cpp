@@ -5,7 +5,7 @@
 // The load-statistics path end to end over real loopback sockets: a fake engine /metrics endpoint
 // (HTTP, cpp-httplib) → the in-process kvrelay daemon (scraper fetch thread → scraper_logic →
 // stats_tracker / silent_stream_detector → emitter) → the demo policy server (gRPC), whose
-// per-replica stats are read back with GetCacheState. Spec: shared/spec/reference-behaviour.md
+// per-replica stats are read back with GetCacheState. Spec: docs/spec/reference-behaviour.md
 // §1.7 (S01–S15), §1.8 (M01, M02), §1.9 (G01).
 //
 // The policy server runs on a fake clock (kServerClockUs): an update with timestamp_us = 0 would
@@ -638,7 +638,7 @@ TEST_F(StatsE2E, ScraperCrashDuringHungScrapeRestartsPromptly) {
   EXPECT_LT(stop_took, 2s);
 }
 
-// Issue 12 item 4: an engine put to sleep discards its KV cache and an idle one may never publish
+// an engine put to sleep discards its KV cache and an idle one may never publish
 // the AllBlocksCleared that would say so. The scraped sleep state clears the replica (the
 // server's index empties), /debug/engines and the log say so, and after the wake new events are
 // indexed again. The same scrapes carry the engine's block counts for the coverage gauges.

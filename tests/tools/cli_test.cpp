@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // The two executables' command lines: the reference fake engine's flags, validation and EXPECT
-// lines (shared/spec/reference-behaviour.md §6, C05 flag forms), and the policy server's flags.
+// lines (docs/spec/reference-behaviour.md §6, C05 flag forms), and the policy server's flags.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>

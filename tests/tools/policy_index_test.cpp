@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // The demo policy server's index against the real server's ingest semantics
-// (shared/spec/policy-contract.md §2), its freshness rule (the facts in policy_index.hpp) and the
+// (docs/spec/policy-contract.md §2), its freshness rule (the facts in policy_index.hpp) and the
 // longest-prefix LookupRoute (§1). Over 400 lines: one fixture for every rule of one index.
 #include <gtest/gtest.h>
 

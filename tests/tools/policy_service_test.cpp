@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // The demo policy server over real gRPC on loopback: the daemon's two producer RPCs in, router
-// lookups out, with the e2e expectations E04/E05 of shared/spec/reference-behaviour.md, plus the
+// lookups out, with the e2e expectations E04/E05 of docs/spec/reference-behaviour.md, plus the
 // fault hooks (black hole, restart empty) and TLS.
 #include <gtest/gtest.h>
 

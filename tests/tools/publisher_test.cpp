@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The fake engine's ZMQ side against a raw SUB and DEALER, as shared/spec/engine-wire.md §1
+// The fake engine's ZMQ side against a raw SUB and DEALER, as docs/spec/engine-wire.md §1
 // describes the engines: live [topic, seq BE8, payload], replay replies in the 2-frame and the
 // v0.26+ topic form, the END marker, ring overflow, DP port offsets and the fault hooks.
 #include <gtest/gtest.h>

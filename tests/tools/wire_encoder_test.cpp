@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The fake engine's encoder against every hex dump of shared/spec/engine-wire.md §7: the bytes a
+// The fake engine's encoder against every hex dump of docs/spec/engine-wire.md §7: the bytes a
 // real vLLM/SGLang produces for the same values, reproduced exactly.
 #include <gtest/gtest.h>
 

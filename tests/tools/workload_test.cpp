@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // The fake engine's event sources: the reference's scripted scenario (E01–E03 of
-// shared/spec/reference-behaviour.md) and the random workload's cache consistency.
+// docs/spec/reference-behaviour.md) and the random workload's cache consistency.
 #include <gtest/gtest.h>
 
 #include <msgpack.hpp>
@@ -80,7 +80,7 @@ TEST(ScriptedScenario, TwoBlocksOneEventRoundTripsAndFingerprints) {  // E01
   EXPECT_EQ(e.hashes, (std::vector<int64_t>{0xE000, 0xE001}));
   ASSERT_EQ(e.tokens.size(), 256u);
   for (uint32_t t = 0; t < 256; ++t) EXPECT_EQ(e.tokens[t], t);
-  // Supplementary values of policy-contract.md §3 (tokens 0..255, bs 128).
+  // Supplementary values of docs/spec/policy-contract.md §3 (tokens 0..255, bs 128).
   EXPECT_EQ(fingerprint::prefixes(e.tokens, e.block_size),
             (std::vector<uint64_t>{9509643624113304476ULL, 4646466054415241071ULL}));
 }

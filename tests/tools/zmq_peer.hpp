@@ -4,7 +4,7 @@
 
 #pragma once
 // Raw ZMQ peers of the fake engine for tests: a SUB, a replay DEALER, the slow-joiner publish loop
-// (shared/spec/engine-wire.md §1 framing). An IPv6 endpoint turns the socket's IPv6 mode on.
+// (docs/spec/engine-wire.md §1 framing). An IPv6 endpoint turns the socket's IPv6 mode on.
 
 #include <gtest/gtest.h>
 

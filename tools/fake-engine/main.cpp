@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // kvrelay-fake-engine: publishes engine KV-cache events over ZMQ like vLLM/SGLang do.
-// Default mode is the reference fake engine (shared/spec/reference-behaviour.md §6): one
+// Default mode is the reference fake engine (docs/spec/reference-behaviour.md §6): one
 // pre-built payload republished every -interval. `--workload random` publishes a seeded random
 // workload at --rate batches/s in any wire era, with an optional replay ROUTER. `--http-port`
 // adds the engine's HTTP server in vLLM's or SGLang's dialect (discovery, /v1/models, /metrics).

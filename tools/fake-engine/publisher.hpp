@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #pragma once
-// The engine side of the ZMQ wire (shared/spec/engine-wire.md §1): a PUB socket sending
+// The engine side of the ZMQ wire (docs/spec/engine-wire.md §1): a PUB socket sending
 // [topic, seq BE8, payload] and an optional ROUTER replay socket serving the last `buffer_steps`
 // encoded batches. The replay side answers like vLLM's `_service_replay` (vllm-project/vllm,
 // vllm/distributed/kv_events.py at 0181ea3) and SGLang's copy of it: every ring entry >= start,

@@ -4,7 +4,7 @@
 
 #pragma once
 // Encodes engine EventBatches exactly as the engines put them on the wire, in every era of
-// shared/spec/engine-wire.md §0 (vLLM tuple eras A..G, vLLM map eras H/I, SGLang tuple S1/S2 with
+// docs/spec/engine-wire.md §0 (vLLM tuple eras A..G, vLLM map eras H/I, SGLang tuple S1/S2 with
 // the optional slot-7 metadata map or component_types, SGLang map S4), the producers of
 // docs/producers.md (TensorRT-LLM's map events in a positional envelope, ROCm ATOM's 12- and
 // 13-slot tuples), and the bin-wrapped events of an llm-d storage publisher. The fake engine

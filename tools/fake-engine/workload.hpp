@@ -5,7 +5,7 @@
 #pragma once
 // Event sources for the fake engine: a seeded random workload that behaves like a serving engine's
 // prefix cache (shared system prompts, LoRA traffic, LRU evictions, clears, CPU offload, hybrid
-// groups), and the reference fake engine's scripted scenario (shared/spec/reference-behaviour.md
+// groups), and the reference fake engine's scripted scenario (docs/spec/reference-behaviour.md
 // §6). Both produce fake_event lists for the wire encoder.
 
 #include <cstdint>

@@ -4,7 +4,7 @@
 
 #pragma once
 // The demo policy server's index, with the real server's ingest semantics
-// (shared/spec/policy-contract.md §2), its freshness rule, and a longest-prefix LookupRoute (§1).
+// (docs/spec/policy-contract.md §2), its freshness rule, and a longest-prefix LookupRoute (§1).
 // Thread-safe: every call takes one mutex (the gRPC sync server calls it from many threads).
 //
 // Key (tenant, model, hash_scheme, adapter, prefix_hash) → per replica {token_count, lastSeen,

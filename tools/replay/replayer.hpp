@@ -7,7 +7,7 @@
 // The live records go out on a PUB (an XPUB, to see the first subscriber) at the recorded pace
 // scaled by `speed` (0 = as fast as possible), each exactly as captured, malformed ones
 // included; with a replay endpoint a ROUTER answers replay requests like an engine
-// (shared/spec/engine-wire.md §1) from a ring that holds, from before the first request can be
+// (docs/spec/engine-wire.md §1) from a ring that holds, from before the first request can be
 // answered, the capture's replay replies (the history the engine had before the capture began),
 // plus every live batch sent so far. A live seq going backwards (an engine restart in the
 // capture) empties the ring again. The fake engine's publisher does the ZMQ work; this class

@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """Writes the decoder seed corpus (tests/fuzz/corpus/decoder/): every hex dump of
-shared/spec/engine-wire.md §7 as a full EventBatch payload, plus a few generated batches.
+docs/spec/engine-wire.md §7 as a full EventBatch payload, plus a few generated batches.
 Self-contained (a tiny msgpack writer) so it needs no Python packages. Deterministic."""
 import os
 import random
@@ -178,7 +178,7 @@ def generated(rng):
 
 
 # docs/producers.md: the newer producers' batches, written the way each producer writes them
-# (msgspec rules of shared/spec/engine-wire.md §2; sources cited in that page). `--hex` prints
+# (msgspec rules of docs/spec/engine-wire.md §2; sources cited in that page). `--hex` prints
 # them for the page and tests/decoder/producers_test.cpp.
 TS = F64(1767225600.5)
 TOKS = [151644, 872, 198] + list(range(100, 113))
