@@ -867,6 +867,34 @@ TEST(SequenceTracker, FirstLiveSeqBelowWhatTheRingNeverDeliveredIsANewIncarnatio
   EXPECT_EQ(h.live(5), "I5/3001 R0") << "seq 5 was never delivered: not a late copy";
 }
 
+// A buffer bound of 0 is one batch, not none: the first live batch of a catch-up waits, the
+// second overflows the bound and both are shed (half of one batch is none).
+TEST(SequenceTracker, ST2_ZeroBufferedBatchesIsClampedToOne) {
+  tracker_options o = with_replay(true);
+  o.max_buffered_batches = 0;
+  harness h(o);
+  EXPECT_EQ(h.start(), "R0");
+  EXPECT_EQ(h.live(5), "");
+  EXPECT_EQ(h.c().buffered, 1u) << "one batch fits";
+  EXPECT_EQ(h.c().batches_shed, 0u);
+  EXPECT_EQ(h.live(6), "");
+  EXPECT_EQ(h.c().buffer_overflows, 1u) << "two do not";
+  EXPECT_EQ(h.c().batches_shed, 2u);
+  EXPECT_EQ(h.c().buffered, 0u);
+}
+
+// The ring sends each seq once; a repeat inside one reply is noise, dropped and counted.
+TEST(SequenceTracker, AReplyRepeatedWithinItsReplyIsADuplicate) {
+  harness h(with_replay());
+  h.live(0);
+  EXPECT_EQ(h.live(3), "G1-3 R1");
+  EXPECT_EQ(h.replay(1), "D1r");
+  EXPECT_EQ(h.replay(1), "");
+  EXPECT_EQ(h.c().duplicates, 1u);
+  EXPECT_EQ(h.replay(2), "D2r D3");
+  EXPECT_EQ(h.c().replay_holes, 0u);
+}
+
 // The ZMQ source hands frames by move: the tracker must never need a copy.
 struct move_only {
   std::unique_ptr<std::string> s;
