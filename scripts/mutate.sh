@@ -23,6 +23,7 @@
 #   scripts/mutate.sh --list                # the mutants, nothing built
 #   scripts/mutate.sh --max 20              # the first 20 mutants per source
 #   scripts/mutate.sh --skip 84 --max 50    # mutants 85..134 of each source (a run continued)
+#   scripts/mutate.sh --only budget --pick 3,17  # these mutants only (numbered as --list does)
 #
 # Mutates a copy of the tree (build/mutate/src: the files git knows, committed or not), never the
 # tree itself, so work and builds can go on beside a run; builds in build/mutate/build (core only,
@@ -33,15 +34,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 
-ONLY="" LIST=0 MAX=0 SKIP=0 TIMEOUT=120
+ONLY="" LIST=0 MAX=0 SKIP=0 PICK="" TIMEOUT=120
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --only) ONLY="$2"; shift ;;
     --list) LIST=1 ;;
     --max) MAX="$2"; shift ;;
     --skip) SKIP="$2"; shift ;;
+    --pick) PICK="$2"; shift ;;
     --timeout) TIMEOUT="$2"; shift ;;
-    -h|--help) sed -n '6,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '6,32p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -75,12 +77,13 @@ for f in filter(None, sys.stdin.buffer.read().decode().split("\0")):
   cmake --build "$BUILD" --target unit_core_tests -j 2 >/dev/null
 fi
 
-exec python3 - "$BUILD" "$ONLY" "$LIST" "$MAX" "$TIMEOUT" "$OUT" "$SKIP" <<'PY'
+exec python3 - "$BUILD" "$ONLY" "$LIST" "$MAX" "$TIMEOUT" "$OUT" "$SKIP" "$PICK" <<'PY'
 import os, re, shutil, signal, subprocess, sys, time
 
 build, only, list_only, max_per, timeout, out = (sys.argv[1], sys.argv[2], sys.argv[3] == "1",
                                                 int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
 skip = int(sys.argv[7])
+pick = {int(n) for n in sys.argv[8].split(",") if n}
 
 DEBOUNCE = "Protocol.*:Merged.*:Target.*:Targets.*:SweepRepair*"
 # (source, the unit tests that hold its rules)
@@ -217,6 +220,8 @@ try:
             sys.exit(f"mutate: {path}: its tests ({tests}) fail without a mutant; fix them first")
         first = min(skip, len(ms))  # numbered as in --list, so a continued run's lines match
         ms = ms[first:first + max_per] if max_per else ms[first:]
+        if pick:
+            ms = [m for n, m in enumerate(ms, first + 1) if n in pick]
         counts = {"killed": 0, "survived": 0, "stillborn": 0, "timeout": 0}
         for i, m in enumerate(ms):
             no, kind, col, old, new = m
