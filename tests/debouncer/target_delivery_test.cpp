@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <vector>
 
 namespace kvrelay::debounce {
 namespace {
@@ -221,6 +222,42 @@ TEST_F(Target, TimerGenerationsNameTheirTarget) {
   EXPECT_TRUE(sent().empty()) << "another target's timer";
   t->on_timer(gen, now, out);
   EXPECT_EQ(sent().size(), 1u);
+}
+
+// The delays of the probes of a joining target whose every probe fails (TD4).
+std::vector<ms> probe_delays(uint64_t seed) {
+  target_options o;
+  o.seed = seed;
+  moment now{1'000'000, 5'000'000};
+  actions out;
+  target_delivery t("a:1", 1, o, false, now, out);  // joins with a probe (TD5)
+  std::vector<ms> delays;
+  for (int i = 0; i < 6; ++i) {
+    uint64_t probe = 0;
+    for (const auto& a : out)
+      if (a.kind == action_kind::send_unit) probe = a.unit->id;
+    EXPECT_NE(probe, 0u) << "probe " << i;
+    out.clear();
+    t.on_result(emit_result{"a:1", probe, false, 1, true, "UNAVAILABLE"}, now, out);
+    uint64_t gen = 0;
+    for (const auto& a : out)
+      if (a.kind == action_kind::arm_resync) {
+        gen = a.gen;
+        delays.push_back(a.delay);
+      }
+    out.clear();
+    t.on_timer(gen, now, out);
+  }
+  return delays;
+}
+
+TEST_F(Target, ASeedRepeatsTheProbeJitterAndSeedZeroIsRandom) {  // TD4
+  const auto a = probe_delays(7);
+  ASSERT_EQ(a.size(), 6u);
+  EXPECT_EQ(a, probe_delays(7)) << "the same seed, the same delays";
+  // Seed 0 draws a random seed: six delays picked from 251, 501, 1001, 2001, 4001 and 8001 values
+  // all match by chance with a probability below 1e-18.
+  EXPECT_NE(probe_delays(0), probe_delays(0));
 }
 
 }  // namespace
