@@ -224,6 +224,46 @@ TEST_F(Target, TimerGenerationsNameTheirTarget) {
   EXPECT_EQ(sent().size(), 1u);
 }
 
+TEST_F(Target, ZeroCreditsIsOneUnitWithTheEmitter) {  // TD1
+  opts.credits = 0;
+  make();
+  offer(1);
+  offer(2);
+  auto s = sent();
+  ASSERT_EQ(s.size(), 1u) << "0 is one credit: not none, not two";
+  EXPECT_EQ(s[0]->id, 1u);
+  EXPECT_EQ(t->queued_units(), 1u);
+  ack(1);
+  s = sent();
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0]->id, 2u);
+}
+
+TEST_F(Target, UnitsOfferedWhileNotLiveAreCountedWithTheirEntries) {  // TD1
+  make(false);  // the join's probe is out: not live
+  offer(1, 3);
+  offer(2, 2);
+  EXPECT_EQ(sent().size(), 1u) << "the probe only";
+  EXPECT_EQ(t->stats().units_superseded, 2u);
+  EXPECT_EQ(t->stats().entries_superseded, 5u);
+}
+
+TEST_F(Target, EveryLineItLogsNamesTheTarget) {
+  make(false);
+  auto s = sent();
+  ASSERT_EQ(s.size(), 1u);
+  fail(s[0]->id);
+  size_t lines = 0;
+  for (const auto& a : out) {
+    if (a.kind != action_kind::log) continue;
+    ++lines;
+    const auto* v = a.line.find("target");
+    ASSERT_NE(v, nullptr) << a.line.message;
+    EXPECT_EQ(*v, "a:1") << a.line.message;
+  }
+  EXPECT_EQ(lines, 2u) << "the join's resync and the outage";
+}
+
 // The delays of the probes of a joining target whose every probe fails (TD4).
 std::vector<ms> probe_delays(uint64_t seed) {
   target_options o;
