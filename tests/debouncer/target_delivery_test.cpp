@@ -264,6 +264,107 @@ TEST_F(Target, EveryLineItLogsNamesTheTarget) {
   EXPECT_EQ(lines, 2u) << "the join's resync and the outage";
 }
 
+TEST_F(Target, ALagOfExactlyTheBoundIsWithinIt) {  // TD2
+  const size_t b = unit_bytes(*unit(0));
+  opts.credits = 1;
+  opts.max_lag_bytes = 3 * b;
+  make();
+  offer(1);
+  ASSERT_EQ(sent().size(), 1u);
+  offer(2);
+  offer(3);
+  offer(4);
+  EXPECT_EQ(t->queued_bytes(), 3 * b);
+  EXPECT_EQ(t->stats().lag_overflows, 0u) << "the bound is not past it";
+  offer(5);
+  EXPECT_EQ(t->stats().lag_overflows, 1u);
+  EXPECT_EQ(t->queued_units(), 0u);
+}
+
+TEST_F(Target, DrainingALagPastTheBoundStillDropsWhatWaits) {  // TD2, TD8
+  opts.credits = 1;
+  opts.max_lag_bytes = 4096;
+  make();
+  offer(1);
+  ASSERT_EQ(sent().size(), 1u);
+  t->drain();
+  for (uint64_t id = 2; id < 40; ++id) {
+    offer(id, 8);
+    ASSERT_LE(t->queued_bytes(), opts.max_lag_bytes) << "unit " << id;
+  }
+  EXPECT_GT(t->stats().lag_overflows, 0u);
+  EXPECT_FALSE(t->resync_in_progress()) << "no resync while draining";
+}
+
+emit_unit_ptr final_clear(uint64_t id) {
+  auto u = std::make_shared<emit_unit>();
+  u->id = id;
+  u->clear = true;
+  return u;
+}
+
+TEST_F(Target, TheFinalClearDropsWhatWaits) {  // TD8
+  opts.credits = 1;
+  make();
+  offer(1);
+  offer(2);
+  offer(3);
+  ASSERT_EQ(sent().size(), 1u);
+  t->offer_final(final_clear(9), out);
+  EXPECT_EQ(t->queued_units(), 0u);
+  EXPECT_EQ(t->queued_bytes(), 0u);
+  EXPECT_EQ(t->stats().units_superseded, 2u);
+  ack(1);
+  auto s = sent();
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0]->id, 9u) << "the clear and nothing else";
+}
+
+TEST_F(Target, TheFinalClearCancelsAResyncWaitingForACredit) {  // TD8
+  opts.credits = 1;
+  make();
+  offer(1);
+  ASSERT_EQ(sent().size(), 1u);
+  t->on_reconnected(now, out);
+  ASSERT_TRUE(t->resync_in_progress()) << "its probe waits for the credit";
+  t->offer_final(final_clear(9), out);
+  EXPECT_FALSE(t->resync_in_progress());
+  ack(1);
+  auto s = sent();
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0]->id, 9u) << "the clear, not the probe";
+}
+
+TEST_F(Target, AFailedFinalClearIsDownCountedAndSaysWhy) {  // TD8, TD9
+  make();
+  offer(1);
+  sent();
+  ack(1);
+  ASSERT_TRUE(t->up());
+  t->drain();
+  t->offer_final(final_clear(9), out);
+  ASSERT_EQ(sent().size(), 1u);
+  EXPECT_EQ(fail(9), target_delivery::outcome::final_answered);
+  EXPECT_TRUE(t->final_answered());
+  EXPECT_FALSE(t->final_acked());
+  EXPECT_FALSE(t->up());
+  EXPECT_EQ(t->last_error(), "UNAVAILABLE");
+  EXPECT_EQ(t->stats().units_failed, 1u);
+}
+
+TEST_F(Target, AnAckedFinalClearIsUpAndNoFailure) {  // TD8, TD9
+  make();
+  t->drain();
+  t->offer_final(final_clear(9), out);
+  ASSERT_EQ(sent().size(), 1u);
+  EXPECT_FALSE(t->up()) << "nothing answered yet";
+  EXPECT_EQ(ack(9), target_delivery::outcome::final_answered);
+  EXPECT_TRUE(t->final_acked());
+  EXPECT_TRUE(t->up());
+  EXPECT_EQ(t->last_error(), "");
+  EXPECT_EQ(t->stats().units_failed, 0u);
+}
+
 // The delays of the probes of a joining target whose every probe fails (TD4).
 std::vector<ms> probe_delays(uint64_t seed) {
   target_options o;
