@@ -945,6 +945,43 @@ TEST_F(Merged, NoEmitterYetHoldsEverything) {  // DB4
   EXPECT_TRUE(u[0]->clear) << "the start's clear first";
 }
 
+TEST_F(Protocol, AZeroThresholdAndAZeroChunkAreOne) {  // DB2, WK1
+  opts.flush_threshold = 0;
+  opts.walk_chunk = 0;
+  start();
+  ops({up(1)});
+  auto u = take_units();
+  ASSERT_EQ(u.size(), 1u) << "one add reaches a threshold of one: no window";
+  ack(u[0]->id);
+  shards[0].store(7);
+  shards[0].store(8);
+  p->on_reconnected("a", t, out);
+  ack(take_units()[0]->id);  // the probe
+  const auto a = walk_asks();
+  ASSERT_EQ(a.size(), 1u) << "a chunk of none would be a walk that never asks";
+  EXPECT_EQ(a[0].max, 1u);
+}
+
+TEST_F(Protocol, ARankNotSeenYetIsAtTheDecodersFirstEpoch) {  // DB1
+  start();
+  EXPECT_EQ(p->epoch(0), 1u);
+  EXPECT_EQ(p->epoch(7), 1u);
+}
+
+TEST_F(Protocol, ATargetThatLeavesIsLoggedByName) {
+  start();
+  p->on_targets({"b"}, t, out);
+  size_t removed = 0;
+  for (const auto& a : of(action_kind::log)) {
+    if (a.line.message != "policy server target removed") continue;
+    ++removed;
+    const auto* v = a.line.find("target");
+    ASSERT_NE(v, nullptr);
+    EXPECT_EQ(*v, "a");
+  }
+  EXPECT_EQ(removed, 1u);
+}
+
 }  // namespace
 }  // namespace kvrelay::debounce
 
