@@ -968,6 +968,32 @@ TEST_F(Protocol, ARankNotSeenYetIsAtTheDecodersFirstEpoch) {  // DB1
   EXPECT_EQ(p->epoch(7), 1u);
 }
 
+TEST_F(Protocol, ATargetThatLeavesKeepsItsCountsInTheTotals) {
+  start();
+  ops({up(1)});
+  window();
+  fail(take_units()[0]->id);
+  resync_timer();
+  auto probe = take_units();
+  ASSERT_EQ(probe.size(), 1u);
+  fail(probe[0]->id);
+  p->on_reconnected("a", t, out);  // probes at once (TD4)
+  probe = take_units();
+  ASSERT_EQ(probe.size(), 1u);
+  ack(probe[0]->id);
+  const counters before = p->stats();
+  EXPECT_EQ(before.units_failed, 2u);
+  EXPECT_EQ(before.probes_failed, 1u);
+  EXPECT_EQ(before.reconnects, 1u);
+  EXPECT_EQ(before.resyncs, 1u);
+  p->on_targets({"b"}, t, out);
+  const counters after = p->stats();
+  EXPECT_EQ(after.units_failed, before.units_failed);
+  EXPECT_EQ(after.probes_failed, before.probes_failed);
+  EXPECT_EQ(after.reconnects, before.reconnects);
+  EXPECT_EQ(after.resyncs, before.resyncs);
+}
+
 TEST_F(Protocol, ATargetThatLeavesIsLoggedByName) {
   start();
   p->on_targets({"b"}, t, out);
