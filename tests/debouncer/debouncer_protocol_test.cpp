@@ -994,6 +994,37 @@ TEST_F(Protocol, ATargetThatLeavesKeepsItsCountsInTheTotals) {
   EXPECT_EQ(after.resyncs, before.resyncs);
 }
 
+// The probe delays of target "a" through an outage whose every probe fails (TD4).
+std::vector<uint64_t> outage_delays(Protocol& f) {
+  f.start();
+  f.ops({up(1)});
+  f.window();
+  f.fail(f.take_units()[0]->id);
+  std::vector<uint64_t> d;
+  for (int i = 0; i < 5; ++i) {
+    d.push_back(f.resync_timer());
+    auto probe = f.take_units();
+    if (probe.size() != 1) {
+      ADD_FAILURE() << "no probe after delay " << i;
+      break;
+    }
+    f.out.clear();
+    f.fail(probe[0]->id);
+  }
+  return d;
+}
+
+TEST_F(Protocol, ASeedRepeatsTheTargetsJitterAndSeedZeroIsRandom) {  // TD4
+  opts.seed = 1;  // the smallest seed: 1 is a seed like any other, only 0 means none
+  const auto a = outage_delays(*this);
+  ASSERT_EQ(a.size(), 5u);
+  EXPECT_EQ(a, outage_delays(*this)) << "the same seed, the same delays";
+  // Seed 0 draws a random seed per target: five delays picked from 251, 501, 1001, 2001 and
+  // 4001 values all match by chance with a probability below 1e-15.
+  opts.seed = 0;
+  EXPECT_NE(outage_delays(*this), outage_delays(*this));
+}
+
 TEST_F(Protocol, ATargetThatLeavesIsLoggedByName) {
   start();
   p->on_targets({"b"}, t, out);
