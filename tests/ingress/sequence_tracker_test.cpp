@@ -895,6 +895,43 @@ TEST(SequenceTracker, AReplyRepeatedWithinItsReplyIsADuplicate) {
   EXPECT_EQ(h.c().replay_holes, 0u);
 }
 
+// replays_continued counts the requests that ask for the rest of a reply, and only those.
+TEST(SequenceTracker, OnlyARequestForTheRestOfAReplyCountsAsContinued) {
+  harness h(with_replay());
+  h.live(0);
+  EXPECT_EQ(h.live(3), "G1-3 R1");
+  h.replay(1);
+  EXPECT_EQ(h.replay(2), "D2r D3");
+  EXPECT_EQ(h.end(), "");
+  EXPECT_EQ(h.c().replays_requested, 1u);
+  EXPECT_EQ(h.c().replays_continued, 0u) << "a repair";
+  EXPECT_EQ(h.live(6), "G4-6 R4");
+  EXPECT_EQ(h.replay(4), "D4r");
+  EXPECT_EQ(h.timeout(), "R5+");
+  EXPECT_EQ(h.c().replays_continued, 1u);
+}
+
+// ST6: the late subscription's repair is over once its reply ended; a later gap's replayed
+// batches are an ordinary repair, not the tail.
+TEST(SequenceTracker, ALateJoinRepairEndsWithItsReply) {
+  harness h(with_replay(true));
+  h.start();
+  EXPECT_EQ(h.end(), "P1");
+  EXPECT_EQ(h.live(3), "R0");
+  h.replay(0);
+  h.replay(1);
+  EXPECT_EQ(h.replay(2), "D2r D3");
+  EXPECT_EQ(h.end(), "");
+  EXPECT_EQ(h.c().tail_recovered, 3u);
+  EXPECT_EQ(h.live(4), "D4");
+  EXPECT_EQ(h.live(7), "G5-7 R5");
+  h.replay(5);
+  EXPECT_EQ(h.replay(6), "D6r D7");
+  EXPECT_EQ(h.end(), "");
+  EXPECT_EQ(h.c().tail_recovered, 3u) << "5 and 6 repaired a gap";
+  EXPECT_EQ(h.c().gaps, 1u);
+}
+
 // The ZMQ source hands frames by move: the tracker must never need a copy.
 struct move_only {
   std::unique_ptr<std::string> s;
