@@ -932,6 +932,31 @@ TEST(SequenceTracker, ALateJoinRepairEndsWithItsReply) {
   EXPECT_EQ(h.c().gaps, 1u);
 }
 
+// ST6: a late subscription's repair that is given up is over too.
+TEST(SequenceTracker, ALateJoinRepairGivenUpEndsToo) {
+  tracker_options o = with_replay(true);
+  o.max_replay_attempts = 1;
+  harness h(o);
+  h.start();
+  EXPECT_EQ(h.end(), "P1");
+  EXPECT_EQ(h.live(3), "R0");
+  EXPECT_EQ(h.timeout(), "C D3");
+  EXPECT_EQ(h.live(4), "D4");
+  EXPECT_EQ(h.live(7), "G5-7 R5");
+  h.replay(5);
+  EXPECT_EQ(h.replay(6), "D6r D7");
+  EXPECT_EQ(h.c().tail_recovered, 0u) << "5 and 6 repaired a gap";
+}
+
+// The gauge follows the buffer from the first batch a gap holds back.
+TEST(SequenceTracker, TheBufferGaugeCountsTheBatchAGapHoldsBack) {
+  harness h(with_replay());
+  h.live(0);
+  EXPECT_EQ(h.live(4), "G1-4 R1");
+  EXPECT_EQ(h.c().buffered, 1u);
+  EXPECT_EQ(h.c().buffered_bytes, 2u);
+}
+
 // The ZMQ source hands frames by move: the tracker must never need a copy.
 struct move_only {
   std::unique_ptr<std::string> s;
