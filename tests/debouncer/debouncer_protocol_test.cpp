@@ -1025,6 +1025,24 @@ TEST_F(Protocol, ASeedRepeatsTheTargetsJitterAndSeedZeroIsRandom) {  // TD4
   EXPECT_NE(outage_delays(*this), outage_delays(*this));
 }
 
+TEST_F(Protocol, StartArmsTheRefresh) {  // WK5
+  opts.refresh_interval = ms(30'000);
+  p.emplace(opts);
+  p->start(t, out);
+  EXPECT_EQ(of(action_kind::arm_refresh).size(), 1u);
+}
+
+// What a target that is not live drops (TD1) is in the totals: the entries it will not get.
+TEST_F(Protocol, EntriesATargetInAResyncDropsAreCountedSuperseded) {  // TD1
+  start();
+  p->on_targets({"a", "b"}, t, out);  // b joins with a probe: not live until it answers
+  take_units();
+  ops({up(1), up(2)});
+  window();
+  ASSERT_EQ(take_units().size(), 1u) << "for a";
+  EXPECT_EQ(p->stats().superseded, 2u) << "b's two entries";
+}
+
 TEST_F(Protocol, ATargetThatLeavesIsLoggedByName) {
   start();
   p->on_targets({"b"}, t, out);
