@@ -773,6 +773,29 @@ TEST_F(Protocol, DrainWithUnitsOutstandingAnswersAfterTheirAcks) {  // DB17
   EXPECT_TRUE(of(action_kind::answer_drains)[0].ok);
 }
 
+TEST_F(Protocol, DrainWaitingWhenTheEmitterIsReplacedAnswersFalseAtOnce) {  // DB17, TD7
+  start();
+  ops({ev(1)});
+  ASSERT_EQ(take_units().size(), 1u);
+  p->on_drain(t, out);
+  EXPECT_TRUE(of(action_kind::answer_drains).empty()) << "the unit is in flight";
+  p->on_emitter(t, out);
+  ASSERT_EQ(of(action_kind::answer_drains).size(), 1u) << "it was lost with the old emitter";
+  EXPECT_FALSE(of(action_kind::answer_drains)[0].ok);
+}
+
+TEST_F(Protocol, AnEmitterReplacedUnderAUnitSaysTheTargetIsDown) {  // TD7, DB12
+  start();
+  ops({ev(1)});
+  ack(take_units()[0]->id);
+  ops({ev(2)});
+  ASSERT_EQ(take_units().size(), 1u);
+  out.clear();
+  p->on_emitter(t, out);
+  ASSERT_EQ(of(action_kind::health).size(), 1u);
+  EXPECT_FALSE(of(action_kind::health)[0].ok);
+}
+
 TEST_F(Protocol, DrainAnswersFalseWhenAUnitFails) {  // DB17
   start();
   ops({ev(1)});
