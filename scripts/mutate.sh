@@ -21,7 +21,9 @@
 #   scripts/mutate.sh                       # every source, every mutant
 #   scripts/mutate.sh --only memory_budget  # the sources whose path contains this
 #   scripts/mutate.sh --list                # the mutants, nothing built
-#   scripts/mutate.sh --max 20 --jobs 2     # the first 20 mutants per source
+#   scripts/mutate.sh --max 20              # the first 20 mutants per source
+#   scripts/mutate.sh --skip 84 --max 50    # mutants 85..134 of each source (a run continued)
+#   scripts/mutate.sh --only budget --pick 3,17  # these mutants only (numbered as --list does)
 #
 # Mutates a copy of the tree (build/mutate/src: the files git knows, committed or not), never the
 # tree itself, so work and builds can go on beside a run; builds in build/mutate/build (core only,
@@ -32,14 +34,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 
-ONLY="" LIST=0 MAX=0 TIMEOUT=120
+ONLY="" LIST=0 MAX=0 SKIP=0 PICK="" TIMEOUT=120
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --only) ONLY="$2"; shift ;;
     --list) LIST=1 ;;
     --max) MAX="$2"; shift ;;
+    --skip) SKIP="$2"; shift ;;
+    --pick) PICK="$2"; shift ;;
     --timeout) TIMEOUT="$2"; shift ;;
-    -h|--help) sed -n '6,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '6,32p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -50,9 +54,20 @@ SRC="$OUT/src"
 BUILD="$OUT/build"
 if [[ $LIST == 0 ]]; then
   mkdir -p "$SRC"
-  git ls-files -z --cached --others --exclude-standard |
-    while IFS= read -r -d '' f; do [[ -e "$f" ]] && printf '%s\0' "$f"; done |
-    xargs -0 cp -p --parents -t "$SRC"
+  # Only files whose bytes differ are copied, with a new mtime: the build sees exactly those (a
+  # copy that kept the tree's older mtime would leave an object built from a mutant that a killed
+  # run left behind looking up to date).
+  git ls-files -z --cached --others --exclude-standard | python3 -c '
+import os, shutil, sys
+for f in filter(None, sys.stdin.buffer.read().decode().split("\0")):
+    d = os.path.join(sys.argv[1], f)
+    if not os.path.isfile(f):
+        continue
+    if os.path.isfile(d) and open(f, "rb").read() == open(d, "rb").read():
+        continue
+    os.makedirs(os.path.dirname(d), exist_ok=True)
+    shutil.copy(f, d)
+' "$SRC"
   cd "$SRC"
   export CCACHE_BASEDIR="$SRC" CCACHE_NOHASHDIR=1
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVRELAY_CORE_ONLY=ON \
@@ -62,11 +77,13 @@ if [[ $LIST == 0 ]]; then
   cmake --build "$BUILD" --target unit_core_tests -j 2 >/dev/null
 fi
 
-exec python3 - "$BUILD" "$ONLY" "$LIST" "$MAX" "$TIMEOUT" "$OUT" <<'PY'
+exec python3 - "$BUILD" "$ONLY" "$LIST" "$MAX" "$TIMEOUT" "$OUT" "$SKIP" "$PICK" <<'PY'
 import os, re, shutil, signal, subprocess, sys, time
 
 build, only, list_only, max_per, timeout, out = (sys.argv[1], sys.argv[2], sys.argv[3] == "1",
                                                 int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
+skip = int(sys.argv[7])
+pick = {int(n) for n in sys.argv[8].split(",") if n}
 
 DEBOUNCE = "Protocol.*:Merged.*:Target.*:Targets.*:SweepRepair*"
 # (source, the unit tests that hold its rules)
@@ -198,8 +215,13 @@ try:
             continue
         text = open(path).read()
         ms = list(mutants(path))
-        if max_per:
-            ms = ms[:max_per]
+        # A test that fails on the tree as it is would count every mutant as killed.
+        if not list_only and run([suite, f"--gtest_filter={tests}", "--gtest_brief=1"], timeout) != 0:
+            sys.exit(f"mutate: {path}: its tests ({tests}) fail without a mutant; fix them first")
+        first = min(skip, len(ms))  # numbered as in --list, so a continued run's lines match
+        ms = ms[first:first + max_per] if max_per else ms[first:]
+        if pick:
+            ms = [m for n, m in enumerate(ms, first + 1) if n in pick]
         counts = {"killed": 0, "survived": 0, "stillborn": 0, "timeout": 0}
         for i, m in enumerate(ms):
             no, kind, col, old, new = m
@@ -224,7 +246,8 @@ try:
             report.flush()
             if outcome == "survived":
                 print(line, flush=True)
-            print(f"mutate: {path} {i + 1}/{len(ms)} {outcome} ({int(time.time() - t0)} s)",
+            print(f"mutate: {path} {first + i + 1}/{first + len(ms)} {outcome} "
+                  f"({int(time.time() - t0)} s)",
                   file=sys.stderr, flush=True)
         if not list_only:
             # A timeout is a kill: the mutant made the tests hang, and they stopped it.

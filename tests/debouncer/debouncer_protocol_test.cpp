@@ -773,6 +773,29 @@ TEST_F(Protocol, DrainWithUnitsOutstandingAnswersAfterTheirAcks) {  // DB17
   EXPECT_TRUE(of(action_kind::answer_drains)[0].ok);
 }
 
+TEST_F(Protocol, DrainWaitingWhenTheEmitterIsReplacedAnswersFalseAtOnce) {  // DB17, TD7
+  start();
+  ops({ev(1)});
+  ASSERT_EQ(take_units().size(), 1u);
+  p->on_drain(t, out);
+  EXPECT_TRUE(of(action_kind::answer_drains).empty()) << "the unit is in flight";
+  p->on_emitter(t, out);
+  ASSERT_EQ(of(action_kind::answer_drains).size(), 1u) << "it was lost with the old emitter";
+  EXPECT_FALSE(of(action_kind::answer_drains)[0].ok);
+}
+
+TEST_F(Protocol, AnEmitterReplacedUnderAUnitSaysTheTargetIsDown) {  // TD7, DB12
+  start();
+  ops({ev(1)});
+  ack(take_units()[0]->id);
+  ops({ev(2)});
+  ASSERT_EQ(take_units().size(), 1u);
+  out.clear();
+  p->on_emitter(t, out);
+  ASSERT_EQ(of(action_kind::health).size(), 1u);
+  EXPECT_FALSE(of(action_kind::health)[0].ok);
+}
+
 TEST_F(Protocol, DrainAnswersFalseWhenAUnitFails) {  // DB17
   start();
   ops({ev(1)});
@@ -943,6 +966,118 @@ TEST_F(Merged, NoEmitterYetHoldsEverything) {  // DB4
   auto u = take_units();
   ASSERT_EQ(u.size(), 1u);
   EXPECT_TRUE(u[0]->clear) << "the start's clear first";
+}
+
+TEST_F(Protocol, AZeroThresholdAndAZeroChunkAreOne) {  // DB2, WK1
+  opts.flush_threshold = 0;
+  opts.walk_chunk = 0;
+  start();
+  ops({up(1)});
+  auto u = take_units();
+  ASSERT_EQ(u.size(), 1u) << "one add reaches a threshold of one: no window";
+  ack(u[0]->id);
+  shards[0].store(7);
+  shards[0].store(8);
+  p->on_reconnected("a", t, out);
+  ack(take_units()[0]->id);  // the probe
+  const auto a = walk_asks();
+  ASSERT_EQ(a.size(), 1u) << "a chunk of none would be a walk that never asks";
+  EXPECT_EQ(a[0].max, 1u);
+}
+
+TEST_F(Protocol, ARankNotSeenYetIsAtTheDecodersFirstEpoch) {  // DB1
+  start();
+  EXPECT_EQ(p->epoch(0), 1u);
+  EXPECT_EQ(p->epoch(7), 1u);
+}
+
+TEST_F(Protocol, ATargetThatLeavesKeepsItsCountsInTheTotals) {
+  start();
+  ops({up(1)});
+  window();
+  fail(take_units()[0]->id);
+  resync_timer();
+  auto probe = take_units();
+  ASSERT_EQ(probe.size(), 1u);
+  fail(probe[0]->id);
+  p->on_reconnected("a", t, out);  // probes at once (TD4)
+  probe = take_units();
+  ASSERT_EQ(probe.size(), 1u);
+  ack(probe[0]->id);
+  const counters before = p->stats();
+  EXPECT_EQ(before.units_failed, 2u);
+  EXPECT_EQ(before.probes_failed, 1u);
+  EXPECT_EQ(before.reconnects, 1u);
+  EXPECT_EQ(before.resyncs, 1u);
+  p->on_targets({"b"}, t, out);
+  const counters after = p->stats();
+  EXPECT_EQ(after.units_failed, before.units_failed);
+  EXPECT_EQ(after.probes_failed, before.probes_failed);
+  EXPECT_EQ(after.reconnects, before.reconnects);
+  EXPECT_EQ(after.resyncs, before.resyncs);
+}
+
+// The probe delays of target "a" through an outage whose every probe fails (TD4).
+std::vector<uint64_t> outage_delays(Protocol& f) {
+  f.start();
+  f.ops({up(1)});
+  f.window();
+  f.fail(f.take_units()[0]->id);
+  std::vector<uint64_t> d;
+  for (int i = 0; i < 5; ++i) {
+    d.push_back(f.resync_timer());
+    auto probe = f.take_units();
+    if (probe.size() != 1) {
+      ADD_FAILURE() << "no probe after delay " << i;
+      break;
+    }
+    f.out.clear();
+    f.fail(probe[0]->id);
+  }
+  return d;
+}
+
+TEST_F(Protocol, ASeedRepeatsTheTargetsJitterAndSeedZeroIsRandom) {  // TD4
+  opts.seed = 1;  // the smallest seed: 1 is a seed like any other, only 0 means none
+  const auto a = outage_delays(*this);
+  ASSERT_EQ(a.size(), 5u);
+  EXPECT_EQ(a, outage_delays(*this)) << "the same seed, the same delays";
+  // Seed 0 draws a random seed per target: five delays picked from 251, 501, 1001, 2001 and
+  // 4001 values all match by chance with a probability below 1e-15.
+  opts.seed = 0;
+  EXPECT_NE(outage_delays(*this), outage_delays(*this));
+}
+
+TEST_F(Protocol, StartArmsTheRefresh) {  // WK5
+  opts.refresh_interval = ms(30'000);
+  p.emplace(opts);
+  p->start(t, out);
+  EXPECT_EQ(of(action_kind::arm_refresh).size(), 1u);
+}
+
+// What a target that is not live drops (TD1) is in the totals: the entries it will not get.
+TEST_F(Protocol, EntriesATargetInAResyncDropsAreCountedSuperseded) {  // TD1
+  start();
+  p->on_targets({"a", "b"}, t, out);  // b joins with a probe: not live until it answers
+  take_units();
+  ops({up(1), up(2)});
+  window();
+  ASSERT_EQ(take_units().size(), 1u) << "for a";
+  EXPECT_EQ(p->stats().superseded, 2u) << "b's two entries";
+}
+
+TEST_F(Protocol, ATargetThatLeavesIsLoggedByName) {
+  start();
+  p->on_targets({"b"}, t, out);
+  size_t removed = 0;
+  for (const auto& a : of(action_kind::log)) {
+    if (a.line.message != "policy server target removed") continue;
+    ++removed;
+    const auto* v = a.line.find("target");
+    ASSERT_NE(v, nullptr);
+    EXPECT_EQ(*v, "a");
+  }
+  EXPECT_EQ(removed, 1u);
 }
 
 }  // namespace

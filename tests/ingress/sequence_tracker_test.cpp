@@ -867,6 +867,96 @@ TEST(SequenceTracker, FirstLiveSeqBelowWhatTheRingNeverDeliveredIsANewIncarnatio
   EXPECT_EQ(h.live(5), "I5/3001 R0") << "seq 5 was never delivered: not a late copy";
 }
 
+// A buffer bound of 0 is one batch, not none: the first live batch of a catch-up waits, the
+// second overflows the bound and both are shed (half of one batch is none).
+TEST(SequenceTracker, ST2_ZeroBufferedBatchesIsClampedToOne) {
+  tracker_options o = with_replay(true);
+  o.max_buffered_batches = 0;
+  harness h(o);
+  EXPECT_EQ(h.start(), "R0");
+  EXPECT_EQ(h.live(5), "");
+  EXPECT_EQ(h.c().buffered, 1u) << "one batch fits";
+  EXPECT_EQ(h.c().batches_shed, 0u);
+  EXPECT_EQ(h.live(6), "");
+  EXPECT_EQ(h.c().buffer_overflows, 1u) << "two do not";
+  EXPECT_EQ(h.c().batches_shed, 2u);
+  EXPECT_EQ(h.c().buffered, 0u);
+}
+
+// The ring sends each seq once; a repeat inside one reply is noise, dropped and counted.
+TEST(SequenceTracker, AReplyRepeatedWithinItsReplyIsADuplicate) {
+  harness h(with_replay());
+  h.live(0);
+  EXPECT_EQ(h.live(3), "G1-3 R1");
+  EXPECT_EQ(h.replay(1), "D1r");
+  EXPECT_EQ(h.replay(1), "");
+  EXPECT_EQ(h.c().duplicates, 1u);
+  EXPECT_EQ(h.replay(2), "D2r D3");
+  EXPECT_EQ(h.c().replay_holes, 0u);
+}
+
+// replays_continued counts the requests that ask for the rest of a reply, and only those.
+TEST(SequenceTracker, OnlyARequestForTheRestOfAReplyCountsAsContinued) {
+  harness h(with_replay());
+  h.live(0);
+  EXPECT_EQ(h.live(3), "G1-3 R1");
+  h.replay(1);
+  EXPECT_EQ(h.replay(2), "D2r D3");
+  EXPECT_EQ(h.end(), "");
+  EXPECT_EQ(h.c().replays_requested, 1u);
+  EXPECT_EQ(h.c().replays_continued, 0u) << "a repair";
+  EXPECT_EQ(h.live(6), "G4-6 R4");
+  EXPECT_EQ(h.replay(4), "D4r");
+  EXPECT_EQ(h.timeout(), "R5+");
+  EXPECT_EQ(h.c().replays_continued, 1u);
+}
+
+// ST6: the late subscription's repair is over once its reply ended; a later gap's replayed
+// batches are an ordinary repair, not the tail.
+TEST(SequenceTracker, ALateJoinRepairEndsWithItsReply) {
+  harness h(with_replay(true));
+  h.start();
+  EXPECT_EQ(h.end(), "P1");
+  EXPECT_EQ(h.live(3), "R0");
+  h.replay(0);
+  h.replay(1);
+  EXPECT_EQ(h.replay(2), "D2r D3");
+  EXPECT_EQ(h.end(), "");
+  EXPECT_EQ(h.c().tail_recovered, 3u);
+  EXPECT_EQ(h.live(4), "D4");
+  EXPECT_EQ(h.live(7), "G5-7 R5");
+  h.replay(5);
+  EXPECT_EQ(h.replay(6), "D6r D7");
+  EXPECT_EQ(h.end(), "");
+  EXPECT_EQ(h.c().tail_recovered, 3u) << "5 and 6 repaired a gap";
+  EXPECT_EQ(h.c().gaps, 1u);
+}
+
+// ST6: a late subscription's repair that is given up is over too.
+TEST(SequenceTracker, ALateJoinRepairGivenUpEndsToo) {
+  tracker_options o = with_replay(true);
+  o.max_replay_attempts = 1;
+  harness h(o);
+  h.start();
+  EXPECT_EQ(h.end(), "P1");
+  EXPECT_EQ(h.live(3), "R0");
+  EXPECT_EQ(h.timeout(), "C D3");
+  EXPECT_EQ(h.live(4), "D4");
+  EXPECT_EQ(h.live(7), "G5-7 R5");
+  h.replay(5);
+  EXPECT_EQ(h.replay(6), "D6r D7");
+  EXPECT_EQ(h.c().tail_recovered, 0u) << "5 and 6 repaired a gap";
+}
+
+// The gauge follows the buffer from the first batch a gap holds back.
+TEST(SequenceTracker, TheBufferGaugeCountsTheBatchAGapHoldsBack) {
+  harness h(with_replay());
+  h.live(0);
+  EXPECT_EQ(h.live(4), "G1-4 R1");
+  EXPECT_EQ(h.c().buffered, 1u);
+  EXPECT_EQ(h.c().buffered_bytes, 2u);
+}
+
 // The ZMQ source hands frames by move: the tracker must never need a copy.
 struct move_only {
   std::unique_ptr<std::string> s;

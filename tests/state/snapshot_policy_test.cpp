@@ -144,5 +144,12 @@ TEST(SnapshotPolicy, IntervalIsAQuarterOfTheRingsSpan) {  // RD8
   EXPECT_EQ(interval(100, 1.0), milliseconds(25000)) << "one batch a second is a known rate";
 }
 
+// Not positive is no rate, sign included: a negative zero (zero times a negative delta) is not
+// an infinite span below the bound.
+TEST(SnapshotPolicy, ANegativeZeroRateIsNoRate) {  // RD8
+  EXPECT_EQ(interval(100, -0.0), milliseconds(60000));
+  EXPECT_EQ(interval(100, -5.0), milliseconds(60000));
+}
+
 }  // namespace
 }  // namespace kvrelay::snapshot
