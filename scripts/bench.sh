@@ -181,7 +181,9 @@ wait_drained() {
   for _ in $(seq 3000); do
     pend="$(metric_sum kvrelay_pending_entries)"
     [[ -z "$BACKLOG_FILE" ]] || echo "$(now) $pend" >>"$BACKLOG_FILE"
-    s="$(sink_stats)"; any="$(json_field "$s" last_any_us)"
+    # Quiet means no entry and no eviction arrived: the stats reports (every --stats-interval)
+    # go on whatever kvrelay's backlog, so they are not counted.
+    s="$(sink_stats)"; any="$(json_field "$s" last_prefix_us)/$(json_field "$s" last_eviction_us)/$(json_field "$s" clears)"
     if [[ "$pend" == 0 && "$any" == "$prev_any" ]]; then quiet=$((quiet + 1)); else quiet=0; fi
     prev_any="$any"
     [[ $quiet -ge 3 ]] && break
@@ -465,7 +467,9 @@ r = {
     "server_prefixes": sink["prefixes"], "server_evictions": sink["evictions"],
     "server_clears": sink["clears"], "server_updates": sink["csu_with_prefixes"],
     # Evictions keep arriving after the last add: rate them over first publish → last RPC.
-    "drain_s": round(sink["last_any_us"] / 1e6 - pub["start_unix"], 3) if pub and sink["last_any_us"] else 0,
+    # (not last_any_us: the stats reports go on every --stats-interval after the data.)
+    "drain_s": round(max(sink["last_prefix_us"], sink["last_eviction_us"]) / 1e6 - pub["start_unix"], 3)
+               if pub and max(sink["last_prefix_us"], sink["last_eviction_us"]) else 0,
     "lat_p50_ms": sink["lat_p50_ms"], "lat_p90_ms": sink["lat_p90_ms"],
     "lat_p99_ms": sink["lat_p99_ms"], "lat_max_ms": sink["lat_max_ms"],
     "block_lat_matched": len(lat), "block_lat_published": len(published),

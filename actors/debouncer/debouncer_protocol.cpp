@@ -266,8 +266,11 @@ void protocol::on_refresh_timer(moment now, actions& out) {
   for (const auto& [name, t] : targets_) {  // WK5
     if (!t.live() || walks_.count(name) != 0) continue;
     auto it = refreshed_ms_.find(name);
-    if (it != refreshed_ms_.end() && now.steady_ms - it->second < opts_.refresh_interval.count())
+    if (it == refreshed_ms_.end()) {  // first seen live: what it holds is fresh, due an interval on
+      refreshed_ms_.emplace(name, now.steady_ms);
       continue;
+    }
+    if (now.steady_ms - it->second < opts_.refresh_interval.count()) continue;
     start_walk(name, walk_kind::refresh, walk_ranks(), now, out);
   }
   pump(now, out);

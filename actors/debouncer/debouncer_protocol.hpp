@@ -82,7 +82,7 @@
 //       restored index (every target, that rank). A resync replaces any other walk of the
 //       target; a catch-up or a start replaces a refresh.
 //  WK5. Refresh: every refresh_interval each live target not in another walk walks the index
-//       once, paced so that each block is re-reported once per interval, spread evenly (IW5): the
+//       once (the first pass an interval after the refresh timer first saw it live), paced so that each block is re-reported once per interval, spread evenly (IW5): the
 //       server sees a flat rate, never a burst of the whole set. Ticks come every
 //       refresh_interval x walk_chunk / resident (1 s to 60 s), so a pass is a few large
 //       messages, not many small ones (the reference server walks its whole index per message).

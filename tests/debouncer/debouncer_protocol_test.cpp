@@ -552,7 +552,13 @@ TEST_F(Protocol, RefreshWalksPacedAcrossItsInterval) {  // WK5, IW5
   for (uint64_t k = 1; k <= 10'000; ++k) shards[0].store(k);
   out.clear();
   p->on_refresh_timer(t, out);
-  ASSERT_EQ(p->walks().count("a"), 1u);
+  EXPECT_TRUE(p->walks().empty()) << "first seen live: what the server holds is fresh";
+  t.steady_ms += 99'999;
+  p->on_refresh_timer(t, out);
+  EXPECT_TRUE(p->walks().empty()) << "not yet an interval";
+  t.steady_ms += 1;
+  p->on_refresh_timer(t, out);
+  ASSERT_EQ(p->walks().count("a"), 1u) << "an interval after it was first seen";
   EXPECT_EQ(p->walks().at("a").kind(), walk_kind::refresh);
   EXPECT_FALSE(p->pending().tracking()) << "no clear, no tracking";
   ASSERT_EQ(serve(), 1u) << "one block, to learn how many there are";
