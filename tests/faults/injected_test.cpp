@@ -111,7 +111,12 @@ class pod_process {
     std::vector<char*> argv, envp;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+    // The sanitizers' options are the test build's, not the pod's: a sanitized kvrelay without
+    // them (its suppressions for the uninstrumented libraries) fails on what is not ours.
+    std::vector<std::string> pass = env;
+    for (const char* name : {"TSAN_OPTIONS", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"})
+      if (const char* v = std::getenv(name)) pass.push_back(std::string(name) + "=" + v);
+    for (const auto& e : pass) envp.push_back(const_cast<char*>(e.c_str()));
     envp.push_back(nullptr);
     pid_ = ::fork();
     if (pid_ != 0) {
