@@ -4,8 +4,8 @@
 
 #pragma once
 // What an actor says about itself when the admin port asks (`status`): a typed value that
-// travels as a message and is rendered to JSON only at the edge (runtime/). Fields keep the
-// order they were added in, so the rendered object reads the way the actor wrote it.
+// travels as a message and is rendered to JSON only at the edge (admin/status_render). Fields keep
+// the order they were added in, so the rendered object reads the way the actor wrote it.
 
 #include <cstddef>
 #include <cstdint>

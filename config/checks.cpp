@@ -8,7 +8,7 @@
 #include <ostream>
 
 #include "base/read_file.hpp"
-#include "base/state_dir.hpp"
+#include "durable/format/state_dir.hpp"
 #include "config/internal.hpp"
 #include "config/loader.hpp"
 #include "config/schema.hpp"

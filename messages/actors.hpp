@@ -196,7 +196,7 @@ using discovery_actor = caf::typed_actor<
 
 /// Supervises one pipeline: restarts children with backoff and an intensity limit, isolates the
 /// side actors (emitter, scraper) from the data path, and drains it on shutdown
-/// (runtime/supervision_protocol.hpp holds the rules).
+/// (supervision/supervision_protocol.hpp holds the rules).
 using pipeline_actor = caf::typed_actor<
   // Returns the pipeline's subtree (every child's status, restarts, last error) and readiness.
   caf::replies_to<atom::status>::with<actor_status>,

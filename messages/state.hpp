@@ -12,9 +12,9 @@
 #include <optional>
 #include <string>
 
-#include "base/snapshot_format.hpp"
-#include "base/snapshot_log_io.hpp"
-#include "base/snapshot_policy.hpp"
+#include "durable/format/snapshot_format.hpp"
+#include "durable/format/snapshot_log_io.hpp"
+#include "durable/format/snapshot_policy.hpp"
 
 namespace kvrelay {
 
@@ -23,7 +23,8 @@ namespace kvrelay {
 /// owner at a time (a hand-off, never shared).
 using snapshot_ptr = std::shared_ptr<snapshot::pipeline_snapshot>;
 
-/// What a data path starts from (the restore step's answer, base/snapshot_policy.hpp RD1-RD5).
+/// What a data path starts from (the restore step's answer, durable/format/snapshot_policy.hpp
+/// RD1-RD5).
 struct restore_plan {
   uint64_t generation = 0;  // the supervisor's request it answers
   /// The snapshot to continue from; null: the cold start.
@@ -35,7 +36,7 @@ struct restore_plan {
   snapshot::evidence engine;
   std::string evidence_error;  // why none could be read ("" when read)
   double load_seconds = 0;     // reading, decoding and proving
-  // The delta log (base/snapshot_log.hpp LR1-LR7).
+  // The delta log (durable/format/snapshot_log.hpp LR1-LR7).
   /// The log's records to replay before anything else (null: none).
   snapshot::log_replay_ptr log;
   /// Where the ring is asked from afterwards (unset: the cold start).

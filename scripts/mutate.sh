@@ -89,8 +89,8 @@ DEBOUNCE = "Protocol.*:Merged.*:Target.*:Targets.*:SweepRepair*"
 # (source, the unit tests that hold its rules)
 SOURCES = [
     ("base/memory_budget.cpp", "BudgetGate.*:BudgetTicket.*:DeriveBounds.*:MemoryBudget.*:ResolveBudget.*"),
-    ("base/snapshot_policy.cpp", "SnapshotPolicy.*"),
-    ("runtime/supervision_protocol.cpp", "SupervisionProtocol.*"),
+    ("durable/format/snapshot_policy.cpp", "SnapshotPolicy.*"),
+    ("supervision/supervision_protocol.cpp", "SupervisionProtocol.*"),
     ("actors/ingress/sequence_tracker.hpp", "SequenceTracker.*"),  # the .cpp holds only names
     ("actors/debouncer/debouncer_protocol.cpp", DEBOUNCE),
     ("actors/debouncer/target_delivery.cpp", DEBOUNCE),

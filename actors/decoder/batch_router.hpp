@@ -43,7 +43,7 @@
 
 #include "actors/decoder/group_filter.hpp"
 #include "actors/decoder/wire_decoder.hpp"
-#include "base/snapshot_format.hpp"
+#include "durable/format/snapshot_format.hpp"
 #include "messages/pipeline.hpp"
 
 namespace kvrelay {

@@ -24,7 +24,7 @@
 //      (new = 0.7 old + 0.3 window); 0 until a window has closed.
 //  RS5 The span in seconds is the capacity over the rate; the ring's first seq now is the
 //      newest seq seen minus the capacity, plus one (exact capacity only).
-//  RS6 The span used (for the snapshot interval, base/snapshot_policy.hpp RD8): the exact
+//  RS6 The span used (for the snapshot interval, durable/format/snapshot_policy.hpp RD8): the exact
 //      capacity once learnt; else the configured `ring_batches`, or the lower bound when it is
 //      larger (the ring is at least that long).
 

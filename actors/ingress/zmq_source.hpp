@@ -37,7 +37,7 @@
 #include "actors/ingress/ring_span.hpp"
 #include "actors/ingress/sequence_tracker.hpp"
 #include "base/log.hpp"
-#include "base/snapshot_log_io.hpp"
+#include "durable/format/snapshot_log_io.hpp"
 #include "messages/pipeline.hpp"
 
 namespace zmq {
@@ -160,7 +160,7 @@ struct zmq_source_options {
   /// Optional: called on the ZMQ thread after a poll round that changed stats() (counters or
   /// connection state), at most once per round. Must be cheap (the shell sets a flag).
   std::function<void()> on_change;
-  /// The durable index's delta log (base/snapshot_log.hpp LF4): every batch the tracker
+  /// The durable index's delta log (durable/format/snapshot_log.hpp LF4): every batch the tracker
   /// delivers and every notice is appended before it goes to the consumer. Null: no log.
   std::shared_ptr<snapshot::log_writer> delta_log;
   /// A restore's log records (LR5), delivered in order before anything else (the SUB is not

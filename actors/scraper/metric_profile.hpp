@@ -3,9 +3,9 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Engine metric profiles (vLLM, SGLang): turn one parsed /metrics exposition into the
-// ReplicaStats values kvrelay reports, with the reference's rules (docs/spec/reference-behaviour.md §1.8,
-// §1.9). scraper_logic carries the hit-rate baseline across ticks. No I/O, no logging: warnings
-// are returned as text for the caller to log.
+// ReplicaStats values kvrelay reports, with the reference's rules (docs/spec/reference-behaviour.md
+// §1.8, §1.9). scraper_logic carries the hit-rate baseline across ticks. No I/O, no logging:
+// warnings are returned as text for the caller to log.
 #pragma once
 
 #include <cstdint>
@@ -70,8 +70,8 @@ struct engine_cache_state {
 // which has no process metrics). SGLang serves only the multiprocess collector
 // (sglang/srt/utils.py add_prometheus_middleware: CollectorRegistry + MultiProcessCollector), so
 // it has none. The durable index's proof that an engine is the same process
-// (base/snapshot_policy.hpp RD3). Absent (or not a positive finite value, or given twice with
-// different values): nullopt.
+// (durable/format/snapshot_policy.hpp RD3). Absent (or not a positive finite value, or given twice
+// with different values): nullopt.
 std::optional<double> process_start_time(const prom_exposition& exp);
 std::optional<double> process_start_time(std::string_view body);
 

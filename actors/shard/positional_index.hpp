@@ -59,7 +59,7 @@
 #include "base/kv_events.hpp"
 #include "base/memory_budget.hpp"
 #include "base/probe_table.hpp"
-#include "base/snapshot_format.hpp"
+#include "durable/format/snapshot_format.hpp"
 
 namespace kvrelay {
 

@@ -191,7 +191,7 @@ run_result run(caf::actor_system& sys, const std::string& target, emitter::evict
 }  // namespace
 
 int main(int argc, char** argv) {
-  // As the daemon does (runtime/main.cpp): Abseil's deadlock detection, on in Debian's build,
+  // As the daemon does (daemon/main.cpp): Abseil's deadlock detection, on in Debian's build,
   // was ~5 % of the client's CPU here.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   size_t evictions = 200'000, per_unit = 4096;

@@ -5,7 +5,7 @@
 #
 # kvrelay alone in a v1 memory cgroup (root only), optionally a v1 cpu cgroup too, the
 # bench loadgen and sink outside them, against a full-cache engine (LRU evictions past
-# --capacity). One case per run; bench/memory/issue27.sh runs the issue's list. Prints one JSON
+# --capacity). One case per run; bench/memory/sidecar_cases.sh runs the whole list. Prints one JSON
 # line: peak memory (the cgroup's max_usage and kvrelay's VmHWM), RSS idle / after, OOM kills and
 # failcnt, kvrelay's exit status, CPU throttling (cpu.stat), the overloads, pause time, gaps,
 # replays and declared losses kvrelay counted, the rate the loadgen achieved, and the seconds

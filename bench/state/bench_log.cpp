@@ -36,8 +36,8 @@
 
 #include <sys/stat.h>
 
-#include "base/snapshot_log_io.hpp"
-#include "runtime/state_store.hpp"
+#include "durable/format/snapshot_log_io.hpp"
+#include "durable/state_store.hpp"
 #include "tests/support/fault_fixture.hpp"
 #include "tools/fake-engine/engine_http.hpp"
 #include "tools/fake-engine/wire_encoder.hpp"

@@ -24,8 +24,8 @@
 
 #include "actors/shard/partition_set.hpp"
 #include "base/fingerprint.hpp"
-#include "base/snapshot_format.hpp"
-#include "runtime/state_store.hpp"
+#include "durable/format/snapshot_format.hpp"
+#include "durable/state_store.hpp"
 
 namespace {
 

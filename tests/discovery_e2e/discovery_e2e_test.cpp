@@ -19,7 +19,7 @@
 
 #include "base/fingerprint.hpp"
 #include "base/log.hpp"
-#include "runtime/daemon.hpp"
+#include "daemon/daemon.hpp"
 #include "tests/support/harness.hpp"
 #include "tools/fake-engine/engine_http.hpp"
 #include "tools/fake-engine/publisher.hpp"

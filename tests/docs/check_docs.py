@@ -16,7 +16,7 @@ deploy/kubernetes/README.md
 (CHANGELOG.md is history: it names what was, on purpose). What "kvrelay has" is read from the
 code and the programs themselves, never from a list kept by hand:
   - files: the repository's tree (a `<placeholder>` or `*` in a path matches anything there);
-  - endpoints: the admin port's routes (runtime/admin_server.cpp) and the engine routes
+  - endpoints: the admin port's routes (admin/admin_server.cpp) and the engine routes
     discovery and the scraper ask (actors/discovery/engine_fetch.cpp, /metrics);
   - flags: `--help` of every program given with --program (kvrelay, its tools), the options the
     scripts parse (scripts/*.sh, scripts/*.py), and the flags of other programs the documents
@@ -227,7 +227,7 @@ def check_path_token(root, doc, n, token, files, dirs, top, build):
 # -- endpoints ---------------------------------------------------------------------------------
 
 def endpoints(root):
-    admin = set(re.findall(r'add\(\s*"(?:GET|POST)",\s*"(/[^"]*)"', read(os.path.join(root, "runtime/admin_server.cpp"))))
+    admin = set(re.findall(r'add\(\s*"(?:GET|POST)",\s*"(/[^"]*)"', read(os.path.join(root, "admin/admin_server.cpp"))))
     engine = set(re.findall(r'"(/[a-z0-9_/]+)"', read(os.path.join(root, "actors/discovery/engine_fetch.cpp"))))
     engine.add("/metrics")
     return admin, engine
@@ -307,7 +307,8 @@ def check_flags(doc, text, ours, foreign):
 
 def code_metrics(root):
     names = set()
-    for d in ("actors", "base", "runtime", "messages", "net", "config"):
+    for d in ("actors", "base", "messages", "net", "config", "durable", "supervision", "admin",
+              "daemon"):
         for path in glob.glob(os.path.join(root, d, "**/*.[ch]pp"), recursive=True):
             for lit in re.findall(r'"((?:[^"\\\n]|\\.)*)"', read(path)):
                 names.update(re.findall(r"kvrelay_[a-z0-9_]+", lit))

@@ -14,8 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/snapshot_log.hpp"
-#include "base/snapshot_log_io.hpp"
+#include "durable/format/snapshot_log.hpp"
+#include "durable/format/snapshot_log_io.hpp"
 #include "tests/durable/durable_fixture.hpp"
 
 namespace kvrelay::durable_e2e {
@@ -38,7 +38,7 @@ struct durable_daemon {
   fault_env env;
 
   bool start(std::string* err = nullptr) { return env.start_daemon(err); }
-  // SIGTERM's path (runtime/main.cpp): the drain (final flush, last snapshot), then the stop.
+  // SIGTERM's path (daemon/main.cpp): the drain (final flush, last snapshot), then the stop.
   void sigterm() {
     env.d->drain(5s);
     env.d->stop();

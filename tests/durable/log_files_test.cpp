@@ -2,16 +2,17 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The delta log's files (base/snapshot_log_io.hpp): the writer's segments, the reader a restore
-// replays from, and LR8's removal of what a snapshot covers. Real files in a temporary directory.
+// The delta log's files (durable/format/snapshot_log_io.hpp): the writer's segments, the reader a
+// restore replays from, and LR8's removal of what a snapshot covers. Real files in a temporary
+// directory.
 
-#include "base/snapshot_log_io.hpp"
+#include "durable/format/snapshot_log_io.hpp"
 
 #include <gtest/gtest.h>
 
 #include <sstream>
 
-#include "base/state_dir.hpp"
+#include "durable/format/state_dir.hpp"
 #include "config/loader.hpp"
 #include "tests/config/helpers.hpp"
 

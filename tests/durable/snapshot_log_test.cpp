@@ -2,10 +2,10 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The delta log's format and the restore's decision (base/snapshot_log.hpp LF1-LF6, LR1-LR8),
-// pure: bytes in, records and decisions out.
+// The delta log's format and the restore's decision (durable/format/snapshot_log.hpp LF1-LF6,
+// LR1-LR8), pure: bytes in, records and decisions out.
 
-#include "base/snapshot_log.hpp"
+#include "durable/format/snapshot_log.hpp"
 
 #include <gtest/gtest.h>
 

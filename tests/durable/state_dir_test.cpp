@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/snapshot_format.hpp"
-#include "base/state_dir.hpp"
-#include "runtime/daemon.hpp"
+#include "durable/format/snapshot_format.hpp"
+#include "durable/format/state_dir.hpp"
+#include "daemon/daemon.hpp"
 #include "tests/durable/durable_fixture.hpp"
 #include "tests/support/harness.hpp"
 

@@ -2,12 +2,12 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The restore step and the writes of runtime/state_store.hpp with a delta log: LR1 on real files
+// The restore step and the writes of durable/state_store.hpp with a delta log: LR1 on real files
 // (a torn or corrupt tail cut off and said, the valid prefix replayed), LR7 (a cold start removes
 // what describes another history), LR8 after a write, and one snapshot per served
 // endpoint. The engine's evidence is a function here (no HTTP).
 
-#include "runtime/state_store.hpp"
+#include "durable/state_store.hpp"
 
 #include <gtest/gtest.h>
 
@@ -18,8 +18,8 @@
 #include <fstream>
 #include <future>
 
-#include "base/snapshot_log.hpp"
-#include "base/snapshot_log_io.hpp"
+#include "durable/format/snapshot_log.hpp"
+#include "durable/format/snapshot_log_io.hpp"
 
 namespace kvrelay {
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "config/settings.hpp"
-#include "runtime/daemon.hpp"
+#include "daemon/daemon.hpp"
 
 namespace kvrelay::evictions {
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "base/fingerprint.hpp"
-#include "runtime/daemon.hpp"
+#include "daemon/daemon.hpp"
 #include "tests/evictions/mode.hpp"
 #include "tests/support/harness.hpp"
 #include "tools/policy-server/service.hpp"

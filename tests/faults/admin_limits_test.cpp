@@ -17,9 +17,9 @@
 #include <fstream>
 #include <thread>
 
-#include "runtime/admin_server.hpp"
+#include "admin/admin_server.hpp"
 #include "tests/support/fault_fixture.hpp"
-#include "tests/runtime/raw_http.hpp"
+#include "tests/admin/raw_http.hpp"
 
 namespace kvrelay::faults {
 namespace {

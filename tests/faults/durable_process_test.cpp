@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "base/fingerprint.hpp"
-#include "base/snapshot_format.hpp"
+#include "durable/format/snapshot_format.hpp"
 #include "tests/support/fault_fixture.hpp"
 #include "tools/fake-engine/engine_http.hpp"
 

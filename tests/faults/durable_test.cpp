@@ -20,7 +20,7 @@
 #include <set>
 #include <thread>
 
-#include "base/snapshot_format.hpp"
+#include "durable/format/snapshot_format.hpp"
 #include "tests/support/fault_fixture.hpp"
 #include "tools/fake-engine/engine_http.hpp"
 #include "tools/fake-engine/publisher.hpp"
@@ -68,7 +68,7 @@ struct durable_env {
     return {};
   }
   bool start(std::string* err = nullptr) { return env.start_daemon(err); }
-  // SIGTERM's path (runtime/main.cpp): the drain (final flush, last snapshot), then the stop.
+  // SIGTERM's path (daemon/main.cpp): the drain (final flush, last snapshot), then the stop.
   void stop() {
     env.d->drain(5s);
     env.d->stop();

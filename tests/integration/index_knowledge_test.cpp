@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/daemon.hpp"
+#include "daemon/daemon.hpp"
 #include "tests/support/harness.hpp"
 
 namespace kvrelay::e2e {

@@ -14,7 +14,7 @@
 #include <set>
 
 #include "base/fingerprint.hpp"
-#include "runtime/daemon.hpp"
+#include "daemon/daemon.hpp"
 #include "tests/support/harness.hpp"
 #include "tools/policy-server/service.hpp"
 

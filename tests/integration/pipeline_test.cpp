@@ -17,7 +17,7 @@
 #include <ostream>
 
 #include "base/fingerprint.hpp"
-#include "runtime/daemon.hpp"
+#include "daemon/daemon.hpp"
 #include "tests/support/harness.hpp"
 #include "tools/fake-engine/publisher.hpp"
 #include "tools/fake-engine/workload.hpp"

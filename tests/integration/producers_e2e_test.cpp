@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "base/fingerprint.hpp"
-#include "runtime/daemon.hpp"
+#include "daemon/daemon.hpp"
 #include "tests/support/harness.hpp"
 
 namespace kvrelay::e2e {

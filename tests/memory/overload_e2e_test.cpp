@@ -31,7 +31,7 @@
 #include "base/fingerprint.hpp"
 #include "base/memory_budget.hpp"
 #include "base/metrics_registry.hpp"
-#include "runtime/daemon.hpp"
+#include "daemon/daemon.hpp"
 #include "tests/support/fault_fixture.hpp"
 #include "tests/support/harness.hpp"
 #include "tools/policy-server/service.hpp"

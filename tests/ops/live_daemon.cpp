@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/daemon.hpp"
+#include "daemon/daemon.hpp"
 #include "tests/support/metrics_endpoint.hpp"
 
 namespace kvrelay::ops {

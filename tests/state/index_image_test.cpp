@@ -12,7 +12,7 @@
 #include <string>
 
 #include "actors/shard/partition_set.hpp"
-#include "base/snapshot_format.hpp"
+#include "durable/format/snapshot_format.hpp"
 
 namespace kvrelay {
 namespace {

@@ -2,9 +2,9 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The snapshot file format, rule by rule (base/snapshot_format.hpp SF1-SF6).
+// The snapshot file format, rule by rule (durable/format/snapshot_format.hpp SF1-SF6).
 
-#include "base/snapshot_format.hpp"
+#include "durable/format/snapshot_format.hpp"
 
 #include <gtest/gtest.h>
 #include <xxhash.h>

@@ -2,9 +2,9 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// When a snapshot is used, written, and how often (base/snapshot_policy.hpp RD1-RD8).
+// When a snapshot is used, written, and how often (durable/format/snapshot_policy.hpp RD1-RD8).
 
-#include "base/snapshot_policy.hpp"
+#include "durable/format/snapshot_policy.hpp"
 
 #include <gtest/gtest.h>
 

@@ -33,7 +33,7 @@
 #include "config/loader.hpp"
 #include "config/settings.hpp"
 #include "proto/inferencecache/v1alpha1/inferencecache.grpc.pb.h"
-#include "runtime/daemon.hpp"
+#include "daemon/daemon.hpp"
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
 #include "tests/support/metrics_endpoint.hpp"

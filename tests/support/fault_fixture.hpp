@@ -24,7 +24,7 @@
 
 #include "config/settings.hpp"
 #include "base/metrics_registry.hpp"
-#include "runtime/daemon.hpp"
+#include "daemon/daemon.hpp"
 #include "tools/fake-engine/publisher.hpp"
 #include "tools/fake-engine/wire_encoder.hpp"
 #include "tools/policy-server/service.hpp"

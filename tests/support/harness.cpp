@@ -19,7 +19,7 @@
 #include "base/fingerprint.hpp"
 #include "config/loader.hpp"
 #include "proto/inferencecache/v1alpha1/inferencecache.grpc.pb.h"
-#include "runtime/daemon.hpp"
+#include "daemon/daemon.hpp"
 #include "base/metrics_registry.hpp"
 #include "tools/fake-engine/publisher.hpp"
 #include "tools/policy-server/service.hpp"
