@@ -50,18 +50,12 @@ std::vector<uint64_t> prefixes(const std::vector<uint32_t>& tokens, int64_t bloc
 
 std::string to_be8(uint64_t v) {
   std::string out(8, '\0');
-  for (int i = 7; i >= 0; --i) {
-    out[static_cast<size_t>(i)] = static_cast<char>(v & 0xff);
-    v >>= 8;
-  }
+  store_be64(v, out.data());
   return out;
 }
 
 uint64_t from_be8(const std::string& bytes) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < 8 && i < bytes.size(); ++i)
-    v = (v << 8) | static_cast<unsigned char>(bytes[i]);
-  return v;
+  return load_be(bytes.data(), static_cast<int>(bytes.size() < 8 ? bytes.size() : 8));
 }
 
 query_chain query(const std::vector<uint32_t>& prompt_tokens, int64_t block_size) {

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "base/big_endian.hpp"
+
 namespace kvrelay::fingerprint {
 
 inline constexpr uint64_t seed = 1337;
@@ -30,12 +32,7 @@ std::vector<uint64_t> prefixes(const std::vector<uint32_t>& tokens, int64_t bloc
 /// The 8-byte big-endian wire/key form of a prefix hash.
 std::string to_be8(uint64_t v);
 /// The same into a caller's buffer (no allocation: the emitter's per-entry hot path).
-inline void write_be8(uint64_t v, char out[8]) noexcept {
-  for (int i = 7; i >= 0; --i) {
-    out[i] = static_cast<char>(v & 0xff);
-    v >>= 8;
-  }
-}
+inline void write_be8(uint64_t v, char out[8]) noexcept { store_be64(v, out); }
 uint64_t from_be8(const std::string& bytes);  // requires bytes.size() == 8
 
 /// What a router puts in LookupRouteRequest.block_hashes / block_token_counts for a prompt:

@@ -116,7 +116,7 @@ bool underscores_ok(std::string_view s) {
 
 }  // namespace
 
-std::string parse_duration(std::string_view s, std::chrono::milliseconds& out) {
+std::string parse_duration(std::string_view s, std::chrono::nanoseconds& out) {
   const std::string orig(s);
   auto bad = [&] { return "invalid duration \"" + orig + "\" (e.g. 100ms, 10s, 1m, 1h30m)"; };
   if (s.size() > 64) return bad();
@@ -126,7 +126,7 @@ std::string parse_duration(std::string_view s, std::chrono::milliseconds& out) {
     s.remove_prefix(1);
   }
   if (s == "0") {
-    out = std::chrono::milliseconds{0};
+    out = std::chrono::nanoseconds{0};
     return {};
   }
   if (s.empty()) return bad();
@@ -169,9 +169,17 @@ std::string parse_duration(std::string_view s, std::chrono::milliseconds& out) {
   }
   // Go's limit: a time.Duration is int64 nanoseconds (about 292 years).
   if (total_ns > static_cast<long double>(std::numeric_limits<int64_t>::max())) return bad();
-  auto ms = static_cast<int64_t>(total_ns / 1e6L);  // truncates toward zero
-  if (ms == 0 && total_ns > 0 && !negative) ms = 1;
-  out = std::chrono::milliseconds{negative ? -ms : ms};
+  const auto ns = static_cast<int64_t>(total_ns);  // truncates toward zero
+  out = std::chrono::nanoseconds{negative ? -ns : ns};
+  return {};
+}
+
+std::string parse_duration(std::string_view s, std::chrono::milliseconds& out) {
+  std::chrono::nanoseconds ns{0};
+  if (auto err = parse_duration(s, ns); !err.empty()) return err;
+  auto ms = ns.count() / 1000000;  // truncates toward zero
+  if (ms == 0 && ns.count() > 0) ms = 1;
+  out = std::chrono::milliseconds{ms};
   return {};
 }
 

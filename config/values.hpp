@@ -19,6 +19,8 @@ namespace kvrelay::config {
 /// millisecond resolution: truncated toward zero, except that a positive value under 1 ms becomes
 /// 1 ms so a positive duration never turns into a clamped 0.
 std::string parse_duration(std::string_view s, std::chrono::milliseconds& out);
+/// The same at Go's own resolution (nanoseconds, truncated toward zero): the test tools' flags.
+std::string parse_duration(std::string_view s, std::chrono::nanoseconds& out);
 
 /// The shortest text parse_duration reads back to the same value: "100ms", "10s", "1m30s", "0s".
 std::string format_duration(std::chrono::milliseconds d);

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <utility>
 
+#include "base/big_endian.hpp"
+
 namespace kvrelay {
 
 const char* to_string(decode_error e) noexcept {
@@ -70,11 +72,6 @@ constexpr size_t max_spare_events = 4096;
 // An unknown medium's text is kept for its counter and warning; longer strings are cut.
 constexpr size_t max_medium_text = 64;
 
-inline uint16_t be16(const uint8_t* p) { return static_cast<uint16_t>((p[0] << 8) | p[1]); }
-inline uint32_t be32(const uint8_t* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
-}
-inline uint64_t be64(const uint8_t* p) { return (uint64_t{be32(p)} << 32) | be32(p + 4); }
 
 /// A msgpack integer as it was on the wire: `bits` is its u64 two's complement and `negative`
 /// says the value was below zero (only then does bits >= 2^63 mean a negative number).
@@ -133,11 +130,11 @@ class cursor {
       hdr = 1;
     } else if (b == 0xdc) {
       if (left() < 3) return de::truncated;
-      n = be16(p + 1);
+      n = load_be16(p + 1);
       hdr = 3;
     } else if (b == 0xdd) {
       if (left() < 5) return de::truncated;
-      n = be32(p + 1);
+      n = load_be32(p + 1);
       hdr = 5;
     } else {
       return on_type;
@@ -156,11 +153,11 @@ class cursor {
       hdr = 1;
     } else if (b == 0xde) {
       if (left() < 3) return de::truncated;
-      n = be16(p + 1);
+      n = load_be16(p + 1);
       hdr = 3;
     } else if (b == 0xdf) {
       if (left() < 5) return de::truncated;
-      n = be32(p + 1);
+      n = load_be32(p + 1);
       hdr = 5;
     } else {
       return on_type;
@@ -186,11 +183,11 @@ class cursor {
     } else if (b == 0xda || (allow_bin && b == 0xc5)) {
       if (left() < 3) return de::truncated;
       hdr = 3;
-      len = be16(p + 1);
+      len = load_be16(p + 1);
     } else if (b == 0xdb || (allow_bin && b == 0xc6)) {
       if (left() < 5) return de::truncated;
       hdr = 5;
-      len = be32(p + 1);
+      len = load_be32(p + 1);
     } else {
       return on_type;
     }
@@ -234,9 +231,9 @@ class cursor {
     uint64_t u = 0;
     switch (width) {
       case 1: u = q[0]; s = static_cast<int8_t>(q[0]); break;
-      case 2: u = be16(q); s = static_cast<int16_t>(be16(q)); break;
-      case 4: u = be32(q); s = static_cast<int32_t>(be32(q)); break;
-      default: u = be64(q); s = static_cast<int64_t>(u); break;
+      case 2: u = load_be16(q); s = static_cast<int16_t>(load_be16(q)); break;
+      case 4: u = load_be32(q); s = static_cast<int32_t>(load_be32(q)); break;
+      default: u = load_be64(q); s = static_cast<int64_t>(u); break;
     }
     if (is_signed) {
       v = {static_cast<uint64_t>(s), s < 0};
@@ -253,14 +250,14 @@ class cursor {
     const uint8_t b = *p;
     if (b == 0xcb) {
       if (left() < 9) return de::truncated;
-      const uint64_t bits = be64(p + 1);
+      const uint64_t bits = load_be64(p + 1);
       std::memcpy(&d, &bits, sizeof d);
       p += 9;
       return de::none;
     }
     if (b == 0xca) {
       if (left() < 5) return de::truncated;
-      const uint32_t bits = be32(p + 1);
+      const uint32_t bits = load_be32(p + 1);
       float f;
       std::memcpy(&f, &bits, sizeof f);
       d = f;
@@ -304,19 +301,19 @@ class cursor {
             hdr = 2; body = p[1]; break;
           case 0xc5: case 0xda:
             if (avail < 3) return de::truncated;
-            hdr = 3; body = be16(p + 1); break;
+            hdr = 3; body = load_be16(p + 1); break;
           case 0xc6: case 0xdb:
             if (avail < 5) return de::truncated;
-            hdr = 5; body = be32(p + 1); break;
+            hdr = 5; body = load_be32(p + 1); break;
           case 0xc7:  // ext8: len8, type, data
             if (avail < 3) return de::truncated;
             hdr = 3; body = p[1]; break;
           case 0xc8:
             if (avail < 4) return de::truncated;
-            hdr = 4; body = be16(p + 1); break;
+            hdr = 4; body = load_be16(p + 1); break;
           case 0xc9:
             if (avail < 6) return de::truncated;
-            hdr = 6; body = be32(p + 1); break;
+            hdr = 6; body = load_be32(p + 1); break;
           case 0xca: body = 4; break;
           case 0xcb: body = 8; break;
           case 0xcc: case 0xd0: body = 1; break;
@@ -330,16 +327,16 @@ class cursor {
           case 0xd8: hdr = 2; body = 16; break;
           case 0xdc:
             if (avail < 3) return de::truncated;
-            hdr = 3; children = be16(p + 1); break;
+            hdr = 3; children = load_be16(p + 1); break;
           case 0xdd:
             if (avail < 5) return de::truncated;
-            hdr = 5; children = be32(p + 1); break;
+            hdr = 5; children = load_be32(p + 1); break;
           case 0xde:
             if (avail < 3) return de::truncated;
-            hdr = 3; children = 2u * be16(p + 1); break;
+            hdr = 3; children = 2u * load_be16(p + 1); break;
           case 0xdf:
             if (avail < 5) return de::truncated;
-            hdr = 5; children = 2u * uint64_t{be32(p + 1)}; break;
+            hdr = 5; children = 2u * uint64_t{load_be32(p + 1)}; break;
           default: return de::not_msgpack;  // unreachable: every byte is covered above
         }
       }
@@ -387,17 +384,17 @@ inline de read_token(const uint8_t*& p, const uint8_t* end, uint32_t& out) {
       return de::none;
     case 0xcd:
       if (avail < 3) return de::truncated;
-      out = be16(p + 1);
+      out = load_be16(p + 1);
       p += 3;
       return de::none;
     case 0xce:
       if (avail < 5) return de::truncated;
-      out = be32(p + 1);
+      out = load_be32(p + 1);
       p += 5;
       return de::none;
     case 0xcf:
       if (avail < 9) return de::truncated;
-      u = be64(p + 1);
+      u = load_be64(p + 1);
       if (u > uint32_max) return de::bad_tokens;
       out = static_cast<uint32_t>(u);
       p += 9;
@@ -1129,7 +1126,7 @@ class parser {
       const uint8_t b = *p;
       const uint8_t w = token_width[b];
       if (w == token_slow) break;
-      const uint32_t word = be32(p + 1);  // compiles to one load + bswap
+      const uint32_t word = load_be32(p + 1);  // compiles to one load + bswap
       // w == 0: positive fixint, the header byte is the value.
       dst[i++] = w == 0 ? b : word >> (32 - 8 * w);
       p += 1 + w;

@@ -9,6 +9,7 @@
 #include "actors/ingress/zmq_source.hpp"
 
 #include "base/backoff.hpp"
+#include "base/big_endian.hpp"
 #include "base/rate_limiter.hpp"
 
 #if defined(__GLIBC__)
@@ -59,8 +60,8 @@ bool read_msgpack_uint(const unsigned char* p, size_t n, size_t& i, uint64_t& ou
   if (tag <= 0x7f) return (out = tag), true;
   size_t len = tag == 0xcc ? 1 : tag == 0xcd ? 2 : tag == 0xce ? 4 : tag == 0xcf ? 8 : 0;
   if (len == 0 || n - i < len) return false;
-  out = 0;
-  for (size_t k = 0; k < len; ++k) out = (out << 8) | p[i++];
+  out = load_be(p + i, static_cast<int>(len));
+  i += len;
   return true;
 }
 
@@ -74,16 +75,11 @@ bool is_ring_span(const zmq::message_t& m, uint64_t& oldest, uint64_t& latest) {
          read_msgpack_uint(p, n, i, latest) && i == n;
 }
 
-uint64_t read_be8(const zmq::message_t& m) {
-  const auto* p = static_cast<const unsigned char*>(m.data());
-  uint64_t v = 0;
-  for (size_t i = 0; i < 8; ++i) v = (v << 8) | p[i];
-  return v;
-}
+uint64_t read_be8(const zmq::message_t& m) { return load_be64(m.data()); }
 
 std::array<char, 8> be8(uint64_t v) {
   std::array<char, 8> out{};
-  for (size_t i = 0; i < 8; ++i) out[7 - i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  store_be64(v, out.data());
   return out;
 }
 

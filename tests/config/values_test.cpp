@@ -58,6 +58,24 @@ TEST(ParseDuration, RejectsMalformed) {
   EXPECT_EQ(parse_duration("10", d), "invalid duration \"10\" (e.g. 100ms, 10s, 1m, 1h30m)");
 }
 
+// The nanosecond form the test tools' flags use: Go's own resolution, nothing rounded up.
+TEST(ParseDuration, NanosecondsKeepGosResolution) {
+  const auto ns = [](const char* s) {
+    std::chrono::nanoseconds d{-7};
+    EXPECT_EQ(parse_duration(s, d), "") << s;
+    return d.count();
+  };
+  EXPECT_EQ(ns("1ns"), 1);
+  EXPECT_EQ(ns("1.5us"), 1500);
+  EXPECT_EQ(ns("250\xC2\xB5s"), 250000);
+  EXPECT_EQ(ns("1h2m3s4ms5us6ns"), 3723004005006);
+  EXPECT_EQ(ns("-20ms"), -20000000);
+  EXPECT_EQ(ns("0"), 0);
+  std::chrono::nanoseconds d{42};
+  EXPECT_NE(parse_duration("1x", d), "");
+  EXPECT_EQ(d.count(), 42) << "output untouched on error";
+}
+
 TEST(FormatDuration, RoundTripsThroughParse) {
   for (int64_t ms : {0LL, 1LL, 7LL, 100LL, 1000LL, 10000LL, 60000LL, 90500LL, 600000LL,
                      5400000LL, 86400001LL, -1000LL, -1LL}) {

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/big_endian.hpp"
+
 namespace kvrelay::capture {
 
 namespace {
@@ -21,11 +23,7 @@ void put_be(std::string& out, uint64_t v, int bytes) {
   for (int i = bytes - 1; i >= 0; --i) out += static_cast<char>((v >> (8 * i)) & 0xff);
 }
 
-uint64_t get_be(const unsigned char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v = (v << 8) | p[i];
-  return v;
-}
+uint64_t get_be(const unsigned char* p, int bytes) { return load_be(p, bytes); }
 
 uint64_t seq_of(std::string_view frame) {
   return get_be(reinterpret_cast<const unsigned char*>(frame.data()), 8);

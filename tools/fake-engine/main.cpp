@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "config/values.hpp"
 #include "tools/fake-engine/engine_http.hpp"
 #include "tools/fake-engine/publisher.hpp"
 #include "tools/fake-engine/wire_encoder.hpp"
@@ -100,38 +101,9 @@ const char* k_usage =
   std::exit(2);
 }
 
-// Go-style duration: a sequence of <number><unit> with units ns, us, µs, ms, s, m, h.
+// Go's duration syntax, as the reference tool's flags take it (config::parse_duration).
 bool parse_duration(const std::string& text, std::chrono::nanoseconds& out) {
-  if (text.empty()) return false;
-  double total = 0;
-  size_t i = 0;
-  while (i < text.size()) {
-    size_t j = i;
-    while (j < text.size() && (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == '.')) {
-      ++j;
-    }
-    if (j == i) return false;
-    const double value = std::strtod(text.substr(i, j - i).c_str(), nullptr);
-    size_t k = j;
-    while (k < text.size() && !std::isdigit(static_cast<unsigned char>(text[k])) && text[k] != '.') {
-      ++k;
-    }
-    const std::string unit = text.substr(j, k - j);
-    double scale;
-    if (unit == "ns") scale = 1;
-    else if (unit == "us" || unit == "\xc2\xb5s") scale = 1e3;
-    else if (unit == "ms") scale = 1e6;
-    else if (unit == "s") scale = 1e9;
-    else if (unit == "m") scale = 60e9;
-    else if (unit == "h") scale = 3600e9;
-    else if (unit.empty() && value == 0 && text == "0") scale = 1;
-    else return false;
-    total += value * scale;
-    i = k;
-  }
-  if (total > 1e18) return false;
-  out = std::chrono::nanoseconds(static_cast<int64_t>(total));
-  return true;
+  return kvrelay::config::parse_duration(text, out).empty() && out.count() >= 0;
 }
 
 bool parse_int(const std::string& text, int64_t& out) {
