@@ -301,20 +301,22 @@ TEST(PolicyClient, ServerDownIsUnavailablePromptly) {
     test_server gone;
     target = gone.target();
   }  // nothing listens on that port any more
-  auto client = make_client(plain(target, 5s));
+  auto client = make_client(plain(target, 60s));
   ASSERT_TRUE(client);
   collector col;
   const auto t0 = std::chrono::steady_clock::now();
   client->report(sample_update(), col.cb());
   client->publish(sample_event(), col.cb());
-  auto rs = col.wait(2);
+  auto rs = col.wait(2, 60s);
   const auto took = std::chrono::steady_clock::now() - t0;
   ASSERT_EQ(rs.size(), 2u);
   for (const auto& r : rs) {
     EXPECT_EQ(r.code, k_unavailable) << r.message;
     EXPECT_FALSE(r.accepted);
   }
-  EXPECT_LT(took, 2s);  // fails fast, long before the 5 s deadline
+  // Fails fast: a call that waited for the minute's deadline is the failure looked for (half of
+  // it is a bound no loaded machine reaches otherwise).
+  EXPECT_LT(took, 30s);
 }
 
 TEST(PolicyClient, SilentServerIsDeadlineExceededWithinTheTimeout) {
@@ -524,7 +526,8 @@ TEST(PolicyClient, DestructorCancelsCallsInFlightAndNoCallbackRunsAfterIt) {
   client.reset();
   const auto took = std::chrono::steady_clock::now() - t0;
   probe.destroyed = true;
-  EXPECT_LT(took, 2s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+  // The calls' deadline is 30 s: a destructor that waited for it is the failure looked for.
+  EXPECT_LT(took, 15s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
                        << " ms";
   EXPECT_EQ(probe.calls.load(), 16);  // every callback ran, exactly once, before it returned
   EXPECT_EQ(probe.not_cancelled.load(), 0);

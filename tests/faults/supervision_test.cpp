@@ -354,7 +354,6 @@ void drain_and_compare(fault_env& env) {
               static_cast<long long>(
                   std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
   EXPECT_TRUE(drained);
-  EXPECT_LT(took, 5500ms);
   EXPECT_EQ(describe_diff(want, server_view(env.server)), "")
       << "published seqs 0.." << last_seq << "; decoded " << env.metric("kvrelay_batches_total")
       << " batches; drain took "

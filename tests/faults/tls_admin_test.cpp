@@ -134,8 +134,6 @@ TEST(AdminPort, ReadyzFlipsWhenTheServerAnswers) {
   ASSERT_GT(port, 0);
   EXPECT_EQ(http_get(port, "/healthz").status, 200);
   env.publish_steps(10);
-  std::this_thread::sleep_for(500ms);
-  EXPECT_EQ(http_get(port, "/readyz").status, 503);
   // Fail open: the probe a pod's readiness hangs on stays 200 while the policy server
   // is away; one outage must not empty a fleet's Service. kvrelay_ready keeps the full picture.
   ASSERT_TRUE(wait_until([&] { return env.metric("kvrelay_batches_total") > 0; }, 8s));
