@@ -2,9 +2,10 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The pipeline supervisor's shell (rules: supervision/supervision_protocol.hpp). ~510 lines on
-// purpose: it executes the protocol's actions, owns the pipeline's health, answers status and runs
-// the shutdown drain, all on the one state; each part is short.
+// The pipeline supervisor's shell (rules: supervision/supervision_protocol.hpp for restarts,
+// supervision/pipeline_health.hpp for health and readiness, durable/durable_state.hpp for the
+// durable index). It executes the protocol's actions, feeds the health facts, answers status and
+// runs the shutdown drain, all on the one state; each part is short.
 #include "supervision/pipeline_supervisor.hpp"
 
 #include <caf/actor_system.hpp>
@@ -23,6 +24,7 @@
 #include "base/metrics_registry.hpp"
 #include "messages/fan_out.hpp"
 #include "durable/durable_state.hpp"
+#include "supervision/pipeline_health.hpp"
 #include "supervision/supervision_protocol.hpp"
 
 namespace kvrelay {
@@ -44,17 +46,8 @@ struct pipeline_state {
   pipeline_options opts;
   pipeline_children make;
   std::optional<supervision_protocol> policy;
-  // Health: facts told by the children (health_fact), owned here and nowhere else.
-  bool first_batch = false;
-  bool catchup_done = false;
-  bool engine_connected = false;
-  bool server_ok = false;
-  bool server_ever_ok = false;  // the drain report's: a server never reached holds nothing of ours
-  // What the index knows of the engine's cache: why it is incomplete (nullptr: it matches), and
-  // whether the engine sleeps. Degraded, not unready: an index that knows part of the cache
-  // still routes better than none, and a sidecar's readiness gates its engine's traffic.
-  const char* index_incomplete = nullptr;
-  bool engine_asleep = false;
+  // Health: facts told by the children (health_fact), owned here and nowhere else (PH1-PH6).
+  pipeline_health health;
 
   emitter_actor emitter;
   scraper_actor scraper;
@@ -258,77 +251,27 @@ std::vector<std::pair<std::string, actor_status::value>> supervision_of(
   return {{"restarts", int64_t{r.restarts}}, {"exit_reason", r.last_error}, {"uptime_s", uptime}};
 }
 
-// the memory budget is spent and the ingress paused (every pipeline shares it): what
-// the engine sends meanwhile is dropped at the socket, so the index lags until replay repairs
-// it. /readyz says so (not ready); /readyz/self, the pod's probe, stays ready (fail open).
-bool overloaded(const pipeline_state& st) {
-  return st.ctx.budget && st.ctx.budget->paused_readers() > 0;
+// The memory budget is spent and the ingress paused (every pipeline shares it): what the engine
+// sends meanwhile is dropped at the socket, so the index lags until replay repairs it. /readyz
+// says so (not ready); /readyz/self, the pod's probe, stays ready (fail open).
+pipeline_health::context health_context(const pipeline_state& st) {
+  pipeline_health::context c;
+  c.unhealthy = st.policy->unhealthy();
+  c.overloaded = st.ctx.budget && st.ctx.budget->paused_readers() > 0;
+  if (st.durable) c.durable_line = st.durable->readyz_line();
+  return c;
 }
 
-bool ready(const pipeline_state& st) {
-  return (st.first_batch || st.catchup_done) && st.server_ok && !st.policy->unhealthy() &&
-         !overloaded(st);
-}
+bool ready(const pipeline_state& st) { return st.health.ready(health_context(st)); }
 
-// Why the pipeline is not ready, in words an operator can act on (empty when ready).
 std::vector<std::string> not_ready_reasons(const pipeline_state& st) {
-  std::vector<std::string> out;
-  if (!st.first_batch && !st.catchup_done)
-    out.emplace_back("no batch decoded and no catch-up finished yet");
-  if (!st.server_ok) out.emplace_back("the policy server has not acknowledged yet");
-  if (st.policy->unhealthy()) out.emplace_back("restarts over the intensity limit; retrying slowly");
-  if (overloaded(st))
-    out.emplace_back("overloaded: the memory budget is spent and the ingress paused; batches sent "
-                     "meanwhile are repaired by replay or declared lost "
-                     "(kvrelay_overloads_total, kvrelay_queue_bytes)");
-  if (st.index_incomplete) out.emplace_back(st.index_incomplete);  // "degraded (still ready)"
-  // DS5: a discarded snapshot, while the index is incomplete because of it.
-  if (st.index_incomplete && st.durable && !st.durable->readyz_line().empty())
-    out.emplace_back(st.durable->readyz_line());
-  return out;
+  return st.health.not_ready_reasons(health_context(st));
 }
-
-constexpr const char* incomplete_since_start =
-    "degraded (still ready): index incomplete since start: the engine's replay ring did not "
-    "reach back to its first batch, so what it cached before is unknown until it clears its "
-    "cache";
-constexpr const char* incomplete_since_removal =
-    "degraded (still ready): index may hold blocks the engine dropped: a BlockRemoved or "
-    "AllBlocksCleared could not be decoded (kvrelay_malformed_events_total); it matches again "
-    "once the engine clears its cache or restarts";
-constexpr const char* incomplete_over_budget =
-    "degraded (still ready): index incomplete: the memory budget cannot hold every block the "
-    "engine holds, so blocks past it are not tracked (kvrelay_index_blocks_total"
-    "{outcome=\"refused\"}); it is complete again once the engine clears its cache or restarts";
-constexpr const char* incomplete_since_loss =
-    "degraded (still ready): index incomplete since engine history was lost: what the engine "
-    "cached before the loss is unknown until it clears its cache";
 
 void on_health(pipeline_state& st, health_fact f) {
-  const char* was = st.index_incomplete;
-  switch (f) {
-    case health_fact::batch_decoded: st.first_batch = true; break;
-    case health_fact::catchup_done: st.catchup_done = true; break;
-    case health_fact::engine_connected: st.engine_connected = true; break;
-    case health_fact::engine_disconnected: st.engine_connected = false; break;
-    case health_fact::server_ok: st.server_ok = st.server_ever_ok = true; break;
-    case health_fact::server_failed: st.server_ok = false; break;
-    case health_fact::history_complete: st.index_incomplete = nullptr; break;
-    case health_fact::history_skipped: st.index_incomplete = incomplete_since_start; break;
-    case health_fact::history_lost: st.index_incomplete = incomplete_since_loss; break;
-    case health_fact::engine_cleared: st.index_incomplete = nullptr; break;
-    case health_fact::removal_lost: st.index_incomplete = incomplete_since_removal; break;
-    case health_fact::index_over_budget: st.index_incomplete = incomplete_over_budget; break;
-    case health_fact::engine_asleep: st.engine_asleep = true; st.index_incomplete = nullptr; break;
-    case health_fact::engine_awake: st.engine_asleep = false; break;
-    case health_fact::events_silent:   // the scraper's gauge and log say it; discovery hears it
-    case health_fact::events_flowing:
-    case health_fact::incarnation_reset:             // the durable state's (DS7)
-    case health_fact::snapshot_outside_ring: break;  // the durable state's; history_lost follows
-  }
-  if (was == st.index_incomplete) return;
-  if (st.incomplete_gauge) st.incomplete_gauge->set(st.index_incomplete ? 1 : 0);
-  if (!st.index_incomplete)
+  if (!st.health.on_fact(f)) return;  // PH6
+  if (st.incomplete_gauge) st.incomplete_gauge->set(st.health.incomplete() ? 1 : 0);
+  if (!st.health.incomplete())
     log::info("index complete again: it matches the engine's cache",
               {{"pipeline", st.ctx.name}, {"because", to_string(f)}});
 }
@@ -356,10 +299,10 @@ void status_of(pipeline_self self, caf::typed_response_promise<actor_status> p) 
   j.add("ready", ready(s));
   j.add("not_ready", not_ready_reasons(s));
   j.add("unhealthy", s.policy->unhealthy());
-  j.add("engine_connected", s.engine_connected);
-  j.add("server_ok", s.server_ok);
-  j.add("index_incomplete", s.index_incomplete ? s.index_incomplete : "");
-  j.add("engine_asleep", s.engine_asleep);
+  j.add("engine_connected", s.health.engine_connected());
+  j.add("server_ok", s.health.server_ok());
+  j.add("index_incomplete", s.health.index_incomplete());
+  j.add("engine_asleep", s.health.engine_asleep());
   if (s.durable) s.durable->add_status(j);
   actor_status::string_map adapters;
   for (const auto& [id, name] : s.opts.decoder.router.adapters)
@@ -512,7 +455,7 @@ void drain(pipeline_self self, caf::timespan budget,
   auto report = std::make_shared<drain_report>();
   report->pipeline = st.ctx.name;
   report->final_clear = st.opts.final_clear;
-  report->server_acknowledged = st.server_ever_ok;
+  report->server_acknowledged = st.health.server_ever_ok();
   const auto left = [deadline] {
     return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()),
                     std::chrono::milliseconds(1));
