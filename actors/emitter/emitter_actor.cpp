@@ -5,7 +5,7 @@
 // The emitter's shell: one link per target (port, inbox, unit_sequencer, answers), units routed to
 // their target's link, stats fanned out to every link, DNS fan-out names resolved off the actor's
 // thread and turned into links. Every decision about what goes on the wire to one target is that
-// link's sequencer's.
+// link's sequencer's; which targets there are is target_membership's (TM rules).
 #include "actors/emitter/emitter_actor.hpp"
 
 #include <caf/actor_system.hpp>
@@ -21,6 +21,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -32,6 +33,7 @@
 #include "base/metrics_registry.hpp"
 #include "base/rate_limiter.hpp"
 #include "base/tsan.hpp"
+#include "actors/emitter/target_membership.hpp"
 
 namespace kvrelay {
 
@@ -44,8 +46,6 @@ using emitter::port_event;
 
 constexpr int n_methods = 2;  // ReportCacheState, PublishEvent
 constexpr int n_codes = 17;   // grpc::StatusCode 0-16; anything else counts as UNKNOWN (2)
-constexpr size_t static_source = std::numeric_limits<size_t>::max();
-constexpr int64_t min_triggered_resolve_ms = 1000;  // a lost link re-resolves at most this often
 
 // A port the emitter talks through, built but not started yet.
 struct prepared_link {
@@ -72,21 +72,11 @@ struct link {
   uint64_t next_ticket = 1;
   absl::flat_hash_map<uint64_t, caf::strong_actor_ptr> unit_reply;
   absl::flat_hash_map<uint64_t, uint64_t> stats_reply;  // link ticket → stats request
-  std::vector<size_t> sources;  // DNS spec indexes that named it; static_source for a static one
 
   // Series resolved once: per (method, code) on first use, the rest when the link is made.
   std::array<std::array<counter_series*, n_codes>, n_methods> rpc_total{};
   std::array<std::array<histogram_series*, n_codes>, n_methods> rpc_duration{};
   gauge_series* connected = nullptr;
-};
-
-// A DNS fan-out name and what its last good resolve gave.
-struct dns_spec {
-  std::string spec;
-  bool in_flight = false;
-  bool deferred = false;  // a triggered re-resolve waits out the once-a-second limit
-  int64_t last_start_ms = std::numeric_limits<int64_t>::min() / 2;
-  std::vector<std::string> addresses;  // the last good set, sorted
 };
 
 // Resolves DNS fan-out names on a thread of its own (resolving blocks, and a detached actor
@@ -168,7 +158,8 @@ struct emitter_state {
   pipeline_context ctx;
   emitter_options opts;
   std::map<std::string, std::unique_ptr<link>> links;  // by name: sorted
-  std::vector<dns_spec> dns;
+  std::optional<emitter::target_membership> membership;  // TM1-TM7
+  emitter::target_membership::actions membership_actions;
   std::unique_ptr<resolver_thread> resolver;  // only with DNS fan-out names
   rate_limiter resolve_log{1, 30'000};
   counter_series* resolve_failures = nullptr;
@@ -230,25 +221,13 @@ void stats_answered(emitter_state& st, uint64_t request, bool ok) {
   st.stats.erase(it);
 }
 
-void start_resolve(emitter_self self, size_t i);
+void run_membership(emitter_self self, const std::string& resolve_error = {});
 
-// A link of a DNS name left READY: that name is resolved again soon (at most once a second).
+// A link of a DNS name left READY: that name is resolved again soon (TM3).
 void trigger_resolve(emitter_self self, const link& l) {
   auto& st = self->state;
-  const int64_t now = rate_limiter::steady_ms();
-  for (const size_t i : l.sources) {
-    if (i == static_source) continue;
-    auto& d = st.dns[i];
-    if (d.in_flight || d.deferred) continue;
-    const int64_t wait = d.last_start_ms + min_triggered_resolve_ms - now;
-    if (wait <= 0) {
-      start_resolve(self, i);
-    } else {
-      d.deferred = true;
-      self->delayed_send(self, std::chrono::milliseconds(wait), atom::resolve_v,
-                         static_cast<uint64_t>(i + 1));
-    }
-  }
+  st.membership->on_link_lost(l.name, rate_limiter::steady_ms(), st.membership_actions);
+  run_membership(self);
 }
 
 // Executes one link's actions of its sequencer, in order.
@@ -403,75 +382,63 @@ void drop_link(emitter_self self, const std::string& name) {
              {"units_dropped", static_cast<uint64_t>(l->unit_reply.size())}});
 }
 
-// A DNS name resolved (or failed to): its links follow the new set.
-void on_resolved(emitter_self self, size_t i, std::vector<std::string> addresses,
-                 const std::string& error) {
+// Makes, starts and keeps a link to an address a DNS name resolves to (TM6); false when its
+// port cannot be built.
+bool add_dns_link(emitter_self self, const std::string& name, const std::string& target) {
   auto& st = self->state;
-  auto& d = st.dns[i];
-  d.in_flight = false;
-  if (!error.empty() || addresses.empty()) {
-    st.resolve_failures->inc();
-    uint64_t suppressed = 0;
-    if (st.resolve_log.allow(suppressed))
-      log::warn("cannot resolve the policy-server DNS name; keeping its last good addresses",
-                {{"replica", st.ctx.name},
-                 {"name", d.spec},
-                 {"err", error.empty() ? std::string("no address") : error},
-                 {"addresses", static_cast<uint64_t>(d.addresses.size())},
-                 {"suppressed", suppressed}});
-    return;
+  std::string err;
+  auto inbox = std::make_shared<emitter::port_inbox>();
+  auto port = build_port(st.ctx, st.opts, target, inbox, st.encodings, err);
+  if (!port) {
+    log::error("cannot make a link to a resolved policy-server address",
+               {{"replica", st.ctx.name}, {"name", name}, {"target", target}, {"err", err}});
+    return false;
   }
-  std::sort(addresses.begin(), addresses.end());
-  addresses.erase(std::unique(addresses.begin(), addresses.end()), addresses.end());
-  if (addresses == d.addresses) return;
-  bool changed = false;
-  // Gone: this name no longer gives them; links no other source names are dropped.
-  for (const auto& a : d.addresses) {
-    if (std::binary_search(addresses.begin(), addresses.end(), a)) continue;
-    auto it = st.links.find(a);
-    if (it == st.links.end()) continue;
-    auto& src = it->second->sources;
-    src.erase(std::remove(src.begin(), src.end(), i), src.end());
-    if (src.empty()) {
-      drop_link(self, a);
-      changed = true;
-    }
-  }
-  // New: links made and started.
-  for (const auto& a : addresses) {
-    auto it = st.links.find(a);
-    if (it != st.links.end()) {
-      auto& src = it->second->sources;
-      if (std::find(src.begin(), src.end(), i) == src.end()) src.push_back(i);
-      continue;
-    }
-    std::string err;
-    auto inbox = std::make_shared<emitter::port_inbox>();
-    auto port = build_port(st.ctx, st.opts, a, inbox, st.encodings, err);
-    if (!port) {
-      log::error("cannot make a link to a resolved policy-server address",
-                 {{"replica", st.ctx.name}, {"name", d.spec}, {"target", a}, {"err", err}});
-      continue;
-    }
-    auto l = make_link(self, {a, std::move(inbox), port});
-    l->sources.push_back(i);
-    st.links.emplace(a, std::move(l));
-    port->start();  // on the actor's thread, after the link exists
-    log::info("policy-server target added: the DNS name resolves to it",
-              {{"replica", st.ctx.name}, {"name", d.spec}, {"target", a}});
-    changed = true;
-  }
-  d.addresses = std::move(addresses);
-  if (changed) tell_targets(self);
+  st.links.emplace(target, make_link(self, {target, std::move(inbox), port}));
+  port->start();  // on the actor's thread, after the link exists
+  log::info("policy-server target added: the DNS name resolves to it",
+            {{"replica", st.ctx.name}, {"name", name}, {"target", target}});
+  return true;
 }
 
-void start_resolve(emitter_self self, size_t i) {
+// Executes the membership's actions, in order. `resolve_error` is the failed answer's error.
+void run_membership(emitter_self self, const std::string& resolve_error) {
   auto& st = self->state;
-  auto& d = st.dns[i];
-  if (d.in_flight || !st.resolver) return;
-  d.in_flight = true;
-  d.last_start_ms = rate_limiter::steady_ms();
-  st.resolver->ask(i, d.spec);
+  auto& m = *st.membership;
+  // Executing an action adds none (only the handlers feed the membership), so the list is
+  // taken whole and handed back empty, its capacity kept.
+  auto acts = std::exchange(st.membership_actions, {});
+  for (const auto& a : acts) {
+    using k = emitter::target_membership::action::kind;
+    switch (a.what) {
+      case k::resolve:
+        if (st.resolver) st.resolver->ask(a.name_index, m.name(a.name_index));
+        break;
+      case k::resolve_later:
+        self->delayed_send(self, std::chrono::milliseconds(a.wait_ms), atom::resolve_v,
+                           static_cast<uint64_t>(a.name_index + 1));
+        break;
+      case k::resolve_failed: {
+        st.resolve_failures->inc();
+        uint64_t suppressed = 0;
+        if (st.resolve_log.allow(suppressed))
+          log::warn("cannot resolve the policy-server DNS name; keeping its last good addresses",
+                    {{"replica", st.ctx.name},
+                     {"name", m.name(a.name_index)},
+                     {"err", resolve_error.empty() ? std::string("no address") : resolve_error},
+                     {"addresses", static_cast<uint64_t>(m.addresses(a.name_index).size())},
+                     {"suppressed", suppressed}});
+        break;
+      }
+      case k::add_target:
+        if (!add_dns_link(self, m.name(a.name_index), a.target)) m.on_add_failed(a.target);
+        break;
+      case k::drop_target: drop_link(self, a.target); break;
+      case k::targets_changed: tell_targets(self); break;
+    }
+  }
+  acts.clear();
+  st.membership_actions = std::move(acts);
 }
 
 void add_status(actor_status& j, const emitter_state& st) {
@@ -538,21 +505,21 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
   st.resolve_failures = &st.ctx.counter(
       "kvrelay_target_resolve_failures_total",
       "Resolves of a DNS fan-out policy-server name that failed (the last good set is kept)");
+  std::vector<std::string> static_targets;
   for (auto& p : ready) {
     auto l = make_link(self, std::move(p));
-    l->sources.push_back(static_source);
+    static_targets.push_back(l->name);
     auto name = l->name;
     st.links.emplace(std::move(name), std::move(l));
   }
-  for (auto& n : dns_names) {
-    st.dns.emplace_back();
-    st.dns.back().spec = std::move(n);
-  }
-  if (!st.dns.empty()) {
+  const bool any_dns = !dns_names.empty();
+  st.membership.emplace(std::move(static_targets), std::move(dns_names));
+  if (any_dns) {
     // Created on the actor's thread: what the thread reads happens-before it by its creation.
     st.resolver = std::make_unique<resolver_thread>(
         st.opts.resolve, caf::actor_cast<caf::weak_actor_ptr>(self));
-    for (size_t i = 0; i < st.dns.size(); ++i) start_resolve(self, i);
+    st.membership->start(rate_limiter::steady_ms(), st.membership_actions);  // TM1
+    run_membership(self);
     self->delayed_send(self, st.opts.resolve_interval, atom::resolve_v, uint64_t{0});
   }
   return {
@@ -601,19 +568,22 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
       },
       [=](atom::resolve, uint64_t which) {
         auto& s = self->state;
+        const int64_t now = rate_limiter::steady_ms();
         if (which == 0) {
-          for (size_t i = 0; i < s.dns.size(); ++i) start_resolve(self, i);
+          s.membership->on_interval(now, s.membership_actions);  // TM1
+          run_membership(self);
           self->delayed_send(self, s.opts.resolve_interval, atom::resolve_v, uint64_t{0});
           return;
         }
-        if (which > s.dns.size()) return;
-        s.dns[which - 1].deferred = false;
-        start_resolve(self, which - 1);
+        s.membership->on_deferred_due(which - 1, now, s.membership_actions);  // TM3
+        run_membership(self);
       },
       [=](atom::resolve, uint64_t which, std::vector<std::string>& addresses,
           std::string& error) {
         tsan::handoff_consume();  // the resolver thread's answer
-        if (which < self->state.dns.size()) on_resolved(self, which, std::move(addresses), error);
+        auto& s = self->state;
+        s.membership->on_resolved(which, std::move(addresses), error, s.membership_actions);
+        run_membership(self, error);
       },
       [=](atom::update, reconnect_listener_actor l) {
         self->state.listener = std::move(l);
