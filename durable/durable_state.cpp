@@ -13,30 +13,28 @@ namespace kvrelay {
 
 namespace {
 
-// kvrelay_snapshot_{writes,restores}_total{outcome}: one row per counter, declared once.
-struct counter_row {
-  const char* name;
-  const char* help;
-  const char* outcome;
-  uint64_t durable_counters::*field;
-};
+// kvrelay_snapshot_{writes,restores}_total{outcome}: one row per counter (base/counter_table.hpp).
 constexpr const char* writes_help =
     "Durable index snapshots by outcome: written, established (a new engine incarnation's "
     "evidence read), skipped (unchanged, or the engine could not be proved), failed";
 constexpr const char* restores_help =
     "Durable index restore steps by outcome: restored, discarded (see "
     "kvrelay_snapshot_discards_total), absent (no file)";
-constexpr counter_row counter_rows[] = {
-    {"kvrelay_snapshot_writes_total", writes_help, "written", &durable_counters::written},
-    {"kvrelay_snapshot_writes_total", writes_help, "established", &durable_counters::established},
-    {"kvrelay_snapshot_writes_total", writes_help, "skipped", &durable_counters::skipped},
-    {"kvrelay_snapshot_writes_total", writes_help, "failed", &durable_counters::failed},
-    {"kvrelay_snapshot_restores_total", restores_help, "restored", &durable_counters::restored},
-    {"kvrelay_snapshot_restores_total", restores_help, "discarded",
+constexpr counter_row<durable_counters> counter_rows[] = {
+    {"kvrelay_snapshot_writes_total", writes_help, "outcome", "written",
+     &durable_counters::written},
+    {"kvrelay_snapshot_writes_total", writes_help, "outcome", "established",
+     &durable_counters::established},
+    {"kvrelay_snapshot_writes_total", writes_help, "outcome", "skipped",
+     &durable_counters::skipped},
+    {"kvrelay_snapshot_writes_total", writes_help, "outcome", "failed", &durable_counters::failed},
+    {"kvrelay_snapshot_restores_total", restores_help, "outcome", "restored",
+     &durable_counters::restored},
+    {"kvrelay_snapshot_restores_total", restores_help, "outcome", "discarded",
      &durable_counters::discarded},
-    {"kvrelay_snapshot_restores_total", restores_help, "absent", &durable_counters::absent},
+    {"kvrelay_snapshot_restores_total", restores_help, "outcome", "absent",
+     &durable_counters::absent},
 };
-static_assert(sizeof counter_rows / sizeof counter_rows[0] == 7, "counter_series_ size");
 
 constexpr snapshot::discard_reason all_reasons[] = {
     snapshot::discard_reason::unreadable,     snapshot::discard_reason::not_a_snapshot,
@@ -58,10 +56,10 @@ int64_t now_unix() {
 
 durable_state::durable_state(const pipeline_context& ctx, state_options o,
                              std::shared_ptr<ingress::ring_gauge> ring)
-    : ctx_(ctx), store_(std::make_unique<state_store>(std::move(o))), ring_(std::move(ring)) {
-  for (size_t i = 0; i < counter_series_.size(); ++i)
-    counter_series_[i] = &ctx_.counter(counter_rows[i].name, counter_rows[i].help,
-                                       {{"outcome", counter_rows[i].outcome}});
+    : ctx_(ctx),
+      store_(std::make_unique<state_store>(std::move(o))),
+      ring_(std::move(ring)),
+      counters_(counter_rows, ctx_.metrics, ctx_.labels()) {
   for (size_t i = 0; i < discard_series_.size(); ++i)
     discard_series_[i] = &ctx_.counter(
         "kvrelay_snapshot_discards_total",
@@ -341,11 +339,7 @@ void durable_state::on_report(const write_report& r) {
   publish();
 }
 
-void durable_state::publish() {
-  for (size_t i = 0; i < counter_series_.size(); ++i)
-    counter_series_[i]->advance(c_.*(counter_rows[i].field),
-                                published_.*(counter_rows[i].field));
-}
+void durable_state::publish() { counters_.publish(c_); }
 
 void durable_state::add_status(actor_status& j) const {
   j.add("state_file", store_->options().file);

@@ -44,6 +44,7 @@
 #include <string>
 
 #include "actors/ingress/ring_span.hpp"
+#include "base/counter_table.hpp"
 #include "base/metrics_registry.hpp"
 #include "durable/format/snapshot_log_io.hpp"
 #include "durable/format/snapshot_policy.hpp"
@@ -176,9 +177,8 @@ class durable_state {
   std::string last_write_;  // status line of the last write
   uint64_t state_bytes_ = 0;
   durable_counters c_;
-  durable_counters published_;
+  counter_table<durable_counters> counters_;
   // Series, resolved once.
-  std::array<counter_series*, 7> counter_series_{};
   std::array<counter_series*, 11> discard_series_{};
   gauge_series* bytes_ = nullptr;
   gauge_series* blocks_ = nullptr;
