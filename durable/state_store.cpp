@@ -250,90 +250,69 @@ outcome<void> write_atomically(const std::string& path, std::string_view bytes) 
 
 // -- state_store ---------------------------------------------------------------------------
 
-state_store::state_store(state_options o) : opts_(std::move(o)) {
-  thread_ = std::thread([this] { loop(); });
-}
+namespace {
 
-state_store::~state_store() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    stopping_ = true;
-    jobs_.clear();
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+// A job's heap (a cut's partition images, 20 B per block; a restore's file) is freed by the time
+// this runs: hand the pages back rather than keep a snapshot's worth of heap for the next one
+// (glibc raises its mmap threshold after such a free, so they would stay in the arena).
+void trim_heap() { ::malloc_trim(0); }
 
-void state_store::loop() {
-  // Named for top -H and the benchmarks' per-thread CPU (15 characters at most).
-  pthread_setname_np(pthread_self(), "kvr.state");
-  for (;;) {
-    job j;
-    {
-      std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return stopping_ || !jobs_.empty(); });
-      if (stopping_) return;
-      j = std::move(jobs_.front());
-      jobs_.pop_front();
-    }
-    j.run();
-    // A cut's partition images (20 B per block) are freed with the job; hand the pages back
-    // rather than keep a snapshot's worth of heap for the next one (glibc raises its mmap
-    // threshold after such a free, so they would stay in the arena).
-    j = job{};
-    ::malloc_trim(0);
-  }
-}
+}  // namespace
 
-void state_store::push(job j, bool supersedes) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    // The newest cut wins over a queued periodic one (the final one too: it must not wait).
-    if ((j.replaceable || supersedes) && !jobs_.empty() && jobs_.back().replaceable)
-      jobs_.back() = std::move(j);
-    else
-      jobs_.push_back(std::move(j));
-  }
-  cv_.notify_one();
-}
+state_store::state_store(state_options o)
+    : opts_(std::move(o)),
+      // Named for top -H and the benchmarks' per-thread CPU. Joined at close (WB4): the
+      // shutdown's last write is waited for by the drain, and a write is bounded by the disk.
+      worker_(worker_options{"kvr.state", worker_options::threads::serial,
+                             worker_options::on_close::join, false},
+              [](std::function<void()> completion) { completion(); }) {}
+
+state_store::~state_store() = default;
 
 void state_store::restore(uint64_t generation, std::function<void(restore_plan_ptr)> done) {
-  push(job{[this, generation, done = std::move(done)] { done(do_restore(generation)); }, false},
-       false);
+  worker_.submit([this, generation, done = std::move(done)]() -> std::function<void()> {
+    auto plan = do_restore(generation);
+    trim_heap();
+    return [done, plan = std::move(plan)] { done(plan); };
+  });
 }
 
 void state_store::write(snapshot_ptr s, snapshot::evidence incarnation, write_mode mode,
                         bool final, std::shared_ptr<snapshot::log_writer> log,
                         std::function<void(write_report)> done) {
-  const bool replaceable = !final && mode == write_mode::write;
-  push(job{[this, s = std::move(s), inc = std::move(incarnation), mode, final,
-            log = std::move(log), done = std::move(done)] {
-             done(do_write(s, inc, mode, final, log));
-           },
-           replaceable},
-       final);
+  // WB6: the newest cut wins over a queued periodic one (the final one too: it must not wait).
+  const auto how = final ? queueing::replacing
+                         : mode == write_mode::write ? queueing::replaceable : queueing::append;
+  worker_.submit(
+      [this, s = std::move(s), inc = std::move(incarnation), mode, final, log = std::move(log),
+       done = std::move(done)]() mutable -> std::function<void()> {
+        auto report = do_write(s, inc, mode, final, log);
+        s.reset();  // the cut's images, before the trim
+        trim_heap();
+        return [done, report = std::move(report)]() mutable { done(std::move(report)); };
+      },
+      how);
 }
 
 void state_store::establish(uint64_t incarnation, std::shared_ptr<snapshot::log_writer> log,
                             std::function<void(write_report)> done) {
-  push(job{[this, incarnation, log = std::move(log), done = std::move(done)] {
-             write_report r;
-             r.what = write_report::outcome::established;
-             r.cut = false;
-             r.incarnation = incarnation;
-             const auto t0 = std::chrono::steady_clock::now();
-             std::string error;
-             if (opts_.evidence) r.engine = opts_.evidence(error);
-             else error = "no evidence source";
-             r.evidence_seconds = seconds_d(std::chrono::steady_clock::now() - t0).count();
-             // LR4: the log's new generation is proved by this record.
-             if (log && !r.engine.empty()) log->evidence(r.engine);
-             r.detail = r.engine.empty() ? "no evidence of the new engine incarnation: " + error
-                                         : "new engine incarnation: its evidence is read";
-             done(std::move(r));
-           },
-           false},
-       false);
+  worker_.submit([this, incarnation, log = std::move(log),
+                  done = std::move(done)]() -> std::function<void()> {
+    write_report r;
+    r.what = write_report::outcome::established;
+    r.cut = false;
+    r.incarnation = incarnation;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string error;
+    if (opts_.evidence) r.engine = opts_.evidence(error);
+    else error = "no evidence source";
+    r.evidence_seconds = seconds_d(std::chrono::steady_clock::now() - t0).count();
+    // LR4: the log's new generation is proved by this record.
+    if (log && !r.engine.empty()) log->evidence(r.engine);
+    r.detail = r.engine.empty() ? "no evidence of the new engine incarnation: " + error
+                                : "new engine incarnation: its evidence is read";
+    return [done, r = std::move(r)]() mutable { done(std::move(r)); };
+  });
 }
 
 restore_plan_ptr state_store::do_restore(uint64_t generation) {

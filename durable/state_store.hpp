@@ -21,17 +21,14 @@
 // another file name), so the directory holds one snapshot and one log per pipeline served.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
 
 #include "base/error.hpp"
+#include "base/worker_bridge.hpp"
 #include "durable/format/state_dir.hpp"
 #include "durable/format/snapshot_format.hpp"
 #include "durable/format/snapshot_policy.hpp"
@@ -115,23 +112,15 @@ class state_store {
   const state_options& options() const noexcept { return opts_; }
 
  private:
-  struct job {
-    std::function<void()> run;
-    bool replaceable = false;
-  };
-  void loop();
-  void push(job j, bool supersedes);
   restore_plan_ptr do_restore(uint64_t generation);
   write_report do_write(const snapshot_ptr& s, const snapshot::evidence& incarnation,
                         write_mode mode, bool final,
                         const std::shared_ptr<snapshot::log_writer>& log);
 
   state_options opts_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<job> jobs_;
-  bool stopping_ = false;
-  std::thread thread_;
+  // The store's thread (base/worker_bridge.hpp): each job returns the completion that calls
+  // its `done`, which runs there too.
+  worker_bridge<std::function<void()>> worker_;
 };
 
 }  // namespace kvrelay

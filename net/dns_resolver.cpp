@@ -18,10 +18,13 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <system_error>
 #include <thread>
 #include <utility>
+
+#include "base/worker_bridge.hpp"
 
 namespace kvrelay::net {
 
@@ -103,57 +106,73 @@ void sort_unique(std::vector<std::string>& v) {
 
 // -- the system resolver -----------------------------------------------------------------------
 
-// Shared with the helper thread, which may outlive the caller after a timeout.
-struct gai_job {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
+// What getaddrinfo answered, as text.
+struct gai_answer {
   int rc = 0;
   int sys_errno = 0;
   std::vector<std::string> ips;
 };
 
-void run_getaddrinfo(const std::shared_ptr<gai_job>& job, const std::string& host) {
+gai_answer run_getaddrinfo(const std::string& host) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
-  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
-  const int sys_errno = errno;
-  std::vector<std::string> ips;
-  if (rc == 0) {
+  gai_answer a;
+  a.rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  a.sys_errno = errno;
+  if (a.rc == 0) {
     for (addrinfo* ai = res; ai; ai = ai->ai_next) {
       char buf[INET6_ADDRSTRLEN] = {};
       if (ai->ai_family == AF_INET && ai->ai_addrlen >= sizeof(sockaddr_in)) {
         const auto* sa = reinterpret_cast<const sockaddr_in*>(ai->ai_addr);
-        if (inet_ntop(AF_INET, &sa->sin_addr, buf, sizeof buf)) ips.emplace_back(buf);
+        if (inet_ntop(AF_INET, &sa->sin_addr, buf, sizeof buf)) a.ips.emplace_back(buf);
       } else if (ai->ai_family == AF_INET6 && ai->ai_addrlen >= sizeof(sockaddr_in6)) {
         const auto* sa = reinterpret_cast<const sockaddr_in6*>(ai->ai_addr);
-        if (inet_ntop(AF_INET6, &sa->sin6_addr, buf, sizeof buf)) ips.emplace_back(buf);
+        if (inet_ntop(AF_INET6, &sa->sin6_addr, buf, sizeof buf)) a.ips.emplace_back(buf);
       }
     }
     freeaddrinfo(res);
   }
-  std::lock_guard<std::mutex> lk(job->mu);
-  job->rc = rc;
-  job->sys_errno = sys_errno;
-  job->ips = std::move(ips);
-  job->done = true;
-  job->cv.notify_all();
+  return a;
+}
+
+// getaddrinfo has no timeout: it runs on a thread of its own (base/worker_bridge.hpp, per_job,
+// detached), and the caller waits at most `timeout` for its answer. A late answer is dropped
+// when the bridge closes (WB1); the thread finishes alone.
+std::optional<gai_answer> getaddrinfo_within(const std::string& host,
+                                             std::chrono::milliseconds timeout, bool& started) {
+  struct box {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<gai_answer> answer;
+  };
+  auto b = std::make_shared<box>();
+  worker_bridge<gai_answer> bridge(
+      worker_options{"kvr.getaddrinfo", worker_options::threads::per_job,
+                     worker_options::on_close::detach, false},
+      [b](gai_answer a) {
+        std::lock_guard<std::mutex> lk(b->mu);
+        b->answer = std::move(a);
+        b->cv.notify_all();
+      });
+  started = bridge.submit([host] { return run_getaddrinfo(host); });
+  if (!started) return std::nullopt;
+  std::unique_lock<std::mutex> lk(b->mu);
+  b->cv.wait_for(lk, timeout, [&] { return b->answer.has_value(); });
+  return std::move(b->answer);
 }
 
 resolve_result resolve_system(const dns_target& t, std::chrono::milliseconds timeout) {
   resolve_result r;
   const std::string what = "resolving " + t.host + " (system resolver): ";
-  auto job = std::make_shared<gai_job>();
-  try {
-    std::thread([job, host = t.host] { run_getaddrinfo(job, host); }).detach();
-  } catch (const std::system_error& e) {
-    r.error = what + "cannot start the resolver thread: " + e.what();
+  bool started = false;
+  const auto job = getaddrinfo_within(t.host, timeout, started);
+  if (!started) {
+    r.error = what + "cannot start the resolver thread";
     return r;
   }
-  std::unique_lock<std::mutex> lk(job->mu);
-  if (!job->cv.wait_for(lk, timeout, [&] { return job->done; })) {
+  if (!job) {
     r.error = what + "timed out after " + std::to_string(timeout.count()) + " ms";
     return r;
   }

@@ -11,51 +11,37 @@
 #include <pthread.h>
 
 #include <map>
-#include <mutex>
-#include <thread>
 
 #include "base/log.hpp"
 #include "base/tsan.hpp"
+#include "base/worker_bridge.hpp"
 
 namespace kvrelay {
 
 namespace {
 
-/// One detached thread per fetch. Never joined: a fetch of a hung engine lasts its whole
-/// timeout, and joining in the actor's destructor would hold a CAF worker (and shutdown) that
-/// long. The threads share `owner` with the port; the port's destructor clears it under the
-/// lock, after which a finishing thread posts nothing (the actor system may be gone).
+/// A thread per fetch (base/worker_bridge.hpp WB3: a hung engine's fetch delays no other
+/// engine's), detached at close (WB4: a fetch of a hung engine lasts its whole timeout, and
+/// joining would hold a CAF worker, and shutdown, that long).
 class fetch_threads final : public discovery_fetch_port {
  public:
-  explicit fetch_threads(discovery_actor owner) : s_(std::make_shared<shared>()) {
-    s_->owner = std::move(owner);
-  }
-  ~fetch_threads() override {
-    std::lock_guard<std::mutex> lk(s_->mu);
-    s_->owner = nullptr;
-  }
-  fetch_threads(const fetch_threads&) = delete;
-  fetch_threads& operator=(const fetch_threads&) = delete;
+  explicit fetch_threads(discovery_actor owner)
+      : bridge_(worker_options{"kvr.discover", worker_options::threads::per_job,
+                               worker_options::on_close::detach, false},
+                [owner = std::move(owner)](std::pair<uint64_t, discovery_fetch_ptr> r) {
+                  caf::anon_send(owner, atom::fetched_v, r.first, std::move(r.second));
+                }) {}
 
   void fetch(uint64_t engine, const std::string& url,
              const discovery::fetch_options& opts) override {
-    std::thread([s = s_, engine, url, opts] {
-      pthread_setname_np(pthread_self(), "kvr.discover");
-      auto r = std::make_shared<const discovery_fetch>(
-          discovery_fetch{discovery::fetch_and_discover(url, opts)});
-      std::lock_guard<std::mutex> lk(s->mu);
-      if (!s->owner) return;
-      tsan::handoff_publish();  // the result was built on this thread (base/tsan.hpp)
-      caf::anon_send(s->owner, atom::fetched_v, engine, discovery_fetch_ptr{r});
-    }).detach();
+    bridge_.submit([engine, url, opts] {
+      return std::make_pair(engine, discovery_fetch_ptr{std::make_shared<const discovery_fetch>(
+                                        discovery_fetch{discovery::fetch_and_discover(url, opts)})});
+    });
   }
 
  private:
-  struct shared {
-    std::mutex mu;
-    discovery_actor owner;
-  };
-  std::shared_ptr<shared> s_;
+  worker_bridge<std::pair<uint64_t, discovery_fetch_ptr>> bridge_;
 };
 
 struct watched {

@@ -16,14 +16,10 @@
 
 #include <algorithm>
 #include <array>
-#include <condition_variable>
-#include <deque>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <stdexcept>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -33,6 +29,7 @@
 #include "base/metrics_registry.hpp"
 #include "base/rate_limiter.hpp"
 #include "base/tsan.hpp"
+#include "base/worker_bridge.hpp"
 #include "actors/emitter/target_membership.hpp"
 
 namespace kvrelay {
@@ -79,66 +76,22 @@ struct link {
   gauge_series* connected = nullptr;
 };
 
-// Resolves DNS fan-out names on a thread of its own (resolving blocks, and a detached actor
-// carries CAF 0.17's shutdown race #1196), one at a time; each answer goes to the emitter as
-// (resolve, index, addresses, error). Destroying it waits for a resolve under way.
-class resolver_thread {
- public:
-  resolver_thread(std::function<resolve_result(const std::string&)> resolve,
-                  caf::weak_actor_ptr owner)
-      : resolve_(std::move(resolve)), owner_(std::move(owner)), thread_([this] { run(); }) {}
-  resolver_thread(const resolver_thread&) = delete;
-  resolver_thread& operator=(const resolver_thread&) = delete;
-  ~resolver_thread() {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      stop_ = true;
-    }
-    cv_.notify_one();
-    thread_.join();
-  }
+// DNS fan-out names resolved on a worker thread (base/worker_bridge.hpp), one at a time; each
+// answer goes to the emitter as (resolve, index, addresses, error). Joined at close (WB4): a
+// resolve is bounded by its timeout. The owner is weak: the thread must not keep its actor alive.
+using resolve_answer = std::pair<size_t, resolve_result>;
+using resolver_bridge = worker_bridge<resolve_answer>;
 
-  void ask(size_t index, std::string spec) {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      queue_.emplace_back(index, std::move(spec));
-    }
-    cv_.notify_one();
-  }
-
- private:
-  void run() {
-    for (;;) {
-      std::pair<size_t, std::string> job;
-      {
-        std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait(lk, [this] { return stop_ || !queue_.empty(); });
-        if (stop_) return;
-        job = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      resolve_result r;
-      try {
-        r = resolve_(job.second);
-      } catch (const std::exception& e) {
-        r = {{}, e.what()};
-      }
-      if (auto hdl = caf::actor_cast<emitter_actor>(owner_)) {
-        tsan::handoff_publish();  // the addresses were built on this thread (base/tsan.hpp)
-        caf::anon_send(hdl, atom::resolve_v, static_cast<uint64_t>(job.first),
-                       std::move(r.addresses), std::move(r.error));
-      }
-    }
-  }
-
-  std::function<resolve_result(const std::string&)> resolve_;
-  caf::weak_actor_ptr owner_;  // the thread must not keep its actor alive
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::pair<size_t, std::string>> queue_;
-  bool stop_ = false;
-  std::thread thread_;  // last: starts once the rest is built
-};
+std::unique_ptr<resolver_bridge> make_resolver(caf::weak_actor_ptr owner) {
+  return std::make_unique<resolver_bridge>(
+      worker_options{"kvr.resolve", worker_options::threads::serial,
+                     worker_options::on_close::join, false},
+      [owner = std::move(owner)](resolve_answer a) {
+        if (auto hdl = caf::actor_cast<emitter_actor>(owner))
+          caf::anon_send(hdl, atom::resolve_v, static_cast<uint64_t>(a.first),
+                         std::move(a.second.addresses), std::move(a.second.error));
+      });
+}
 
 // A stats request fanned out to every link: answered once all of them answered.
 struct stats_request {
@@ -160,7 +113,7 @@ struct emitter_state {
   std::map<std::string, std::unique_ptr<link>> links;  // by name: sorted
   std::optional<emitter::target_membership> membership;  // TM1-TM7
   emitter::target_membership::actions membership_actions;
-  std::unique_ptr<resolver_thread> resolver;  // only with DNS fan-out names
+  std::unique_ptr<resolver_bridge> resolver;  // only with DNS fan-out names
   rate_limiter resolve_log{1, 30'000};
   counter_series* resolve_failures = nullptr;
 
@@ -412,7 +365,15 @@ void run_membership(emitter_self self, const std::string& resolve_error) {
     using k = emitter::target_membership::action::kind;
     switch (a.what) {
       case k::resolve:
-        if (st.resolver) st.resolver->ask(a.name_index, m.name(a.name_index));
+        if (st.resolver)
+          st.resolver->submit([resolve = st.opts.resolve, i = a.name_index,
+                               spec = m.name(a.name_index)]() -> resolve_answer {
+            try {
+              return {i, resolve(spec)};
+            } catch (const std::exception& e) {
+              return {i, resolve_result{{}, e.what()}};
+            }
+          });
         break;
       case k::resolve_later:
         self->delayed_send(self, std::chrono::milliseconds(a.wait_ms), atom::resolve_v,
@@ -516,8 +477,7 @@ emitter_actor::behavior_type emitter_fn(emitter_self self, pipeline_context ctx,
   st.membership.emplace(std::move(static_targets), std::move(dns_names));
   if (any_dns) {
     // Created on the actor's thread: what the thread reads happens-before it by its creation.
-    st.resolver = std::make_unique<resolver_thread>(
-        st.opts.resolve, caf::actor_cast<caf::weak_actor_ptr>(self));
+    st.resolver = make_resolver(caf::actor_cast<caf::weak_actor_ptr>(self));
     st.membership->start(rate_limiter::steady_ms(), st.membership_actions);  // TM1
     run_membership(self);
     self->delayed_send(self, st.opts.resolve_interval, atom::resolve_v, uint64_t{0});

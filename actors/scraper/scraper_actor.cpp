@@ -10,81 +10,40 @@
 
 #include <pthread.h>
 
-#include <condition_variable>
-#include <mutex>
-#include <thread>
 
 #include "actors/scraper/stats_tracker.hpp"
 #include "base/log.hpp"
 #include "base/metrics_registry.hpp"
 #include "base/tsan.hpp"
+#include "base/worker_bridge.hpp"
 #include "net/http_fetch.hpp"
 
 namespace kvrelay {
 
 namespace {
 
-/// One thread that performs GETs on request and posts each result back to the actor. The thread
-/// is detached, never joined: a GET to a hung engine lasts the whole HTTP timeout, and joining it
-/// in the actor's destructor blocked a CAF scheduler thread, the scraper's restart and daemon
-/// shutdown for that long. Everything the thread touches lives in `shared`, which it co-owns.
+/// GETs on a worker thread (base/worker_bridge.hpp), one at a time, each result posted back to the
+/// actor. Detached at close (WB4): a GET to a hung engine lasts the whole HTTP timeout, and
+/// joining it blocked a CAF scheduler thread, the scraper's restart and daemon shutdown that long.
 class fetch_worker final : public fetch_port {
  public:
   fetch_worker(std::string url, http_fetch_options opts, scraper_actor owner)
-      : s_(std::make_shared<shared>(std::move(url), opts, std::move(owner))) {
-    std::thread([s = s_] { run(*s); }).detach();
-  }
-  ~fetch_worker() override {
-    {
-      std::lock_guard<std::mutex> lk(s_->mu);
-      s_->stop = true;
-      s_->owner = nullptr;  // nothing is posted after this; a running GET just finishes
-    }
-    s_->cv.notify_all();
-  }
-  fetch_worker(const fetch_worker&) = delete;
-  fetch_worker& operator=(const fetch_worker&) = delete;
+      : fetcher_(std::make_shared<http_fetcher>(std::move(url), opts)),
+        bridge_(worker_options{"kvr.scrape", worker_options::threads::serial,
+                               worker_options::on_close::detach, /*skip_when_busy=*/true},
+                [owner = std::move(owner)](fetch_result r) {
+                  caf::anon_send(owner, atom::fetched_v, r.ok, static_cast<int32_t>(r.status),
+                                 std::move(r.body), std::move(r.error));
+                }) {}
 
-  /// False when a fetch is still running (the tick is then skipped, not queued).
+  /// False when a fetch is still running (the tick is then skipped, not queued: WB5).
   bool request() override {
-    std::lock_guard<std::mutex> lk(s_->mu);
-    if (s_->busy) return false;
-    s_->busy = s_->pending = true;
-    s_->cv.notify_all();
-    return true;
+    return bridge_.submit([f = fetcher_] { return f->get(); });
   }
 
  private:
-  struct shared {
-    shared(std::string url, http_fetch_options opts, scraper_actor o)
-        : fetcher(std::move(url), opts), owner(std::move(o)) {}
-    http_fetcher fetcher;
-    scraper_actor owner;
-    std::mutex mu;
-    std::condition_variable cv;
-    bool stop = false, pending = false, busy = false;
-  };
-
-  static void run(shared& s) {
-    pthread_setname_np(pthread_self(), "kvr.scrape");  // for top -H and idle-wakeups.sh
-    std::unique_lock<std::mutex> lk(s.mu);
-    for (;;) {
-      s.cv.wait(lk, [&s] { return s.stop || s.pending; });
-      if (s.stop) return;
-      s.pending = false;
-      lk.unlock();
-      auto r = s.fetcher.get();
-      lk.lock();
-      // Posted under the lock: once the destructor ran, the actor (and at shutdown the actor
-      // system) may be gone, so nothing is sent.
-      if (s.stop) return;
-      caf::anon_send(s.owner, atom::fetched_v, r.ok, static_cast<int32_t>(r.status),
-                     std::move(r.body), std::move(r.error));
-      s.busy = false;
-    }
-  }
-
-  std::shared_ptr<shared> s_;
+  std::shared_ptr<http_fetcher> fetcher_;  // the running GET co-owns it
+  worker_bridge<fetch_result> bridge_;
 };
 
 void write(const log::record& r, const std::string& replica_id) {
