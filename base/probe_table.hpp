@@ -117,11 +117,11 @@ class probe_table {
   uint64_t seed() const noexcept { return seed_; }
 
   /// PT2: where the key stands in a walk's order.
-  uint64_t position(const key_type& key) const noexcept {
+  uint64_t position(key_type key) const noexcept {
     return (probe_hash(key) ^ seed_) * 0x9e3779b97f4a7c15ull;
   }
 
-  Slot* find(const key_type& key) const noexcept {
+  Slot* find(key_type key) const noexcept {
     if (is_zero(key)) return has_zero_ ? const_cast<Slot*>(&zero_) : nullptr;
     const uint64_t h = position(key);
     const segment& s = segs_[seg_of(h)];
@@ -158,7 +158,7 @@ class probe_table {
     return {&s.slots[i], true};
   }
 
-  bool erase(const key_type& key) noexcept {
+  bool erase(key_type key) noexcept {
     Slot* s = find(key);
     if (s == nullptr) return false;
     erase(s);
@@ -257,8 +257,8 @@ class probe_table {
     size_t size = 0;
   };
 
-  // By value, here and in home(): a slot's key is a packed member, and a reference to it would
-  // be misaligned (UB; UBSan says so).
+  // By value, here, in home() and in position, find and erase: a slot's key is a packed member
+  // (callers pass p->key), and a reference to it would be misaligned (UB; UBSan says so).
   static bool is_zero(key_type k) noexcept { return k == key_type{}; }
 
   static uint64_t next_seed() {
