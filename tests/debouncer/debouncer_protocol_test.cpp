@@ -790,6 +790,23 @@ TEST_F(Protocol, DrainWaitingWhenTheEmitterIsReplacedAnswersFalseAtOnce) {  // D
   EXPECT_FALSE(of(action_kind::answer_drains)[0].ok);
 }
 
+// The merged DP debouncer starts before its emitter is announced: what was due meanwhile (DB7:
+// nothing is taken without an emitter) goes out as soon as it arrives, not at the next window.
+TEST_F(Protocol, WhatWasDueBeforeTheEmitterGoesOutWhenItArrives) {  // DB7
+  opts.flush_threshold = 2;  // two adds are due at once
+  p.emplace(opts);
+  p->start(t, out);
+  p->on_targets({"a"}, t, out);
+  p->on_decoder(0, t, out);
+  out.clear();
+  ops({up(1, true), up(2, true)});
+  EXPECT_TRUE(take_units().empty()) << "no emitter yet";
+  p->on_emitter(t, out);
+  auto u = take_units();
+  ASSERT_EQ(u.size(), 1u) << "the due adds wait for a later input";
+  EXPECT_EQ(fps_added(*u[0]), (std::vector<uint64_t>{1, 2}));
+}
+
 TEST_F(Protocol, AnEmitterReplacedUnderAUnitSaysTheTargetIsDown) {  // TD7, DB12
   start();
   ops({ev(1)});
