@@ -17,8 +17,8 @@
 //       thread of its own, so one slow job (a hung engine's GET) delays no other.
 //  WB4. At close, jobs not started are dropped. `detach`: a running job finishes alone (a GET to a
 //       hung engine lasts its whole timeout; joining it would hold a CAF scheduler thread and the
-//       shutdown that long). `join`: the destructor waits for it (bounded work whose end the
-//       owner's shutdown relies on).
+//       shutdown that long). `join` (serial only; per_job threads are always detached): the
+//       destructor waits for it (bounded work whose end the owner's shutdown relies on).
 //  WB5. `skip_when_busy`: a submit while a job is queued or running is refused (false), not
 //       queued (a periodic scrape skips a tick rather than pile up).
 //  WB6. A job queued `replaceable` takes the place of a replaceable job queued last and not
