@@ -247,6 +247,32 @@ bool durable_state::tick_takes_snapshot() const {
          compaction_overdue();
 }
 
+durable_state::datapath_start durable_state::start_of(const restore_plan& p) {
+  datapath_start d;
+  if (p.cold || !p.resume_next) return d;
+  d.resume = ingress::resume_point{*p.resume_next, p.history_from};
+  // What the restored index knows of the engine's cache is what it knew when the log ends (a
+  // replayed first batch or loss tells it again on its way).
+  if (p.snapshot || p.log)
+    d.history = !p.history_known      ? health_fact::history_lost
+                : p.history_from == 0 ? health_fact::history_complete
+                                      : health_fact::history_skipped;
+  return d;
+}
+
+durable_state::tick durable_state::on_tick(uint64_t generation) const {
+  if (generation != timer_generation_) return tick::stale;
+  return !pending_ && !outstanding_ && tick_takes_snapshot() ? tick::cut_and_rearm : tick::rearm;
+}
+
+std::optional<write_mode> durable_state::submit(snapshot::pipeline_snapshot& s, bool final) {
+  const decision d = judge(s);
+  if (d == decision::skip_unchanged) return std::nullopt;
+  outstanding_ = true;
+  if (d == decision::write) return write_mode::write;
+  return final ? write_mode::establish_and_write : write_mode::establish;  // DS4
+}
+
 durable_state::decision durable_state::judge(snapshot::pipeline_snapshot& s) {
   s.generation = base_generation_ + static_cast<uint32_t>(s.incarnation);  // DS6
   const auto now = std::chrono::steady_clock::now();

@@ -34,6 +34,14 @@
 //       incarnations its decoder saw.
 //  DS7. An engine incarnation reset (the ingress says so when it happens) reads the new
 //       process' evidence at once and appends it to the log (LR4), without waiting for a cut.
+//  DS8. A data path started from a plan asks the ring from where the plan's records end; when
+//       it starts from a snapshot or a log, the index says what it then knows of the engine's
+//       history: complete (from seq 0), skipped (from later) or lost (since). A cold plan
+//       starts the ring cold and says nothing until the ingress learns it.
+//  DS9. Cuts are asked for only while a data path runs whose restore step is done. The timer
+//       carries a generation: a tick of an older timer is ignored and not re-armed. The log
+//       writer's call that the log outgrew its threshold cuts at once unless a write is
+//       outstanding (its report re-arms the threshold, which is then met).
 
 #include <array>
 #include <chrono>
@@ -44,14 +52,16 @@
 #include <string>
 
 #include "actors/ingress/ring_span.hpp"
+#include "actors/ingress/sequence_tracker.hpp"
 #include "base/counter_table.hpp"
 #include "base/metrics_registry.hpp"
+#include "base/status.hpp"
 #include "durable/format/snapshot_log_io.hpp"
 #include "durable/format/snapshot_policy.hpp"
-#include "base/status.hpp"
+#include "durable/state_store.hpp"
+#include "messages/health.hpp"
 #include "messages/pipeline_context.hpp"
 #include "messages/state.hpp"
-#include "durable/state_store.hpp"
 
 namespace kvrelay {
 
@@ -102,10 +112,32 @@ class durable_state {
   /// RD6 (the tracker on the resume request): the restored state is discarded after all.
   void on_outside_ring();
 
+  /// DS8: what the data path starting from `p` is told beside the plan's records.
+  struct datapath_start {
+    std::optional<ingress::resume_point> resume;  // unset: the ring from the start
+    std::optional<health_fact> history;           // unset: nothing to say yet
+  };
+  static datapath_start start_of(const restore_plan& p);
+
   /// DS2: the delay before the next tick, and whether a tick takes a snapshot.
   ms next_delay() const;
   bool tick_takes_snapshot() const;
   bool write_outstanding() const noexcept { return outstanding_; }
+
+  /// DS9: a new snapshot timer (older ones go stale): its delay and the generation its tick
+  /// carries.
+  struct timer {
+    ms delay;
+    uint64_t generation;
+  };
+  timer arm_timer() noexcept { return {next_delay(), ++timer_generation_}; }
+  /// DS2, DS9: what a tick of the timer armed as `generation` does.
+  enum class tick : uint8_t { stale, rearm, cut_and_rearm };
+  tick on_tick(uint64_t generation) const;
+  /// DS9: the log writer's call (RD9): whether to cut now.
+  bool on_compaction_due() const noexcept { return !pending_ && !outstanding_; }
+  /// DS9: whether a cut may be asked for now.
+  bool may_cut() const noexcept { return !pending_; }
 
   /// DS7: the incarnation whose evidence to read now.
   uint64_t on_reset() noexcept { return ++resets_; }
@@ -117,6 +149,10 @@ class durable_state {
   /// A cut is being asked for: the log's size now is what it will cover (RD9).
   void cut_requested();
   void submitted() noexcept { outstanding_ = true; }
+  /// DS3, DS4: a cut's write: none (unchanged), or the mode to write it in (the shutdown's
+  /// `final` cut of an incarnation not yet proved is proved and written at once); a write is
+  /// outstanding from here until its report.
+  std::optional<write_mode> submit(snapshot::pipeline_snapshot& s, bool final);
 
   /// A write's or an establish's outcome (counters, gauges, log lines, the evidence of a new
   /// incarnation, the next compaction threshold).
@@ -140,6 +176,7 @@ class durable_state {
   std::shared_ptr<ingress::ring_gauge> ring_;
   uint64_t generation_ = 0;
   std::optional<uint64_t> pending_;  // the data-path incarnation waiting for its plan
+  uint64_t timer_generation_ = 0;    // DS9: the current snapshot timer's
   // The engine incarnation the data path's cuts come from (RD7): the decoder's count and the
   // evidence read for it.
   uint64_t incarnation_ = 0;

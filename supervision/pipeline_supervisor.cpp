@@ -58,13 +58,12 @@ struct pipeline_state {
   std::map<caf::actor_addr, child_ref> monitored;
   caf::error exit_reason;
 
-  // The durable index (state.dir): null without one. The snapshot timer and the shutdown's
-  // last write carry generations; `datapath_inc` tags a snapshot request with the data path
-  // it went to.
+  // The durable index (state.dir): null without one. Its snapshot timer's generation is its
+  // own (DS9); the shutdown's last write carries one here; `datapath_inc` tags a snapshot
+  // request with the data path it went to.
   std::unique_ptr<durable_state> durable;
   // The replay ring's span as the ingress learns it (the snapshot interval, RD8).
   std::shared_ptr<ingress::ring_gauge> ring;
-  uint64_t snapshot_gen = 0;
   uint64_t final_gen = 0;
   uint64_t datapath_inc = 0;
   std::function<void()> final_done;  // the shutdown's drain waits for its last write
@@ -353,11 +352,11 @@ void report_leftovers(pipeline_self self, std::shared_ptr<drain_report> report,
   ask(self->state.decoder, decoder_slot);
 }
 
-// -- the durable index (rules DS1-DS7 in durable/durable_state.hpp) --------------------------
+// -- the durable index (rules DS1-DS9 in durable/durable_state.hpp) --------------------------
 
 void arm_snapshot(pipeline_self self) {
-  auto& st = self->state;
-  self->delayed_send(self, st.durable->next_delay(), atom::snapshot_v, ++st.snapshot_gen);
+  const auto t = self->state.durable->arm_timer();
+  self->delayed_send(self, t.delay, atom::snapshot_v, t.generation);
 }
 
 // Asks the decoder for a cut (its mailbox order makes it consistent with the shard's), judges it
@@ -370,7 +369,7 @@ void take_snapshot(pipeline_self self, bool final, caf::timespan timeout,
   const auto finished = [done]() {
     if (done) done();
   };
-  if (!st.decoder || !st.durable || st.durable->restore_pending()) return finished();
+  if (!st.decoder || !st.durable || !st.durable->may_cut()) return finished();
   st.durable->cut_requested();
   self->request(st.decoder, timeout, atom::snapshot_v)
       .then(
@@ -378,17 +377,12 @@ void take_snapshot(pipeline_self self, bool final, caf::timespan timeout,
             tsan::handoff_consume();  // built by the decoder and the shard (base/tsan.hpp)
             auto& st = self->state;
             if (!snap || !st.durable || st.datapath_inc != inc) return finished();
-            const auto d = st.durable->judge(*snap);
-            if (d == durable_state::decision::skip_unchanged) return finished();
-            // DS4: the shutdown's last cut of an incarnation not yet proved is proved now.
-            const write_mode mode = d == durable_state::decision::write ? write_mode::write
-                                    : final ? write_mode::establish_and_write
-                                            : write_mode::establish;
-            st.durable->submitted();
+            const auto mode = st.durable->submit(*snap, final);
+            if (!mode) return finished();
             if (final) st.final_done = done;
             const auto me = caf::actor_cast<pipeline_actor>(self);
             st.durable->store().write(
-                std::move(snap), st.durable->incarnation_evidence(), mode, final,
+                std::move(snap), st.durable->incarnation_evidence(), *mode, final,
                 st.durable->writer(),
                 [me](write_report r) { caf::anon_send(me, atom::saved_v, std::move(r)); });
           },
@@ -417,15 +411,9 @@ void on_restore_plan(pipeline_self self, const restore_plan& plan) {
       plan, [me] { caf::anon_send(me, atom::snapshot_v, uint64_t{0}); });
   o.ingress.source.replay_log = plan.log;
   o.ingress.source.ring = st.ring;
-  if (!plan.cold && plan.resume_next) {
-    o.ingress.source.tracker.resume = ingress::resume_point{*plan.resume_next, plan.history_from};
-    // What the restored index knows of the engine's cache is what it knew when the log ends
-    // (a replayed first batch or loss tells it again on its way).
-    if (snap || plan.log)
-      on_health(st, !plan.history_known      ? health_fact::history_lost
-                    : plan.history_from == 0 ? health_fact::history_complete
-                                             : health_fact::history_skipped);
-  }
+  const auto start = durable_state::start_of(plan);  // DS8
+  o.ingress.source.tracker.resume = start.resume;
+  if (start.history) on_health(st, *start.history);
   tsan::handoff_publish();  // the snapshot goes on to the decoder's and shard's threads
   if (!spawn_datapath(self, inc, o)) {
     run(self, st.policy->spawn_failed(pipeline_unit::datapath, inc,
@@ -618,14 +606,14 @@ pipeline_actor::behavior_type pipeline_fn(pipeline_self self, pipeline_context c
         auto& s = self->state;
         if (!s.durable || s.policy->restarting_stopped()) return;
         if (gen == 0) {
-          // RD9: the delta log outgrew the last snapshot (its writer's call): compact.
-          // While a write is outstanding its report re-arms the threshold, which is then met.
-          if (!s.durable->write_outstanding())
+          // RD9: the delta log outgrew the last snapshot (its writer's call): compact (DS9).
+          if (s.durable->on_compaction_due())
             take_snapshot(self, false, std::chrono::seconds(10), nullptr);
           return;
         }
-        if (gen != s.snapshot_gen) return;
-        if (!s.durable->write_outstanding() && s.durable->tick_takes_snapshot())
+        const auto t = s.durable->on_tick(gen);  // DS2, DS9
+        if (t == durable_state::tick::stale) return;
+        if (t == durable_state::tick::cut_and_rearm)
           take_snapshot(self, false, std::chrono::seconds(10), nullptr);
         arm_snapshot(self);
       },

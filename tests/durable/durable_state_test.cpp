@@ -2,7 +2,7 @@
 //
 // SPDX-License-Identifier: Apache-2.0
 
-// The supervisor's durable-index bookkeeping, rule by rule (durable/durable_state.hpp DS1-DS7),
+// The supervisor's durable-index bookkeeping, rule by rule (durable/durable_state.hpp DS1-DS9),
 // and its store's thread: the restore step's decisions and a write's outcomes on a real
 // directory, with the engine's evidence injected.
 
@@ -380,6 +380,89 @@ TEST(DurableState, ACompactionWhoseWriteIsSkippedIsDueAgain) {  // RD9
   EXPECT_FALSE(f.d->tick_takes_snapshot());
   w->batch(seq++, payload);
   EXPECT_EQ(compactions, 2);
+}
+
+}  // namespace
+}  // namespace kvrelay
+
+namespace kvrelay {
+namespace {
+
+// DS8: the ring is asked from where the plan's records end, and what the index then knows of
+// the engine's history is said — but only when something was restored.
+TEST(DurableState, ADataPathResumesWhereThePlanEndsAndSaysWhatItKnows) {  // DS8
+  restore_plan p;
+  EXPECT_FALSE(durable_state::start_of(p).resume) << "a cold plan starts the ring cold";
+  EXPECT_FALSE(durable_state::start_of(p).history);
+
+  p.cold = false;
+  p.resume_next = 50;
+  p.history_from = 0;
+  p.history_known = true;
+  auto d = durable_state::start_of(p);
+  ASSERT_TRUE(d.resume);
+  EXPECT_EQ(d.resume->next, 50u);
+  EXPECT_FALSE(d.history) << "neither a snapshot nor a log: nothing restored to speak of";
+
+  p.snapshot = cut(50);
+  EXPECT_EQ(durable_state::start_of(p).history, health_fact::history_complete);
+  p.history_from = 7;
+  d = durable_state::start_of(p);
+  EXPECT_EQ(d.resume->history_from, 7u);
+  EXPECT_EQ(d.history, health_fact::history_skipped);
+  p.history_known = false;
+  EXPECT_EQ(durable_state::start_of(p).history, health_fact::history_lost);
+
+  p.snapshot = nullptr;
+  p.log = std::make_shared<snapshot::log_replay>();
+  EXPECT_EQ(durable_state::start_of(p).history, health_fact::history_lost) << "a log alone";
+
+  p.cold = true;
+  EXPECT_FALSE(durable_state::start_of(p).resume) << "cold wins over a stale resume point";
+  EXPECT_FALSE(durable_state::start_of(p).history);
+}
+
+// DS9: an older timer's tick neither cuts nor re-arms; one write at a time; nothing is cut while
+// a restore step is pending, on a tick or on the log writer's call.
+TEST(DurableState, OnlyTheCurrentTimerCutsAndOneWriteAtATime) {  // DS9 + DS2
+  fixture f;
+  bool current = false;
+  f.d->on_plan(*f.restore(), current);
+  ASSERT_TRUE(current);
+  const auto old_timer = f.d->arm_timer();
+  const auto timer = f.d->arm_timer();
+  EXPECT_NE(old_timer.generation, timer.generation);
+  EXPECT_NE(timer.generation, 0u) << "0 is the log writer's call";
+  EXPECT_EQ(timer.delay, durable_state::first_delay);
+  EXPECT_EQ(f.d->on_tick(old_timer.generation), durable_state::tick::stale);
+  EXPECT_EQ(f.d->on_tick(timer.generation), durable_state::tick::cut_and_rearm);
+  EXPECT_TRUE(f.d->may_cut());
+  EXPECT_TRUE(f.d->on_compaction_due());
+
+  ASSERT_EQ(f.d->submit(*cut(50), false), write_mode::write);
+  EXPECT_TRUE(f.d->write_outstanding());
+  EXPECT_EQ(f.d->on_tick(timer.generation), durable_state::tick::rearm) << "a write outstanding";
+  EXPECT_FALSE(f.d->on_compaction_due()) << "its report re-arms the threshold";
+
+  f.d->begin_restore(2);  // a new data path: the old one's write is forgotten, a plan pending
+  EXPECT_FALSE(f.d->write_outstanding());
+  EXPECT_FALSE(f.d->may_cut());
+  EXPECT_EQ(f.d->on_tick(timer.generation), durable_state::tick::rearm);
+  EXPECT_FALSE(f.d->on_compaction_due());
+}
+
+// DS3 + DS4 through submit: the mode a cut is written in.
+TEST(DurableState, ACutIsWrittenProvedOrLeftByItsIncarnationAndTheShutdown) {  // DS3 + DS4
+  fixture f;
+  bool current = false;
+  f.d->on_plan(*f.restore(), current);
+  EXPECT_EQ(f.d->submit(*cut(5, 1), false), write_mode::establish);
+  EXPECT_EQ(f.d->submit(*cut(5, 1), true), write_mode::establish_and_write) << "the last cut";
+  ASSERT_EQ(f.d->submit(*cut(50), false), write_mode::write);
+  ASSERT_EQ(f.write(cut(50)).what, write_report::outcome::written);
+  EXPECT_EQ(f.d->submit(*cut(50), true), std::nullopt) << "unchanged: nothing to write";
+  EXPECT_FALSE(f.d->write_outstanding());
+  EXPECT_EQ(f.d->submit(*cut(51), true), write_mode::write);
 }
 
 }  // namespace
