@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "base/big_endian.hpp"
+#include "base/msgpack_int.hpp"
 
 namespace kvrelay {
 
@@ -73,18 +74,7 @@ constexpr size_t max_spare_events = 4096;
 constexpr size_t max_medium_text = 64;
 
 
-/// A msgpack integer as it was on the wire: `bits` is its u64 two's complement and `negative`
-/// says the value was below zero (only then does bits >= 2^63 mean a negative number).
-struct wire_int {
-  uint64_t bits = 0;
-  bool negative = false;
-  /// The value as int64, or false when it is an unsigned value above INT64_MAX.
-  bool to_int64(int64_t& v) const {
-    if (!negative && bits > int64_max) return false;
-    v = static_cast<int64_t>(bits);
-    return true;
-  }
-};
+using wire_int = msgpack_int;  // base/msgpack_int.hpp
 
 bool equals(std::string_view a, const char* b) { return a == std::string_view(b); }
 
@@ -200,48 +190,13 @@ class cursor {
   de str(std::string_view& s, de on_type) { return raw(s, false, on_type); }
 
   de integer(wire_int& v, de on_type) {
-    if (p == end) return de::truncated;
-    const uint8_t b = *p;
-    if (b <= 0x7f) {
-      v = {b, false};
-      ++p;
-      return de::none;
+    size_t used = 0;
+    switch (read_msgpack_int(p, left(), v, used)) {
+      case msgpack_read::ok: p += used; return de::none;
+      case msgpack_read::truncated: return de::truncated;
+      case msgpack_read::not_an_integer: break;
     }
-    if (b >= 0xe0) {
-      v = {static_cast<uint64_t>(static_cast<int64_t>(static_cast<int8_t>(b))), true};
-      ++p;
-      return de::none;
-    }
-    size_t width;
-    bool is_signed;
-    switch (b) {
-      case 0xcc: width = 1; is_signed = false; break;
-      case 0xcd: width = 2; is_signed = false; break;
-      case 0xce: width = 4; is_signed = false; break;
-      case 0xcf: width = 8; is_signed = false; break;
-      case 0xd0: width = 1; is_signed = true; break;
-      case 0xd1: width = 2; is_signed = true; break;
-      case 0xd2: width = 4; is_signed = true; break;
-      case 0xd3: width = 8; is_signed = true; break;
-      default: return on_type;
-    }
-    if (left() < 1 + width) return de::truncated;
-    const uint8_t* q = p + 1;
-    int64_t s = 0;
-    uint64_t u = 0;
-    switch (width) {
-      case 1: u = q[0]; s = static_cast<int8_t>(q[0]); break;
-      case 2: u = load_be16(q); s = static_cast<int16_t>(load_be16(q)); break;
-      case 4: u = load_be32(q); s = static_cast<int32_t>(load_be32(q)); break;
-      default: u = load_be64(q); s = static_cast<int64_t>(u); break;
-    }
-    if (is_signed) {
-      v = {static_cast<uint64_t>(s), s < 0};
-    } else {
-      v = {u, false};
-    }
-    p += 1 + width;
-    return de::none;
+    return on_type;
   }
 
   /// float64, float32 or any integer, as a double.

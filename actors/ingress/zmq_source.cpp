@@ -10,6 +10,7 @@
 
 #include "base/backoff.hpp"
 #include "base/big_endian.hpp"
+#include "base/msgpack_int.hpp"
 #include "base/rate_limiter.hpp"
 
 #if defined(__GLIBC__)
@@ -53,15 +54,14 @@ constexpr uint64_t end_marker = ~uint64_t{0};
 // Live messages are 3 frames and replies at most 4; one spare tells "too many" apart.
 constexpr size_t max_parts = 5;
 
-// One msgpack unsigned integer at p[i]; false when it is none (or runs past n).
+// One non-negative msgpack integer at p[i]; false when it is none (or runs past n).
 bool read_msgpack_uint(const unsigned char* p, size_t n, size_t& i, uint64_t& out) {
-  if (i >= n) return false;
-  const unsigned char tag = p[i++];
-  if (tag <= 0x7f) return (out = tag), true;
-  size_t len = tag == 0xcc ? 1 : tag == 0xcd ? 2 : tag == 0xce ? 4 : tag == 0xcf ? 8 : 0;
-  if (len == 0 || n - i < len) return false;
-  out = load_be(p + i, static_cast<int>(len));
-  i += len;
+  msgpack_int v;
+  size_t used = 0;
+  if (i > n || read_msgpack_int(p + i, n - i, v, used) != msgpack_read::ok || v.negative)
+    return false;
+  out = v.bits;
+  i += used;
   return true;
 }
 
