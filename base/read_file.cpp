@@ -41,6 +41,15 @@ std::string describe_bytes(size_t n) {
   return std::to_string(n) + " bytes";
 }
 
+outcome<std::string> read_pem_file(const std::string& path, std::string_view subject) {
+  constexpr size_t max_pem_bytes = size_t{1} << 20;
+  auto text = read_regular_file(path, max_pem_bytes, subject);
+  if (text && text.value().find("-----BEGIN ") == std::string::npos)
+    return failure{ec::invalid_config,
+                   std::string(subject) + " is not a PEM file (no -----BEGIN line)", {}};
+  return text;
+}
+
 outcome<std::string> read_regular_file(const std::string& path, size_t max_bytes,
                                        std::string_view subject) {
   const std::string what(subject);

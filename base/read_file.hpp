@@ -23,6 +23,11 @@ namespace kvrelay {
 outcome<std::string> read_regular_file(const std::string& path, size_t max_bytes,
                                        std::string_view subject);
 
+/// TLS material (a CA bundle, a certificate, a key): a regular file of at most 1 MiB with a
+/// "-----BEGIN " line; otherwise a failure as read_regular_file's, or "<subject> is not a PEM
+/// file (no -----BEGIN line)". The config check and the policy client read it the same way.
+outcome<std::string> read_pem_file(const std::string& path, std::string_view subject);
+
 /// "1 MiB", "4 KiB", "100 bytes": a byte bound as messages show it.
 std::string describe_bytes(size_t n);
 

@@ -24,9 +24,8 @@ using detail::trim;
 
 namespace {
 
-// Bounds on what the files named may hold: a PEM bundle of a few CAs is a few KiB, a bearer
-// token a few dozen bytes. A mistyped path (a log, a device) is refused, never read whole.
-constexpr size_t max_pem_bytes = size_t{1} << 20;
+// Bounds on what the files named may hold (TLS material's is base/read_file's): a bearer token
+// is a few dozen bytes. A mistyped path (a log, a device) is refused, never read whole.
 constexpr size_t max_token_bytes = 4096;
 
 // R09 / C02: the identity every report carries (the schema's required rows). What discovery
@@ -333,10 +332,8 @@ outcome<void> read_files(daemon_config& c) {
   for (const auto& [path, key] : pem_files) {
     if (path->empty()) continue;
     const std::string subject = "\"" + *path + "\"";
-    auto text = read_regular_file(*path, max_pem_bytes, subject);
+    auto text = read_pem_file(*path, subject);
     if (!text) return invalid(located(c, key, text.error().context));
-    if (text.value().find("-----BEGIN ") == std::string::npos)
-      return invalid(located(c, key, subject + " is not a PEM file (no -----BEGIN line)"));
   }
   if (!c.state.dir.empty())
     if (auto s = check_state_dir(c.state.dir, /*create=*/false); !s)

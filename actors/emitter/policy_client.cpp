@@ -13,8 +13,6 @@
 #include <cstdlib>
 #include <condition_variable>
 #include <exception>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <atomic>
 #include <mutex>
@@ -22,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/read_file.hpp"
 #include "base/tsan.hpp"
 #include "proto/inferencecache/v1alpha1/inferencecache.grpc.pb.h"
 
@@ -29,10 +28,6 @@ namespace ic = inferencecache::v1alpha1;
 
 namespace kvrelay {
 namespace {
-
-// A PEM bundle of a few CAs is a few KiB; the cap keeps a mistyped path (a log, /dev/zero behind
-// a symlink) from being read into memory whole.
-constexpr std::size_t max_pem_bytes = 1u << 20;
 
 // Longest deadline accepted: gRPC deadlines are absolute time points, and an absurd value would
 // only hide a configuration mistake.
@@ -42,25 +37,12 @@ struct tls_material {
   std::string ca, cert, key;
 };
 
-// Reads one PEM file into `out`; returns "" or the reason it is unusable.
+// Reads one PEM file into `out` (base/read_file.hpp: regular, bounded, a BEGIN line); returns ""
+// or the reason it is unusable.
 std::string read_pem(const char* what, const std::string& path, std::string& out) {
-  namespace fs = std::filesystem;
-  const std::string where = std::string(what) + " '" + path + "'";
-  std::error_code ec;
-  const auto st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) return where + " does not exist";
-  // Only regular files: a directory or a FIFO would fail late, or block the caller.
-  if (!fs::is_regular_file(st)) return where + " is not a regular file";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return where + " is not readable";
-  std::string buf(max_pem_bytes + 1, '\0');
-  in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-  if (in.bad()) return where + " could not be read";
-  const auto n = static_cast<std::size_t>(in.gcount());
-  if (n > max_pem_bytes) return where + " is larger than 1 MiB";
-  buf.resize(n);
-  if (buf.find("-----BEGIN ") == std::string::npos) return where + " is not a PEM file";
-  out = std::move(buf);
+  auto text = read_pem_file(path, std::string(what) + " '" + path + "'");
+  if (!text) return text.error().context;
+  out = std::move(text.value());
   return {};
 }
 
