@@ -703,6 +703,15 @@ std::vector<setting> make_schema() {
           "engine metrics scrape and report cadence; ≤ 0 becomes 10 s (S10)")
           .flag("stats-interval")
           .clamped());
+  add(row(&M::timeout, "timeout",
+          "deadline of one scrape (connect, request, whole answer). A /metrics endpoint that "
+          "hangs holds only the scraper's own thread: KV events, restarts and shutdown never "
+          "wait for it; the next scrape is skipped while one is still out. Positive, at most 1 h")
+          .check([](milliseconds v) {
+            if (v.count() <= 0) return std::string("must be positive");
+            return v > max_rpc_timeout ? "must be at most " + format_duration(max_rpc_timeout)
+                                       : std::string();
+          }));
   add(row(&M::tier, "cache_tier",
           "usage gauge the scraper reads: `auto` (kv, then gpu, then cpu), `kv`, `gpu`, `cpu`; "
           "case-sensitive")

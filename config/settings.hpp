@@ -175,6 +175,7 @@ struct log_settings {
 struct metrics_settings {
   std::string url = "http://127.0.0.1:8000/metrics";  // "" disables scraping
   milliseconds interval{10000};                        // <= 0 becomes 10 s (S10)
+  milliseconds timeout{5000};                          // one scrape's HTTP deadline
   cache_tier tier = cache_tier::auto_;
   std::string model_label;       // model_name label filter; "" = every series (M16)
   int64_t cache_size_bytes = 0;  // capacity multiplied by the usage ratio; 0 reports 0 bytes

@@ -155,6 +155,7 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
     scraper_options s;
     s.url = e.metrics.url;
     s.interval = e.metrics.interval;
+    s.http_timeout = e.metrics.timeout;
     s.rpc_timeout = cfg.server.rpc_timeout;
     s.profile.hash_scheme = e.hash_scheme;
     s.profile.cache_tier = config::to_string(e.metrics.tier);

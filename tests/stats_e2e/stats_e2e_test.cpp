@@ -496,20 +496,22 @@ TEST_F(StatsE2E, ColdStartFailuresSayUndeliveredSinceStartup) {
 }
 
 // A /metrics endpoint that never answers holds the scraper's fetch thread, not event ingestion.
+// The scrape's deadline is a minute, so "did not wait for it" is a bound far below it.
 TEST_F(StatsE2E, HungMetricsEndpointDoesNotBlockIngestion) {
   metrics_.serve(200, cpu_);
   metrics_.hang();
-  ASSERT_NO_FATAL_FAILURE(start_daemon());
+  ASSERT_NO_FATAL_FAILURE(
+      start_daemon({}, [](config::engine_settings& e) { e.metrics.timeout = 60s; }));
   ASSERT_TRUE(sync_engine()) << "the daemon never decoded a batch";
   ASSERT_TRUE(wait_until([&] { return metrics_.held() >= 1; }));
 
-  // KV events flow while the scrape hangs (its HTTP timeout is 5 s).
+  // KV events flow while the scrape hangs (for up to its minute).
   const auto t0 = steady::now();
   publish_block(1);
-  ASSERT_TRUE(wait_until([&] { return server_->index().entries() >= 1; }, 3s))
+  ASSERT_TRUE(wait_until([&] { return server_->index().entries() >= 1; }, 30s))
       << server_->index().dump_json();
   const auto ingest = steady::now() - t0;
-  EXPECT_LT(ingest, 2s);
+  EXPECT_LT(ingest, 30s);
   EXPECT_GE(metrics_.held(), 1u) << "the scrape must still be hanging for this to mean anything";
   std::cerr << "ingestion while the scrape hangs: "
             << std::chrono::duration_cast<milliseconds>(ingest).count() << " ms\n";
@@ -613,20 +615,21 @@ TEST_F(StatsE2E, PinnedTierAndPressureClampFromConfig) {
   EXPECT_EQ(gauge("kvrelay_stats_stale"), 0.0);
 }
 
-// A crash while a scrape hangs: neither the restart nor shutdown may wait for the hung GET's 5 s
-// HTTP timeout (the fetch thread is detached, not joined on a CAF scheduler thread).
+// A crash while a scrape hangs: neither the restart nor shutdown may wait for the hung GET's
+// deadline, a minute here (the fetch thread is detached, not joined on a CAF scheduler thread).
 TEST_F(StatsE2E, ScraperCrashDuringHungScrapeRestartsPromptly) {
   metrics_.serve(200, cpu_);
   metrics_.hang();
-  ASSERT_NO_FATAL_FAILURE(start_daemon());
+  ASSERT_NO_FATAL_FAILURE(
+      start_daemon({}, [](config::engine_settings& e) { e.metrics.timeout = 60s; }));
   ASSERT_TRUE(wait_until([&] { return metrics_.held() >= 1; }));
   const auto t0 = steady::now();
   ASSERT_TRUE(daemon_->crash(id_.replica, "scraper"));
-  ASSERT_TRUE(wait_until([&] { return restarts("scraper") == 1.0; }, 10s));
+  ASSERT_TRUE(wait_until([&] { return restarts("scraper") == 1.0; }, 30s));
   const auto took = steady::now() - t0;
   std::cerr << "scraper restart with a hung scrape: "
             << std::chrono::duration_cast<milliseconds>(took).count() << " ms\n";
-  EXPECT_LT(took, 2s);
+  EXPECT_LT(took, 30s);
 
   // The restarted scraper's GET hangs too; stopping the daemon must not wait for it either.
   ASSERT_TRUE(wait_until([&] { return metrics_.held() >= 2; }));
@@ -635,7 +638,7 @@ TEST_F(StatsE2E, ScraperCrashDuringHungScrapeRestartsPromptly) {
   const auto stop_took = steady::now() - s0;
   std::cerr << "daemon stop with a hung scrape: "
             << std::chrono::duration_cast<milliseconds>(stop_took).count() << " ms\n";
-  EXPECT_LT(stop_took, 2s);
+  EXPECT_LT(stop_took, 30s);
 }
 
 // an engine put to sleep discards its KV cache and an idle one may never publish
