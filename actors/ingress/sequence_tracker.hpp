@@ -539,8 +539,7 @@ class sequence_tracker {
       it = buffer_.erase(it);
       ++shed;
     }
-    c_.buffered = buffer_.size();
-    c_.batches_shed += shed;
+    c_.batches_shed += shed;  // (the buffered gauge: the drain or give-up that follows sets it)
     return shed > 0;
   }
 

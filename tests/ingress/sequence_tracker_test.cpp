@@ -883,6 +883,65 @@ TEST(SequenceTracker, ST2_ZeroBufferedBatchesIsClampedToOne) {
   EXPECT_EQ(h.c().buffered, 0u);
 }
 
+// The byte bound at its edges: a buffer exactly at the bound is not full; one past it sheds to
+// exactly half, newest first.
+TEST(SequenceTracker, ST2_TheByteBoundHoldsExactlyItsBytesAndShedsToExactlyHalf) {
+  tracker_options o = with_replay();
+  o.max_buffered_bytes = 8;  // four 2-byte payloads
+  harness h(o);
+  h.live(0);
+  EXPECT_EQ(h.live(5), "G1-5 R1");
+  h.live(6);
+  h.live(7);
+  EXPECT_EQ(h.live(8), "");
+  EXPECT_EQ(h.c().buffer_overflows, 0u) << "8 bytes fit a bound of 8";
+  EXPECT_EQ(h.c().buffered_bytes, 8u);
+  EXPECT_EQ(h.live(9), "");
+  EXPECT_EQ(h.c().buffer_overflows, 1u);
+  EXPECT_EQ(h.c().batches_shed, 3u) << "9, 8 and 7: down to 4 bytes, not below";
+  EXPECT_EQ(h.c().buffered_bytes, 4u);
+  EXPECT_EQ(h.c().buffered, 2u);
+}
+
+// A replayed batch larger than the whole byte bound, with no live batch left to shed: the repair
+// gives up (cancels, delivers what it holds) instead of waiting on a buffer it cannot fit. A
+// single shed live batch is enough not to give up.
+TEST(SequenceTracker, ST2_AFullBufferWithNothingLiveToShedGivesUpTheRepair) {
+  tracker_options o = with_replay();
+  o.max_buffered_bytes = 1;  // less than any one payload
+  harness h(o);
+  h.live(0);
+  EXPECT_EQ(h.live(5), "G1-5 R1");
+  EXPECT_EQ(h.replay(1), "D1r") << "the live 5 is shed to make room: one shed is enough";
+  EXPECT_EQ(h.c().batches_shed, 1u);
+  EXPECT_TRUE(h.t.replay_outstanding());
+  EXPECT_EQ(h.replay(2), "C D2r") << "nothing live to shed: give up, deliver what is held";
+  EXPECT_FALSE(h.t.replay_outstanding());
+  EXPECT_EQ(h.c().buffer_overflows, 2u);
+  EXPECT_EQ(h.c().buffered, 0u);
+}
+
+// Everything buffered was shed, and a live batch came after: when the ring then answers nothing,
+// the hole is lost only up to what the live stream had shown at the request; the later live
+// batch is not delivered over the shed ones: they are asked for again.
+TEST(SequenceTracker, ST2_AfterEverythingWasShedALaterBatchWaitsAboveTheLostHole) {
+  tracker_options o = with_replay();
+  o.max_buffered_batches = 1;  // half of it is none: an overflow sheds every live batch
+  harness h(o);
+  h.live(0);
+  EXPECT_EQ(h.live(5), "G1-5 R1");
+  EXPECT_EQ(h.live(6), "");
+  EXPECT_EQ(h.c().batches_shed, 2u);
+  EXPECT_EQ(h.c().buffered, 0u);
+  EXPECT_EQ(h.live(7), "");
+  EXPECT_EQ(h.end(), "L1-6:history_lost R6");
+  EXPECT_EQ(h.replay(6), "D6r") << "7 waited, and is shed again to fit 6";
+  EXPECT_EQ(h.end(), "R7+");
+  EXPECT_EQ(h.replay(7), "D7r");
+  EXPECT_EQ(h.end(), "");
+  EXPECT_EQ(h.c().batches_lost, 5u);
+}
+
 // The ring sends each seq once; a repeat inside one reply is noise, dropped and counted.
 TEST(SequenceTracker, AReplyRepeatedWithinItsReplyIsADuplicate) {
   harness h(with_replay());
