@@ -63,7 +63,7 @@ has_case() { [[ ",$CASES," == *",$1,"* ]]; }
 if [[ $BUILD == 1 ]]; then
   cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   targets=(kvrelay_bin kvrelay-bench-loadgen kvrelay-bench-sink)
-  has_case micro && targets+=(bench_decoder bench_shard bench_flush)
+  has_case micro && targets+=(bench_decoder bench_shard bench_flush bench_ingress_stop)
   has_case server_model && targets+=(bench_server_model)
   has_case replay && targets+=(kvrelay-fake-engine kvrelay-capture kvrelay-replay)
   has_case outage && targets+=(kvrelay-policy-server)
@@ -546,7 +546,7 @@ log "results → $RESULTS"
 
 if has_case micro; then
   for exe in "$BUILD_DIR/bench/decoder/bench_decoder" "$BUILD_DIR/bench/shard/bench_shard" \
-             "$BUILD_DIR/bench/e2e/bench_flush"; do
+             "$BUILD_DIR/bench/e2e/bench_flush" "$BUILD_DIR/bench/ingress/bench_ingress_stop"; do
     [[ -x "$exe" ]] || { log "missing $exe"; continue; }
     b="${exe##*/bench_}"
     log "microbenchmark bench_$b"

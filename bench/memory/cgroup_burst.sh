@@ -38,6 +38,8 @@
 # exits 1 when kvrelay died or the index did not become exact within --timeout.
 set -euo pipefail
 
+# shellcheck source=bench/memory/lib.sh
+source "$(dirname "$0")/lib.sh"
 BUILD=build/default BLOCKS=1000000 LIMIT_MIB=128 CAPACITY=16384 CGROUP=1 KV_EXTRA=()
 RATE=0 SECONDS_=0 CPU_QUOTA="" OUTAGE=0 CATCH_UP=0 RING=0 SNDHWM=0 CASE="" TIMEOUT=300
 while [[ $# -gt 0 ]]; do
@@ -75,23 +77,10 @@ PIDS=()
 cleanup() {
   for p in "${PIDS[@]}" $SINK_PID; do kill "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}" $SINK_PID; do wait "$p" 2>/dev/null || true; done
-  [[ -z "$CG" ]] || rmdir "$CG" 2>/dev/null || true
-  [[ -z "$CPU_CG" ]] || rmdir "$CPU_CG" 2>/dev/null || true
+  remove_cgroups
 }
 trap cleanup EXIT
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-now() { date +%s.%N; }
-since() { python3 -c "print(round($(now) - $1, 2))"; }
-start_sink() {  # $1 listen address
-  rm -f "$WORK/sink.port"
-  "$SINK" --listen "$1" --port-file "$WORK/sink.port" --stats-file "$WORK/sink.json" \
-    2>>"$WORK/sink.log" &
-  SINK_PID=$!
-  for _ in $(seq 200); do [[ -s "$WORK/sink.port" ]] && break; sleep 0.02; done
-}
 loadgen_line() {  # $1 kind, $2 field: the field of the loadgen's JSON line of that kind, or ""
   python3 -c 'import json,sys
 for l in open(sys.argv[1]):
@@ -116,22 +105,10 @@ fi
   >"$WORK/loadgen.out" 2>"$WORK/loadgen.log" &
 PIDS+=($!)
 
-if [[ $CGROUP == 1 ]]; then
-  CG="/sys/fs/cgroup/memory/kvrelay-bench-$$"
-  mkdir "$CG"
-  echo $((LIMIT_MIB << 20)) >"$CG/memory.limit_in_bytes"
-  echo 0 >"$CG/memory.swappiness" 2>/dev/null || true
-  if [[ -n "$CPU_QUOTA" ]]; then
-    CPU_CG="/sys/fs/cgroup/cpu/kvrelay-bench-$$"
-    mkdir "$CPU_CG"
-    echo 100000 >"$CPU_CG/cpu.cfs_period_us"
-    echo "$CPU_QUOTA" >"$CPU_CG/cpu.cfs_quota_us"
-  fi
-fi
+[[ $CGROUP == 0 ]] || make_cgroups kvrelay-bench "$LIMIT_MIB" "$CPU_QUOTA"
 start_kvrelay() {
   (
-    [[ -z "$CG" ]] || echo "$BASHPID" >"$CG/cgroup.procs"
-    [[ -z "$CPU_CG" ]] || echo "$BASHPID" >"$CPU_CG/cgroup.procs"
+    join_cgroups
     exec "$KV" --server "127.0.0.1:$SINK_PORT" --admin-listen "$ADMIN" --log-level warn \
       --engine-endpoint "tcp://127.0.0.1:$PUB_PORT" --replica-id bench --model-id bench \
       --engine-metrics-url "" --lora-adapter-names "$ADAPTERS" "${KV_REPLAY[@]}" "${KV_EXTRA[@]}"

@@ -20,18 +20,12 @@
 set -uo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=bench/memory/lib.sh
+source "$HERE/lib.sh"
 BUILD=build/default OUT=/tmp/sidecar-cases
 CASES="a20k,a100k,b200k,outage,catchup,overrun"
 CASES+=",nolimit-b200k,nolimit-catchup,nolimit-a100k,nolimit-outage,nolimit-overrun"
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --build-dir) BUILD="$2"; shift ;;
-    --out) OUT="$2"; shift ;;
-    --cases) CASES="$2"; shift ;;
-    *) echo "unknown argument: $1" >&2; exit 2 ;;
-  esac
-  shift
-done
+parse_case_args "$@"
 
 LIMITS=(--limit-mib 128 --cpu-quota-us 20000)
 # A full-cache engine (16 Ki blocks, LRU evictions); the catch-up's engine publishes 10 000

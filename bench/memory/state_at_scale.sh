@@ -26,27 +26,16 @@
 # and the largest 1-second window) during a walk or the refresh. Never asserts a timing.
 set -uo pipefail
 
+# shellcheck source=bench/memory/lib.sh
+source "$(dirname "$0")/lib.sh"
 BUILD=build/default OUT=/tmp/scale CASES="hold2m,restart1m,refresh1m,burst4m"
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --build-dir) BUILD="$2"; shift ;;
-    --out) OUT="$2"; shift ;;
-    --cases) CASES="$2"; shift ;;
-    *) echo "unknown argument: $1" >&2; exit 2 ;;
-  esac
-  shift
-done
+parse_case_args "$@"
 KV="$BUILD/kvrelay"
 LG="$BUILD/bench/e2e/kvrelay-bench-loadgen"
 SINK="$BUILD/bench/e2e/kvrelay-bench-sink"
 ADAPTERS="1=lora-0,2=lora-1,3=lora-2,4=lora-3,5=lora-4,6=lora-5,7=lora-6,8=lora-7"
 
-now() { date +%s.%N; }
-since() { python3 -c "print(round($(now) - $1, 2))"; }
 later() { python3 -c "import sys; sys.exit(0 if $(now) < $1 else 1)"; }
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 
 run_case() {  # $1 name; globals BLOCKS RATE LIMIT INCIDENT REFRESH
   local name="$1" WORK CG="" CPU_CG="" SINK_PID="" KV_PID="" LG_PID=""
@@ -54,15 +43,7 @@ run_case() {  # $1 name; globals BLOCKS RATE LIMIT INCIDENT REFRESH
   cleanup_case() {
     for p in $KV_PID $LG_PID $SINK_PID; do kill "$p" 2>/dev/null || true; done
     for p in $KV_PID $LG_PID $SINK_PID; do wait "$p" 2>/dev/null || true; done
-    [[ -z "$CG" ]] || rmdir "$CG" 2>/dev/null || true
-    [[ -z "$CPU_CG" ]] || rmdir "$CPU_CG" 2>/dev/null || true
-  }
-  start_sink() {  # $1 listen
-    rm -f "$WORK/sink.port"
-    "$SINK" --listen "$1" --port-file "$WORK/sink.port" --stats-file "$WORK/sink.json" \
-      --resident-set 2>>"$WORK/sink.log" &
-    SINK_PID=$!
-    for _ in $(seq 300); do [[ -s "$WORK/sink.port" ]] && break; sleep 0.02; done
+    remove_cgroups
   }
   sink() {  # $1 field of the sink's stats (fresh)
     kill -USR1 "$SINK_PID" 2>/dev/null || { echo 0; return; }
@@ -105,7 +86,7 @@ PY
        "$(msum kvrelay_queue_bytes)" == 0 && "$(sink resident)" == "$ENGINE_RESIDENT" ]]
   }
 
-  start_sink 127.0.0.1:0
+  start_sink 127.0.0.1:0 --resident-set
   local SINK_PORT PUB_PORT ADMIN
   SINK_PORT="$(cat "$WORK/sink.port")"
   PUB_PORT="$(free_port)"
@@ -114,19 +95,9 @@ PY
     --capacity $((BLOCKS * 2)) --clear-prob 0 --floor-repeats 0 --go-file "$WORK/go" \
     --linger-ms 600000 >"$WORK/loadgen.out" 2>"$WORK/loadgen.log" &
   LG_PID=$!
-  if [[ "$LIMIT" == 1 ]]; then
-    CG="/sys/fs/cgroup/memory/kvrelay-scale-$$"
-    mkdir "$CG"
-    echo $((128 << 20)) >"$CG/memory.limit_in_bytes"
-    echo 0 >"$CG/memory.swappiness" 2>/dev/null || true
-    CPU_CG="/sys/fs/cgroup/cpu/kvrelay-scale-$$"
-    mkdir "$CPU_CG"
-    echo 100000 >"$CPU_CG/cpu.cfs_period_us"
-    echo 20000 >"$CPU_CG/cpu.cfs_quota_us"
-  fi
+  [[ "$LIMIT" != 1 ]] || make_cgroups kvrelay-scale 128 20000
   (
-    [[ -z "$CG" ]] || echo "$BASHPID" >"$CG/cgroup.procs"
-    [[ -z "$CPU_CG" ]] || echo "$BASHPID" >"$CPU_CG/cgroup.procs"
+    join_cgroups
     cat >"$WORK/kvrelay.toml" <<TOML
 [server]
 address = "127.0.0.1:$SINK_PORT"
@@ -176,7 +147,7 @@ for l in open(sys.argv[1]):
   if [[ -n "$EXACT_S" && "$INCIDENT" == restart ]]; then
     CPU0="$(cpu_s)"
     kill "$SINK_PID"; wait "$SINK_PID" 2>/dev/null || true
-    start_sink "127.0.0.1:$SINK_PORT"
+    start_sink "127.0.0.1:$SINK_PORT" --resident-set
     CLEARS0=0
     local T1
     T1="$(now)"

@@ -614,7 +614,8 @@ TEST(ZmqSource, StopsReadingAboveTheInFlightBudgetUntilCredited) {
 
 // Under a publisher that never pauses, stop() still ends the thread and leaves the engine: a
 // thread that read until its socket was empty would never return (the test's timeout fails it).
-// How long the stop takes is a measurement (the stop_ms property), not an assertion.
+// How long the stop takes is a measurement (the stop_ms property; bench_ingress_stop), not an
+// assertion.
 TEST(ZmqSource, StopUnderLoadReturnsAndLeavesTheEngine) {
   engine e;
   fixture f;
