@@ -579,11 +579,9 @@ class sequence_tracker {
     phase_ = tracker_phase::streaming;
     c_.discarded_on_reset += buffer_.size();
     buffer_.clear();
-    shed_below_.reset();
-    replayed_digests_.clear();
+    shed_below_.reset();  // (ST1's digests are empty already: a live batch came before)
     c_.buffered = 0;
     c_.buffered_bytes = 0;
-    next_.reset();
     history_from_.reset();  // cold (ST5)
     late_join_from_.reset();
     last_live_ = seq;
@@ -594,8 +592,7 @@ class sequence_tracker {
       begin_request(0, replay_reason::catch_up, out);
       return;
     }
-    next_ = seq;
-    if (seq > 0) c_.cold_skipped += seq;
+    c_.cold_skipped += seq;  // its history before `seq`, never to be had (deliver moves next_)
     deliver(seq, std::move(p), false, out);
   }
 

@@ -456,6 +456,66 @@ TEST(SequenceTracker, ResetDuringReplayCancelsItAndDiscardsTheBuffer) {
   EXPECT_EQ(h.c().buffered, 0u);
   EXPECT_EQ(h.c().buffered_bytes, 0u);
   EXPECT_EQ(h.live(1), "D1");
+  // The old process' 5 and 6 are gone for good: a later repair never delivers them.
+  EXPECT_EQ(h.live(3), "G2-3 R2");
+  EXPECT_EQ(h.replay(2), "D2r D3");
+  EXPECT_EQ(h.end(), "");
+  EXPECT_EQ(h.live(4), "D4");
+}
+
+// A reset to seq 1 with a ring: seq 0 is in the new engine's ring, caught up as at cold start;
+// only the new process' batch waits for it.
+TEST(SequenceTracker, AResetToSeqOneCatchesUpFromZeroWithOnlyTheNewBatchWaiting) {
+  harness h(with_replay());
+  h.live(0);
+  EXPECT_EQ(h.live(5), "G1-5 R1");
+  EXPECT_EQ(h.live_restarted(1), "I1/5 C R0");
+  EXPECT_EQ(h.c().buffered, 1u) << "the old process' 5 is discarded";
+  EXPECT_EQ(h.replay(0), "D0r D1");
+  EXPECT_EQ(h.end(), "");
+  EXPECT_EQ(h.c().cold_skipped, 0u);
+}
+
+// What an old process' buffer overflow shed is not asked of the new process' ring.
+TEST(SequenceTracker, AResetForgetsWhatTheOldProcessShed) {
+  tracker_options o = with_replay();
+  o.max_buffered_batches = 2;
+  harness h(o);
+  h.live(0);
+  EXPECT_EQ(h.live(5), "G1-5 R1");
+  h.live(6);
+  h.live(7);  // overflows: 7 and 6 shed
+  ASSERT_EQ(h.c().batches_shed, 2u);
+  EXPECT_EQ(h.live_restarted(3), "I3/7 C R0");
+  h.replay(0);
+  h.replay(1);
+  EXPECT_EQ(h.replay(2), "D2r D3");
+  EXPECT_EQ(h.end(), "") << "nothing past 3 to ask for";
+  EXPECT_EQ(h.live_restarted(4), "D4");
+}
+
+// ST6's tail belongs to the process it was a tail of: after a reset, the new process' catch-up
+// is not counted as a late subscription's repair.
+TEST(SequenceTracker, AResetEndsALateJoinRepair) {
+  harness h(with_replay(true));
+  h.start();
+  EXPECT_EQ(h.end(), "P1");
+  EXPECT_EQ(h.live(3), "R0");
+  EXPECT_EQ(h.live_restarted(2), "I2/3 C R0");
+  h.replay(0);
+  EXPECT_EQ(h.replay(1), "D1r D2");
+  EXPECT_EQ(h.c().tail_recovered, 0u) << "a catch-up of the new process, not a tail";
+  EXPECT_EQ(h.c().batches_recovered, 2u);
+}
+
+// Without a ring, a new process' history before its first batch is skipped and counted.
+TEST(SequenceTracker, AResetWithoutARingCountsTheNewHistoryAsSkipped) {
+  harness h(no_replay());
+  h.live(5);
+  h.live(6);
+  EXPECT_EQ(h.live_restarted(1), "I1/6 D1");
+  EXPECT_EQ(h.c().cold_skipped, 5u + 1u);
+  EXPECT_EQ(h.live(2), "D2");
 }
 
 TEST(SequenceTracker, LiveLossAfterTheRingWasReadTriggersAFollowUpReplay) {
