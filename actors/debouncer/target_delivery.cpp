@@ -135,10 +135,8 @@ void target_delivery::on_reconnected(moment now, actions& out) {
   if (draining_) return;
   if (!healthy_) {
     // TD4: the transport is back; probe now instead of waiting for the backoff.
-    if (probe_unit_ == 0 && !probe_wanted_) {
-      probe_wanted_ = true;
-      ++timer_gen_;  // the backoff timer is moot
-    }
+    // (The backoff timer may still fire: it finds this probe wanted or out, and adds nothing.)
+    if (probe_unit_ == 0 && !probe_wanted_) probe_wanted_ = true;
   } else if (resync_in_progress() ||
              (last_resync_ms_ &&
               now.steady_ms - *last_resync_ms_ < opts_.reconnect_resync_interval.count())) {
@@ -176,13 +174,10 @@ void target_delivery::start_resync(const char* why, moment now, actions& out) {
 void target_delivery::drain() {
   if (draining_) return;
   draining_ = true;
+  // No more probes: the shutdown decides what the server keeps (timers and reconnects that
+  // come now see draining_).
   probe_wanted_ = false;
-  deferred_resync_ = false;
-  ++timer_gen_;  // no more probes: the shutdown decides what the server keeps
-  if (!healthy_) {
-    drain_failed_ = true;  // nothing can be delivered to it
-    drop_queue();
-  }
+  if (!healthy_) drain_failed_ = true;  // nothing can be delivered to it (nothing waits: TD3)
 }
 
 // ---- internals ---------------------------------------------------------------------------------

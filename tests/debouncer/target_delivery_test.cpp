@@ -64,6 +64,23 @@ struct Target : ::testing::Test {
     out.clear();
     t->on_timer(gen, now, out);
   }
+  // One credit: unit 1 with the emitter, units 2 and 3 waiting.
+  void one_out_two_waiting() {
+    opts.credits = 1;
+    make();
+    offer(1);
+    offer(2);
+    offer(3);
+    ASSERT_EQ(sent().size(), 1u);
+  }
+  // A healthy target that has just resynced (its probe answered).
+  void resynced() {
+    make();
+    t->on_reconnected(now, out);
+    auto s = sent();
+    ASSERT_EQ(s.size(), 1u);
+    ack(s[0]->id);
+  }
   bool only_clear(const emit_unit& u) const {
     return u.clear && u.adds.empty() && u.evicts.empty() && u.downgrades.empty();
   }
@@ -85,6 +102,7 @@ TEST_F(Target, UnitsBeyondTheCreditsWaitInOrder) {  // TD1
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0]->id, 3u);
   EXPECT_TRUE(t->up());
+  EXPECT_EQ(t->stats().units_sent, 3u);
 }
 
 TEST_F(Target, FallingBehindTheLagBoundDropsTheQueueAndResyncs) {  // TD2
@@ -117,6 +135,7 @@ TEST_F(Target, AFailureMakesItUnhealthyAndOnlyProbesGoUntilOneSucceeds) {  // TD
   EXPECT_EQ(fail(1), target_delivery::outcome::failed);
   EXPECT_FALSE(t->healthy());
   EXPECT_FALSE(t->up());
+  EXPECT_EQ(t->last_error(), "UNAVAILABLE");
   EXPECT_EQ(t->queued_units(), 0u);
   offer(4);
   EXPECT_TRUE(sent().empty()) << "nothing but the probe while unhealthy";
@@ -173,6 +192,7 @@ TEST_F(Target, AJoiningTargetStartsWithAProbe) {  // TD5
   auto s = sent();
   ASSERT_EQ(s.size(), 1u);
   EXPECT_TRUE(only_clear(*s[0]));
+  EXPECT_EQ(s[0]->clear_ts_us, now.wall_us) << "the ALL_CLEARED is stamped when it goes";
   offer(1);
   EXPECT_TRUE(sent().empty()) << "the re-report after the probe brings it";
   EXPECT_EQ(ack(s[0]->id), target_delivery::outcome::probe_acked);
@@ -185,6 +205,8 @@ TEST_F(Target, AReplacedEmitterLosesTheUnitsInFlight) {  // TD7
   t->on_emitter_replaced(now, out);
   EXPECT_FALSE(t->healthy());
   EXPECT_EQ(t->in_flight(), 0u);
+  EXPECT_EQ(t->stats().units_failed, 1u);
+  EXPECT_EQ(t->stats().probes_failed, 0u) << "no probe was out";
   EXPECT_EQ(ack(1), target_delivery::outcome::none) << "from the old emitter";
 }
 
@@ -304,16 +326,12 @@ emit_unit_ptr final_clear(uint64_t id) {
 }
 
 TEST_F(Target, TheFinalClearDropsWhatWaits) {  // TD8
-  opts.credits = 1;
-  make();
-  offer(1);
-  offer(2);
-  offer(3);
-  ASSERT_EQ(sent().size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(one_out_two_waiting());
   t->offer_final(final_clear(9), out);
   EXPECT_EQ(t->queued_units(), 0u);
   EXPECT_EQ(t->queued_bytes(), 0u);
   EXPECT_EQ(t->stats().units_superseded, 2u);
+  EXPECT_EQ(t->stats().entries_superseded, 2u);
   ack(1);
   auto s = sent();
   ASSERT_EQ(s.size(), 1u);
@@ -399,6 +417,354 @@ TEST_F(Target, ASeedRepeatsTheProbeJitterAndSeedZeroIsRandom) {  // TD4
   // Seed 0 draws a random seed: six delays picked from 251, 501, 1001, 2001, 4001 and 8001 values
   // all match by chance with a probability below 1e-18.
   EXPECT_NE(probe_delays(0), probe_delays(0));
+}
+
+
+// -- each rule's edges (found by scripts/mutate.sh) ------------------------------------------------
+
+// The one probe sent now, if any.
+emit_unit_ptr the_probe(std::vector<emit_unit_ptr> s) {
+  if (s.size() != 1 || !s[0]->clear || !s[0]->adds.empty()) return nullptr;
+  return s[0];
+}
+std::vector<const log::record*> lines_with(const actions& out, const std::string& text) {
+  std::vector<const log::record*> v;
+  for (const auto& a : out)
+    if (a.kind == action_kind::log && a.line.message.find(text) != std::string::npos)
+      v.push_back(&a.line);
+  return v;
+}
+std::optional<ms> last_delay(const actions& out) {
+  std::optional<ms> d;
+  for (const auto& a : out)
+    if (a.kind == action_kind::arm_resync) d = a.delay;
+  return d;
+}
+
+// TD3, TD6: a resync's probe waiting for a credit takes the one a failed unit frees.
+TEST_F(Target, AFailureDuringAResyncSendsItsWaitingProbeAtOnce) {
+  make();
+  offer(1);
+  offer(2);
+  ASSERT_EQ(sent().size(), 2u);
+  t->on_reconnected(now, out);
+  ASSERT_TRUE(sent().empty()) << "the probe waits for a credit";
+  fail(1);
+  EXPECT_TRUE(the_probe(sent()));
+}
+
+// TD5: "reachable again" is said after an outage only, with how long it lasted.
+TEST_F(Target, OnlyARecoveryFromAnOutageSaysTheTargetIsReachableAgain) {
+  make();
+  t->on_reconnected(now, out);
+  auto p = the_probe(sent());
+  ASSERT_TRUE(p);
+  out.clear();
+  ack(p->id);
+  EXPECT_TRUE(lines_with(out, "reachable again").empty()) << "a resync while healthy";
+  offer(1);
+  sent();
+  fail(1);
+  timer();
+  p = the_probe(sent());
+  ASSERT_TRUE(p);
+  now.steady_ms += 7000;
+  out.clear();
+  ack(p->id);
+  const auto l = lines_with(out, "reachable again");
+  ASSERT_EQ(l.size(), 1u);
+  ASSERT_NE(l[0]->find("outage_s"), nullptr);
+  EXPECT_EQ(*l[0]->find("outage_s"), "7");
+}
+
+// TD4: a recovery resets the backoff: the next outage's first probe waits the initial delay.
+TEST_F(Target, ARecoveryStartsTheNextOutagesBackoffFromTheStart) {
+  make();
+  offer(1);
+  sent();
+  fail(1);
+  for (int i = 0; i < 3; ++i) {  // three probes fail: the backoff is at 4 s
+    timer();
+    auto p = the_probe(sent());
+    ASSERT_TRUE(p);
+    fail(p->id);
+  }
+  timer();
+  auto p = the_probe(sent());
+  ASSERT_TRUE(p);
+  ack(p->id);
+  offer(2);
+  sent();
+  out.clear();
+  fail(2);
+  ASSERT_TRUE(last_delay(out));
+  EXPECT_LE(*last_delay(out), opts.backoff_initial);
+}
+
+// TD6: the interval runs from when the resync's probe was answered, not from when it was asked.
+TEST_F(Target, AResyncCountsFromWhenItsProbeWasAnswered) {
+  make();
+  t->on_reconnected(now, out);
+  auto p = the_probe(sent());
+  ASSERT_TRUE(p);
+  now.steady_ms += 4000;
+  ack(p->id);
+  now.steady_ms += 2000;  // 6 s after it was asked, 2 s after it was answered
+  out.clear();
+  t->on_reconnected(now, out);
+  EXPECT_TRUE(sent().empty()) << "deferred";
+  EXPECT_EQ(last_delay(out), ms(3000));
+}
+
+// TD6: a reconnect while a resync is out waits the rest of the interval from its start, and at
+// least a millisecond when the resync outlasted the interval.
+TEST_F(Target, AReconnectDuringAResyncWaitsTheRestOfTheIntervalFromItsStart) {
+  for (const auto& [after, wait] : {std::pair{1500, 3500}, std::pair{9000, 1}}) {
+    make();
+    t->on_reconnected(now, out);
+    ASSERT_TRUE(the_probe(sent()));
+    now.steady_ms += after;
+    out.clear();
+    t->on_reconnected(now, out);
+    EXPECT_EQ(last_delay(out), ms(wait)) << after << " ms into the resync";
+  }
+}
+
+// TD6: exactly one interval after the last resync is outside it: resync at once.
+TEST_F(Target, AReconnectExactlyAnIntervalAfterAResyncResyncsAtOnce) {
+  ASSERT_NO_FATAL_FAILURE(resynced());
+  now.steady_ms += opts.reconnect_resync_interval.count();
+  out.clear();
+  t->on_reconnected(now, out);
+  EXPECT_TRUE(the_probe(sent()));
+}
+
+// A timer the target armed before its current one is stale, like another target's.
+TEST_F(Target, AnEarlierTimerOfTheSameTargetDoesNothing) {
+  make();
+  offer(1);
+  sent();
+  fail(1);
+  const auto first = out.back().gen;
+  ASSERT_EQ(out.back().kind, action_kind::arm_resync);
+  timer();
+  auto p = the_probe(sent());
+  ASSERT_TRUE(p);
+  fail(p->id);  // arms the next
+  out.clear();
+  t->on_timer(first, now, out);
+  EXPECT_TRUE(sent().empty());
+}
+
+// TD6: a deferred resync, once fired, can be deferred again by a later reconnect.
+TEST_F(Target, AFiredDeferredResyncCanBeDeferredAgain) {
+  ASSERT_NO_FATAL_FAILURE(resynced());
+  now.steady_ms += 1000;
+  out.clear();
+  t->on_reconnected(now, out);
+  ASSERT_TRUE(last_delay(out));
+  timer();
+  auto p = the_probe(sent());
+  ASSERT_TRUE(p) << "the deferred resync";
+  ack(p->id);
+  now.steady_ms += 1000;
+  out.clear();
+  t->on_reconnected(now, out);
+  EXPECT_TRUE(sent().empty());
+  EXPECT_EQ(last_delay(out), ms(4000)) << "deferred again";
+}
+
+// TD3, TD4: while a probe is out, neither the backoff timer nor a reconnect asks for another;
+// when it fails, the next waits for the backoff.
+TEST_F(Target, ATimerWhileAProbeIsOutAsksForNoSecondProbe) {
+  make();
+  offer(1);
+  sent();
+  t->on_reconnected(now, out);
+  auto p = the_probe(sent());
+  ASSERT_TRUE(p) << "the resync's probe takes the second credit";
+  fail(1);  // unhealthy, the probe still out: the backoff is armed
+  timer();
+  EXPECT_TRUE(sent().empty());
+  out.clear();
+  fail(p->id);
+  EXPECT_TRUE(sent().empty()) << "the next probe waits for the backoff";
+  EXPECT_TRUE(last_delay(out));
+}
+TEST_F(Target, AReconnectWhileAProbeIsOutAsksForNoSecondProbe) {
+  make();
+  offer(1);
+  sent();
+  fail(1);
+  timer();
+  auto p = the_probe(sent());
+  ASSERT_TRUE(p);
+  t->on_reconnected(now, out);
+  EXPECT_TRUE(sent().empty());
+  out.clear();
+  fail(p->id);
+  EXPECT_TRUE(sent().empty()) << "the next probe waits for the backoff";
+}
+
+// TD4: a failure replaces a deferred resync: the timer then sends the probe.
+TEST_F(Target, AFailureReplacesADeferredResyncWithTheProbesBackoff) {
+  ASSERT_NO_FATAL_FAILURE(resynced());
+  now.steady_ms += 1000;
+  t->on_reconnected(now, out);  // deferred
+  offer(1);
+  ASSERT_EQ(sent().size(), 1u);
+  fail(1);
+  timer();
+  EXPECT_TRUE(the_probe(sent())) << "the outage's probe, not the deferred resync";
+}
+
+// TD7: a probe lost with a replaced emitter is a failed probe: the next goes after the backoff.
+TEST_F(Target, AReplacedEmitterWithAProbeOutProbesAgainAfterTheBackoff) {
+  make();
+  offer(1);
+  sent();
+  fail(1);
+  timer();
+  ASSERT_TRUE(the_probe(sent()));
+  out.clear();
+  t->on_emitter_replaced(now, out);
+  EXPECT_EQ(t->stats().probes_failed, 1u);
+  timer();
+  EXPECT_TRUE(the_probe(sent()));
+}
+
+// TD7: units lost with a replaced emitter during an outage are not a failed probe.
+TEST_F(Target, AReplacedEmitterWithOnlyUnitsOutFailsNoProbe) {
+  make();
+  offer(1);
+  offer(2);
+  sent();
+  fail(1);  // the outage; 2 still out
+  out.clear();
+  t->on_emitter_replaced(now, out);
+  EXPECT_EQ(t->stats().probes_failed, 0u);
+  EXPECT_FALSE(last_delay(out)) << "the outage's backoff is already armed";
+}
+
+// TD7, TD8: the final clear lost with a replaced emitter goes to the new one at once.
+TEST_F(Target, AFinalClearInFlightGoesAgainToTheNewEmitter) {
+  make();
+  t->drain();
+  t->offer_final(final_clear(9), out);
+  ASSERT_EQ(sent().size(), 1u);
+  t->on_emitter_replaced(now, out);
+  auto s = sent();
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0]->id, 9u);
+}
+
+// TD8: a final clear waiting for the credit a probe holds goes when the probe is answered.
+TEST_F(Target, AFinalClearWaitingBehindAProbeGoesWhenTheProbeIsAnswered) {
+  opts.credits = 1;
+  make(false);  // the join's probe takes the one credit
+  auto p = the_probe(sent());
+  ASSERT_TRUE(p);
+  t->drain();
+  t->offer_final(final_clear(9), out);
+  ASSERT_TRUE(sent().empty());
+  EXPECT_EQ(ack(p->id), target_delivery::outcome::probe_acked);
+  auto s = sent();
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0]->id, 9u);
+}
+
+// TD8: the final clear goes once, whatever answers come after it.
+TEST_F(Target, TheFinalClearGoesOnce) {
+  make();
+  offer(1);
+  ASSERT_EQ(sent().size(), 1u);
+  t->drain();
+  t->offer_final(final_clear(9), out);
+  ASSERT_EQ(sent().size(), 1u);
+  ack(1);
+  EXPECT_TRUE(sent().empty());
+}
+
+// TD6: a resync drops what waits (the re-report supersedes it).
+TEST_F(Target, AResyncDropsWhatWaits) {
+  ASSERT_NO_FATAL_FAILURE(one_out_two_waiting());
+  t->on_reconnected(now, out);
+  EXPECT_EQ(t->queued_units(), 0u);
+  EXPECT_EQ(t->stats().units_superseded, 2u);
+}
+
+// TD8: a drain cancels a resync whose probe waits for a credit.
+TEST_F(Target, ADrainCancelsAProbeWaitingForACredit) {
+  opts.credits = 1;
+  make();
+  offer(1);
+  ASSERT_EQ(sent().size(), 1u);
+  t->on_reconnected(now, out);
+  ASSERT_TRUE(t->resync_in_progress());
+  t->drain();
+  ack(1);
+  EXPECT_TRUE(sent().empty());
+}
+
+// TD8: a failure while draining drops what waits: nothing more will reach that server.
+TEST_F(Target, AFailureWhileDrainingDropsWhatWaits) {
+  ASSERT_NO_FATAL_FAILURE(one_out_two_waiting());
+  t->drain();
+  fail(1);
+  EXPECT_TRUE(t->drain_failed());
+  EXPECT_EQ(t->queued_units(), 0u);
+  EXPECT_TRUE(sent().empty());
+}
+
+// TD3: "still unreachable" summarises the failures since the outage began or since it last
+// spoke; a new outage counts afresh.
+TEST_F(Target, TheOutageSummaryCountsTheFailuresSinceItLastSpoke) {
+  make();
+  offer(1);
+  offer(2);
+  sent();
+  fail(1);  // the outage begins
+  fail(2);  // one failure since
+  timer();
+  auto p = the_probe(sent());
+  ASSERT_TRUE(p);
+  out.clear();
+  fail(p->id);  // and the probe
+  auto l = lines_with(out, "still unreachable");
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(*l[0]->find("units_failed"), "2");
+  now.steady_ms += 60'000;
+  timer();
+  p = the_probe(sent());
+  ASSERT_TRUE(p);
+  out.clear();
+  fail(p->id);
+  l = lines_with(out, "still unreachable");
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(*l[0]->find("units_failed"), "1") << "since it last spoke";
+}
+TEST_F(Target, ANewOutageCountsItsFailuresAfresh) {
+  make();
+  offer(1);
+  offer(2);
+  sent();
+  fail(1);
+  fail(2);  // counted, never said: no probe failed in this outage
+  timer();
+  auto p = the_probe(sent());
+  ASSERT_TRUE(p);
+  ack(p->id);
+  offer(3);
+  sent();
+  fail(3);  // a new outage
+  timer();
+  p = the_probe(sent());
+  ASSERT_TRUE(p);
+  out.clear();
+  fail(p->id);
+  const auto l = lines_with(out, "still unreachable");
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(*l[0]->find("units_failed"), "1");
 }
 
 }  // namespace
