@@ -721,6 +721,26 @@ TEST_F(Protocol, WK4_ARestoredIndexIsWalkedAfterTheStartClear) {
   EXPECT_EQ(p->stats().walks_start, 1u);
 }
 
+// WK6: a walk ends with its target, also when no target is left to pump for; the name coming
+// back is a new target that starts with its own probe, not the old walk's next chunk.
+TEST_F(Protocol, WK6_AWalkEndsWhenItsTargetLeavesEvenTheLastOne) {
+  opts.walk_chunk = 5;
+  start();
+  for (uint64_t k = 1; k <= 50; ++k) shards[0].store(k);
+  p->on_reconnected("a", t, out);
+  ack(take_units()[0]->id);  // the probe: the walk begins
+  ASSERT_EQ(serve(), 1u);
+  ASSERT_FALSE(p->walks().empty());
+  p->on_targets({}, t, out);
+  EXPECT_TRUE(p->walks().empty());
+  out.clear();
+  p->on_targets({"a"}, t, out);
+  EXPECT_TRUE(walk_asks().empty()) << "nothing walked before the new target's probe";
+  const auto u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_TRUE(only_clear(*u[0]));
+}
+
 TEST_F(Protocol, WK6_AnOutageMidWalkCostsOneClearAndTheNextWalkStartsOver) {
   opts.walk_chunk = 5;
   start();
@@ -1038,6 +1058,28 @@ TEST_F(Protocol, ATargetThatLeavesKeepsItsCountsInTheTotals) {
   EXPECT_EQ(after.probes_failed, before.probes_failed);
   EXPECT_EQ(after.reconnects, before.reconnects);
   EXPECT_EQ(after.resyncs, before.resyncs);
+}
+
+// What a target that left had superseded (units offered while it was unreachable) stays counted.
+TEST_F(Protocol, ATargetThatLeavesKeepsItsSupersededEntriesInTheTotals) {
+  start();
+  p->on_targets({"a", "b"}, t, out);
+  for (const auto& a : of(action_kind::send_unit))  // b joined after the start clear: a probe
+    if (a.target == "b") p->on_result(emit_result{"b", a.unit->id, true, 0, true, ""}, t, out);
+  out.clear();
+  ops({up(1)});
+  window();
+  const auto u = take_units();
+  ASSERT_EQ(u.size(), 2u) << "one unit, to both";
+  p->on_result(emit_result{"a", u[0]->id, false, 1, true, "UNAVAILABLE"}, t, out);
+  p->on_result(emit_result{"b", u[0]->id, true, 0, true, ""}, t, out);
+  const uint64_t own = p->stats().superseded;
+  ops({up(2), up(3)});  // b takes them; a, unreachable, supersedes them
+  window();
+  const counters before = p->stats();
+  ASSERT_EQ(before.superseded, own + 2);
+  p->on_targets({"b"}, t, out);
+  EXPECT_EQ(p->stats().superseded, before.superseded);
 }
 
 // The probe delays of target "a" through an outage whose every probe fails (TD4).
