@@ -896,6 +896,43 @@ TEST_F(Protocol, ShutdownClearGoesEvenWhileUnhealthyAndAFailureIsFalse) {  // DB
   EXPECT_FALSE(of(action_kind::answer_drains)[0].ok);
 }
 
+// DB7, DB16: a target that joins after the shutdown clear went out gets it too, and nothing else.
+TEST_F(Protocol, ATargetJoiningAfterTheShutdownClearGetsItToo) {
+  opts.shutdown_clear = true;
+  start();
+  ops({ev(1)});
+  take_units();
+  p->on_drain(t, out);
+  const auto fin = take_units();
+  ASSERT_EQ(fin.size(), 1u);
+  p->on_targets({"a", "b"}, t, out);
+  std::vector<emit_unit_ptr> to_b;
+  for (const auto& a : of(action_kind::send_unit))
+    if (a.target == "b") to_b.push_back(a.unit);
+  ASSERT_FALSE(to_b.empty());
+  EXPECT_EQ(to_b.back()->id, fin[0]->id) << "the same final clear";
+}
+
+// DB7, DB17: a target that joins during a drain drains too: its probe's answer does not start a
+// re-report, so the drain says not everything reached it.
+TEST_F(Protocol, ATargetJoiningDuringADrainDrainsToo) {
+  start();
+  ops({ev(1)});
+  const auto u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  p->on_drain(t, out);
+  p->on_targets({"a", "b"}, t, out);
+  std::vector<uint64_t> probes_b;
+  for (const auto& a : of(action_kind::send_unit))
+    if (a.target == "b") probes_b.push_back(a.unit->id);
+  ASSERT_EQ(probes_b.size(), 1u) << "b joined after something was sent: its probe";
+  ack(u[0]->id);
+  p->on_result(emit_result{"b", probes_b[0], true, 0, true, ""}, t, out);
+  const auto answers = of(action_kind::answer_drains);
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_FALSE(answers[0].ok) << "b is empty now and will not be re-reported";
+}
+
 // ---- merged DP mode ----------------------------------------------------------------------------
 
 struct Merged : Protocol {
