@@ -214,8 +214,8 @@ void protocol::on_ops(uint32_t r, const shard_ops& ops, moment now, actions& out
     on_chunk(r, ops, now, out);
   } else if (ops.restored) {  // WK4: after the start clear, to every live target
     rs.restored = true;
-    for (const auto& [name, t] : targets_)
-      if (t.live() && !draining_) start_walk(name, walk_kind::start, {r}, now, out);
+    for (const auto& [name, t] : targets_)  // (start_walk starts none while draining)
+      if (t.live()) start_walk(name, walk_kind::start, {r}, now, out);
   } else if (holders_) {
     apply(filter_merged(r, ops), now, out);
   } else {

@@ -933,6 +933,132 @@ TEST_F(Protocol, ATargetJoiningDuringADrainDrainsToo) {
   EXPECT_FALSE(answers[0].ok) << "b is empty now and will not be re-reported";
 }
 
+// ---- each handler's follow-ups (found by scripts/mutate.sh) -----------------------------------
+
+// DB12: readiness follows the targets there are: the failed one leaving makes it ready at once.
+TEST_F(Protocol, AFailedTargetLeavingMakesItReadyAtOnce) {
+  opts.readiness = readiness_policy::all;
+  start();
+  ops({up(1)});
+  window();
+  fail(take_units()[0]->id);
+  ASSERT_EQ(of(action_kind::health).size(), 1u);
+  ASSERT_FALSE(of(action_kind::health)[0].ok);
+  p->on_targets({"a", "b"}, t, out);
+  for (const auto& a : of(action_kind::send_unit))
+    if (a.target == "b") p->on_result(emit_result{"b", a.unit->id, true, 0, true, ""}, t, out);
+  out.clear();
+  p->on_targets({"b"}, t, out);  // a leaves: every target left is up
+  ASSERT_EQ(of(action_kind::health).size(), 1u);
+  EXPECT_TRUE(of(action_kind::health)[0].ok);
+}
+
+// DB17: a drain waiting only for the unit a target holds is answered when that target leaves.
+TEST_F(Protocol, ADrainWaitingOnATargetThatLeavesIsAnsweredThen) {
+  start();
+  p->on_targets({"a", "b"}, t, out);
+  for (const auto& a : of(action_kind::send_unit))
+    if (a.target == "b") p->on_result(emit_result{"b", a.unit->id, true, 0, true, ""}, t, out);
+  out.clear();
+  ops({ev(1)});
+  std::vector<action> sends = of(action_kind::send_unit);
+  ASSERT_EQ(sends.size(), 2u);
+  ack(sends[0].unit->id);  // a answers; b does not
+  p->on_drain(t, out);
+  ASSERT_TRUE(of(action_kind::answer_drains).empty()) << "b holds the unit";
+  p->on_targets({"a"}, t, out);
+  ASSERT_EQ(of(action_kind::answer_drains).size(), 1u);
+  EXPECT_TRUE(of(action_kind::answer_drains)[0].ok);
+}
+
+// IW3: a walk waiting on a rank's answer asks the rank's new decoder at once.
+TEST_F(Protocol, AWalkAsksARanksNewDecoderAtOnce) {
+  start();
+  shards[0].store(1);
+  p->on_reconnected("a", t, out);
+  ack(take_units()[0]->id);
+  ASSERT_EQ(walk_asks().size(), 1u);  // never answered: the decoder went
+  p->on_decoder(0, t, out);
+  EXPECT_EQ(walk_asks().size(), 1u);
+}
+// DB14: outside the merged mode a restarted data path clears nothing here (its first batch or a
+// clear notice does).
+TEST_F(Protocol, ARestartedRankClearsNothingOutsideTheMergedMode) {
+  start();
+  ops({up(1)});
+  p->on_rank_started(0, t, out);
+  window();
+  const auto u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_FALSE(u[0]->clear);
+  EXPECT_EQ(fps_added(*u[0]), (std::vector<uint64_t>{1}));
+}
+
+// WK3, DB1: a chunk whose epoch is newer (the clear notice is behind it) clears at once.
+TEST_F(Protocol, WK3_AChunkOfANewerEpochSendsTheClearAtOnce) {
+  start();
+  shards[0].store(1);
+  p->on_reconnected("a", t, out);
+  ack(take_units()[0]->id);
+  const auto a = walk_asks();
+  ASSERT_EQ(a.size(), 1u);
+  shard_ops chunk = shards[0].answer(a[0]);
+  chunk.epoch = 2;
+  p->on_ops(0, chunk, t, out);
+  const auto u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_TRUE(u[0]->clear);
+}
+
+// WK4: a restored index announced to a live target is walked to it; not during a drain.
+TEST_F(Protocol, WK4_ARestoredIndexAnnouncedToALiveTargetIsWalked) {
+  start();
+  shards[0].store(3);
+  shard_ops note;
+  note.epoch = 1;
+  note.restored = true;
+  p->on_ops(0, note, t, out);
+  EXPECT_EQ(p->walks().count("a"), 1u);
+}
+TEST_F(Protocol, WK4_ARestoredIndexAnnouncedDuringADrainIsNotWalked) {
+  start();
+  p->on_drain(t, out);
+  shard_ops note;
+  note.epoch = 1;
+  note.restored = true;
+  p->on_ops(0, note, t, out);
+  EXPECT_TRUE(p->walks().empty());
+}
+
+// DB1: a clear notice of the epoch already in force is a repeat, not a second clear.
+TEST_F(Protocol, AClearNoticeOfTheCurrentEpochIsARepeat) {
+  start();
+  ops({up(1)});
+  p->on_clear(0, 1, 99, t, out);
+  window();
+  const auto u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_FALSE(u[0]->clear);
+}
+
+// WK5: refresh passes only with a positive interval (1 ms is one), never during a drain.
+TEST_F(Protocol, WK5_NoRefreshWithoutAnInterval) {
+  start();
+  p->on_refresh_timer(t, out);
+  t.steady_ms += 3'600'000;
+  p->on_refresh_timer(t, out);
+  EXPECT_TRUE(p->walks().empty());
+}
+TEST_F(Protocol, WK5_AOneMillisecondIntervalRefreshes) {
+  opts.refresh_interval = ms(1);
+  start();
+  p->on_refresh_timer(t, out);  // first seen live: fresh
+  t.steady_ms += 1;
+  p->on_refresh_timer(t, out);
+  ASSERT_EQ(p->walks().count("a"), 1u);
+  EXPECT_EQ(p->walks().at("a").kind(), walk_kind::refresh);
+}
+
 // ---- merged DP mode ----------------------------------------------------------------------------
 
 struct Merged : Protocol {
