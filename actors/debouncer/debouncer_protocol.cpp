@@ -341,12 +341,10 @@ void protocol::clear_rank(uint32_t r, int64_t ts_us, moment now, actions& out) {
 // DB15: an add when `r` is the key's first (or only) holder or the ops are a re-report, an
 // eviction when it was the last.
 shard_ops protocol::filter_merged(uint32_t r, const shard_ops& in) {
-  shard_ops out;
+  shard_ops out;  // what apply() reads (the epoch was checked, a re-report decided, already)
   out.adapter = in.adapter;
-  out.epoch = in.epoch;
   out.ts_us = in.ts_us;
   out.had_store = in.had_store;
-  out.resync = in.resync;
   out.ops.reserve(in.ops.size());
   const uint64_t me = r < holder_set::max_ranks ? uint64_t{1} << r : 0;
   for (const auto& op : in.ops) {

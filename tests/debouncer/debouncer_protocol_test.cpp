@@ -1092,6 +1092,42 @@ TEST_F(Merged, AnEvictionGoesOnlyWhenNoRankHoldsThePrefix) {  // DB15
   EXPECT_EQ(p->held_keys(), 1u);
 }
 
+// DB15: what passes the merge keeps its adapter and its batch's time, as does what a rank's
+// clear evicts.
+TEST_F(Merged, WhatPassesTheMergeKeepsItsAdapterAndBatchTime) {
+  start({});
+  join(0);
+  join(1);
+  shard_ops adds = batch({up(1), up(2)}, 1, 777);
+  adds.adapter = "lora-1";
+  p->on_ops(0, adds, t, out);
+  window();
+  auto u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  ASSERT_EQ(u[0]->adds.size(), 2u);
+  for (const auto& a : u[0]->adds) EXPECT_EQ(a.adapter, "lora-1");
+  EXPECT_EQ(u[0]->adds_ts_us, 777);
+  ack(u[0]->id);
+  shard_ops evict = batch({ev(1)}, 1, 888);
+  evict.adapter = "lora-1";
+  p->on_ops(0, evict, t, out);
+  window();
+  u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  ASSERT_EQ(u[0]->evicts.size(), 1u);
+  EXPECT_EQ(u[0]->evicts[0].adapter, "lora-1");
+  EXPECT_EQ(u[0]->evicts[0].ts_us, 888);
+  ack(u[0]->id);
+  p->on_clear(0, 2, 999, t, out);  // rank 0 alone held 2
+  window();
+  u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  ASSERT_EQ(u[0]->evicts.size(), 1u);
+  EXPECT_EQ(u[0]->evicts[0].fingerprint, 2u);
+  EXPECT_EQ(u[0]->evicts[0].adapter, "lora-1");
+  EXPECT_EQ(u[0]->evicts[0].ts_us, 999);
+}
+
 TEST_F(Merged, ARankClearEvictsOnlyWhatItAloneHeld) {  // DB15
   start({});
   join(0);
