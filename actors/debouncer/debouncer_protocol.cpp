@@ -289,9 +289,7 @@ void protocol::on_drain(moment now, actions& out) {
   ++drains_waiting_;
   if (holding_) {  // shutdown: whatever is left is reported by the drain or dropped
     holding_ = false;
-    auto a = make(action_kind::hold);
-    a.ok = false;
-    out.push_back(std::move(a));
+    out.push_back(make(action_kind::hold));  // ok false: let go
   }
   if (!draining_) {
     draining_ = true;

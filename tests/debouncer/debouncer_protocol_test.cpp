@@ -526,6 +526,68 @@ TEST_F(Protocol, EvictionsAloneOverTheBoundHoldTheReadersNeverClear) {  // DB11
   EXPECT_EQ(p->stats().holds, 1u);
 }
 
+// DB11, DB17: a drain lets the readers go at once (what is left is reported or dropped by it),
+// and lets them go only once.
+TEST_F(Protocol, ADrainEndsAHoldOnce) {
+  opts.max_pending = 4;
+  start();
+  ops({up(1), up(2)});
+  window();
+  ops({up(3)});
+  window();
+  ASSERT_EQ(take_units().size(), 2u);  // both credits in use
+  ops({ev(1), ev(2), ev(3), ev(4), ev(5), ev(6)});
+  ASSERT_EQ(of(action_kind::hold).size(), 1u);
+  out.clear();
+  p->on_drain(t, out);
+  auto holds = of(action_kind::hold);
+  ASSERT_EQ(holds.size(), 1u);
+  EXPECT_FALSE(holds[0].ok);
+  out.clear();
+  p->on_drain(t, out);
+  EXPECT_TRUE(of(action_kind::hold).empty()) << "let go already";
+}
+
+// WK6, DB17: a drain ends the walks: the shutdown reports what is pending, not the index.
+TEST_F(Protocol, WK6_ADrainEndsTheWalks) {
+  opts.walk_chunk = 5;
+  start();
+  for (uint64_t k = 1; k <= 50; ++k) shards[0].store(k);
+  p->on_reconnected("a", t, out);
+  ack(take_units()[0]->id);
+  ASSERT_EQ(serve(), 1u);
+  ASSERT_FALSE(p->walks().empty());
+  for (auto& u : take_units()) ack(u->id);
+  walk_asks();  // the next chunk was asked before the drain; its answer will find no walk
+  p->on_drain(t, out);
+  EXPECT_TRUE(p->walks().empty());
+  EXPECT_TRUE(walk_asks().empty());
+  ASSERT_EQ(of(action_kind::answer_drains).size(), 1u);
+  EXPECT_TRUE(of(action_kind::answer_drains)[0].ok);
+}
+
+// DB16, DB17: what is pending when a drain begins is dropped, and counted, when it can go
+// nowhere or the shutdown clear supersedes it.
+TEST_F(Protocol, ADrainDropsAndCountsWhatCannotOrNeedNotGo) {
+  for (const bool final_clear : {false, true}) {
+    opts.shutdown_clear = final_clear;
+    start();
+    ops({up(1)});
+    window();
+    ops({up(2)});
+    window();
+    ASSERT_EQ(take_units().size(), 2u) << "both credits in use: what comes now waits";
+    ops({ev(7), ev(8)});
+    const size_t pending = p->pending().size();
+    ASSERT_GT(pending, 0u);
+    if (!final_clear) p->on_targets({}, t, out);  // nowhere to go
+    const uint64_t before = p->stats().superseded;
+    p->on_drain(t, out);
+    EXPECT_EQ(p->pending().size(), 0u) << "final_clear " << final_clear;
+    EXPECT_EQ(p->stats().superseded, before + pending) << "final_clear " << final_clear;
+  }
+}
+
 TEST_F(Protocol, AHoldEndsWhenNoTargetIsLive) {  // DB11, DB8
   opts.max_pending = 2;
   start();
