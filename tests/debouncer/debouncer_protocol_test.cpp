@@ -324,6 +324,51 @@ TEST_F(Protocol, AfterAResyncEvictionsOfKeysNotReReportedAreDropped) {  // DB6, 
   EXPECT_EQ(take_units().size(), 1u) << "after the walk, evictions go as before";
 }
 
+// DB3: one window at a time, of the configured length; a timer of an earlier window is stale.
+TEST_F(Protocol, OneWindowAtATimeAndAnEarlierWindowsTimerIsStale) {
+  start();
+  ops({up(1)});
+  ops({up(2)});
+  auto arms = of(action_kind::arm_flush);
+  ASSERT_EQ(arms.size(), 1u) << "armed once for both";
+  EXPECT_EQ(arms[0].delay, opts.window);
+  const uint64_t first = arms[0].gen;
+  const uint64_t sent_before = p->stats().entries_sent;
+  window();
+  auto u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_EQ(p->stats().entries_sent, sent_before + 2);
+  ack(u[0]->id);
+  out.clear();
+  ops({up(3)});
+  ASSERT_EQ(of(action_kind::arm_flush).size(), 1u);
+  p->on_flush_timer(first, t, out);
+  EXPECT_TRUE(take_units().empty()) << "the first window's timer, fired late";
+  window();
+  EXPECT_EQ(take_units().size(), 1u);
+}
+
+// DB3: evictions go at once; a window is armed only for adds.
+TEST_F(Protocol, EvictionsAloneArmNoWindow) {
+  start();
+  ops({ev(1)});
+  EXPECT_EQ(take_units().size(), 1u);
+  EXPECT_TRUE(of(action_kind::arm_flush).empty());
+}
+
+// WK1, WK2: a chunk goes alone: pending adds not yet due wait for their window.
+TEST_F(Protocol, AChunkGoesAloneAndPendingAddsWaitForTheirWindow) {
+  start();
+  shards[0].store(1);
+  p->on_reconnected("a", t, out);
+  ack(take_units()[0]->id);
+  ops({up(9)});  // pending, not due
+  serve();
+  const auto u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_EQ(fps_added(*u[0]), std::vector<uint64_t>{1});
+}
+
 // ---- outage, resync, reconnect -----------------------------------------------------------------
 
 TEST_F(Protocol, DuringAnOutageOnlyTheProbeGoesOutAndRecoveryClearsFirst) {  // TD3-TD5, DB9
@@ -932,6 +977,8 @@ TEST_F(Protocol, ShutdownClearIsTheLastUnitAndTheAnswerSaysItWasAcked) {  // DB1
   auto last = take_units();
   ASSERT_EQ(last.size(), 1u);
   EXPECT_TRUE(only_clear(*last[0])) << "pending is moot: the clear supersedes it";
+  EXPECT_GT(last[0]->id, u[0]->id) << "a unit of its own";
+  EXPECT_EQ(last[0]->clear_ts_us, t.wall_us);
   ops({up(3)});
   EXPECT_EQ(p->stats().after_final_clear, 1u);
   ack(u[0]->id);
