@@ -482,9 +482,8 @@ void protocol::pump(moment now, actions& out) {
       }
     } else {
       while (due_ && !pending_.empty() && wants_more(targets_)) {  // DB3, DB8
-        auto u = pending_.take(next_unit_++);
-        due_ = draining_ || pending_.pending_removals() > 0 ||
-               pending_.pending_adds() >= opts_.flush_threshold;
+        auto u = pending_.take(next_unit_++);  // every removal goes: only adds can be left
+        due_ = draining_ || pending_.pending_adds() >= opts_.flush_threshold;
         offer(seal(std::move(*u)), nullptr, now, out);
         if (pending_.pending_adds() > 0) arm_window(out);
       }

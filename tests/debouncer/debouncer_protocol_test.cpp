@@ -348,6 +348,35 @@ TEST_F(Protocol, OneWindowAtATimeAndAnEarlierWindowsTimerIsStale) {
   EXPECT_EQ(take_units().size(), 1u);
 }
 
+// DB3: a flush takes unit after unit while what is left is still due (the threshold, or a
+// drain); what is left below it waits for a window armed for it.
+TEST_F(Protocol, AFlushGoesOnWhileWhatIsLeftIsDue) {
+  opts.max_adds_per_unit = 2;
+  opts.flush_threshold = 2;
+  start();
+  ops({up(1), up(2), up(3), up(4)});
+  EXPECT_EQ(take_units().size(), 2u) << "two left after the first unit: due still";
+}
+TEST_F(Protocol, ADrainFlushesUnitAfterUnit) {
+  opts.max_adds_per_unit = 2;
+  start();
+  ops({up(1), up(2), up(3), up(4), up(5)});
+  p->on_drain(t, out);
+  EXPECT_EQ(take_units().size(), 2u) << "as many as the credits take";
+}
+TEST_F(Protocol, WhatAFlushLeavesBelowTheThresholdGetsAWindow) {
+  opts.max_adds_per_unit = 2;
+  start();
+  ops({up(1), up(2), up(3)});
+  const auto arms = of(action_kind::arm_flush);
+  ASSERT_EQ(arms.size(), 1u);
+  out.clear();
+  t.steady_ms += arms[0].delay.count();
+  p->on_flush_timer(arms[0].gen, t, out);
+  ASSERT_EQ(take_units().size(), 1u);
+  EXPECT_EQ(of(action_kind::arm_flush).size(), 1u) << "one add left: its own window";
+}
+
 // DB3: evictions go at once; a window is armed only for adds.
 TEST_F(Protocol, EvictionsAloneArmNoWindow) {
   start();
@@ -645,11 +674,14 @@ TEST_F(Protocol, AHoldEndsWhenNoTargetIsLive) {  // DB11, DB8
   ops({ev(1), ev(2), ev(3)});
   ASSERT_EQ(of(action_kind::hold).size(), 1u);
   out.clear();
+  const uint64_t superseded = p->stats().superseded;
+  const size_t pending = p->pending().size();
   fail(a[0]->id);  // the server is gone: the walk after its probe will carry the truth
   auto holds = of(action_kind::hold);
   ASSERT_EQ(holds.size(), 1u);
   EXPECT_FALSE(holds[0].ok);
   EXPECT_EQ(p->pending().size(), 0u);
+  EXPECT_EQ(p->stats().superseded, superseded + pending) << "what was dropped is counted";
 }
 
 TEST_F(Protocol, RefreshWalksPacedAcrossItsInterval) {  // WK5, IW5
