@@ -1094,6 +1094,33 @@ TEST_F(Protocol, AFailedTargetLeavingMakesItReadyAtOnce) {
   EXPECT_TRUE(of(action_kind::health)[0].ok);
 }
 
+// DB6: the tracking a resync began ends when its target leaves mid-walk.
+TEST_F(Protocol, TrackingEndsWhenTheResyncsTargetLeaves) {
+  opts.walk_chunk = 5;
+  start();
+  for (uint64_t k = 1; k <= 50; ++k) shards[0].store(k);
+  p->on_reconnected("a", t, out);
+  ack(take_units()[0]->id);
+  ASSERT_TRUE(p->pending().tracking()) << "a's re-report is under way";
+  p->on_targets({}, t, out);
+  EXPECT_FALSE(p->pending().tracking());
+}
+
+// WK5: a target that leaves and comes back is new: its refresh is due an interval after it is
+// first seen again, not after the one that left.
+TEST_F(Protocol, WK5_ATargetThatComesBackIsRefreshedAnIntervalAfterItsReturn) {
+  opts.start_with_clear = false;  // nothing sent: the one that comes back is live at once
+  opts.refresh_interval = ms(10'000);
+  start();
+  p->on_refresh_timer(t, out);  // first seen
+  t.steady_ms += 8'000;
+  p->on_targets({}, t, out);
+  p->on_targets({"a"}, t, out);
+  t.steady_ms += 3'000;  // 11 s after the first, 3 s after the return
+  p->on_refresh_timer(t, out);
+  EXPECT_TRUE(p->walks().empty());
+}
+
 // DB17: a drain waiting only for the unit a target holds is answered when that target leaves.
 TEST_F(Protocol, ADrainWaitingOnATargetThatLeavesIsAnsweredThen) {
   start();
