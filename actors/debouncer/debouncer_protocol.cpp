@@ -336,8 +336,8 @@ void protocol::clear_rank(uint32_t r, int64_t ts_us, moment now, actions& out) {
   for (auto& [adapter, o] : by_adapter) apply(o, now, out);
 }
 
-// DB15: an add when `r` is the key's first (or only) holder or the ops are a re-report, an
-// eviction when it was the last.
+// DB15: an add when `r` is the key's only holder (its first, or a re-store of its own), an
+// eviction when it was the last. (Walk chunks, the re-reports, never come here: on_chunk.)
 shard_ops protocol::filter_merged(uint32_t r, const shard_ops& in) {
   shard_ops out;  // what apply() reads (the epoch was checked, a re-report decided, already)
   out.adapter = in.adapter;
@@ -348,7 +348,7 @@ shard_ops protocol::filter_merged(uint32_t r, const shard_ops& in) {
   for (const auto& op : in.ops) {
     if (op.op == prefix_op::kind::upsert) {
       const bool first = holders_->add(in.adapter, op.fingerprint, r);
-      if (first || in.resync || holders_->holders(in.adapter, op.fingerprint) == me) {
+      if (first || holders_->holders(in.adapter, op.fingerprint) == me) {  // (first: no lookup)
         out.ops.push_back(op);
         if (!first) out.ops.back().introduces = false;
       }

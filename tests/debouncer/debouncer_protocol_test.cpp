@@ -1121,6 +1121,40 @@ TEST_F(Protocol, WK5_ATargetThatComesBackIsRefreshedAnIntervalAfterItsReturn) {
   EXPECT_TRUE(p->walks().empty());
 }
 
+// DB3: a window that finds no add pending leaves nothing due: the next add waits for its own.
+TEST_F(Protocol, AWindowWithNothingPendingLeavesTheNextAddToItsOwnWindow) {
+  opts.flush_threshold = 2;
+  start();
+  ops({up(1), up(2)});  // due at once: the threshold
+  ASSERT_EQ(take_units().size(), 1u);
+  window();             // the window the adds armed, now empty
+  ops({up(3)});
+  EXPECT_TRUE(take_units().empty());
+}
+
+// WK6: a walk ends when its target starts a resync (a deferred one firing, or a reconnect).
+TEST_F(Protocol, WK6_AWalkEndsWhenItsTargetResyncs) {
+  for (const bool deferred : {false, true}) {
+    opts.walk_chunk = 5;
+    start();
+    for (uint64_t k = 1; k <= 50; ++k) shards[0].store(k);
+    p->on_reconnected("a", t, out);
+    ack(take_units()[0]->id);
+    ASSERT_FALSE(p->walks().empty());
+    if (deferred) {
+      t.steady_ms += 1'000;  // within the interval: deferred
+      p->on_reconnected("a", t, out);
+      ASSERT_FALSE(p->walks().empty());
+      resync_timer();
+    } else {
+      t.steady_ms += 60'000;
+      p->on_reconnected("a", t, out);
+    }
+    EXPECT_TRUE(p->walks().empty()) << (deferred ? "deferred" : "at once");
+    out.clear();
+  }
+}
+
 // DB17: a drain waiting only for the unit a target holds is answered when that target leaves.
 TEST_F(Protocol, ADrainWaitingOnATargetThatLeavesIsAnsweredThen) {
   start();
@@ -1294,6 +1328,28 @@ TEST_F(Merged, WhatPassesTheMergeKeepsItsAdapterAndBatchTime) {
   EXPECT_EQ(u[0]->evicts[0].fingerprint, 2u);
   EXPECT_EQ(u[0]->evicts[0].adapter, "lora-1");
   EXPECT_EQ(u[0]->evicts[0].ts_us, 999);
+}
+
+// DB15: a rank's re-store of a key only it holds passes the merge (its tier may have moved); a
+// key another rank holds already does not.
+TEST_F(Merged, AReStoreByTheOnlyHolderPassesAndOneByASecondDoesNot) {
+  start({});
+  join(0);
+  join(1);
+  ops({up(1)}, 0);
+  window();
+  ack(take_units()[0]->id);
+  ops({up(1, false, tier::t2)}, 0);  // rank 0 again: its own key, now in T2
+  window();
+  auto u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  ASSERT_EQ(u[0]->adds.size(), 1u);
+  EXPECT_EQ(u[0]->adds[0].t, tier::t2);
+  ack(u[0]->id);
+  out.clear();
+  ops({up(1)}, 1);  // rank 1 stores it too: the server has it already
+  if (!of(action_kind::arm_flush).empty()) window();
+  EXPECT_TRUE(take_units().empty());
 }
 
 TEST_F(Merged, ARankClearEvictsOnlyWhatItAloneHeld) {  // DB15
@@ -1554,6 +1610,24 @@ TEST_F(Protocol, DB18_ABaseEvictionCarriesTheAdapterEntriesItSweepsAndTheResyncF
   EXPECT_TRUE(only_clear(*u[0]));
   ack(u[0]->id);  // the server is empty now
   EXPECT_EQ(p->mirrored_keys(), 0u);
+}
+
+// DB18, SR4: the mirror past its bound (max_pending) is counted in the protocol's totals.
+TEST_F(Protocol, DB18_AMirrorPastItsBoundIsCounted) {
+  opts.repair_base_sweeps = true;
+  opts.max_pending = 2;
+  start();
+  p->on_ops(0, adapter_batch("sql", {up(1), up(2)}), t, out);
+  window();
+  auto u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  ack(u[0]->id);
+  EXPECT_EQ(p->stats().sweep_repair_overflows, 0u);
+  p->on_ops(0, adapter_batch("sql", {up(3)}), t, out);
+  window();
+  u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_EQ(p->stats().sweep_repair_overflows, 1u);
 }
 
 TEST_F(Protocol, DB18_OffByDefault) {
