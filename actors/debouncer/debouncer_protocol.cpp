@@ -506,9 +506,7 @@ void protocol::release_hold(actions& out) {
   }
   if (any_live() && pending_.size() * 2 > opts_.max_pending) return;
   holding_ = false;
-  auto a = make(action_kind::hold);
-  a.ok = false;
-  out.push_back(std::move(a));
+  out.push_back(make(action_kind::hold));  // ok false: let go
 }
 
 // WK1, WK6: each walk asks for its next chunk while its target wants more; a finished or

@@ -682,6 +682,7 @@ TEST_F(Protocol, AHoldEndsWhenNoTargetIsLive) {  // DB11, DB8
   EXPECT_FALSE(holds[0].ok);
   EXPECT_EQ(p->pending().size(), 0u);
   EXPECT_EQ(p->stats().superseded, superseded + pending) << "what was dropped is counted";
+  EXPECT_FALSE(p->pending().tracking()) << "no re-report is under way to track";
 }
 
 TEST_F(Protocol, RefreshWalksPacedAcrossItsInterval) {  // WK5, IW5
@@ -1104,6 +1105,25 @@ TEST_F(Protocol, TrackingEndsWhenTheResyncsTargetLeaves) {
   ASSERT_TRUE(p->pending().tracking()) << "a's re-report is under way";
   p->on_targets({}, t, out);
   EXPECT_FALSE(p->pending().tracking());
+}
+
+// WK5: a walk that re-reported everything counts as a refresh from when it began.
+TEST_F(Protocol, WK5_AFinishedResyncWalkIsTheLastRefresh) {
+  opts.refresh_interval = ms(10'000);
+  start();
+  shards[0].store(1);
+  p->on_refresh_timer(t, out);  // first seen
+  t.steady_ms += 5'000;
+  p->on_reconnected("a", t, out);
+  ack(take_units()[0]->id);
+  for (int i = 0; i < 5 && !p->walks().empty(); ++i) {
+    serve();
+    for (auto& u : take_units()) ack(u->id);
+  }
+  ASSERT_TRUE(p->walks().empty()) << "the resync walk is done";
+  t.steady_ms += 7'000;  // 12 s after first seen, 7 s after the walk began
+  p->on_refresh_timer(t, out);
+  EXPECT_TRUE(p->walks().empty());
 }
 
 // WK5: a target that leaves and comes back is new: its refresh is due an interval after it is
