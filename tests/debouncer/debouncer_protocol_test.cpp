@@ -1372,6 +1372,21 @@ TEST_F(Merged, AReStoreByTheOnlyHolderPassesAndOneByASecondDoesNot) {
   EXPECT_TRUE(take_units().empty());
 }
 
+// DB15: a rank whose data path restarts releases what it alone held, at once.
+TEST_F(Merged, ARestartedRankReleasesWhatItAloneHeldAtOnce) {
+  start({});
+  join(0);
+  join(1);
+  ops({up(1)}, 0);
+  ops({up(2)}, 1);
+  window();
+  ack(take_units()[0]->id);
+  p->on_rank_started(0, t, out);
+  const auto u = take_units();
+  ASSERT_EQ(u.size(), 1u) << "evictions never wait";
+  EXPECT_EQ(fps_evicted(*u[0]), std::vector<uint64_t>{1});
+}
+
 TEST_F(Merged, ARankClearEvictsOnlyWhatItAloneHeld) {  // DB15
   start({});
   join(0);
