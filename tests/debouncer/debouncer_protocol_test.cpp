@@ -534,6 +534,43 @@ TEST_F(Protocol, EmitterReplacedWithUnitsInFlightResyncs) {  // TD7
   EXPECT_EQ(take_units().size(), 1u);
 }
 
+// WK5, WK4: a catch-up replaces a refresh pass that is running (it reports everything anyway,
+// and from the start: a shed add may lie behind the refresh's cursor).
+TEST_F(Protocol, ACatchUpReplacesARunningRefreshPass) {
+  opts.refresh_interval = ms(10'000);
+  opts.max_pending = 3;
+  opts.flush_threshold = 100;
+  opts.walk_chunk = 2;
+  start();
+  for (uint64_t k = 1; k <= 30; ++k) shards[0].store(k);
+  p->on_refresh_timer(t, out);
+  t.steady_ms += 10'000;
+  p->on_refresh_timer(t, out);
+  ASSERT_EQ(p->walks().at("a").kind(), walk_kind::refresh);
+  for (uint64_t k = 100; k <= 110; ++k) ops({up(k)});  // over the bound: adds shed
+  ASSERT_GE(p->stats().sheds, 1u);
+  ASSERT_EQ(p->walks().count("a"), 1u);
+  EXPECT_EQ(p->walks().at("a").kind(), walk_kind::catchup);
+}
+
+// WK4, WK5: a restored index's walk replaces a running refresh pass.
+TEST_F(Protocol, ARestoredIndexsWalkReplacesARunningRefreshPass) {
+  opts.refresh_interval = ms(10'000);
+  opts.walk_chunk = 2;
+  start();
+  for (uint64_t k = 1; k <= 30; ++k) shards[0].store(k);
+  p->on_refresh_timer(t, out);
+  t.steady_ms += 10'000;
+  p->on_refresh_timer(t, out);
+  ASSERT_EQ(p->walks().at("a").kind(), walk_kind::refresh);
+  shard_ops note;
+  note.epoch = 1;
+  note.restored = true;
+  p->on_ops(0, note, t, out);
+  ASSERT_EQ(p->walks().count("a"), 1u);
+  EXPECT_EQ(p->walks().at("a").kind(), walk_kind::start);
+}
+
 TEST_F(Protocol, PendingOverItsBoundShedsItsAddsAndWalksWithoutAClear) {  // DB11, WK4
   opts.max_pending = 3;
   opts.flush_threshold = 100;
