@@ -117,6 +117,16 @@ struct Protocol : ::testing::Test {
     p->on_resync_timer(arms.back().gen, t, out);
     return static_cast<uint64_t>(arms.back().delay.count());
   }
+  // Starts with 30 blocks stored and a refresh pass (every 10 s) running to "a".
+  void refresh_running() {
+    opts.refresh_interval = ms(10'000);
+    start();
+    for (uint64_t k = 1; k <= 30; ++k) shards[0].store(k);
+    p->on_refresh_timer(t, out);  // first seen
+    t.steady_ms += 10'000;
+    p->on_refresh_timer(t, out);
+    ASSERT_EQ(p->walks().at("a").kind(), walk_kind::refresh);
+  }
   bool only_clear(const emit_unit& u) {
     return u.clear && u.adds.empty() && u.evicts.empty() && u.downgrades.empty();
   }
@@ -537,16 +547,10 @@ TEST_F(Protocol, EmitterReplacedWithUnitsInFlightResyncs) {  // TD7
 // WK5, WK4: a catch-up replaces a refresh pass that is running (it reports everything anyway,
 // and from the start: a shed add may lie behind the refresh's cursor).
 TEST_F(Protocol, ACatchUpReplacesARunningRefreshPass) {
-  opts.refresh_interval = ms(10'000);
   opts.max_pending = 3;
   opts.flush_threshold = 100;
   opts.walk_chunk = 2;
-  start();
-  for (uint64_t k = 1; k <= 30; ++k) shards[0].store(k);
-  p->on_refresh_timer(t, out);
-  t.steady_ms += 10'000;
-  p->on_refresh_timer(t, out);
-  ASSERT_EQ(p->walks().at("a").kind(), walk_kind::refresh);
+  ASSERT_NO_FATAL_FAILURE(refresh_running());
   for (uint64_t k = 100; k <= 110; ++k) ops({up(k)});  // over the bound: adds shed
   ASSERT_GE(p->stats().sheds, 1u);
   ASSERT_EQ(p->walks().count("a"), 1u);
@@ -555,14 +559,8 @@ TEST_F(Protocol, ACatchUpReplacesARunningRefreshPass) {
 
 // WK4, WK5: a restored index's walk replaces a running refresh pass.
 TEST_F(Protocol, ARestoredIndexsWalkReplacesARunningRefreshPass) {
-  opts.refresh_interval = ms(10'000);
   opts.walk_chunk = 2;
-  start();
-  for (uint64_t k = 1; k <= 30; ++k) shards[0].store(k);
-  p->on_refresh_timer(t, out);
-  t.steady_ms += 10'000;
-  p->on_refresh_timer(t, out);
-  ASSERT_EQ(p->walks().at("a").kind(), walk_kind::refresh);
+  ASSERT_NO_FATAL_FAILURE(refresh_running());
   shard_ops note;
   note.epoch = 1;
   note.restored = true;
