@@ -894,6 +894,7 @@ TEST_F(Protocol, WK4_ARestoredIndexIsWalkedAfterTheStartClear) {
   ASSERT_EQ(u.size(), 1u);
   EXPECT_EQ(fps_added(*u[0]), (std::vector<uint64_t>{3, 4}));
   EXPECT_EQ(p->stats().walks_start, 1u);
+  EXPECT_EQ(p->stats().walks_started, 1u);
 }
 
 // WK6: a walk ends with its target, also when no target is left to pump for; the name coming
@@ -1265,6 +1266,54 @@ TEST_F(Protocol, WK3_AChunkOfANewerEpochSendsTheClearAtOnce) {
   const auto u = take_units();
   ASSERT_EQ(u.size(), 1u);
   EXPECT_TRUE(u[0]->clear);
+}
+
+// WK4: a second rank's restored index while the first one's walk runs starts it over as a
+// catch-up of every rank.
+TEST_F(Protocol, WK4_ASecondRestoredRankStartsTheWalkOverAsACatchUp) {
+  start({0, 1});
+  shards[0].store(3);
+  shards[1].store(4);
+  shard_ops note;
+  note.epoch = 1;
+  note.restored = true;
+  p->on_ops(0, note, t, out);
+  ASSERT_EQ(p->walks().at("a").kind(), walk_kind::start);
+  p->on_ops(1, note, t, out);
+  ASSERT_EQ(p->walks().count("a"), 1u);
+  EXPECT_EQ(p->walks().at("a").kind(), walk_kind::catchup);
+  EXPECT_EQ(p->stats().walk_restarts, 1u);
+}
+
+// WK5: a refresh pass counts from when it began: the timer right after it does not start another.
+TEST_F(Protocol, WK5_ARefreshPassCountsFromItsStart) {
+  opts.refresh_interval = ms(10'000);
+  start();
+  shards[0].store(1);
+  p->on_refresh_timer(t, out);  // first seen
+  t.steady_ms += 10'000;
+  p->on_refresh_timer(t, out);  // the pass begins
+  ASSERT_EQ(p->walks().count("a"), 1u);
+  for (int i = 0; i < 10 && !p->walks().empty(); ++i) {
+    serve();
+    for (auto& u : take_units()) ack(u->id);
+  }
+  ASSERT_TRUE(p->walks().empty()) << "one block: the pass is done at once";
+  t.steady_ms += 1'000;
+  p->on_refresh_timer(t, out);
+  EXPECT_TRUE(p->walks().empty()) << "not due before an interval from the pass's start";
+}
+
+// DB17: a drain with no emitter to deliver through is answered false.
+TEST_F(Protocol, ADrainWithoutAnEmitterIsFalse) {
+  p.emplace(opts);
+  p->start(t, out);
+  p->on_targets({"a"}, t, out);
+  p->on_decoder(0, t, out);
+  out.clear();
+  p->on_drain(t, out);
+  ASSERT_EQ(of(action_kind::answer_drains).size(), 1u);
+  EXPECT_FALSE(of(action_kind::answer_drains)[0].ok);
 }
 
 // WK4: a restored index announced to a live target is walked to it; not during a drain.
