@@ -895,6 +895,10 @@ TEST_F(Protocol, WK4_ARestoredIndexIsWalkedAfterTheStartClear) {
   EXPECT_EQ(fps_added(*u[0]), (std::vector<uint64_t>{3, 4}));
   EXPECT_EQ(p->stats().walks_start, 1u);
   EXPECT_EQ(p->stats().walks_started, 1u);
+  size_t said = 0;
+  for (const auto& a : of(action_kind::log))
+    said += a.line.message.find("walking the index") != std::string::npos;
+  EXPECT_EQ(said, 1u) << "a walk other than a refresh pass is said";
 }
 
 // WK6: a walk ends with its target, also when no target is left to pump for; the name coming
@@ -973,6 +977,9 @@ TEST_F(Protocol, DrainWithUnitsOutstandingAnswersAfterTheirAcks) {  // DB17
   ack(last[0]->id);
   ASSERT_EQ(of(action_kind::answer_drains).size(), 1u);
   EXPECT_TRUE(of(action_kind::answer_drains)[0].ok);
+  out.clear();
+  p->on_reconnected("a", t, out);
+  EXPECT_TRUE(of(action_kind::answer_drains).empty()) << "answered once";
 }
 
 TEST_F(Protocol, DrainWaitingWhenTheEmitterIsReplacedAnswersFalseAtOnce) {  // DB17, TD7
