@@ -232,7 +232,7 @@ TEST(LoadTomlErrors, UnknownKeyNamesItAndSuggests) {
             "t.toml:2:1: log.colour: unknown key (allowed: format, level)");
   EXPECT_EQ(load_error(std::string(minimal) + "[engine.metrics]\nurll = \"http://h/\"\n"),
             "t.toml:5:1: engine[0].metrics.urll: unknown key; did you mean \"url\"? (allowed: url, "
-            "interval, cache_tier, model_label, cache_size_bytes, max_concurrency)");
+            "interval, timeout, cache_tier, model_label, cache_size_bytes, max_concurrency)");
 }
 
 TEST(LoadTomlErrors, WrongTypes) {
