@@ -97,6 +97,10 @@ TEST(NewKeys, BadValuesNameTheKey) {
             "t.toml:2:18: admin.max_body_bytes: must be between 0 and 16 MiB");
   EXPECT_EQ(check(std::string(minimal) + "discovery_retry_max = \"0\"\n"),
             "t.toml:4:23: engine[0].discovery_retry_max: must be positive");
+  EXPECT_EQ(check(std::string(minimal) + "[engine.metrics]\ntimeout = \"0s\"\n"),
+            "t.toml:5:11: engine[0].metrics.timeout: must be positive");
+  EXPECT_EQ(check(std::string(minimal) + "[engine.metrics]\ntimeout = \"2h\"\n"),
+            "t.toml:5:11: engine[0].metrics.timeout: must be at most 1h");
 }
 
 TEST(NewKeys, EvictionModeFlagBeatsTheFile) {

@@ -117,6 +117,17 @@ struct Protocol : ::testing::Test {
     p->on_resync_timer(arms.back().gen, t, out);
     return static_cast<uint64_t>(arms.back().delay.count());
   }
+  // Starts with 50 blocks stored and a resync's walk of them to "a" under way (its probe
+  // answered), in chunks of 5.
+  void walking() {
+    opts.walk_chunk = 5;
+    start();
+    for (uint64_t k = 1; k <= 50; ++k) shards[0].store(k);
+    p->on_reconnected("a", t, out);
+    auto probe = take_units();
+    ASSERT_EQ(probe.size(), 1u);
+    ack(probe[0]->id);
+  }
   // Starts with 30 blocks stored and a refresh pass (every 10 s) running to "a".
   void refresh_running() {
     opts.refresh_interval = ms(10'000);
@@ -659,11 +670,7 @@ TEST_F(Protocol, ADrainEndsAHoldOnce) {
 
 // WK6, DB17: a drain ends the walks: the shutdown reports what is pending, not the index.
 TEST_F(Protocol, WK6_ADrainEndsTheWalks) {
-  opts.walk_chunk = 5;
-  start();
-  for (uint64_t k = 1; k <= 50; ++k) shards[0].store(k);
-  p->on_reconnected("a", t, out);
-  ack(take_units()[0]->id);
+  ASSERT_NO_FATAL_FAILURE(walking());
   ASSERT_EQ(serve(), 1u);
   ASSERT_FALSE(p->walks().empty());
   for (auto& u : take_units()) ack(u->id);
@@ -904,11 +911,7 @@ TEST_F(Protocol, WK4_ARestoredIndexIsWalkedAfterTheStartClear) {
 // WK6: a walk ends with its target, also when no target is left to pump for; the name coming
 // back is a new target that starts with its own probe, not the old walk's next chunk.
 TEST_F(Protocol, WK6_AWalkEndsWhenItsTargetLeavesEvenTheLastOne) {
-  opts.walk_chunk = 5;
-  start();
-  for (uint64_t k = 1; k <= 50; ++k) shards[0].store(k);
-  p->on_reconnected("a", t, out);
-  ack(take_units()[0]->id);  // the probe: the walk begins
+  ASSERT_NO_FATAL_FAILURE(walking());  // the probe: the walk begins
   ASSERT_EQ(serve(), 1u);
   ASSERT_FALSE(p->walks().empty());
   p->on_targets({}, t, out);
@@ -1140,11 +1143,7 @@ TEST_F(Protocol, AFailedTargetLeavingMakesItReadyAtOnce) {
 
 // DB6: the tracking a resync began ends when its target leaves mid-walk.
 TEST_F(Protocol, TrackingEndsWhenTheResyncsTargetLeaves) {
-  opts.walk_chunk = 5;
-  start();
-  for (uint64_t k = 1; k <= 50; ++k) shards[0].store(k);
-  p->on_reconnected("a", t, out);
-  ack(take_units()[0]->id);
+  ASSERT_NO_FATAL_FAILURE(walking());
   ASSERT_TRUE(p->pending().tracking()) << "a's re-report is under way";
   p->on_targets({}, t, out);
   EXPECT_FALSE(p->pending().tracking());
@@ -1198,11 +1197,7 @@ TEST_F(Protocol, AWindowWithNothingPendingLeavesTheNextAddToItsOwnWindow) {
 // WK6: a walk ends when its target starts a resync (a deferred one firing, or a reconnect).
 TEST_F(Protocol, WK6_AWalkEndsWhenItsTargetResyncs) {
   for (const bool deferred : {false, true}) {
-    opts.walk_chunk = 5;
-    start();
-    for (uint64_t k = 1; k <= 50; ++k) shards[0].store(k);
-    p->on_reconnected("a", t, out);
-    ack(take_units()[0]->id);
+    ASSERT_NO_FATAL_FAILURE(walking());
     ASSERT_FALSE(p->walks().empty());
     if (deferred) {
       t.steady_ms += 1'000;  // within the interval: deferred
