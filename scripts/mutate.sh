@@ -88,7 +88,7 @@ pick = {int(n) for n in sys.argv[8].split(",") if n}
 DEBOUNCE = "Protocol.*:Merged.*:Target.*:Targets.*:SweepRepair*"
 # (source, the unit tests that hold its rules)
 SOURCES = [
-    ("base/memory_budget.cpp", "BudgetGate.*:BudgetTicket.*:DeriveBounds.*:MemoryBudget.*:ResolveBudget.*"),
+    ("base/memory_budget.cpp", "BudgetGate.*:BudgetTicket.*:DeriveBounds.*:IndexBudget.*:MemoryBudget.*:ResolveBudget.*"),
     ("durable/format/snapshot_policy.cpp", "SnapshotPolicy.*"),
     ("supervision/supervision_protocol.cpp", "SupervisionProtocol.*"),
     ("actors/ingress/sequence_tracker.hpp", "SequenceTracker.*"),  # the .cpp holds only names

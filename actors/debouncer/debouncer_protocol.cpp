@@ -121,7 +121,7 @@ void protocol::start(moment now, actions& out) {
     pending_.clear(now.wall_us);
     due_ = true;
   }
-  pump(now, out);
+  settle(now, out);
 }
 
 void protocol::on_emitter(moment now, actions& out) {
@@ -129,8 +129,7 @@ void protocol::on_emitter(moment now, actions& out) {
   out.push_back(make(action_kind::listen));
   for (auto& [name, t] : targets_) t.on_emitter_replaced(now, out);  // TD7
   tell_health(out);
-  pump(now, out);
-  check_drains(out);
+  settle(now, out);
 }
 
 void protocol::on_targets(const std::vector<std::string>& names, moment now, actions& out) {
@@ -149,10 +148,7 @@ void protocol::on_targets(const std::vector<std::string>& names, moment now, act
     log(out, log::level::info, "policy server target removed", {{"target", it->first}});
     walks_.erase(it->first);  // WK6
     refreshed_ms_.erase(it->first);
-    if (tracking_walk_ == it->first) {
-      pending_.end_tracking();
-      tracking_walk_.clear();
-    }
+    if (tracking_walk_ == it->first) stop_tracking();
     it = targets_.erase(it);
   }
   for (const auto& n : want) {
@@ -174,22 +170,20 @@ void protocol::on_targets(const std::vector<std::string>& names, moment now, act
     }
   }
   tell_health(out);
-  pump(now, out);
-  check_drains(out);
+  settle(now, out);
 }
 
 void protocol::on_decoder(uint32_t r, moment now, actions& out) {
   rank(r).decoder = true;
   for (auto& [name, w] : walks_) w.rank_restarted(r);  // IW3: ask the new one
-  pump(now, out);
+  settle(now, out);
 }
 
 void protocol::on_rank_started(uint32_t r, moment now, actions& out) {
   if (ranks_.count(r) != 0 && holders_) clear_rank(r, now.wall_us, now, out);
   ranks_[r] = rank_state{};  // a new data path: its decoder starts at epoch 1 again
   for (auto& [name, w] : walks_) w.rank_restarted(r);
-  pump(now, out);
-  check_drains(out);
+  settle(now, out);
 }
 
 void protocol::on_ops(uint32_t r, const shard_ops& ops, moment now, actions& out) {
@@ -206,7 +200,7 @@ void protocol::on_ops(uint32_t r, const shard_ops& ops, moment now, actions& out
     rs.epoch = ops.epoch;
     clear_rank(r, ops.ts_us, now, out);
     if (ops.walk != 0) {  // WK3: after the clear every block is a live add
-      pump(now, out);
+      settle(now, out);
       return;
     }
   }
@@ -221,8 +215,7 @@ void protocol::on_ops(uint32_t r, const shard_ops& ops, moment now, actions& out
   } else {
     apply(ops, now, out);
   }
-  pump(now, out);
-  check_drains(out);
+  settle(now, out);
 }
 
 void protocol::on_clear(uint32_t r, uint64_t epoch, int64_t ts_us, moment now, actions& out) {
@@ -231,8 +224,7 @@ void protocol::on_clear(uint32_t r, uint64_t epoch, int64_t ts_us, moment now, a
   if (epoch <= rs.epoch && epoch != 0) return;  // already cleared by a newer-epoch op
   rs.epoch = std::max(rs.epoch, epoch);
   clear_rank(r, ts_us, now, out);
-  pump(now, out);
-  check_drains(out);
+  settle(now, out);
 }
 
 void protocol::on_result(const emit_result& r, moment now, actions& out) {
@@ -241,24 +233,21 @@ void protocol::on_result(const emit_result& r, moment now, actions& out) {
   if (it->second.on_result(r, now, out) == target_delivery::outcome::probe_acked)
     probe_acked(r.target, now, out);
   tell_health(out);
-  pump(now, out);
-  check_drains(out);
+  settle(now, out);
 }
 
 void protocol::on_flush_timer(uint64_t gen, moment now, actions& out) {
   if (gen != flush_gen_) return;
   window_armed_ = false;
   if (pending_.pending_adds() > 0) due_ = true;
-  pump(now, out);
-  check_drains(out);
+  settle(now, out);
 }
 
 void protocol::on_resync_timer(uint64_t gen, moment now, actions& out) {
   const uint32_t serial = target_delivery::gen_serial(gen);
   for (auto& [name, t] : targets_)
     if (t.serial() == serial) t.on_timer(gen, now, out);
-  pump(now, out);
-  check_drains(out);
+  settle(now, out);
 }
 
 void protocol::on_refresh_timer(moment now, actions& out) {
@@ -273,7 +262,7 @@ void protocol::on_refresh_timer(moment now, actions& out) {
     if (now.steady_ms - it->second < opts_.refresh_interval.count()) continue;
     start_walk(name, walk_kind::refresh, walk_ranks(), now, out);
   }
-  pump(now, out);
+  settle(now, out);
   arm_refresh(out);
 }
 
@@ -281,8 +270,7 @@ void protocol::on_reconnected(const std::string& target, moment now, actions& ou
   auto it = targets_.find(target);
   if (it == targets_.end()) return;
   it->second.on_reconnected(now, out);
-  pump(now, out);
-  check_drains(out);
+  settle(now, out);
 }
 
 void protocol::on_drain(moment now, actions& out) {
@@ -296,10 +284,7 @@ void protocol::on_drain(moment now, actions& out) {
     due_ = true;
     for (auto& [name, t] : targets_) t.drain();
     walks_.clear();  // WK6
-    if (!tracking_walk_.empty()) {
-      pending_.end_tracking();
-      tracking_walk_.clear();
-    }
+    if (!tracking_walk_.empty()) stop_tracking();  // DB6 ends with the walk
     if (opts_.shutdown_clear) {  // DB16
       c_.superseded += pending_.size();
       pending_.reset();
@@ -312,11 +297,22 @@ void protocol::on_drain(moment now, actions& out) {
           "had for this replica until its TTL expires");
     }
   }
+  settle(now, out);
+}
+
+// ---- internals ---------------------------------------------------------------------------------
+
+// The end of every input: take what is due, then answer the drains it completed. (One place, so
+// no input can change what a drain waits for without the drain seeing it.)
+void protocol::settle(moment now, actions& out) {
   pump(now, out);
   check_drains(out);
 }
 
-// ---- internals ---------------------------------------------------------------------------------
+void protocol::stop_tracking() {
+  pending_.end_tracking();
+  tracking_walk_.clear();
+}
 
 void protocol::clear_rank(uint32_t r, int64_t ts_us, moment now, actions& out) {
   for (auto& [name, w] : walks_) w.rank_cleared(r);  // WK3
@@ -408,7 +404,9 @@ void protocol::on_chunk(uint32_t, const shard_ops& ops, moment now, actions& out
   auto t = targets_.find(w->first);
   if (t == targets_.end() || !t->second.live()) return;  // pump drops the walk (WK6)
   if (!ops.ops.empty()) {
-    flush_clear_first(now, out);  // WK2
+    // WK2: no clear waits in pending now. Chunks are asked only while none does (pump_walks), and
+    // a clear of the rank a chunk was asked of moves the walk past it (IW3: its answer is not
+    // awaited any more) or is newer than the chunk (dropped above, WK3).
     emit_unit u;
     u.id = next_unit_++;
     u.adds.reserve(ops.ops.size());
@@ -425,13 +423,6 @@ void protocol::on_chunk(uint32_t, const shard_ops& ops, moment now, actions& out
                        ops.resident);
   else
     w->second.partial(ops.walk, ops.ops.size());
-}
-
-// WK2: a clear waiting in pending heads the next unit; it must reach every target first.
-void protocol::flush_clear_first(moment now, actions& out) {
-  if (!pending_.clear_pending()) return;
-  while (auto u = pending_.take(next_unit_++)) offer(seal(std::move(*u)), nullptr, now, out);
-  due_ = false;
 }
 
 void protocol::arm_window(actions& out) {
@@ -501,7 +492,7 @@ void protocol::release_hold(actions& out) {
   if (!any_live()) {
     const size_t before = pending_.size();
     pending_.drop_for_resync();
-    pending_.end_tracking();
+    stop_tracking();
     c_.superseded += before - pending_.size();
   }
   if (any_live() && pending_.size() * 2 > opts_.max_pending) return;
@@ -527,10 +518,7 @@ void protocol::pump_walks(moment now, actions& out) {
                {"blocks", w.blocks_sent()}, {"ms", now.steady_ms - w.started_ms()}});
         }
       }
-      if (tracking_walk_ == it->first) {  // DB6 ends with the walk that began it
-        pending_.end_tracking();
-        tracking_walk_.clear();
-      }
+      if (tracking_walk_ == it->first) stop_tracking();  // DB6 ends with the walk that began it
       it = walks_.erase(it);
       continue;
     }
@@ -585,8 +573,9 @@ void protocol::start_walk(const std::string& target, walk_kind k, std::vector<ui
     case walk_kind::catchup: ++c_.walks_catchup; break;
     case walk_kind::refresh: ++c_.walks_refresh; break;
   }
-  const int64_t interval = k == walk_kind::refresh ? opts_.refresh_interval.count() : 0;
-  walks_.emplace(target, index_walk(k, std::move(ranks), now.steady_ms, interval));
+  // (IW5 paces refresh passes only: the interval is nothing to the other kinds.)
+  walks_.emplace(target,
+                 index_walk(k, std::move(ranks), now.steady_ms, opts_.refresh_interval.count()));
   if (k == walk_kind::refresh) refreshed_ms_[target] = now.steady_ms;
   if (k != walk_kind::refresh)
     log(out, log::level::info, "walking the index to a policy server target",
@@ -604,11 +593,13 @@ void protocol::arm_refresh(actions& out) {
   int64_t tick = hi;
   for (const auto& [name, w] : walks_) {
     if (w.kind() != walk_kind::refresh) continue;
-    const uint64_t resident = w.resident();
-    const int64_t t = resident == 0 ? lo
-                                    : static_cast<int64_t>(static_cast<long double>(interval) *
-                                                           opts_.walk_chunk /
-                                                           static_cast<long double>(resident));
+    // Still learning what a rank holds (IW5): soon. (A rank that said 0 and is not done yet is
+    // at a partition's end: nothing to pace.)
+    const auto resident = static_cast<long double>(std::max<uint64_t>(w.resident(), 1));
+    const int64_t t =
+        w.learning() ? lo
+                     : static_cast<int64_t>(static_cast<long double>(interval) *
+                                            opts_.walk_chunk / resident);
     tick = std::min(tick, t);
   }
   auto a = make(action_kind::arm_refresh);
@@ -617,10 +608,9 @@ void protocol::arm_refresh(actions& out) {
 }
 
 void protocol::probe_acked(const std::string& target, moment now, actions& out) {
-  if (draining_) {  // keep mode: the server is empty now and will not be re-reported
-    pending_.end_tracking();
-    return;
-  }
+  // Keep mode: the server is empty now and will not be re-reported (DB6's tracking ended with the
+  // walks when the drain began, and none starts after).
+  if (draining_) return;
   const bool others_live = std::any_of(targets_.begin(), targets_.end(), [&](const auto& kv) {
     return kv.first != target && kv.second.live();
   });
@@ -672,14 +662,15 @@ void protocol::check_drains(actions& out) {
       done = done && t.final_answered();
       ok = ok && t.final_acked();
     }
-  } else {  // DB17
-    const bool stuck = !any_live();  // nothing pending can go anywhere
-    done = stuck || (pending_.empty() && walks_.empty());
+  } else {  // DB17 (the walks ended when the drain began: WK6)
+    // Nothing pending can go anywhere: then each target failed (it was unhealthy, or a unit of the
+    // drain failed) or has a probe out, which fails it or finds it empty and fails it too.
+    const bool stuck = !any_live();
+    done = stuck || pending_.empty();
     for (const auto& [name, t] : targets_) {
       done = done && (t.drain_failed() || (t.idle() && !t.resync_in_progress()));
       ok = ok && !t.drain_failed();
     }
-    ok = ok && !stuck;
   }
   if (!done) return;
   drains_waiting_ = 0;

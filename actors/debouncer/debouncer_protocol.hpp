@@ -71,7 +71,8 @@
 //       reached the debouncer first (mailbox order) and pending keeps each key's latest state, so
 //       whatever pending sends after a chunk is as new as the chunk or newer: an entry already
 //       streamed gets its later changes after it, one not streamed yet goes in its state when it
-//       is read. A clear waiting in pending goes before any chunk.
+//       is read. A clear waiting in pending goes before any chunk: chunks are asked only while
+//       none waits.
 //  WK3. A chunk from an older epoch than its rank's (a clear came after the shard read it) is
 //       dropped, and that rank's part of the walk ends: after a clear every block reaches the
 //       server as a live add. A chunk answering another request than the one awaited (IW2) is
@@ -250,7 +251,9 @@ class protocol {
   void apply(const shard_ops& ops, moment now, actions& out);
   void on_chunk(uint32_t rank, const shard_ops& ops, moment now, actions& out);
   shard_ops filter_merged(uint32_t r, const shard_ops& in);
+  void settle(moment now, actions& out);
   void pump(moment now, actions& out);
+  void stop_tracking();
   emit_unit_ptr seal(emit_unit u);
   void offer(const emit_unit_ptr& u, const std::set<std::string>* only, moment now,
              actions& out);
@@ -260,7 +263,6 @@ class protocol {
   void start_walk(const std::string& target, walk_kind k, std::vector<uint32_t> ranks,
                   moment now, actions& out);
   void pump_walks(moment now, actions& out);
-  void flush_clear_first(moment now, actions& out);
   void arm_refresh(actions& out);
   void release_hold(actions& out);
   void tell_health(actions& out);

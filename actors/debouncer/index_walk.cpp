@@ -24,6 +24,7 @@ index_walk::index_walk(walk_kind k, std::vector<uint32_t> ranks, int64_t now_ms,
     : kind_(k),
       ranks_(std::move(ranks)),
       resident_(ranks_.size(), 0),
+      known_(ranks_.size(), false),
       started_ms_(now_ms),
       interval_ms_(interval_ms) {}
 
@@ -49,7 +50,7 @@ bool index_walk::answered(uint64_t id, uint32_t next_partition, uint64_t next_ke
   asked_ = 0;
   sent_ += blocks;
   resident_[at_] = resident;
-  known_ = true;
+  known_[at_] = true;
   if (rank_done) {  // IW1
     ++at_;
     partition_ = 0;
@@ -91,8 +92,8 @@ uint64_t index_walk::resident() const noexcept {
 
 uint32_t index_walk::allowance(int64_t now_ms, uint32_t max) const noexcept {
   if (kind_ != walk_kind::refresh || interval_ms_ <= 0) return max;
-  // IW5. Until a first answer says how much there is, one block finds out.
-  if (!known_) return std::min<uint32_t>(max, 1);
+  // IW5. Until the rank says how much it holds, one block finds out.
+  if (learning()) return std::min<uint32_t>(max, 1);
   const uint64_t total = resident();
   const int64_t elapsed = std::max<int64_t>(0, now_ms - started_ms_);
   const auto share = static_cast<uint64_t>(

@@ -21,8 +21,10 @@
 //  IW4. restart() starts over from the first rank (what a catch-up needs after adds were shed).
 //  IW5. Pacing of a refresh: `interval` is the time one pass may take; at `now` the walk may have
 //       sent (now - started) / interval of the blocks the replica holds (the shards say how many
-//       with each answer; before the first, one block is asked to learn it), so each block is
-//       re-reported once per interval, spread evenly. Other walks are paced by credits alone.
+//       with each answer; before a rank's first answer, one block of it is asked to learn its
+//       count: a small rank ahead of a large one must not pace the large one as if it were all),
+//       so each block is re-reported once per interval, spread evenly. Other walks are paced by
+//       credits alone.
 
 #include <cstddef>
 #include <cstdint>
@@ -79,11 +81,14 @@ class index_walk {
   uint32_t allowance(int64_t now_ms, uint32_t max) const noexcept;
   /// What the shards last said they hold, summed over the ranks visited (IW5's estimate).
   uint64_t resident() const noexcept;
+  /// IW5: the rank at the cursor has not said yet how much it holds.
+  bool learning() const noexcept { return !done() && !known_[at_]; }
 
  private:
   walk_kind kind_;
   std::vector<uint32_t> ranks_;
   std::vector<uint64_t> resident_;  // per rank, as last answered
+  std::vector<bool> known_;  // per rank: an answer said what it holds (IW5)
   size_t at_ = 0;                   // index into ranks_
   uint32_t partition_ = 0;
   uint64_t key_ = 0;
@@ -91,7 +96,6 @@ class index_walk {
   uint64_t sent_ = 0;   // blocks this pass
   int64_t started_ms_ = 0;
   int64_t interval_ms_ = 0;
-  bool known_ = false;  // an answer said what the ranks hold (IW5)
 };
 
 }  // namespace kvrelay::debounce

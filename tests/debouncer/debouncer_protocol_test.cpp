@@ -271,6 +271,20 @@ TEST_F(Protocol, EpochBumpMidBatchClearsFirst) {  // DB1
   EXPECT_TRUE(take_units().empty()) << "the late notice changes nothing";
 }
 
+// DB1, DB2: in L2 mode too, a batch that carries a clear (its epoch is newer) goes in one unit
+// with it: the adds before a downgrade are flushed first only when there are some.
+TEST_F(Protocol, L2ModeEpochBumpWithADowngradeIsOneUnitWithTheClear) {
+  opts.l2_mode = true;
+  start();
+  ops({up(1)});
+  ops({ev(7)}, 0, 2);
+  const auto u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_TRUE(u[0]->clear);
+  EXPECT_TRUE(u[0]->adds.empty()) << "1 was before the clear";
+  ASSERT_EQ(u[0]->downgrades.size(), 1u);
+}
+
 // ---- never send what the server never saw ------------------------------------------------------
 
 TEST_F(Protocol, AnIntroducedAddAndItsEvictionAreBothDropped) {  // DB5
@@ -1367,6 +1381,215 @@ TEST_F(Protocol, WK5_AOneMillisecondIntervalRefreshes) {
   EXPECT_EQ(p->walks().at("a").kind(), walk_kind::refresh);
 }
 
+// WK5: a target that is not live starts no refresh pass (its probe's answer starts a resync,
+// which reports everything), and its refresh clock starts only once it is seen live.
+TEST_F(Protocol, WK5_ATargetThatIsNotLiveStartsNoRefreshPass) {
+  opts.refresh_interval = ms(10'000);
+  start();
+  ops({ev(1)});
+  fail(take_units()[0]->id);  // unhealthy: only its probe goes out
+  for (int tick = 0; tick < 3; ++tick) {
+    p->on_refresh_timer(t, out);
+    t.steady_ms += 10'000;
+  }
+  EXPECT_TRUE(p->walks().empty());
+  EXPECT_EQ(p->stats().walks_started, 0u) << "not even one the next pump would drop";
+  EXPECT_EQ(p->stats().walks_refresh, 0u);
+}
+
+// WK5: the refresh timer. Off without an interval; while a pass runs it ticks every
+// interval x walk_chunk / resident (unknown: soon), within [1 s, 1 min] and never past the
+// interval.
+TEST_F(Protocol, WK5_TheRefreshTickIsIntervalTimesChunkOverResidentWithinASecondAndAMinute) {
+  p.emplace(opts);  // refresh_interval 0
+  p->start(t, out);
+  EXPECT_TRUE(of(action_kind::arm_refresh).empty()) << "no interval: no timer at all";
+  out.clear();
+  opts.refresh_interval = ms(1);
+  p.emplace(opts);
+  p->start(t, out);
+  ASSERT_EQ(of(action_kind::arm_refresh).size(), 1u);
+  EXPECT_EQ(of(action_kind::arm_refresh)[0].delay, ms(1)) << "never longer than the interval";
+
+  struct tick_case {
+    uint64_t resident;
+    ms delay;
+  };
+  for (const auto c : {tick_case{0, ms(1000)}, tick_case{30, ms(60'000)},
+                       tick_case{30'000, ms(2'000)}, tick_case{120'000, ms(1'000)}}) {
+    SCOPED_TRACE(c.resident);
+    opts.refresh_interval = ms(600'000);
+    opts.walk_chunk = 100;
+    shards.clear();
+    start();
+    for (uint64_t k = 1; k <= c.resident; ++k) shards[0].store(k);
+    p->on_refresh_timer(t, out);  // first seen
+    t.steady_ms += 600'000;
+    p->on_refresh_timer(t, out);
+    ASSERT_EQ(p->walks().count("a"), 1u);
+    if (c.resident > 0) {
+      ASSERT_EQ(serve(), 1u);  // the first answer says how much there is
+      ASSERT_EQ(p->walks().at("a").resident(), c.resident);
+    }
+    out.clear();
+    p->on_refresh_timer(t, out);
+    ASSERT_EQ(of(action_kind::arm_refresh).size(), 1u);
+    EXPECT_EQ(of(action_kind::arm_refresh)[0].delay, c.delay);
+  }
+
+  // A rank at a partition's end says what it holds without being done: one block, or none.
+  for (const auto c : {tick_case{1, ms(60'000)}, tick_case{0, ms(60'000)}}) {
+    SCOPED_TRACE(c.resident);
+    opts.refresh_interval = ms(100'000);
+    opts.walk_chunk = 1;
+    shards.clear();
+    start();
+    shards[0].store(1);
+    p->on_refresh_timer(t, out);
+    t.steady_ms += 100'000;
+    p->on_refresh_timer(t, out);
+    const auto asks = walk_asks();
+    ASSERT_EQ(asks.size(), 1u);
+    shard_ops end_of_partition = shards[0].answer(asks[0]);
+    end_of_partition.ops.resize(c.resident);
+    end_of_partition.walk_done = false;
+    end_of_partition.walk_partition = 1;
+    end_of_partition.walk_key = 0;
+    end_of_partition.resident = c.resident;
+    p->on_ops(0, end_of_partition, t, out);
+    ASSERT_FALSE(p->walks().at("a").learning());
+    out.clear();
+    p->on_refresh_timer(t, out);
+    ASSERT_EQ(of(action_kind::arm_refresh).size(), 1u);
+    EXPECT_EQ(of(action_kind::arm_refresh)[0].delay, c.delay) << "100 s x 1 / 1, at most a minute";
+  }
+}
+
+// WK1, IW5: a refresh pass asks for nothing beyond its share of the interval, and no walk asks a
+// rank whose decoder is not there to answer.
+TEST_F(Protocol, WK1_NoChunkIsAskedBeyondAPassShareOrOfARankWithoutADecoder) {
+  ASSERT_NO_FATAL_FAILURE(refresh_running());
+  ASSERT_EQ(serve(), 1u) << "one block, to learn how many there are";
+  for (auto& u : take_units()) ack(u->id);
+  EXPECT_TRUE(walk_asks().empty()) << "no time has passed: its share is the block it has sent";
+  t.steady_ms += 5'000;
+  p->on_refresh_timer(t, out);
+  auto asks = walk_asks();
+  ASSERT_EQ(asks.size(), 1u);
+  EXPECT_EQ(asks[0].max, 14u) << "half the interval: half of the 30, less the one sent";
+
+  shards.clear();
+  opts.refresh_interval = ms(0);
+  start({});  // no decoder yet
+  shards[0].store(1);
+  p->on_reconnected("a", t, out);
+  ack(take_units()[0]->id);
+  ASSERT_EQ(p->walks().count("a"), 1u);
+  EXPECT_TRUE(walk_asks().empty()) << "nobody to answer it";
+  p->on_decoder(0, t, out);
+  EXPECT_EQ(walk_asks().size(), 1u);
+}
+
+// WK1: a chunk the shard answers in several parts (one per adapter) counts every part.
+TEST_F(Protocol, WK1_AChunkAnsweredInPartsCountsEveryPart) {
+  ASSERT_NO_FATAL_FAILURE(walking());
+  const auto asks = walk_asks();
+  ASSERT_EQ(asks.size(), 1u);
+  shard_ops last = shards[0].answer(asks[0]);
+  ASSERT_EQ(last.ops.size(), 5u);
+  shard_ops part = last;
+  part.walk_last = false;
+  part.adapter = "lora-1";
+  part.ops.resize(2);
+  last.ops.erase(last.ops.begin(), last.ops.begin() + 2);
+  p->on_ops(0, part, t, out);
+  p->on_ops(0, last, t, out);
+  EXPECT_EQ(take_units().size(), 2u) << "each part is a unit";
+  EXPECT_EQ(p->walks().at("a").blocks_sent(), 5u);
+}
+
+// DB11: a hold ends as soon as pending is at half its bound, not one entry above. Adds that come
+// over pending evictions of the same keys take their place, and over the bound they are shed
+// (a walk re-reports them): that is how pending shrinks while nothing can be sent.
+TEST_F(Protocol, AHoldEndsOncePendingIsAtHalfItsBound) {
+  opts.max_pending = 8;
+  start();
+  ops({up(1), up(2)});
+  window();
+  ops({up(3)});
+  window();
+  ASSERT_EQ(take_units().size(), 2u) << "both credits in use: pending keeps what comes";
+  ops({ev(1), ev(2), ev(3), ev(4), ev(5), ev(6), ev(7), ev(8), ev(9)});
+  ASSERT_EQ(of(action_kind::hold).size(), 1u);
+  out.clear();
+  ops({up(1), up(2), up(3), up(4), up(10)});
+  ASSERT_EQ(p->pending().size(), 5u) << "the adds shed: evictions of 5-9 are left";
+  EXPECT_TRUE(of(action_kind::hold).empty()) << "5 of 8: still held";
+  ops({up(5), up(11), up(12), up(13), up(14)});
+  ASSERT_EQ(p->pending().size(), 4u);
+  const auto holds = of(action_kind::hold);
+  ASSERT_EQ(holds.size(), 1u) << "4 of 8: let go";
+  EXPECT_FALSE(holds[0].ok);
+}
+
+// DB9: what pending held when the target went away is dropped when its probe is answered (the
+// walk after it brings the truth), and counted.
+TEST_F(Protocol, DB9_AResyncDropsWhatWasPendingAndCountsIt) {
+  start();
+  ops({up(1)});
+  window();
+  const auto u = take_units();
+  ASSERT_EQ(u.size(), 1u);
+  ops({up(2), up(3)});  // waiting for their window
+  fail(u[0]->id);
+  ASSERT_EQ(p->pending().size(), 2u) << "kept until the probe says the server is empty";
+  resync_timer();
+  const auto probe = take_units();
+  ASSERT_EQ(probe.size(), 1u);
+  const uint64_t before = p->stats().superseded;
+  ack(probe[0]->id);
+  EXPECT_EQ(p->pending().size(), 0u);
+  EXPECT_EQ(p->stats().superseded, before + 2);
+}
+
+// DB6, WK6: a drain ends the resync's walk, and the eviction window (and its memory) with it.
+TEST_F(Protocol, DB6_ADrainEndsTheResyncsEvictionWindowWithItsWalk) {
+  ASSERT_NO_FATAL_FAILURE(walking());
+  ASSERT_TRUE(p->pending().tracking());
+  p->on_drain(t, out);
+  EXPECT_TRUE(p->walks().empty());
+  EXPECT_FALSE(p->pending().tracking());
+}
+
+// DB17: a target whose unit failed during the drain still gets what is pending; the answer (false)
+// comes once nothing is, not at the failure.
+TEST_F(Protocol, ADrainAnswersOnlyOncePendingIsOfferedEvenWhenATargetFailed) {
+  opts.max_adds_per_unit = 1;
+  start();
+  ops({ev(1)});
+  ops({ev(2)});
+  const auto busy = take_units();
+  ASSERT_EQ(busy.size(), 2u) << "both credits in use";
+  ops({up(3), up(4), up(5)});
+  p->on_drain(t, out);
+  fail(busy[0]->id);
+  EXPECT_TRUE(of(action_kind::answer_drains).empty()) << "two adds are still pending";
+  std::vector<emit_unit_ptr> rest = take_units();
+  ack(busy[1]->id);
+  for (int i = 0; i < 10 && !p->pending().empty(); ++i) {
+    EXPECT_TRUE(of(action_kind::answer_drains).empty());
+    for (auto& u : take_units()) rest.push_back(u);
+    if (!rest.empty()) {
+      ack(rest.front()->id);
+      rest.erase(rest.begin());
+    }
+  }
+  ASSERT_TRUE(p->pending().empty());
+  const auto answers = of(action_kind::answer_drains);
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_FALSE(answers[0].ok) << "a unit failed";
+}
+
 // ---- merged DP mode ----------------------------------------------------------------------------
 
 struct Merged : Protocol {
@@ -1763,6 +1986,45 @@ TEST_F(Protocol, DB18_OffByDefault) {
   ASSERT_EQ(u.size(), 1u);
   EXPECT_TRUE(u[0]->restores.empty());
   EXPECT_EQ(p->mirrored_keys(), 0u);
+}
+
+// DB5, DB15: a first holder's add keeps the shard's `introduces`: with its eviction in the same
+// window neither goes (the server never saw the key).
+TEST_F(Merged, AFirstHoldersIntroducedAddAndItsEvictionSendNothing) {
+  start({});
+  join(0);
+  join(1);
+  ops({up(1, true)}, 0);
+  ops({ev(1)}, 0);
+  EXPECT_TRUE(take_units().empty());
+  EXPECT_EQ(p->pending().size(), 0u);
+  EXPECT_EQ(p->held_keys(), 0u);
+}
+
+// WK5, IW5: a refresh pass over several ranks learns each rank's count with one block. A rank of
+// one block ahead of a rank of a hundred once made the pass wait two intervals for the second.
+TEST_F(Merged, WK5_ARefreshPassLearnsEachRanksCountBeforePacingByIt) {
+  opts.refresh_interval = ms(600'000);
+  opts.walk_chunk = 100;
+  start({});
+  join(0);
+  join(1);
+  shards[0].store(1);
+  for (uint64_t k = 2; k <= 101; ++k) shards[1].store(k);
+  p->on_refresh_timer(t, out);  // first seen
+  t.steady_ms += 600'000;
+  p->on_refresh_timer(t, out);
+  ASSERT_EQ(p->walks().count("a"), 1u);
+  ASSERT_EQ(serve(), 1u) << "rank 0's one block: that rank is done";
+  for (auto& u : take_units()) ack(u->id);
+  const auto asks = walk_asks();
+  ASSERT_EQ(asks.size(), 1u) << "rank 1 is asked at once, not after its share grew past 1";
+  EXPECT_EQ(asks[0].rank, 1u);
+  EXPECT_EQ(asks[0].max, 1u);
+  out.clear();
+  p->on_refresh_timer(t, out);
+  ASSERT_EQ(of(action_kind::arm_refresh).size(), 1u);
+  EXPECT_EQ(of(action_kind::arm_refresh)[0].delay, ms(1'000)) << "still learning: soon";
 }
 
 }  // namespace

@@ -100,5 +100,22 @@ TEST(IndexWalk, IW5_ARefreshIsPacedOverItsIntervalOtherWalksAreNot) {
   EXPECT_EQ(c.allowance(1000, 500), 500u) << "credits pace it, not time";
 }
 
+// IW5: each rank is asked one block before its count is known. A small rank ahead of a large one
+// would otherwise pace the whole pass by the small one's count (its one block is the whole
+// share for an interval, and the large rank waits).
+TEST(IndexWalk, IW5_EachRankIsAskedOneBlockToLearnItsCount) {
+  index_walk r(walk_kind::refresh, {0, 1}, 1000, 100'000);
+  EXPECT_TRUE(r.learning());
+  r.ask(1, 1);
+  r.answered(1, 0, 0, true, 1, 1);  // rank 0 holds one block: done
+  EXPECT_TRUE(r.learning()) << "rank 1 has not said";
+  EXPECT_EQ(r.allowance(1000, 500), 1u) << "not 0: the one block sent is not the whole share";
+  r.ask(2, 1);
+  r.answered(2, 0, 7, false, 1, 100'000);
+  EXPECT_FALSE(r.learning());
+  EXPECT_EQ(r.resident(), 100'001u);
+  EXPECT_EQ(r.allowance(1000 + 1'000, 5000), 998u) << "1 % of 100 001, less the 2 sent";
+}
+
 }  // namespace
 }  // namespace kvrelay::debounce
