@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -99,10 +100,7 @@ void standing_charge::set(uint64_t bytes) noexcept {
   auto& counter = what_ == on::index
                       ? budget_->index_bytes_
                       : budget_->bytes_[static_cast<size_t>(budget_queue::debouncer)];
-  if (bytes > bytes_)
-    counter.fetch_add(bytes - bytes_, std::memory_order_relaxed);
-  else
-    counter.fetch_sub(bytes_ - bytes, std::memory_order_relaxed);
+  counter.fetch_add(bytes - bytes_, std::memory_order_relaxed);  // modulo 2^64: less subtracts
   bytes_ = bytes;
 }
 
@@ -165,38 +163,34 @@ void memory_budget::set_process_limit(uint64_t bytes, const std::string& cgroup_
 namespace {
 // One read of a small file from its start (procfs and cgroupfs make it whole each time).
 std::string_view pread_all(int fd, char* buf, size_t cap) noexcept {
-  const ssize_t n = ::pread(fd, buf, cap - 1, 0);
-  if (n <= 0) return {};
-  buf[n] = '\0';
-  return {buf, static_cast<size_t>(n)};
+  const ssize_t n = ::pread(fd, buf, cap, 0);
+  return n > 0 ? std::string_view(buf, static_cast<size_t>(n)) : std::string_view{};
 }
 
-uint64_t leading_number(std::string_view s) noexcept {
+// The decimal number after any spaces at the start of `s`; nullopt when there is none.
+std::optional<uint64_t> leading_number(std::string_view s) noexcept {
+  s.remove_prefix(std::min(s.size(), s.find_first_not_of(' ')));
   uint64_t v = 0;
-  size_t i = 0;
-  while (i < s.size() && s[i] == ' ') ++i;
-  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) v = v * 10 + uint64_t(s[i] - '0');
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (r.ec != std::errc{}) return std::nullopt;
   return v;
 }
 }  // namespace
 
 std::optional<uint64_t> working_set(std::string_view usage, std::string_view stat, bool v2) {
-  size_t i = 0;
-  while (i < usage.size() && usage[i] == ' ') ++i;
-  if (i == usage.size() || usage[i] < '0' || usage[i] > '9') return std::nullopt;
-  const uint64_t used = leading_number(usage);
-  const std::string_view key = v2 ? "inactive_file " : "total_inactive_file ";
-  uint64_t inactive = 0;
-  for (size_t at = 0; at < stat.size();) {
-    const size_t end = std::min(stat.find('\n', at), stat.size());
-    const auto line = stat.substr(at, end - at);
-    if (line.substr(0, key.size()) == key) {
-      inactive = leading_number(line.substr(key.size()));
-      break;
-    }
-    at = end + 1;
-  }
-  return used - std::min(used, inactive);
+  const auto used = leading_number(usage);
+  if (!used) return std::nullopt;  // v2's "max", or nothing read
+  // The key at the start of a line: the first one, or after a newline.
+  const std::string_view nl_key = v2 ? "\ninactive_file " : "\ntotal_inactive_file ";
+  const std::string_view key = nl_key.substr(1);
+  size_t at = std::string_view::npos;
+  if (stat.substr(0, key.size()) == key)
+    at = key.size();
+  else if (const size_t nl = stat.find(nl_key); nl != std::string_view::npos)
+    at = nl + nl_key.size();
+  const uint64_t inactive =
+      at == std::string_view::npos ? 0 : leading_number(stat.substr(at)).value_or(0);
+  return *used - std::min(*used, inactive);
 }
 
 void memory_budget::sample_rss(uint64_t now_ns) noexcept {  // MG7
@@ -220,7 +214,7 @@ void memory_budget::sample_rss(uint64_t now_ns) noexcept {  // MG7
   const size_t sp = text.find(' ');
   if (sp == std::string_view::npos) return;
   static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  note_rss(leading_number(text.substr(sp + 1)) * page);
+  note_rss(leading_number(text.substr(sp + 1)).value_or(0) * page);
 }
 uint64_t memory_budget::used_messages() const noexcept {
   uint64_t n = 0;

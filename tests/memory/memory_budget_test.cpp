@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <vector>
@@ -440,6 +441,30 @@ TEST(IndexBudget, IB1_StandingChargesFollowTheirOwnerAndGoWithIt) {
   EXPECT_EQ(b->used_bytes(), 0u);
 }
 
+// IB1: a charge moved onto a live one releases what that one held and carries its kind; an
+// inert or moved-from charge changes nothing; a charge moved onto itself keeps what it holds.
+TEST(IndexBudget, IB1_AChargeMovedOntoAnotherReleasesItsOldAndCarriesItsKind) {
+  auto b = memory_budget::make(96 * MiB, budget_source::config);
+  standing_charge idx(b, standing_charge::on::index);
+  idx.set(100);
+  standing_charge pending(b, standing_charge::on::debouncer_queue);
+  pending.set(7);
+  idx = std::move(pending);
+  EXPECT_EQ(b->index_bytes(), 0u) << "what the target held is released";
+  EXPECT_EQ(b->bytes(budget_queue::debouncer), 7u);
+  idx.set(9);
+  EXPECT_EQ(b->bytes(budget_queue::debouncer), 9u) << "the kind moved with it";
+  EXPECT_EQ(b->index_bytes(), 0u);
+  pending.set(3);  // moved from: inert
+  EXPECT_EQ(b->bytes(budget_queue::debouncer), 9u);
+  auto& same = idx;
+  idx = std::move(same);
+  EXPECT_EQ(b->bytes(budget_queue::debouncer), 9u) << "moved onto itself: unchanged";
+  standing_charge inert;
+  inert.set(5);  // no budget: nothing to charge, and no crash
+  EXPECT_EQ(b->used_bytes(), 9u);
+}
+
 TEST(IndexBudget, IB3_RoomForANewBlockShrinksByTierNearTheShare) {
   auto b = memory_budget::make(96 * MiB, budget_source::config);
   ASSERT_EQ(b->index_limit_bytes(), 72 * MiB);
@@ -450,6 +475,8 @@ TEST(IndexBudget, IB3_RoomForANewBlockShrinksByTierNearTheShare) {
   idx.set(share / 8 * 7);
   EXPECT_FALSE(b->index_room(3)) << "T3 goes first";
   EXPECT_TRUE(b->index_room(2));
+  idx.set(share / 16 * 15 - 1);
+  EXPECT_TRUE(b->index_room(2)) << "up to fifteen sixteenths";
   idx.set(share / 16 * 15);
   EXPECT_FALSE(b->index_room(2)) << "then T2";
   EXPECT_TRUE(b->index_room(1));
@@ -467,6 +494,13 @@ TEST(IndexBudget, MD1_TheQueuesGetWhatTheIndexLeavesAFifthOfNeverUnderAFortieth)
   idx.set(90 * MiB);
   EXPECT_EQ(b->limit_bytes(), 96 * MiB / 40) << "the floor";
   EXPECT_GE(b->limit_messages(), 64u);
+
+  // A budget so small that the messages' share of what the index leaves is under 64: 64.
+  auto tiny = memory_budget::make(240 * 1024, budget_source::config);
+  standing_charge full(tiny, standing_charge::on::index);
+  full.set(tiny->index_limit_bytes());
+  ASSERT_LT(64 * tiny->limit_bytes() / (240 * 1024 / 6), 64u);
+  EXPECT_EQ(tiny->limit_messages(), 64u);
 }
 
 TEST(IndexBudget, MG6_AHoldMakesTheQueuesFullUntilEveryHoldIsOff) {
@@ -515,6 +549,9 @@ TEST(IndexBudget, MG7_MeasuredPressureFillsTheQueuesOnlyWhileTheyHoldSomething) 
     EXPECT_FALSE(observe(4).read);
   }
   EXPECT_TRUE(observe(5).read) << "the queues drained: reading resumes under pressure";
+  standing_charge pending(b, standing_charge::on::debouncer_queue);
+  pending.set(1);
+  EXPECT_EQ(b->used_bytes(), 1 + b->limit_bytes()) << "one byte is work in flight too";
 }
 
 TEST(IndexBudget, MG7_SamplesTheProcessOnlyWithALimitAndAtMostEvery5ms) {
@@ -546,6 +583,10 @@ TEST(IndexBudget, MG7_TheWorkingSetIsUsageLessInactiveFilePages) {
   EXPECT_EQ(working_set("1000\n", "", false), 1000u) << "no stat: the usage";
   EXPECT_EQ(working_set("", "total_inactive_file 5\n", false), std::nullopt);
   EXPECT_EQ(working_set("max\n", "", true), std::nullopt);
+  EXPECT_EQ(working_set("  1000\n", "total_inactive_file   10\n", false), 990u) << "spaces";
+  EXPECT_EQ(working_set("   ", "", false), std::nullopt);
+  EXPECT_EQ(working_set("1000", "inactive_file 10", true), 990u) << "no newline at the end";
+  EXPECT_EQ(working_set("1000\n", "total_inactive_file x\n", false), 1000u) << "no number: 0";
   EXPECT_EQ(working_set("1000\n", "xtotal_inactive_file 10\ntotal_inactive_file 10\n", false),
             990u)
       << "a key is matched at the start of its line only";
@@ -572,15 +613,67 @@ TEST(IndexBudget, MG7_SamplesTheCgroupsFilesWhereItKnowsThem) {
     EXPECT_TRUE(b->pressed());
   }
   write("memory.current", std::to_string(50 * MiB) + "\n");
-  write("memory.stat", "inactive_file 0\n");
+  write("memory.stat", "anon 1\ninactive_file " + std::to_string(5 * MiB) + "\n");
   {
     auto b = memory_budget::make(96 * MiB, budget_source::cgroup_v2);
     b->set_process_limit(128 * MiB, dir, /*v2=*/true);
     b->sample_rss(1'000'000'000);
-    EXPECT_EQ(b->rss(), 50 * MiB) << "v2 reads memory.current";
+    EXPECT_EQ(b->rss(), 45 * MiB) << "v2 reads memory.current, and its own key of memory.stat";
+  }
+  write("memory.current", "7");  // one byte, no newline
+  write("memory.stat", "inactive_file 0\n");
+  {
+    auto b = memory_budget::make(96 * MiB, budget_source::cgroup_v2);
+    b->set_process_limit(1, dir, /*v2=*/true);
+    b->sample_rss(1'000'000'000);
+    EXPECT_EQ(b->rss(), 7u) << "any limit reads the files, and a one-byte file is read";
   }
   for (const char* f : {"memory.usage_in_bytes", "memory.current", "memory.stat"})
     std::remove((dir + "/" + f).c_str());
+  ::rmdir(dir.c_str());
+}
+
+size_t open_fds() {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) n += e.exists() ? 1 : 0;
+  return n;
+}
+
+// MG7: the cgroup's two files are opened once, for a limit and a directory both given, and only
+// together; the budget closes them when it goes.
+TEST(IndexBudget, MG7_TheCgroupsFilesAreOpenedOnceBothOrNeitherAndClosed) {
+  char tmpl[] = "/tmp/kvrelay-mg7fd-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  std::ofstream(dir + "/memory.current") << "4096\n";
+  {  // the process' own statm stays open once read (as in the daemon): open it before counting
+    auto b = memory_budget::make(96 * MiB, budget_source::cgroup_v2);
+    b->set_process_limit(128 * MiB);
+    b->sample_rss(1'000'000'000);
+  }
+  const size_t before = open_fds();
+  {
+    auto b = memory_budget::make(96 * MiB, budget_source::cgroup_v2);
+    b->set_process_limit(128 * MiB, dir, /*v2=*/true);
+    EXPECT_EQ(open_fds(), before) << "memory.stat is missing: neither is kept";
+    b->sample_rss(1'000'000'000);
+    EXPECT_GT(b->rss(), 4096u) << "the process' resident memory instead";
+  }
+  EXPECT_EQ(open_fds(), before);
+  std::ofstream(dir + "/memory.stat") << "inactive_file 0\n";
+  {
+    auto b = memory_budget::make(96 * MiB, budget_source::cgroup_v2);
+    b->set_process_limit(0, dir, /*v2=*/true);
+    EXPECT_EQ(open_fds(), before) << "no limit: nothing to sample";
+    b->set_process_limit(128 * MiB, dir, /*v2=*/true);
+    EXPECT_EQ(open_fds(), before + 2);
+    b->set_process_limit(64 * MiB, dir, /*v2=*/true);
+    EXPECT_EQ(open_fds(), before + 2) << "a new limit keeps the files";
+    b->sample_rss(1'000'000'000);
+    EXPECT_EQ(b->rss(), 4096u);
+  }
+  EXPECT_EQ(open_fds(), before) << "closed with the budget";
+  for (const char* f : {"memory.current", "memory.stat"}) std::remove((dir + "/" + f).c_str());
   ::rmdir(dir.c_str());
 }
 
