@@ -24,17 +24,21 @@
 #   scripts/mutate.sh --max 20              # the first 20 mutants per source
 #   scripts/mutate.sh --skip 84 --max 50    # mutants 85..134 of each source (a run continued)
 #   scripts/mutate.sh --only budget --pick 3,17  # these mutants only (numbered as --list does)
+#   scripts/mutate.sh --only debouncer --again    # the last report's survivors, found again by
+#                                                 # their change and their line's text (edits
+#                                                 # since moved their numbers; a line repeated
+#                                                 # elsewhere is run at each place)
 #
 # Mutates a copy of the tree (build/mutate/src: the files git knows, committed or not), never the
 # tree itself, so work and builds can go on beside a run; builds in build/mutate/build (core only,
 # no gRPC or CAF, -O1, warnings not fatal: a mutant may warn). The report is
-# build/mutate/report.txt: one line per mutant (killed / survived / stillborn / timeout), then
-# per source the mutants, killed, survived.
+# build/mutate/report.txt: one line per mutant (killed / survived / stillborn / timeout) with
+# the mutated line's text after a '|', then per source the mutants, killed, survived.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 
-ONLY="" LIST=0 MAX=0 SKIP=0 PICK="" TIMEOUT=120
+ONLY="" LIST=0 MAX=0 SKIP=0 PICK="" AGAIN=0 TIMEOUT=120
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --only) ONLY="$2"; shift ;;
@@ -42,8 +46,9 @@ while [[ $# -gt 0 ]]; do
     --max) MAX="$2"; shift ;;
     --skip) SKIP="$2"; shift ;;
     --pick) PICK="$2"; shift ;;
+    --again) AGAIN=1 ;;
     --timeout) TIMEOUT="$2"; shift ;;
-    -h|--help) sed -n '6,32p' "$0"; exit 0 ;;
+    -h|--help) sed -n '6,36p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -77,13 +82,14 @@ for f in filter(None, sys.stdin.buffer.read().decode().split("\0")):
   cmake --build "$BUILD" --target unit_core_tests -j 2 >/dev/null
 fi
 
-exec python3 - "$BUILD" "$ONLY" "$LIST" "$MAX" "$TIMEOUT" "$OUT" "$SKIP" "$PICK" <<'PY'
+exec python3 - "$BUILD" "$ONLY" "$LIST" "$MAX" "$TIMEOUT" "$OUT" "$SKIP" "$PICK" "$AGAIN" <<'PY'
 import os, re, shutil, signal, subprocess, sys, time
 
 build, only, list_only, max_per, timeout, out = (sys.argv[1], sys.argv[2], sys.argv[3] == "1",
                                                 int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
 skip = int(sys.argv[7])
 pick = {int(n) for n in sys.argv[8].split(",") if n}
+again = sys.argv[9] == "1"
 
 DEBOUNCE = "Protocol.*:Merged.*:Target.*:Targets.*:SweepRepair*"
 # (source, the unit tests that hold its rules)
@@ -204,6 +210,18 @@ signal.signal(signal.SIGINT, lambda *a: (restore(), sys.exit(130)))
 signal.signal(signal.SIGTERM, lambda *a: (restore(), sys.exit(143)))
 
 report_path = os.path.join(out, "report.txt")
+# --again: the last report's survivors as (source, change, line text).
+survivors = set()
+if again:
+    if not os.path.exists(report_path):
+        sys.exit(f"mutate: --again: no {report_path}")
+    for entry in open(report_path):
+        if entry.startswith("survived") and " | " in entry:
+            head, _, line_text = entry.rstrip("\n").partition(" | ")
+            _, where, change = head.split(None, 2)
+            survivors.add((where.rsplit(":", 1)[0], change.strip(), line_text.strip()))
+    if not survivors:
+        sys.exit("mutate: --again: the last report names no survivor with its line's text")
 if not list_only:
     report = open(report_path, "w")
 suite = os.path.join(build, "tests", "unit_core_tests")
@@ -222,11 +240,18 @@ try:
         ms = ms[first:first + max_per] if max_per else ms[first:]
         if pick:
             ms = [m for n, m in enumerate(ms, first + 1) if n in pick]
+        lines = text.split("\n")
+
+        def change_of(m):
+            return f"{m[1]}: {m[3]} -> {m[4]}" if m[1] != "drop" else f"drop: {m[3]}"
+
+        if again:
+            ms = [m for m in ms if (path, change_of(m), lines[m[0]].strip()) in survivors]
         counts = {"killed": 0, "survived": 0, "stillborn": 0, "timeout": 0}
         for i, m in enumerate(ms):
             no, kind, col, old, new = m
             where = f"{path}:{no + 1}"
-            change = f"{kind}: {old} -> {new}" if kind != "drop" else f"drop: {old}"
+            change = change_of(m)
             if list_only:
                 print(f"{where} {change}")
                 continue
@@ -242,7 +267,7 @@ try:
             restore()
             counts[outcome] += 1
             line = f"{outcome:9} {where} {change}"
-            report.write(line + "\n")
+            report.write(f"{line} | {lines[no].strip()}\n")
             report.flush()
             if outcome == "survived":
                 print(line, flush=True)
