@@ -23,8 +23,7 @@ index_walk::index_walk(walk_kind k, std::vector<uint32_t> ranks, int64_t now_ms,
                        int64_t interval_ms)
     : kind_(k),
       ranks_(std::move(ranks)),
-      resident_(ranks_.size(), 0),
-      known_(ranks_.size(), false),
+      resident_(ranks_.size()),
       started_ms_(now_ms),
       interval_ms_(interval_ms) {}
 
@@ -50,7 +49,6 @@ bool index_walk::answered(uint64_t id, uint32_t next_partition, uint64_t next_ke
   asked_ = 0;
   sent_ += blocks;
   resident_[at_] = resident;
-  known_[at_] = true;
   if (rank_done) {  // IW1
     ++at_;
     partition_ = 0;
@@ -86,7 +84,7 @@ void index_walk::restart(walk_kind k, int64_t now_ms) noexcept {  // IW4
 
 uint64_t index_walk::resident() const noexcept {
   uint64_t n = 0;
-  for (uint64_t r : resident_) n += r;
+  for (const auto& r : resident_) n += r.value_or(0);
   return n;
 }
 

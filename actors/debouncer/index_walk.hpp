@@ -82,13 +82,12 @@ class index_walk {
   /// What the shards last said they hold, summed over the ranks visited (IW5's estimate).
   uint64_t resident() const noexcept;
   /// IW5: the rank at the cursor has not said yet how much it holds.
-  bool learning() const noexcept { return !done() && !known_[at_]; }
+  bool learning() const noexcept { return !done() && !resident_[at_]; }
 
  private:
   walk_kind kind_;
   std::vector<uint32_t> ranks_;
-  std::vector<uint64_t> resident_;  // per rank, as last answered
-  std::vector<bool> known_;  // per rank: an answer said what it holds (IW5)
+  std::vector<std::optional<uint64_t>> resident_;  // per rank, as last answered (IW5)
   size_t at_ = 0;                   // index into ranks_
   uint32_t partition_ = 0;
   uint64_t key_ = 0;

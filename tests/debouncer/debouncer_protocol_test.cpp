@@ -138,6 +138,15 @@ struct Protocol : ::testing::Test {
     p->on_refresh_timer(t, out);
     ASSERT_EQ(p->walks().at("a").kind(), walk_kind::refresh);
   }
+  // Two units out (adds 1-2, then 3), each after its window: both credits in use, so pending
+  // keeps what comes next.
+  void both_credits_in_use() {
+    ops({up(1), up(2)});
+    window();
+    ops({up(3)});
+    window();
+    EXPECT_EQ(take_units().size(), 2u) << "both credits in use";
+  }
   bool only_clear(const emit_unit& u) {
     return u.clear && u.adds.empty() && u.evicts.empty() && u.downgrades.empty();
   }
@@ -665,11 +674,7 @@ TEST_F(Protocol, EvictionsAloneOverTheBoundHoldTheReadersNeverClear) {  // DB11
 TEST_F(Protocol, ADrainEndsAHoldOnce) {
   opts.max_pending = 4;
   start();
-  ops({up(1), up(2)});
-  window();
-  ops({up(3)});
-  window();
-  ASSERT_EQ(take_units().size(), 2u);  // both credits in use
+  ASSERT_NO_FATAL_FAILURE(both_credits_in_use());
   ops({ev(1), ev(2), ev(3), ev(4), ev(5), ev(6)});
   ASSERT_EQ(of(action_kind::hold).size(), 1u);
   out.clear();
@@ -1514,11 +1519,8 @@ TEST_F(Protocol, WK1_AChunkAnsweredInPartsCountsEveryPart) {
 TEST_F(Protocol, AHoldEndsOncePendingIsAtHalfItsBound) {
   opts.max_pending = 8;
   start();
-  ops({up(1), up(2)});
-  window();
-  ops({up(3)});
-  window();
-  ASSERT_EQ(take_units().size(), 2u) << "both credits in use: pending keeps what comes";
+  both_credits_in_use();
+  ASSERT_EQ(p->pending().size(), 0u);
   ops({ev(1), ev(2), ev(3), ev(4), ev(5), ev(6), ev(7), ev(8), ev(9)});
   ASSERT_EQ(of(action_kind::hold).size(), 1u);
   out.clear();
