@@ -27,6 +27,8 @@
 # BENCH_DUMP=1 saves, per case once drained, kvrelay's /debug/tree (CASE.tree.json: the shard's
 # heap_bytes, pending sizes) and /proc/PID/smaps (CASE.smaps: which mappings hold the RSS).
 # BENCH_NO_CALLGRIND=1 leaves the callgrind run out of the profile case (perf alone, minutes less).
+# The profile case's perf runs: a 1 M-block blast, an evicting blast, and paced 100 k and 10 k
+# blocks/s; BENCH_PERF_FLAGS adds flags to their `perf record` (e.g. -g, for call graphs).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -355,7 +357,7 @@ for l in open(sys.argv[1]):
   x0="$(ctx_switches "$KV_PID")"
   local perf_pid=""
   if [[ -n "$PERF_DATA" ]]; then
-    perf record -e cpu-clock -F 1999 -p "$KV_PID" -o "$PERF_DATA" 2>>"$OUT/perf.log" &
+    perf record -e cpu-clock -F 1999 ${BENCH_PERF_FLAGS:-} -p "$KV_PID" -o "$PERF_DATA" 2>>"$OUT/perf.log" &
     perf_pid=$!
     sleep 0.3
   fi
@@ -826,11 +828,14 @@ if has_case profile; then
   # Where the time goes. perf with the cpu-clock software event works in this VM (no hardware
   # counters); callgrind is exact but ~50x slower, so it gets a short, paced run.
   if command -v perf >/dev/null; then
-    for pc in "throughput $TP_BLOCKS $BIG" "evicting $EV_BLOCKS $SMALL"; do
-      read -r what n flags <<<"$pc"
+    # A blast, an evicting blast, and the paced rates real engines send at (where wake-ups and
+    # per-batch costs, not per-block ones, decide).
+    for pc in "throughput $TP_BLOCKS 0 $BIG" "evicting $EV_BLOCKS 0 $SMALL" \
+              "paced100k $((100000 * LAT_SECS)) 100000 $BIG" "paced10k $((10000 * LAT_SECS)) 10000 $BIG"; do
+      read -r what n rate flags <<<"$pc"
       PERF_DATA="$OUT/perf-$what.data"
       # shellcheck disable=SC2086
-      run_case "profile-perf-$what" single "$n" 0 "$flags --floor-repeats 1"
+      run_case "profile-perf-$what" single "$n" "$rate" "$flags --floor-repeats 1"
       PERF_DATA=""
       perf report -i "$OUT/perf-$what.data" --no-children --sort dso,symbol --stdio 2>/dev/null |
         grep -v '^#' | grep -v '^$' | head -60 >"$OUT/perf-$what-self.txt" || true

@@ -29,7 +29,7 @@ void pending_set::set(const key& k, const entry& e) {
   if (e.s == state::add) ++adds_;
 }
 
-void pending_set::erase(absl::flat_hash_map<key, entry>::iterator it) {
+void pending_set::erase(entry_map::iterator it) {
   if (it->second.s == state::add) --adds_;
   entries_.erase(it);
 }
@@ -155,12 +155,12 @@ void pending_set::drop_for_resync() {
 void pending_set::end_tracking() {
   tracking_ = false;
   if (reported_.size() > opts_.shrink_above) released_ = true;
-  absl::flat_hash_set<key>().swap(reported_);
+  key_set().swap(reported_);
 }
 
 void pending_set::maybe_release() {
   if (!entries_.empty() || peak_ <= opts_.shrink_above) return;
-  absl::flat_hash_map<key, entry>().swap(entries_);
+  entry_map().swap(entries_);
   peak_ = 0;
   released_ = true;
 }

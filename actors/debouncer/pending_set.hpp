@@ -34,6 +34,7 @@
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
 
+#include "base/huge_pages.hpp"
 #include "messages/pipeline.hpp"
 
 namespace kvrelay {
@@ -113,24 +114,29 @@ class pending_set {
     int64_t ts_us = 0;  // eviction/downgrade time
   };
   using key = std::pair<uint32_t, uint64_t>;  // (adapter index, fingerprint)
+  // A blast's backlog holds 10^5-10^6 keys: arrays of tens of MB, probed at random (HP1).
+  using entry_map = absl::flat_hash_map<key, entry, absl::Hash<key>, std::equal_to<key>,
+                                        huge_page_allocator<std::pair<const key, entry>>>;
+  using key_set = absl::flat_hash_set<key, absl::Hash<key>, std::equal_to<key>,
+                                      huge_page_allocator<key>>;
 
   uint32_t adapter_index(const std::string& name);
   void set(const key& k, const entry& e);
-  void erase(absl::flat_hash_map<key, entry>::iterator it);
+  void erase(entry_map::iterator it);
   void evict(const key& k, int64_t ts_us);
   void maybe_release();
 
   options opts_;
   std::vector<std::string> adapters_;
   absl::flat_hash_map<std::string, uint32_t> adapter_ids_;
-  absl::flat_hash_map<key, entry> entries_;
+  entry_map entries_;
   size_t peak_ = 0;  // largest size since the last release
   size_t adds_ = 0;
   int64_t adds_ts_us_ = 0;  // latest batch time with a store since the last take (R12)
   bool clear_ = false;
   int64_t clear_ts_us_ = 0;
   bool tracking_ = false;
-  absl::flat_hash_set<key> reported_;  // tracking: keys whose add went out since the clear
+  key_set reported_;  // tracking: keys whose add went out since the clear
   drop_stats drops_;
   bool released_ = false;
 };

@@ -18,6 +18,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tests/support/mappings.hpp"
+
 namespace kvrelay {
 namespace {
 
@@ -328,6 +330,49 @@ TEST(ProbeTable, ReserveMakesRoomWithoutGrowing) {
   std::mt19937_64 rng(9);
   for (int i = 0; i < 100'000; ++i) t.insert(slot{rng() | 1, 0});
   EXPECT_EQ(t.capacity(), cap);
+}
+
+// PT11: a reserve maps every new array as one run from a huge-page boundary (so the kernel can
+// back it with huge pages; whether it does is the system's), and the run's pieces still go back
+// one segment at a time: a drained segment is rebuilt apart (PT7), a clear frees the rest.
+TEST(ProbeTable, PT11_AReserveMapsItsArraysAsOneRunFromAHugePageBoundary) {
+  constexpr uintptr_t huge = uintptr_t{2} << 20;
+  probe_table<slot> t;
+  t.reserve(1'500'000);  // ~22 MiB of 12-byte slots: segments of ~1.4 MiB, none a huge page
+  const size_t bytes = t.capacity() * sizeof(slot);
+  std::mt19937_64 rng(11);
+  std::vector<uint64_t> keys(1'000'000);
+  for (auto& k : keys) k = rng() | 1;
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  for (uint64_t k : keys) t.insert(slot{k, 1});
+  uintptr_t lo = ~uintptr_t{0}, hi = 0;
+  for (uint64_t k : keys) {
+    const auto a = reinterpret_cast<uintptr_t>(t.find(k));
+    lo = std::min(lo, a);
+    hi = std::max(hi, a);
+  }
+  const auto [begin, end] = testing::mapping_of(reinterpret_cast<const void*>(lo));
+  ASSERT_NE(begin, 0u);
+  EXPECT_LT(hi, end) << "every segment's array in the mapping of the lowest slot";
+  EXPECT_EQ(begin % huge, 0u) << "the run starts on a huge-page boundary";
+  EXPECT_GE(end - begin, bytes) << "it holds every array";
+  EXPECT_LT(end - begin, bytes + probe_table<slot>::segment_count * 4096 + huge)
+      << "and little more (each array on its own pages)";
+
+  // Drain all but a few: each segment is rebuilt apart (PT7) and its piece of the run unmapped
+  // (a wrong length there would unmap a neighbour's array, and the finds below would fault).
+  std::shuffle(keys.begin(), keys.end(), rng);
+  constexpr size_t keep = 1000;
+  for (size_t i = keep; i < keys.size(); ++i) ASSERT_TRUE(t.erase(keys[i])) << i;
+  EXPECT_LT(t.capacity() * 16, bytes / sizeof(slot)) << "every segment rebuilt smaller";
+  for (size_t i = 0; i < keep; ++i) ASSERT_NE(t.find(keys[i]), nullptr) << i;
+  for (size_t i = keep; i < 2 * keep; ++i) t.insert(slot{keys[i], 2});
+  EXPECT_EQ(t.size(), 2 * keep);
+  t.clear();
+  for (uintptr_t a = begin; a < end; a += huge / 2)
+    EXPECT_EQ(testing::mapping_of(reinterpret_cast<const void*>(a)).first, 0u)
+        << "clear freed the run";
 }
 
 TEST(ProbeTable, MovedFromIsEmptyAndUsable) {
