@@ -135,8 +135,12 @@ for l in open(sys.argv[1]):
     fi
     if [[ "$INCIDENT" == burst ]] && grep -q '"kind":"published"' "$WORK/loadgen.out" 2>/dev/null; then
       scrape
+      # Settled: declared incomplete, nothing waits, and the server holds what kvrelay holds
+      # (a shed's walk streams chunks while pending is empty between them).
       [[ "$(msum kvrelay_index_incomplete)" == 1 && "$(msum kvrelay_pending_entries)" == 0 &&
-         "$(msum kvrelay_queue_bytes)" == 0 ]] && { EXACT_S="$(since "$T0")"; break; }
+         "$(msum kvrelay_queue_bytes)" == 0 &&
+         "$(sink resident)" == "$(msum kvrelay_resident_blocks)" ]] &&
+        { EXACT_S="$(since "$T0")"; break; }
     fi
     sleep 0.5
   done
