@@ -51,9 +51,11 @@
 //       costs a fraction of a fault per page taken on the add path.
 // PT11. reserve() maps the arrays it makes as one run starting on a 2 MiB boundary, each
 //       segment's on its own pages (so PT5-PT8 free one segment's pages alone), with the
-//       huge-page advice on the whole run (base/huge_pages.hpp, HP1). A table presized for an engine's cache of 10^6
-//       blocks has segments of ~1.7 MB: none has a whole huge page of its own, and 4 KiB pages
-//       cost a TLB miss on nearly every insert (a VM's page walk is the dearest part of one).
+//       huge-page advice on the whole run (base/huge_pages.hpp, HP1). A table presized for an
+//       engine's cache of 10^6 blocks has segments of ~1.7 MB: none has a whole huge page of
+//       its own, and 4 KiB pages cost a TLB miss on nearly every insert (a VM's page walk is the
+//       dearest part of one). Only while the arrays it replaces are at most a sixteenth of the
+//       run: the run is made before they go, and PT8 holds no more than that twice.
 //
 // Slot: a trivially copyable struct whose first member is `key`, of a trivially copyable type K
 // with ==, whose value-initialised K{} is the all-zero key, and with a `probe_hash(const K&)`
@@ -254,8 +256,9 @@ class probe_table {
       run += huge_pages::page_rounded(want[g] * sizeof(Slot));
     }
     // PT11 (HP1): nullptr, no room for the run, maps segment by segment instead.
-    auto* at = mapped && run >= huge_page ? static_cast<char*>(huge_pages::map(run, true))
-                                          : nullptr;
+    auto* at = reserve_as_run(cap_ * sizeof(Slot), run, mapped)
+                   ? static_cast<char*>(huge_pages::map(run, true))
+                   : nullptr;
     for (size_t g = 0; g < segment_count; ++g) {
       if (want[g] == segs_[g].cap) continue;
       if (at == nullptr) {
@@ -265,6 +268,12 @@ class probe_table {
       rehash(segs_[g], want[g], reinterpret_cast<Slot*>(at));
       at += huge_pages::page_rounded(want[g] * sizeof(Slot));
     }
+  }
+
+  /// PT11's choice: one run for new arrays of `run` bytes in all (`all_mapped`: each is a
+  /// mapping of its own by PT6) that replace arrays of `replaced` bytes.
+  static constexpr bool reserve_as_run(size_t replaced, size_t run, bool all_mapped) noexcept {
+    return all_mapped && run >= huge_pages::huge_page && replaced * segment_count <= run;
   }
 
   void clear() noexcept {

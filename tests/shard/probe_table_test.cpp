@@ -375,6 +375,18 @@ TEST(ProbeTable, PT11_AReserveMapsItsArraysAsOneRunFromAHugePageBoundary) {
         << "clear freed the run";
 }
 
+// PT11's choice: a run only from a huge page up, only of arrays mapped on their own, and only
+// while what it replaces is at most a sixteenth of it (the run is made before they go).
+TEST(ProbeTable, PT11_ARunOnlyWhenItIsAHugePageAndReplacesASixteenthAtMost) {
+  using t = probe_table<slot>;
+  constexpr size_t huge = size_t{2} << 20;
+  EXPECT_TRUE(t::reserve_as_run(0, huge, true));
+  EXPECT_FALSE(t::reserve_as_run(0, huge - 1, true)) << "less than a huge page";
+  EXPECT_FALSE(t::reserve_as_run(0, 64 * huge, false)) << "an array small enough for malloc";
+  EXPECT_TRUE(t::reserve_as_run(4 * huge / 16, 4 * huge, true)) << "a sixteenth";
+  EXPECT_FALSE(t::reserve_as_run(4 * huge / 16 + 1, 4 * huge, true)) << "more than a sixteenth";
+}
+
 TEST(ProbeTable, MovedFromIsEmptyAndUsable) {
   probe_table<slot> a;
   for (uint64_t k = 0; k < 50; ++k) a.insert(slot{k, static_cast<uint32_t>(k)});
