@@ -29,9 +29,9 @@
 //       big chunk has been freed, glibc raises its mmap threshold to that size (up to 32 MiB), so
 //       a table rebuilt after a clear grows inside an arena that keeps every array it outgrew
 //       (bench_shard IndexMemory1M: a second 1 M index in one process, 84 B of RSS per block
-//       instead of 50). Arrays of 2 MiB or more get transparent-huge-page advice on their aligned
-//       interior: probes at random over tens of MB would otherwise miss the TLB nearly every time
-//       (advice only; it rounds nothing up).
+//       instead of 50). They start on a 2 MiB boundary with the transparent-huge-page advice
+//       (base/huge_pages.hpp): probes at random over tens of MB would otherwise miss the TLB
+//       nearly every time (advice only; it rounds nothing up).
 //  PT7. A segment of 64 KiB or more that an erase leaves under 1/16 full is rebuilt at most 3/8
 //       full: a burst of a million blocks that drained back to the engine's cache no longer keeps
 //       the burst's arrays. 1/16 and 3/8 leave the next grow and the next shrink well apart, so a
@@ -60,8 +60,6 @@
 // Slot: a trivially copyable struct whose first member is `key`, of a trivially copyable type K
 // with ==, whose value-initialised K{} is the all-zero key, and with a `probe_hash(const K&)`
 // found by lookup (uint64_t has one below); the rest of the slot is payload.
-
-#include <sys/mman.h>
 
 #include <array>
 #include <atomic>
@@ -359,13 +357,6 @@ class probe_table {
   }
 
   static constexpr size_t map_from = size_t{64} << 10;  // PT6
-  static constexpr size_t huge_page = huge_pages::huge_page;
-#ifdef MADV_POPULATE_WRITE
-  static constexpr int populate_write = MADV_POPULATE_WRITE;
-#else
-  static constexpr int populate_write = 23;  // Linux 5.14's value; older kernels say EINVAL
-#endif
-
   static Slot* allocate(size_t n) {
     const size_t bytes = n * sizeof(Slot);
     if (bytes < map_from) {
@@ -373,15 +364,11 @@ class probe_table {
       if (p == nullptr) throw std::bad_alloc();
       return static_cast<Slot*>(p);
     }
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();  // zero pages: every slot empty
-    const auto begin = (reinterpret_cast<uintptr_t>(p) + huge_page - 1) & ~(huge_page - 1);
-    const auto end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(huge_page - 1);
-    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-    // PT10: faulted in now, in one call (huge pages where the advice took), not page by page
-    // on the inserts and the rehash that follow. A kernel without it (before 5.14) faults as
-    // before.
-    madvise(p, bytes, populate_write);
+    // Zero pages (every slot empty) from a huge-page boundary, advised (PT6), and faulted in now
+    // in one call (PT10), not page by page on the inserts and the rehash that follow. A kernel
+    // without MADV_POPULATE_WRITE (before 5.14) faults as before.
+    void* p = huge_pages::map(bytes, true);
+    if (p == nullptr) throw std::bad_alloc();
     return static_cast<Slot*>(p);
   }
 
@@ -390,7 +377,7 @@ class probe_table {
     if (n * sizeof(Slot) < map_from) {
       std::free(p);
     } else {
-      munmap(p, n * sizeof(Slot));
+      huge_pages::unmap(p, n * sizeof(Slot));
     }
   }
 

@@ -13,17 +13,32 @@
 
 namespace kvrelay::testing {
 
-/// [begin, end) of the mapping holding `p`, or {0, 0} when none does.
-inline std::pair<uintptr_t, uintptr_t> mapping_of(const void* p) {
-  const auto a = reinterpret_cast<uintptr_t>(p);
+/// Calls fn(begin, end) for every mapping of this process.
+template <class F>
+void for_each_mapping(F&& fn) {
   std::ifstream in("/proc/self/maps");
   for (std::string line; std::getline(in, line);) {
     const size_t dash = line.find('-');
-    const uintptr_t b = std::stoull(line.substr(0, dash), nullptr, 16);
-    const uintptr_t e = std::stoull(line.substr(dash + 1), nullptr, 16);
-    if (b <= a && a < e) return {b, e};
+    fn(static_cast<uintptr_t>(std::stoull(line.substr(0, dash), nullptr, 16)),
+       static_cast<uintptr_t>(std::stoull(line.substr(dash + 1), nullptr, 16)));
   }
-  return {0, 0};
+}
+
+/// [begin, end) of the mapping holding `p`, or {0, 0} when none does.
+inline std::pair<uintptr_t, uintptr_t> mapping_of(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  std::pair<uintptr_t, uintptr_t> found{0, 0};
+  for_each_mapping([&](uintptr_t b, uintptr_t e) {
+    if (b <= a && a < e) found = {b, e};
+  });
+  return found;
+}
+
+/// Bytes of address space this process has mapped (every mapping, merged or not).
+inline size_t mapped_bytes() {
+  size_t total = 0;
+  for_each_mapping([&](uintptr_t b, uintptr_t e) { total += e - b; });
+  return total;
 }
 
 }  // namespace kvrelay::testing
