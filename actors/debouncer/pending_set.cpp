@@ -15,111 +15,136 @@ uint32_t pending_set::adapter_index(const std::string& name) {
   auto id = static_cast<uint32_t>(adapters_.size());
   adapters_.push_back(name);
   adapter_ids_.emplace(name, id);
+  maps_.emplace_back();
   return id;
 }
 
-void pending_set::set(const key& k, const entry& e) {
-  auto [it, inserted] = entries_.try_emplace(k, e);
-  if (!inserted) {
-    if (it->second.s == state::add) --adds_;
-    it->second = e;
-  } else {
-    peak_ = std::max(peak_, entries_.size());
+bool pending_set::fresh_key(const key& k, bool introduces) const {
+  return introduces || clear_ || (tracking_ && !reported_.contains(k));
+}
+
+void pending_set::note_size() { peak_ = std::max(peak_, size()); }
+
+void pending_set::upsert(adapter_maps& m, const key& k, const prefix_op& op) {
+  // One probe: the slot is found or made, then filled.
+  auto [it, inserted] = m.adds.try_emplace(k.second);
+  if (inserted) {
+    ++adds_;
+    note_size();
+    // A key is pending in one map only: an add over a pending removal replaces it, and the
+    // server may hold the key until that removal would have gone, so the add is never fresh.
+    auto r = m.removals.empty() ? m.removals.end() : m.removals.find(k.second);
+    if (r != m.removals.end()) {
+      m.removals.erase(r);
+      --removals_;
+      it->second.fresh = false;
+    } else {
+      it->second.fresh = fresh_key(k, op.introduces);
+    }
   }
-  if (e.s == state::add) ++adds_;
+  it->second.token_count = op.token_count;
+  it->second.t = op.t;
 }
 
-void pending_set::erase(entry_map::iterator it) {
-  if (it->second.s == state::add) --adds_;
-  entries_.erase(it);
+void pending_set::set_removal(adapter_maps& m, uint64_t fp, const removal_entry& r) {
+  auto [it, inserted] = m.removals.try_emplace(fp, r);
+  if (inserted) {
+    ++removals_;
+    note_size();
+  } else {
+    it->second = r;
+  }
 }
 
-void pending_set::evict(const key& k, int64_t ts_us) {
-  auto it = entries_.find(k);
-  if (it != entries_.end() && it->second.s == state::add && it->second.fresh) {
-    erase(it);  // neither the add nor its eviction ever reaches the server
-    ++drops_.unsent_pairs;
+void pending_set::remove(adapter_maps& m, const key& k, const prefix_op& op, int64_t ts_us) {
+  auto a = m.adds.find(k.second);
+  if (opts_.l2_mode) {
+    // The block leaves the GPU but an L2 tier below the engine keeps it: report T2 with the
+    // eviction's time (L03). Its token count is the one we reported it with.
+    uint32_t tokens = op.token_count;
+    if (a != m.adds.end()) {
+      if (tokens == 0) tokens = a->second.token_count;
+      m.adds.erase(a);
+      --adds_;
+    } else if (tokens == 0) {
+      if (auto r = m.removals.find(k.second); r != m.removals.end()) tokens = r->second.token_count;
+    }
+    set_removal(m, k.second, removal_entry{ts_us, tokens, tier::t2, true});
     return;
   }
-  if (it == entries_.end() && (clear_ || (tracking_ && !reported_.contains(k)))) {
+  if (a != m.adds.end()) {
+    const bool fresh = a->second.fresh;
+    m.adds.erase(a);
+    --adds_;
+    if (fresh) {
+      ++drops_.unsent_pairs;  // neither the add nor its eviction ever reaches the server
+      return;
+    }
+  } else if (!m.removals.contains(k.second) && (clear_ || (tracking_ && !reported_.contains(k)))) {
     ++drops_.unreported;  // cleared since, and not re-reported: the server cannot hold it
     return;
   }
-  set(k, entry{state::evict, false, tier::t1, 0, ts_us});
+  set_removal(m, k.second, removal_entry{ts_us, 0, tier::t1, false});
 }
 
 pending_set::apply_result pending_set::apply(const shard_ops& ops) {
   if (ops.had_store && ops.ts_us > 0) adds_ts_us_ = std::max(adds_ts_us_, ops.ts_us);
   const uint32_t a = adapter_index(ops.adapter);
+  adapter_maps& m = maps_[a];
   // A window of a fast engine holds 10^5 keys and more, far past the cache: each op's slot is
   // asked for a few ops ahead, so its miss overlaps the ones before it instead of stalling. A
   // map that fits the cache (a paced engine's window) only pays the second hash: not asked.
   constexpr size_t ahead = 8;
   const size_t n = ops.ops.size();
-  const bool far = entries_.size() + n > 32768;  // ~1.3 MB of slots: past a core's L2
+  const bool far = m.adds.size() + n > 65536;  // ~1 MB of slots: past a core's L2
   if (far)
-    for (size_t i = 0; i < std::min(ahead, n); ++i)
-      entries_.prefetch(key{a, ops.ops[i].fingerprint});
+    for (size_t i = 0; i < std::min(ahead, n); ++i) m.adds.prefetch(ops.ops[i].fingerprint);
   for (size_t i = 0; i < n; ++i) {
-    if (far && i + ahead < n) entries_.prefetch(key{a, ops.ops[i + ahead].fingerprint});
+    if (far && i + ahead < n) m.adds.prefetch(ops.ops[i + ahead].fingerprint);
     const prefix_op& op = ops.ops[i];
     const key k{a, op.fingerprint};
     if (op.op == prefix_op::kind::upsert) {
-      // One probe: the slot is found or made, then filled.
-      auto [it, inserted] = entries_.try_emplace(k);
-      bool fresh;
-      if (inserted) {
-        fresh = op.introduces || clear_ || (tracking_ && !reported_.contains(k));
-        peak_ = std::max(peak_, entries_.size());
-      } else {
-        fresh = it->second.s == state::add && it->second.fresh;  // over an eviction: never
-        if (it->second.s == state::add) --adds_;
-      }
-      it->second = entry{state::add, fresh, op.t, op.token_count, 0};
-      ++adds_;
-    } else if (opts_.l2_mode) {
-      // The block leaves the GPU but an L2 tier below the engine keeps it: report T2 with the
-      // eviction's time (L03). Its token count is the one we reported it with.
-      auto it = entries_.find(k);
-      uint32_t tokens = op.token_count;
-      if (tokens == 0 && it != entries_.end()) tokens = it->second.token_count;
-      set(k, entry{state::downgrade, false, tier::t2, tokens, ops.ts_us});
+      upsert(m, k, op);
     } else {
-      evict(k, ops.ts_us);
+      remove(m, k, op, ops.ts_us);
     }
   }
-  if (entries_.size() <= opts_.max_entries) return apply_result::ok;
+  if (size() <= opts_.max_entries) return apply_result::ok;
   // Adds are copies of what the index holds: a walk re-reports them. Evictions and downgrades
   // are not in the index any more: only a clear makes them moot.
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    auto cur = it++;
-    if (cur->second.s != state::add) continue;
-    ++drops_.shed;
-    erase(cur);
-  }
+  drop_adds(drops_.shed);
   adds_ts_us_ = 0;
-  if (entries_.size() <= opts_.max_entries) {
+  if (size() <= opts_.max_entries) {
     maybe_release();
     return apply_result::shed_adds;
   }
   return apply_result::full;
 }
 
+void pending_set::drop_adds(uint64_t& counter) {
+  for (auto& m : maps_) {
+    counter += m.adds.size();
+    m.adds.clear();
+  }
+  adds_ = 0;
+}
+
 size_t pending_set::heap_bytes() const noexcept {
   // Per entry: a Swiss table's slot and control byte at its 7/8 load (an empty map's capacity
   // is not counted: it is released past shrink_above, and below it too small to matter).
-  return (entries_.size() * (sizeof(std::pair<key, entry>) + 1) +
+  using add_slot = std::pair<const uint64_t, add_entry>;
+  using removal_slot = std::pair<const uint64_t, removal_entry>;
+  return (adds_ * (sizeof(add_slot) + 1) + removals_ * (sizeof(removal_slot) + 1) +
           reported_.size() * (sizeof(key) + 1)) * 8 / 7;
 }
 
 void pending_set::note_sent(const std::string& adapter, const std::vector<prefix_op>& ops) {
-  if (entries_.empty() && !tracking_) return;
+  if (adds_ == 0 && !tracking_) return;
   const uint32_t a = adapter_index(adapter);
+  auto& adds = maps_[a].adds;
   for (const auto& op : ops) {
-    const key k{a, op.fingerprint};
-    if (tracking_) reported_.insert(k);
-    auto it = entries_.find(k);
-    if (it != entries_.end() && it->second.s == state::add) it->second.fresh = false;
+    if (tracking_) reported_.insert(key{a, op.fingerprint});
+    if (auto it = adds.find(op.fingerprint); it != adds.end()) it->second.fresh = false;
   }
   if (tracking_ && reported_.size() > opts_.max_entries) end_tracking();
 }
@@ -132,18 +157,26 @@ void pending_set::clear(int64_t ts_us) {
 }
 
 void pending_set::reset() {
-  entries_.clear();
+  for (auto& m : maps_) {
+    m.adds.clear();
+    m.removals.clear();
+  }
   adds_ = 0;
+  removals_ = 0;
   adds_ts_us_ = 0;
   maybe_release();
 }
 
 void pending_set::drop_for_resync() {
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    auto cur = it++;
-    if (cur->second.s == state::downgrade) continue;
-    ++drops_.superseded;
-    erase(cur);
+  drop_adds(drops_.superseded);
+  for (auto& m : maps_) {
+    for (auto it = m.removals.begin(); it != m.removals.end();) {
+      auto cur = it++;
+      if (cur->second.downgrade) continue;
+      ++drops_.superseded;
+      m.removals.erase(cur);
+      --removals_;
+    }
   }
   adds_ts_us_ = 0;
   clear_ = false;
@@ -159,8 +192,11 @@ void pending_set::end_tracking() {
 }
 
 void pending_set::maybe_release() {
-  if (!entries_.empty() || peak_ <= opts_.shrink_above) return;
-  entry_map().swap(entries_);
+  if (size() != 0 || peak_ <= opts_.shrink_above) return;
+  for (auto& m : maps_) {
+    fp_map<add_entry>().swap(m.adds);
+    fp_map<removal_entry>().swap(m.removals);
+  }
   peak_ = 0;
   released_ = true;
 }
@@ -172,36 +208,44 @@ std::optional<emit_unit> pending_set::take(uint64_t id) {
   u.clear = clear_;
   u.clear_ts_us = clear_ts_us_;
   clear_ = false;
+  // Evictions and downgrades all go; adds up to the cap, starting one adapter past where the
+  // last capped unit stopped, so one adapter's backlog does not hold the others' adds back.
   std::map<int64_t, size_t> downgrade_group;  // ts → index in u.downgrades
-  size_t adds_taken = 0;
-  // Evictions and downgrades all go; adds up to the cap. Once both are done the scan stops: a
-  // backlog of adds larger than the cap is otherwise walked whole by every unit (quadratic).
-  size_t others_left = entries_.size() - adds_;
   u.adds.reserve(std::min(adds_, opts_.max_adds_per_unit));
-  u.evicts.reserve(others_left);
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    if (adds_taken >= opts_.max_adds_per_unit && others_left == 0) break;
-    const auto& [k, e] = *it;
-    const std::string& adapter = adapters_[k.first];
-    if (e.s != state::add) --others_left;
-    if (e.s == state::add) {
-      if (adds_taken >= opts_.max_adds_per_unit) {
-        ++it;
-        continue;
+  u.evicts.reserve(removals_);
+  const auto n = static_cast<uint32_t>(maps_.size());
+  for (uint32_t a = 0; a < n; ++a) {
+    adapter_maps& m = maps_[a];
+    if (m.removals.empty()) continue;
+    const std::string& adapter = adapters_[a];
+    for (const auto& [fp, r] : m.removals) {
+      if (r.downgrade) {
+        auto [g, fresh] = downgrade_group.try_emplace(r.ts_us, u.downgrades.size());
+        if (fresh) u.downgrades.push_back(emit_unit::downgrade_group{r.ts_us, {}});
+        u.downgrades[g->second].entries.push_back(prefix_add{fp, r.token_count, r.t, adapter});
+      } else {
+        u.evicts.push_back(prefix_evict{fp, adapter, r.ts_us});
+        if (tracking_) reported_.erase(key{a, fp});
       }
-      u.adds.push_back(prefix_add{k.second, e.token_count, e.t, adapter});
-      ++adds_taken;
-      --adds_;
-      if (tracking_) reported_.insert(k);
-    } else if (e.s == state::downgrade) {
-      auto [g, fresh] = downgrade_group.try_emplace(e.ts_us, u.downgrades.size());
-      if (fresh) u.downgrades.push_back(emit_unit::downgrade_group{e.ts_us, {}});
-      u.downgrades[g->second].entries.push_back(prefix_add{k.second, e.token_count, e.t, adapter});
-    } else {
-      u.evicts.push_back(prefix_evict{k.second, adapter, e.ts_us});
-      if (tracking_) reported_.erase(k);
     }
-    entries_.erase(it++);
+    removals_ -= m.removals.size();
+    m.removals.clear();
+  }
+  for (uint32_t i = 0; i < n && adds_ != 0; ++i) {
+    const uint32_t a = (next_adapter_ + i) % n;
+    auto& adds = maps_[a].adds;
+    const std::string& adapter = adapters_[a];
+    for (auto it = adds.begin(); it != adds.end();) {
+      if (u.adds.size() >= opts_.max_adds_per_unit) break;
+      u.adds.push_back(prefix_add{it->first, it->second.token_count, it->second.t, adapter});
+      if (tracking_) reported_.insert(key{a, it->first});
+      adds.erase(it++);
+      --adds_;
+    }
+    if (u.adds.size() >= opts_.max_adds_per_unit) {
+      next_adapter_ = (a + 1) % n;
+      break;
+    }
   }
   // Tracking is a help, not a duty: past the bound, evictions are simply sent again.
   if (tracking_ && reported_.size() > opts_.max_entries) end_tracking();

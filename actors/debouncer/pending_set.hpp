@@ -75,11 +75,11 @@ class pending_set {
   /// AllBlocksCleared: whatever is pending is superseded; the next unit starts with a clear.
   void clear(int64_t ts_us);
 
-  size_t size() const { return entries_.size(); }
+  size_t size() const { return adds_ + removals_; }
   size_t pending_adds() const { return adds_; }
-  size_t pending_removals() const { return entries_.size() - adds_; }
+  size_t pending_removals() const { return removals_; }
   bool clear_pending() const { return clear_; }
-  bool empty() const { return entries_.empty() && !clear_; }
+  bool empty() const { return size() == 0 && !clear_; }
   /// What the entries hold in memory, about (the memory budget's charge): 0 when empty.
   size_t heap_bytes() const noexcept;
   const drop_stats& drops() const { return drops_; }
@@ -105,33 +105,49 @@ class pending_set {
   bool released_memory() { return std::exchange(released_, false); }
 
  private:
-  enum class state : uint8_t { add, evict, downgrade };
-  struct entry {
-    state s = state::add;
-    bool fresh = false;  // add only: the server cannot hold the key
-    tier t = tier::t1;
+  // Every key is pending in at most one of its adapter's two maps. Adds, the bulk of a blast's
+  // backlog (10^5-10^6 keys), take 16-byte slots; evictions and downgrades carry their batch time
+  // and take 24. Keyed by fingerprint alone, one pair of maps per adapter.
+  struct add_entry {
     uint32_t token_count = 0;
-    int64_t ts_us = 0;  // eviction/downgrade time
+    tier t = tier::t1;
+    bool fresh = false;  // the server cannot hold the key
   };
-  using key = std::pair<uint32_t, uint64_t>;  // (adapter index, fingerprint)
-  // A blast's backlog holds 10^5-10^6 keys: arrays of tens of MB, probed at random (HP1).
-  using entry_map = absl::flat_hash_map<key, entry, absl::Hash<key>, std::equal_to<key>,
-                                        huge_page_allocator<std::pair<const key, entry>>>;
+  struct removal_entry {
+    int64_t ts_us = 0;  // the eviction's batch time
+    uint32_t token_count = 0;
+    tier t = tier::t1;
+    bool downgrade = false;  // L2: a T2 upsert, else an eviction
+  };
+  using key = std::pair<uint32_t, uint64_t>;  // (adapter index, fingerprint): tracking's keys
+  // A blast's backlog: arrays of tens of MB, probed at random (HP1).
+  template <class V>
+  using fp_map = absl::flat_hash_map<uint64_t, V, absl::Hash<uint64_t>, std::equal_to<uint64_t>,
+                                     huge_page_allocator<std::pair<const uint64_t, V>>>;
+  struct adapter_maps {
+    fp_map<add_entry> adds;
+    fp_map<removal_entry> removals;
+  };
   using key_set = absl::flat_hash_set<key, absl::Hash<key>, std::equal_to<key>,
                                       huge_page_allocator<key>>;
 
   uint32_t adapter_index(const std::string& name);
-  void set(const key& k, const entry& e);
-  void erase(entry_map::iterator it);
-  void evict(const key& k, int64_t ts_us);
+  bool fresh_key(const key& k, bool introduces) const;
+  void upsert(adapter_maps& m, const key& k, const prefix_op& op);
+  void remove(adapter_maps& m, const key& k, const prefix_op& op, int64_t ts_us);
+  void set_removal(adapter_maps& m, uint64_t fp, const removal_entry& r);
+  void drop_adds(uint64_t& counter);
+  void note_size();
   void maybe_release();
 
   options opts_;
   std::vector<std::string> adapters_;
   absl::flat_hash_map<std::string, uint32_t> adapter_ids_;
-  entry_map entries_;
-  size_t peak_ = 0;  // largest size since the last release
+  std::vector<adapter_maps> maps_;  // by adapter index
+  uint32_t next_adapter_ = 0;       // where the next capped take starts (fair between adapters)
+  size_t peak_ = 0;                 // largest size since the last release
   size_t adds_ = 0;
+  size_t removals_ = 0;
   int64_t adds_ts_us_ = 0;  // latest batch time with a store since the last take (R12)
   bool clear_ = false;
   int64_t clear_ts_us_ = 0;

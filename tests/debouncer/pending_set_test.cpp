@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 namespace kvrelay {
@@ -274,6 +275,48 @@ TEST(PendingSet, AddsOverTheCapWaitForLaterUnitsWhileEvictionsAllGoNow) {
   EXPECT_EQ(units, 4u);
   EXPECT_EQ(added.size(), 10u);
   EXPECT_TRUE(p.empty());
+}
+
+// One adapter's backlog past the cap must not hold the others' adds back for its whole length.
+TEST(PendingSet, CappedUnitsTakeTheAdaptersInTurn) {
+  pending_set::options o;
+  o.max_adds_per_unit = 2;
+  pending_set p(o);
+  std::vector<prefix_op> v;
+  for (uint64_t i = 0; i < 10; ++i) v.push_back(up(i));
+  p.apply(ops("a", v));
+  p.apply(ops("b", {up(100)}));
+  p.apply(ops("c", {up(200)}));
+  std::vector<std::string> order;
+  while (auto u = p.take(order.size() + 1)) {
+    ASSERT_LE(u->adds.size(), 2u);
+    for (const auto& a : u->adds) order.push_back(a.adapter);
+  }
+  ASSERT_EQ(order.size(), 12u);
+  const auto at = [&](const std::string& name) {
+    return std::find(order.begin(), order.end(), name) - order.begin();
+  };
+  EXPECT_LT(at("b"), 4) << "b's add goes in the second unit, not after a's ten";
+  EXPECT_LT(at("c"), 4);
+}
+
+// A blast's backlog is mostly adds: what the memory budget is charged for one, and for a removal
+// (which carries its batch time).
+TEST(PendingSet, APendingAddIsChargedUnderTwentyBytes) {
+  pending_set p;
+  std::vector<prefix_op> adds, removals;
+  for (uint64_t i = 0; i < 1000; ++i) {
+    adds.push_back(up(i));
+    removals.push_back(ev(10'000 + i));
+  }
+  p.apply(ops("", adds));
+  EXPECT_LE(p.heap_bytes(), 1000u * 20);
+  EXPECT_GE(p.heap_bytes(), 1000u * 16) << "a slot of fingerprint, token count, tier and freshness";
+  const size_t with_adds = p.heap_bytes();
+  p.apply(ops("", removals, 9, false));
+  ASSERT_EQ(p.pending_removals(), 1000u);
+  EXPECT_LE(p.heap_bytes() - with_adds, 1000u * 29);
+  EXPECT_GE(p.heap_bytes() - with_adds, 1000u * 24);
 }
 
 TEST(PendingSet, ALargeSetIsReleasedWhenItEmpties) {
