@@ -254,8 +254,14 @@ gate_decision budget_gate::observe(uint64_t used_bytes, uint64_t used_messages,
   d.read = !paused_;  // MG1
   // MG5
   if (used_bytes >= limit_bytes / 4 || used_messages >= limit_messages / 4) trim_due_ = true;
-  constexpr uint64_t trim_interval_ns = 1'000'000'000;
-  if (trim_due_ && used_bytes <= limit_bytes / 8 && used_messages <= limit_messages / 8 &&
+  constexpr uint64_t trim_interval_ns = 1'000'000'000, quiet_ns = 200'000'000;
+  const bool drained = used_bytes <= limit_bytes / 8 && used_messages <= limit_messages / 8;
+  if (!drained) {
+    drained_since_ns_.reset();
+  } else if (!drained_since_ns_) {
+    drained_since_ns_ = now_ns;
+  }
+  if (trim_due_ && drained && now_ns - std::min(now_ns, *drained_since_ns_) >= quiet_ns &&
       (!last_trim_ns_ || now_ns - std::min(now_ns, *last_trim_ns_) >= trim_interval_ns)) {
     trim_due_ = false;
     last_trim_ns_ = now_ns;

@@ -151,7 +151,7 @@ TEST(BudgetGate, MG4_PausedTimeSumsThePausesIncludingTheCurrentOne) {
 }
 
 TEST(BudgetGate, MG5_TrimsOnceAfterAnOverloadWhenTheQueuesDrained) {
-  constexpr uint64_t s = 1'000'000'000;
+  constexpr uint64_t s = 1'000'000'000, ms = 1'000'000;
   budget_gate g;
   EXPECT_FALSE(g.observe(0, 0, 800, 80, 0).trim);  // no spike yet: nothing to give back
   g.observe(800, 0, 800, 80, 1 * s);
@@ -159,25 +159,30 @@ TEST(BudgetGate, MG5_TrimsOnceAfterAnOverloadWhenTheQueuesDrained) {
   EXPECT_TRUE(d.resumed);
   EXPECT_FALSE(d.trim);
   EXPECT_TRUE(d.trim_due);  // keep observing while idle
-  d = g.observe(100, 10, 800, 80, 3 * s);  // an eighth: drained
+  d = g.observe(100, 10, 800, 80, 3 * s);  // an eighth: drained, from now
+  EXPECT_FALSE(d.trim);
+  EXPECT_TRUE(d.trim_due);
+  d = g.observe(100, 10, 800, 80, 3 * s + 200 * ms);  // drained for 200 ms
   EXPECT_TRUE(d.trim);
   EXPECT_TRUE(d.after_overload);
   EXPECT_FALSE(d.trim_due);
   EXPECT_FALSE(g.observe(0, 0, 800, 80, 4 * s).trim);  // once per spike
   g.observe(800, 0, 800, 80, 5 * s);
-  d = g.observe(0, 0, 800, 80, 6 * s);
+  g.observe(0, 0, 800, 80, 6 * s);
+  d = g.observe(0, 0, 800, 80, 6 * s + 200 * ms);
   EXPECT_TRUE(d.trim);
   EXPECT_TRUE(d.after_overload);
   // A trim answers for the overload before it: the next spike, below the limits, is not one.
   g.observe(200, 0, 800, 80, 7 * s);
-  d = g.observe(0, 0, 800, 80, 8 * s);
+  g.observe(0, 0, 800, 80, 8 * s);
+  d = g.observe(0, 0, 800, 80, 8 * s + 200 * ms);
   EXPECT_TRUE(d.trim);
   EXPECT_FALSE(d.after_overload);
 }
 
 // A burst that never reached the limits (no cgroup: the default budget) still gives its heap back.
 TEST(BudgetGate, MG5_ASpikeBelowTheLimitsTrimsToo) {
-  constexpr uint64_t s = 1'000'000'000;
+  constexpr uint64_t s = 1'000'000'000, ms = 1'000'000;
   budget_gate g;
   auto d = g.observe(199, 0, 800, 80, 0);  // under a quarter: no spike
   EXPECT_FALSE(d.trim_due);
@@ -189,9 +194,25 @@ TEST(BudgetGate, MG5_ASpikeBelowTheLimitsTrimsToo) {
   EXPECT_EQ(g.overloads(), 0u);
   EXPECT_TRUE(d.trim_due);
   EXPECT_FALSE(g.observe(150, 0, 800, 80, 3 * s).trim);  // not drained yet (over an eighth)
-  d = g.observe(100, 10, 800, 80, 4 * s);
+  EXPECT_FALSE(g.observe(100, 10, 800, 80, 4 * s).trim);  // drained from here
+  d = g.observe(100, 10, 800, 80, 4 * s + 200 * ms);
   EXPECT_TRUE(d.trim);
   EXPECT_FALSE(d.after_overload);
+}
+
+// A blast's queues drain for a moment between its batches: a trim then gives back pages the next
+// batches fault in again. Only queues drained at every observation for 200 ms are trimmed.
+TEST(BudgetGate, MG5_QueuesDrainedForAMomentAreNotTrimmed) {
+  constexpr uint64_t ms = 1'000'000;
+  budget_gate g;
+  g.observe(300, 0, 800, 80, 0);  // a spike
+  EXPECT_FALSE(g.observe(0, 0, 800, 80, 10 * ms).trim);
+  EXPECT_FALSE(g.observe(101, 0, 800, 80, 100 * ms).trim) << "over an eighth: the quiet restarts";
+  EXPECT_FALSE(g.observe(0, 0, 800, 80, 150 * ms).trim);
+  auto d = g.observe(100, 0, 800, 80, 349 * ms);  // 199 ms since 150
+  EXPECT_FALSE(d.trim);
+  EXPECT_TRUE(d.trim_due);
+  EXPECT_TRUE(g.observe(0, 10, 800, 80, 350 * ms).trim);
 }
 
 // Queues that swing around a quarter of the budget are trimmed at most once a second.
@@ -199,13 +220,15 @@ TEST(BudgetGate, MG5_AtMostOneTrimASecond) {
   constexpr uint64_t ms = 1'000'000;
   budget_gate g;
   g.observe(200, 0, 800, 80, 0);
-  EXPECT_TRUE(g.observe(0, 0, 800, 80, 10 * ms).trim);
-  g.observe(200, 0, 800, 80, 20 * ms);
-  auto d = g.observe(0, 0, 800, 80, 30 * ms);  // drained again, 20 ms after the last trim
+  g.observe(0, 0, 800, 80, 10 * ms);
+  EXPECT_TRUE(g.observe(0, 0, 800, 80, 210 * ms).trim);
+  g.observe(200, 0, 800, 80, 220 * ms);
+  g.observe(0, 0, 800, 80, 230 * ms);
+  auto d = g.observe(0, 0, 800, 80, 430 * ms);  // drained 200 ms, 220 ms after the last trim
   EXPECT_FALSE(d.trim);
   EXPECT_TRUE(d.trim_due);  // still due: the reader keeps looking
-  EXPECT_FALSE(g.observe(0, 0, 800, 80, 900 * ms).trim);
-  EXPECT_TRUE(g.observe(0, 0, 800, 80, 1'010 * ms).trim);
+  EXPECT_FALSE(g.observe(0, 0, 800, 80, 1'000 * ms).trim);
+  EXPECT_TRUE(g.observe(0, 0, 800, 80, 1'210 * ms).trim);
   EXPECT_FALSE(g.observe(0, 0, 800, 80, 3'000 * ms).trim_due);
 }
 
