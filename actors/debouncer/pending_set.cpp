@@ -218,7 +218,10 @@ std::optional<emit_unit> pending_set::take(uint64_t id) {
     adapter_maps& m = maps_[a];
     if (m.removals.empty()) continue;
     const std::string& adapter = adapters_[a];
-    for (const auto& [fp, r] : m.removals) {
+    // Erased one by one, not cleared: a map past 127 slots would give its array back, and an
+    // evicting engine's next window would grow a new one from nothing.
+    for (auto it = m.removals.begin(); it != m.removals.end();) {
+      const auto& [fp, r] = *it;
       if (r.downgrade) {
         auto [g, fresh] = downgrade_group.try_emplace(r.ts_us, u.downgrades.size());
         if (fresh) u.downgrades.push_back(emit_unit::downgrade_group{r.ts_us, {}});
@@ -227,9 +230,9 @@ std::optional<emit_unit> pending_set::take(uint64_t id) {
         u.evicts.push_back(prefix_evict{fp, adapter, r.ts_us});
         if (tracking_) reported_.erase(key{a, fp});
       }
+      m.removals.erase(it++);
+      --removals_;
     }
-    removals_ -= m.removals.size();
-    m.removals.clear();
   }
   for (uint32_t i = 0; i < n && adds_ != 0; ++i) {
     const uint32_t a = (next_adapter_ + i) % n;

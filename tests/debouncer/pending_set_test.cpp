@@ -143,6 +143,39 @@ TEST(PendingSet, OverTheBoundItShedsItsAddsAndKeepsEvictions) {
   EXPECT_EQ(u->evicts.size(), 1u);
 }
 
+// Ten times the bound, adds on three adapters and evictions on one: every add is shed, on every
+// adapter, the evictions stay, and what is left still goes out.
+TEST(PendingSet, AddsTenTimesOverTheBoundAreShedOnEveryAdapter) {
+  pending_set p(pending_set::options{false, 100, 16384});
+  using r = pending_set::apply_result;
+  std::vector<prefix_op> evictions;
+  for (uint64_t i = 0; i < 40; ++i) evictions.push_back(ev(50'000 + i));
+  EXPECT_EQ(p.apply(ops("", evictions, 3, false)), r::ok);
+  size_t sheds = 0;
+  for (const std::string adapter : {"", "a", "b"}) {
+    std::vector<prefix_op> v;
+    for (uint64_t i = 0; i < 320; ++i) v.push_back(up(i));
+    for (size_t off = 0; off < v.size(); off += 40) {
+      const r res =
+          p.apply(ops(adapter, std::vector<prefix_op>(v.begin() + off, v.begin() + off + 40)));
+      ASSERT_NE(res, r::full) << "adds alone never hold the readers";
+      sheds += res == r::shed_adds;
+      EXPECT_LE(p.size(), 100u) << adapter << " " << off;
+    }
+  }
+  EXPECT_EQ(sheds, 12u) << "40 evictions + 80 adds fit; the next 40 adds shed them all";
+  EXPECT_EQ(p.pending_removals(), 40u);
+  EXPECT_EQ(p.drops().shed + p.pending_adds(), 3u * 320);
+  EXPECT_GE(p.drops().shed, 3u * 320 - 60);
+  size_t evicted = 0, added = 0;
+  while (auto u = p.take(evicted + added + 1)) {
+    evicted += u->evicts.size();
+    added += u->adds.size();
+  }
+  EXPECT_EQ(evicted, 40u);
+  EXPECT_EQ(added + p.drops().shed, 3u * 320);
+}
+
 TEST(PendingSet, EvictionsAloneOverTheBoundAreKeptAndSaidFull) {
   pending_set p(pending_set::options{false, 3, 16384});
   using r = pending_set::apply_result;
