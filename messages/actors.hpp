@@ -70,6 +70,8 @@ using shard_actor = caf::typed_actor<
   caf::reacts_to<shard_work_ptr>,
   // AllBlocksCleared: forgets everything; later work carries epoch >= the given one.
   caf::reacts_to<atom::clear, uint64_t>,
+  // Timer (its own): sizes the index from the engine's capacity while no work has come (PS8).
+  caf::reacts_to<atom::size_index>,
   // The next chunk of a walk (request id, partition, position, blocks wanted): its resident
   // blocks from there, as shard_ops to the debouncer (debouncer rules WK1-WK6).
   caf::reacts_to<atom::walk, uint64_t, uint32_t, uint64_t, uint32_t>,

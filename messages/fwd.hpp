@@ -35,6 +35,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvrelay, caf::first_custom_type_id)
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, snapshot, "snapshot")    // durable index: take one (cut)
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, restore, "restore")      // a data path's restore plan
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, saved, "saved")          // a snapshot write's outcome
+  // -- shard -------------------------------------------------------------------------------------
+  CAF_ADD_ATOM(kvrelay, kvrelay::atom, size_index, "size_index") // timer: size the index, no work yet
   // -- supervisor --------------------------------------------------------------------------------
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, restart, "restart")      // timer: a unit's backoff elapsed
   CAF_ADD_ATOM(kvrelay, kvrelay::atom, stable, "stable")        // timer: a unit stayed up a window

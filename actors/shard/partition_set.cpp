@@ -165,6 +165,9 @@ struct partition_set::impl {
   // first. Its blocks, usually most of them, cost no directory slot; every routed removal asks
   // its index too.
   uint16_t home = 0;
+  // PS8: room made for the base model's partition before it is declared (the shard sizes the
+  // index while the engine is still quiet); it becomes that partition's index when declared.
+  std::unique_ptr<positional_index> standby;
   counters stats;
   std::vector<uint32_t> order;     // partitions touched by the current work
   std::vector<uint16_t> holders;   // scratch
@@ -175,6 +178,10 @@ struct partition_set::impl {
     const auto id = static_cast<uint16_t>(parts.size());
     const bool base = name.empty();
     parts.push_back(std::make_unique<partition>(*this, id, std::move(name), opts));
+    if (base && standby) {  // PS8: the room made before; the base partition has no observer
+      parts.back()->index = std::move(*standby);
+      standby.reset();
+    }
     if (id == 0) return;  // the first partition is home until the base model's appears
     if (base && !parts[home]->name.empty()) {
       // The base model's partition becomes home: the old home's blocks enter the directory (once
@@ -293,6 +300,7 @@ void partition_set::declare(const shard_work& w) { impl_->declare(w); }
 void partition_set::clear() {
   for (auto& p : impl_->parts) p->index.clear();
   impl_->dir.clear();
+  impl_->standby.reset();
 }
 
 size_t partition_set::size() const noexcept { return impl_->parts.size(); }
@@ -364,6 +372,19 @@ bool partition_set::reserve_base(size_t blocks) {
   return false;
 }
 
+bool partition_set::prepare_base(size_t blocks) {
+  if (reserve_base(blocks)) return true;
+  if (!impl_->standby) impl_->standby = std::make_unique<positional_index>(impl_->opts);
+  impl_->standby->reserve(blocks);
+  return true;
+}
+
+bool partition_set::drop_standby() noexcept {
+  if (!impl_->standby) return false;
+  impl_->standby.reset();
+  return true;
+}
+
 size_t partition_set::reserve_target(double capacity, uint64_t room_bytes, bool budgeted,
                                      size_t reserved) noexcept {
   // Not a finite positive count (an absent or broken exposition): nothing to size from. 2^40
@@ -379,6 +400,7 @@ size_t partition_set::reserve_target(double capacity, uint64_t room_bytes, bool 
 size_t partition_set::heap_bytes() const noexcept {
   size_t b = impl_->dir.heap_bytes();
   for (const auto& p : impl_->parts) b += p->index.heap_bytes() + sizeof(impl::partition);
+  if (impl_->standby) b += impl_->standby->heap_bytes();
   return b;
 }
 

@@ -35,7 +35,11 @@
 //       quarter of the room it has left (reserve_target), the rest for other pipelines and the
 //       adapters' partitions. A capacity that grows (an engine restarted with a larger cache)
 //       reserves again; one that shrinks keeps what was made (a table shrinks as blocks leave,
-//       probe_table PT7).
+//       probe_table PT7). The room can be made before the base model's partition is declared
+//       (prepare_base: the shard does it while the engine is quiet, so the first batches do not
+//       pay for faulting the table in): a standby table then becomes that partition's index when
+//       it is declared, and is given back by a clear or by drop_standby (an engine whose
+//       traffic names only adapters).
 
 #include <cstddef>
 #include <cstdint>
@@ -82,6 +86,11 @@ class partition_set {
   /// PS8: makes room for `blocks` in the base model's partition (adapter ""); false (nothing
   /// done) while it is not declared.
   bool reserve_base(size_t blocks);
+  /// PS8: reserve_base, or, while the base partition is not declared, room in a standby table
+  /// that becomes its index when it is (counted in heap_bytes). True when room was made.
+  bool prepare_base(size_t blocks);
+  /// PS8: gives the standby table back, if there is one (true then).
+  bool drop_standby() noexcept;
   /// PS8: the blocks to reserve for an engine that holds `capacity` blocks, with `room_bytes`
   /// of the index's budget share left (no budget: the capacity), given `reserved` already:
   /// 0 when nothing more is to be done.

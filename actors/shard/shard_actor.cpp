@@ -9,6 +9,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <new>
 #include <optional>
 #include <string>
@@ -106,10 +107,22 @@ struct shard_state {
   // partition was sized for.
   uint32_t works_to_capacity_look = 0;
   size_t reserved = 0;
+  // PS8 before traffic: while no work has come since the start or the last clear, the shard
+  // looks on a timer of its own (backing off), so the table is faulted in while the engine is
+  // quiet, not under its first batches. A standby table made then for a base partition that the
+  // traffic never names goes back at the second look after the traffic started.
+  bool quiet = true;
+  bool quiet_look_pending = false;
+  caf::timespan quiet_look_every{};
+  uint32_t looks_since_quiet = 0;
 };
 
 // Works between two looks at the engine's capacity: a few per second at a real engine's rate.
 constexpr uint32_t capacity_every = 256;
+// The quiet looks: the first soon after the start (the scraper's first read of the engine),
+// then less and less often for an engine that never says its capacity.
+constexpr caf::timespan quiet_look_first = std::chrono::milliseconds(100);
+constexpr caf::timespan quiet_look_max = std::chrono::seconds(10);
 
 using shard_self = shard_actor::stateful_pointer<shard_state>;
 
@@ -206,13 +219,9 @@ void charge_index(shard_self self) {
 // PS8: the scraper publishes the engine's own cache size (kvrelay_engine_cache_blocks
 // {kind="capacity"}, from vLLM's cache_config_info num_gpu_blocks or SGLang's pages); read from
 // the pipeline's registry, it reaches the shard without a message of its own between two actors
-// that otherwise never talk.
-void size_from_engine(shard_state& st) {
-  if (st.works_to_capacity_look > 0) {
-    --st.works_to_capacity_look;
-    return;
-  }
-  st.works_to_capacity_look = capacity_every;
+// that otherwise never talk. True when the index is sized for what the engine says (now or
+// before); `quiet`: no work yet, so room for an undeclared base partition goes to a standby.
+bool look_at_capacity(shard_state& st, bool quiet) {
   const double capacity =
       st.ctx.metrics->sum("kvrelay_engine_cache_blocks", st.ctx.labels({{"kind", "capacity"}}));
   const memory_budget* b = st.ctx.budget.get();
@@ -220,16 +229,36 @@ void size_from_engine(shard_state& st) {
                             ? 0
                             : b->index_limit_bytes() - b->index_bytes();
   const size_t want = partition_set::reserve_target(capacity, room, b != nullptr, st.reserved);
-  if (want == 0) return;
+  if (want == 0) return st.reserved > 0;
   try {
-    if (!st.parts.reserve_base(want)) return;
+    if (!(quiet ? st.parts.prepare_base(want) : st.parts.reserve_base(want))) return false;
   } catch (const std::bad_alloc&) {
-    return;  // the table grows as blocks come instead, as without a capacity
+    return false;  // the table grows as blocks come instead, as without a capacity
   }
   st.reserved = want;
   log::info("index sized from the engine's cache",
             {{"replica", st.ctx.name}, {"engine_capacity_blocks", static_cast<uint64_t>(capacity)},
-             {"reserved_blocks", want}, {"index_bytes", st.parts.heap_bytes()}});
+             {"reserved_blocks", want}, {"index_bytes", st.parts.heap_bytes()},
+             {"before_traffic", quiet}});
+  return true;
+}
+
+void size_from_engine(shard_state& st) {
+  if (st.works_to_capacity_look > 0) {
+    --st.works_to_capacity_look;
+    return;
+  }
+  st.works_to_capacity_look = capacity_every;
+  // A look interval of traffic that never named the base model: its standby goes back.
+  if (st.looks_since_quiet++ > 0 && st.parts.drop_standby()) st.reserved = 0;
+  look_at_capacity(st, false);
+}
+
+void look_while_quiet(shard_self self) {
+  auto& st = self->state;
+  if (!st.quiet || st.quiet_look_pending) return;
+  st.quiet_look_pending = true;
+  self->delayed_send(self, st.quiet_look_every, atom::size_index_v);
 }
 
 void on_work(shard_self self, const shard_work& w) {
@@ -240,6 +269,7 @@ void on_work(shard_self self, const shard_work& w) {
     return;
   }
   st.epoch = w.epoch;
+  st.quiet = false;
   const int64_t ts_us = engine_ts_to_us(w.ts);
   for (auto& r : st.parts.apply(w)) {
     publish(st, r.partition);
@@ -332,8 +362,21 @@ shard_actor::behavior_type shard_fn(shard_self self, pipeline_context ctx, shard
                                  "Bytes the index's tables hold (charged to the memory budget)");
   st.routing.emplace(routing_rows, st.ctx.metrics, st.ctx.labels());
   if (opts.restore) restore(self, *opts.restore);
+  st.quiet_look_every = quiet_look_first;
+  look_while_quiet(self);
   return {
       [=](shard_work_ptr w) { on_work(self, *w); },
+      [=](atom::size_index) {
+        auto& s = self->state;
+        s.quiet_look_pending = false;
+        if (!s.quiet) return;
+        if (look_at_capacity(s, true)) {
+          charge_index(self);  // the standby's bytes too: the budget and kvrelay_index_bytes
+          return;
+        }
+        s.quiet_look_every = std::min(s.quiet_look_every * 2, quiet_look_max);
+        look_while_quiet(self);
+      },
       [=](atom::snapshot, snapshot_ptr s) {
         // Mailbox order makes this the cut: every work sent before it is applied.
         tsan::handoff_consume();  // the decoder's part of the cut (base/tsan.hpp)
@@ -351,6 +394,11 @@ shard_actor::behavior_type shard_fn(shard_self self, pipeline_context ctx, shard
         s.over_budget = false;  // an empty index holds what the engine holds again
         for (uint32_t p = 0; p < s.parts.size(); ++p) publish(s, p);
         charge_index(self);
+        // Sized again while the engine is quiet, or by the first work's look if that comes first.
+        s.quiet = true;
+        s.looks_since_quiet = 0;
+        s.quiet_look_every = quiet_look_first;
+        look_while_quiet(self);
       },
       [=](atom::walk, uint64_t id, uint32_t partition, uint64_t key, uint32_t max) {
         on_walk(self, id, partition, key, max);

@@ -69,6 +69,34 @@ TEST(EngineSizing, OnlyTheBaseModelsPartitionIsReservedAndOnlyOnceDeclared) {
   EXPECT_EQ(ps.index(0).heap_bytes(), lora_bytes);
 }
 
+TEST(EngineSizing, RoomMadeBeforeTheBaseIsDeclaredBecomesItsIndex) {
+  partition_set ps;
+  ASSERT_TRUE(ps.prepare_base(100'000)) << "a standby table while nothing is declared";
+  const size_t made = ps.heap_bytes();
+  EXPECT_GE(made, 100'000u * 20);
+  ps.declare(declaring({"lora-a"}));
+  EXPECT_LT(ps.index(0).heap_bytes(), 64u * 1024) << "an adapter's partition does not take it";
+  ps.declare(declaring({""}, 1));
+  EXPECT_GE(ps.index(1).heap_bytes(), 100'000u * 20) << "the base partition's index is it";
+  EXPECT_LT(ps.heap_bytes(), made + 64 * 1024) << "taken over, not made twice";
+  EXPECT_FALSE(ps.drop_standby()) << "nothing left standing by";
+  // Once declared, prepare_base is reserve_base.
+  ASSERT_TRUE(ps.prepare_base(200'000));
+  EXPECT_GE(ps.index(1).heap_bytes(), 200'000u * 20);
+}
+
+TEST(EngineSizing, AStandbyGoesBackOnAClearOrWhenDropped) {
+  partition_set ps;
+  ASSERT_TRUE(ps.prepare_base(100'000));
+  ps.clear();
+  EXPECT_LT(ps.heap_bytes(), 64u * 1024);
+  ASSERT_TRUE(ps.prepare_base(100'000));
+  EXPECT_TRUE(ps.drop_standby());
+  EXPECT_LT(ps.heap_bytes(), 64u * 1024);
+  ps.declare(declaring({""}));
+  EXPECT_LT(ps.index(0).heap_bytes(), 64u * 1024) << "a dropped standby is not taken over";
+}
+
 size_t resident_bytes() {
   long pages = 0, resident = 0;
   if (FILE* f = std::fopen("/proc/self/statm", "r")) {
@@ -196,6 +224,80 @@ TEST(EngineSizing, AnotherReplicasCapacityIsNotThisShards) {
   for (int i = 0; i < 300; ++i) f.send({stored(1 + i)}, i == 0 ? std::vector<std::string>{""}
                                                                 : std::vector<std::string>{});
   EXPECT_LT(f.index_bytes(), 64 * 1024);
+}
+
+}  // namespace
+}  // namespace kvrelay
+
+namespace kvrelay {
+namespace {
+
+TEST(EngineSizing, TheShardSizesItsIndexWhileTheEngineIsQuiet) {
+  shard_fixture f;
+  // No capacity yet: the shard keeps looking, less and less often.
+  f.t.advance(std::chrono::milliseconds(1000));
+  EXPECT_LT(f.index_bytes(), 64 * 1024);
+  EXPECT_TRUE(f.t.has_timer()) << "still looking while no work came";
+  f.engine_says(200'000);
+  for (int i = 0; i < 20 && f.index_bytes() < 200'000 * 20; ++i) f.t.fire_next_timer();
+  EXPECT_GE(f.index_bytes(), 200'000.0 * 20) << "sized before any work";
+  EXPECT_LE(f.index_bytes(), 200'000.0 * 32);
+  EXPECT_FALSE(f.t.has_timer()) << "no more looks once sized";
+  const double sized = f.index_bytes();
+  // The first work declares the base model's partition: it takes the table made for it.
+  f.send({stored(1)}, {""});
+  EXPECT_LT(f.index_bytes(), sized + 64 * 1024);
+  EXPECT_GE(f.index_bytes(), sized);
+  for (int i = 0; i < 600; ++i) f.send({stored(2 + i)});
+  EXPECT_LT(f.index_bytes(), sized + 64 * 1024) << "kept: the base partition uses it";
+}
+
+TEST(EngineSizing, WorkBeforeTheQuietLookStopsIt) {
+  shard_fixture f;
+  f.engine_says(200'000);
+  f.send({stored(1)}, {""});  // the first work's own look sizes it (PS8), in the data path
+  EXPECT_GE(f.index_bytes(), 200'000.0 * 20);
+  const double sized = f.index_bytes();
+  f.t.advance(std::chrono::milliseconds(1000));
+  EXPECT_FALSE(f.t.has_timer()) << "traffic came: no quiet looks";
+  EXPECT_EQ(f.index_bytes(), sized);
+}
+
+TEST(EngineSizing, AStandbyTheTrafficNeverNamesGoesBack) {
+  shard_fixture f;
+  f.engine_says(200'000);
+  f.t.advance(std::chrono::milliseconds(100));
+  ASSERT_GE(f.index_bytes(), 200'000.0 * 20) << "made while quiet, for the base model";
+  // Traffic for one adapter only: a look interval later the standby is given back.
+  f.send({stored(1)}, {"lora-a"});
+  EXPECT_GE(f.index_bytes(), 200'000.0 * 20) << "kept through the first look";
+  for (int i = 0; i < 300; ++i) f.send({stored(2 + i)});
+  EXPECT_LT(f.index_bytes(), 64 * 1024);
+  // The base model's partition, declared later, is sized by the next look as before.
+  f.send({stored(1000)}, {""}, 1);
+  for (int i = 0; i < 300 && f.index_bytes() < 200'000 * 20; ++i) {
+    auto ev = stored(2000 + i);
+    auto w = std::make_shared<shard_work>();
+    w->epoch = f.epoch;
+    w->events.push_back(std::move(ev));
+    w->partitions.assign(1, 1);
+    caf::anon_send(f.aut, shard_work_ptr{w});
+    f.t.run();
+  }
+  EXPECT_GE(f.index_bytes(), 200'000.0 * 20);
+}
+
+TEST(EngineSizing, AfterAClearTheQuietLookSizesTheIndexAgain) {
+  shard_fixture f;
+  f.engine_says(200'000);
+  f.send({stored(1)}, {""});
+  ASSERT_GE(f.index_bytes(), 200'000.0 * 20);
+  caf::anon_send(f.aut, atom::clear_v, uint64_t{2});
+  f.t.run();
+  f.epoch = 2;
+  EXPECT_LT(f.index_bytes(), 64 * 1024) << "a clear gives the arrays back (PT5)";
+  f.t.advance(std::chrono::milliseconds(100));
+  EXPECT_GE(f.index_bytes(), 200'000.0 * 20) << "sized again before the next work";
 }
 
 }  // namespace
