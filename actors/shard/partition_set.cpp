@@ -126,6 +126,7 @@ class directory {
     return keys_.route(k, scratch, forgot);
   }
   void clear() { keys_.clear(); }
+  void prefetch(uint64_t k) const noexcept { keys_.single.prefetch(k); }
   size_t size() const noexcept { return keys_.single.size(); }
   size_t heap_bytes() const noexcept {
     return keys_.single.heap_bytes() + keys_.shared.size() * 64;  // rare; a rough figure is enough
@@ -232,6 +233,13 @@ struct partition_set::impl {
     }
     routing = true;
     partition& home_part = *parts[home];
+    // Both tables a removal asks, for every hash first: their misses overlap (positional_index
+    // does the same for its own events).
+    for (const engine_hash& h : ev.block_hashes) {
+      if (h.is_bytes()) continue;
+      home_part.index.prefetch(h.value);
+      dir.prefetch(h.value);
+    }
     for (size_t i = 0; i < ev.block_hashes.size(); ++i) {
       const engine_hash& h = ev.block_hashes[i];
       const uint32_t* left = counts ? counts + i : nullptr;
@@ -269,6 +277,9 @@ struct partition_set::impl {
         }
         partition& p = *parts[id];
         p.had_store = true;
+        if (id != home && parts.size() > 1)  // each new block of it enters the directory (PS3)
+          for (const engine_hash& h : ev.stored.block_hashes)
+            if (!h.is_bytes()) dir.prefetch(h.value);
         p.index.stored(ev.stored, p.ops);
         touch(p);
       }

@@ -466,6 +466,10 @@ void positional_index::stored(const block_stored& ev, std::vector<index_op>& out
     return;
   }
 
+  // Every block's home slot is asked for before the first is written: their misses overlap
+  // (a big index is cold at every new key), not one after another. Byte hashes are folded once.
+  for (const engine_hash& h : ev.block_hashes)
+    if (!h.is_bytes()) m.ints.prefetch(h.value);
   const unsigned ti = tier_index(ev.medium.tier);
   for (size_t i = 0; i < n; ++i) {
     bool taken;
@@ -504,6 +508,8 @@ void positional_index::removed(const block_removed& ev, std::vector<index_op>& o
     return;
   }
   const uint32_t* counts = usable_counts(ev);
+  for (const engine_hash& h : ev.block_hashes)  // as in stored()
+    if (!h.is_bytes()) m.ints.prefetch(h.value);
   for (size_t i = 0; i < ev.block_hashes.size(); ++i)
     if (m.remove_hash(index_key(ev.block_hashes[i]), ev.medium, counts ? counts + i : nullptr, out) ==
         removal::unknown)
@@ -527,6 +533,8 @@ size_t positional_index::size() const noexcept { return impl_->size(); }
 size_t positional_index::tier_blocks(tier t) const noexcept {
   return impl_->tier_count[tier_index(t)];
 }
+
+void positional_index::prefetch(uint64_t key) const noexcept { impl_->ints.prefetch(key); }
 
 bool positional_index::contains(const engine_hash& h) const {
   return impl_->find(index_key(h)) != nullptr;

@@ -187,6 +187,9 @@ class positional_index {
   /// Blocks holding a copy at `t`, counted only for a bounded tier (IX8); 0 otherwise.
   size_t tier_blocks(tier t) const noexcept;
   bool contains(const engine_hash& h) const;
+  /// Asks the cache for the slot of `key` (an index_key), ahead of a removal or store of it: a
+  /// big index is cold at every key, and misses asked for together overlap.
+  void prefetch(uint64_t key) const noexcept;
   /// Copies counted for `h` at tier `t` (0 when absent).
   uint32_t copies(const engine_hash& h, tier t) const;
 
