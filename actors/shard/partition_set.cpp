@@ -311,7 +311,6 @@ void partition_set::declare(const shard_work& w) { impl_->declare(w); }
 void partition_set::clear() {
   for (auto& p : impl_->parts) p->index.clear();
   impl_->dir.clear();
-  impl_->standby.reset();
 }
 
 size_t partition_set::size() const noexcept { return impl_->parts.size(); }

@@ -38,8 +38,8 @@
 //       probe_table PT7). The room can be made before the base model's partition is declared
 //       (prepare_base: the shard does it while the engine is quiet, so the first batches do not
 //       pay for faulting the table in): a standby table then becomes that partition's index when
-//       it is declared, and is given back by a clear or by drop_standby (an engine whose
-//       traffic names only adapters).
+//       it is declared, and is given back by drop_standby (an engine whose traffic names only
+//       adapters). A clear keeps it: it holds no blocks, and the engine's size is unchanged.
 
 #include <cstddef>
 #include <cstdint>

@@ -107,22 +107,25 @@ struct shard_state {
   // partition was sized for.
   uint32_t works_to_capacity_look = 0;
   size_t reserved = 0;
-  // PS8 before traffic: while no work has come since the start or the last clear, the shard
-  // looks on a timer of its own (backing off), so the table is faulted in while the engine is
-  // quiet, not under its first batches. A standby table made then for a base partition that the
-  // traffic never names goes back at the second look after the traffic started.
+  // PS8 before traffic: until the first work the shard looks on a timer of its own (backing
+  // off, a bounded number of times), so the table is faulted in while the engine is quiet, not
+  // under its first batches. A standby table made then for a base partition that the traffic
+  // never names goes back at the second look after the traffic started.
   bool quiet = true;
   bool quiet_look_pending = false;
   caf::timespan quiet_look_every{};
+  uint32_t quiet_looks_left = 0;
   uint32_t looks_since_quiet = 0;
 };
 
 // Works between two looks at the engine's capacity: a few per second at a real engine's rate.
 constexpr uint32_t capacity_every = 256;
 // The quiet looks: the first soon after the start (the scraper's first read of the engine),
-// then less and less often for an engine that never says its capacity.
+// then less and less often, ~100 s in all: an engine that has said nothing by then (or no
+// scraping) leaves the sizing to the first work's look, and an idle shard no timer.
 constexpr caf::timespan quiet_look_first = std::chrono::milliseconds(100);
 constexpr caf::timespan quiet_look_max = std::chrono::seconds(10);
+constexpr uint32_t quiet_looks = 16;
 
 using shard_self = shard_actor::stateful_pointer<shard_state>;
 
@@ -256,7 +259,8 @@ void size_from_engine(shard_state& st) {
 
 void look_while_quiet(shard_self self) {
   auto& st = self->state;
-  if (!st.quiet || st.quiet_look_pending) return;
+  if (!st.quiet || st.quiet_look_pending || st.quiet_looks_left == 0) return;
+  --st.quiet_looks_left;
   st.quiet_look_pending = true;
   self->delayed_send(self, st.quiet_look_every, atom::size_index_v);
 }
@@ -363,6 +367,7 @@ shard_actor::behavior_type shard_fn(shard_self self, pipeline_context ctx, shard
   st.routing.emplace(routing_rows, st.ctx.metrics, st.ctx.labels());
   if (opts.restore) restore(self, *opts.restore);
   st.quiet_look_every = quiet_look_first;
+  st.quiet_looks_left = quiet_looks;
   look_while_quiet(self);
   return {
       [=](shard_work_ptr w) { on_work(self, *w); },
@@ -370,10 +375,10 @@ shard_actor::behavior_type shard_fn(shard_self self, pipeline_context ctx, shard
         auto& s = self->state;
         s.quiet_look_pending = false;
         if (!s.quiet) return;
-        if (look_at_capacity(s, true)) {
-          charge_index(self);  // the standby's bytes too: the budget and kvrelay_index_bytes
-          return;
-        }
+        const bool sized = look_at_capacity(s, true);
+        // The standby's bytes too, and what a reserve that ran out of memory left made.
+        charge_index(self);
+        if (sized) return;
         s.quiet_look_every = std::min(s.quiet_look_every * 2, quiet_look_max);
         look_while_quiet(self);
       },
@@ -394,11 +399,8 @@ shard_actor::behavior_type shard_fn(shard_self self, pipeline_context ctx, shard
         s.over_budget = false;  // an empty index holds what the engine holds again
         for (uint32_t p = 0; p < s.parts.size(); ++p) publish(s, p);
         charge_index(self);
-        // Sized again while the engine is quiet, or by the first work's look if that comes first.
-        s.quiet = true;
-        s.looks_since_quiet = 0;
-        s.quiet_look_every = quiet_look_first;
-        look_while_quiet(self);
+        // Sized again by the next work's look, not while quiet: a sleeping engine's clear gives
+        // the table back for as long as it sleeps. A standby (no blocks) outlives the clear.
       },
       [=](atom::walk, uint64_t id, uint32_t partition, uint64_t key, uint32_t max) {
         on_walk(self, id, partition, key, max);

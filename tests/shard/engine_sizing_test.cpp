@@ -85,12 +85,12 @@ TEST(EngineSizing, RoomMadeBeforeTheBaseIsDeclaredBecomesItsIndex) {
   EXPECT_GE(ps.index(1).heap_bytes(), 200'000u * 20);
 }
 
-TEST(EngineSizing, AStandbyGoesBackOnAClearOrWhenDropped) {
+TEST(EngineSizing, AStandbyOutlivesAClearAndGoesBackWhenDropped) {
   partition_set ps;
   ASSERT_TRUE(ps.prepare_base(100'000));
+  const size_t made = ps.heap_bytes();
   ps.clear();
-  EXPECT_LT(ps.heap_bytes(), 64u * 1024);
-  ASSERT_TRUE(ps.prepare_base(100'000));
+  EXPECT_EQ(ps.heap_bytes(), made) << "it holds no blocks: a clear has nothing to take";
   EXPECT_TRUE(ps.drop_standby());
   EXPECT_LT(ps.heap_bytes(), 64u * 1024);
   ps.declare(declaring({""}));
@@ -234,12 +234,14 @@ namespace {
 
 TEST(EngineSizing, TheShardSizesItsIndexWhileTheEngineIsQuiet) {
   shard_fixture f;
-  // No capacity yet: the shard keeps looking, less and less often.
+  // No capacity yet: the shard keeps looking, less and less often (100 ms, then 200 ms, ...).
   f.t.advance(std::chrono::milliseconds(1000));
   EXPECT_LT(f.index_bytes(), 64 * 1024);
   EXPECT_TRUE(f.t.has_timer()) << "still looking while no work came";
   f.engine_says(200'000);
-  for (int i = 0; i < 20 && f.index_bytes() < 200'000 * 20; ++i) f.t.fire_next_timer();
+  f.t.advance(std::chrono::milliseconds(100));
+  EXPECT_LT(f.index_bytes(), 64 * 1024) << "the next look is 200 ms after the one before";
+  f.t.advance(std::chrono::milliseconds(500));
   EXPECT_GE(f.index_bytes(), 200'000.0 * 20) << "sized before any work";
   EXPECT_LE(f.index_bytes(), 200'000.0 * 32);
   EXPECT_FALSE(f.t.has_timer()) << "no more looks once sized";
@@ -250,6 +252,19 @@ TEST(EngineSizing, TheShardSizesItsIndexWhileTheEngineIsQuiet) {
   EXPECT_GE(f.index_bytes(), sized);
   for (int i = 0; i < 600; ++i) f.send({stored(2 + i)});
   EXPECT_LT(f.index_bytes(), sized + 64 * 1024) << "kept: the base partition uses it";
+}
+
+TEST(EngineSizing, AnEngineThatNeverSaysItsCapacityStopsTheQuietLooks) {
+  shard_fixture f;
+  int looks = 0;
+  for (; looks < 100 && f.t.has_timer(); ++looks) f.t.advance(std::chrono::milliseconds(10'000));
+  EXPECT_FALSE(f.t.has_timer()) << "an idle shard keeps no timer once it gave up";
+  EXPECT_GE(looks, 10) << "it looked for a while first";
+  EXPECT_LT(f.index_bytes(), 64 * 1024);
+  // The first work's look still sizes it (PS8).
+  f.engine_says(200'000);
+  f.send({stored(1)}, {""});
+  EXPECT_GE(f.index_bytes(), 200'000.0 * 20);
 }
 
 TEST(EngineSizing, WorkBeforeTheQuietLookStopsIt) {
@@ -287,17 +302,39 @@ TEST(EngineSizing, AStandbyTheTrafficNeverNamesGoesBack) {
   EXPECT_GE(f.index_bytes(), 200'000.0 * 20);
 }
 
-TEST(EngineSizing, AfterAClearTheQuietLookSizesTheIndexAgain) {
+TEST(EngineSizing, AClearKeepsAStandbyAndLooksNoMoreWhileQuiet) {
+  shard_fixture f;
+  f.engine_says(200'000);
+  f.t.advance(std::chrono::milliseconds(100));
+  ASSERT_GE(f.index_bytes(), 200'000.0 * 20);
+  const double sized = f.index_bytes();
+  // An engine restart before any batch: the standby holds nothing and stays.
+  caf::anon_send(f.aut, atom::clear_v, uint64_t{2});
+  f.t.run();
+  f.epoch = 2;
+  EXPECT_EQ(f.index_bytes(), sized);
+  f.send({stored(1)}, {""});
+  EXPECT_LT(f.index_bytes(), sized + 64 * 1024) << "taken over, not made again";
+  EXPECT_GE(f.index_bytes(), sized);
+}
+
+TEST(EngineSizing, AClearAfterTrafficGivesTheTableBackUntilTheNextWork) {
   shard_fixture f;
   f.engine_says(200'000);
   f.send({stored(1)}, {""});
   ASSERT_GE(f.index_bytes(), 200'000.0 * 20);
+  f.t.advance(std::chrono::milliseconds(1000));  // the start's look finds traffic: no more
+  ASSERT_FALSE(f.t.has_timer());
+  // A sleeping engine's clear: its table goes back (PT5) and is not made again while it sleeps.
   caf::anon_send(f.aut, atom::clear_v, uint64_t{2});
   f.t.run();
   f.epoch = 2;
-  EXPECT_LT(f.index_bytes(), 64 * 1024) << "a clear gives the arrays back (PT5)";
-  f.t.advance(std::chrono::milliseconds(100));
-  EXPECT_GE(f.index_bytes(), 200'000.0 * 20) << "sized again before the next work";
+  EXPECT_LT(f.index_bytes(), 64 * 1024);
+  EXPECT_FALSE(f.t.has_timer());
+  f.t.advance(std::chrono::milliseconds(60'000));
+  EXPECT_LT(f.index_bytes(), 64 * 1024);
+  f.send({stored(1000)});
+  EXPECT_GE(f.index_bytes(), 200'000.0 * 20) << "the next work's look sizes it again";
 }
 
 }  // namespace
