@@ -113,7 +113,6 @@ struct shard_state {
   // never names goes back at the second look after the traffic started.
   bool quiet = true;
   bool quiet_look_pending = false;
-  caf::timespan quiet_look_every{};
   uint32_t quiet_looks_left = 0;
   uint32_t looks_since_quiet = 0;
 };
@@ -260,9 +259,12 @@ void size_from_engine(shard_state& st) {
 void look_while_quiet(shard_self self) {
   auto& st = self->state;
   if (!st.quiet || st.quiet_look_pending || st.quiet_looks_left == 0) return;
-  --st.quiet_looks_left;
+  // 100 ms, doubling with every look made, at most quiet_look_max.
+  const uint32_t made = quiet_looks - st.quiet_looks_left--;
+  const caf::timespan wait = made >= 7 ? quiet_look_max
+                                       : std::min(quiet_look_first * (1 << made), quiet_look_max);
   st.quiet_look_pending = true;
-  self->delayed_send(self, st.quiet_look_every, atom::size_index_v);
+  self->delayed_send(self, wait, atom::size_index_v);
 }
 
 void on_work(shard_self self, const shard_work& w) {
@@ -366,7 +368,6 @@ shard_actor::behavior_type shard_fn(shard_self self, pipeline_context ctx, shard
                                  "Bytes the index's tables hold (charged to the memory budget)");
   st.routing.emplace(routing_rows, st.ctx.metrics, st.ctx.labels());
   if (opts.restore) restore(self, *opts.restore);
-  st.quiet_look_every = quiet_look_first;
   st.quiet_looks_left = quiet_looks;
   look_while_quiet(self);
   return {
@@ -378,9 +379,7 @@ shard_actor::behavior_type shard_fn(shard_self self, pipeline_context ctx, shard
         const bool sized = look_at_capacity(s, true);
         // The standby's bytes too, and what a reserve that ran out of memory left made.
         charge_index(self);
-        if (sized) return;
-        s.quiet_look_every = std::min(s.quiet_look_every * 2, quiet_look_max);
-        look_while_quiet(self);
+        if (!sized) look_while_quiet(self);
       },
       [=](atom::snapshot, snapshot_ptr s) {
         // Mailbox order makes this the cut: every work sent before it is applied.

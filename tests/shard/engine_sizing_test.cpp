@@ -162,11 +162,11 @@ struct shard_fixture {
   }
 
   void send(std::vector<kv_event> events, std::vector<std::string> names = {},
-            uint32_t first_new = 0) {
+            uint32_t first_new = 0, uint32_t partition = 0) {
     auto w = std::make_shared<shard_work>();
     w->epoch = epoch;
     w->events = std::move(events);
-    w->partitions.assign(w->events.size(), 0);
+    w->partitions.assign(w->events.size(), partition);
     w->first_new = first_new;
     w->new_partitions = std::move(names);
     caf::anon_send(aut, shard_work_ptr{w});
@@ -267,6 +267,16 @@ TEST(EngineSizing, AnEngineThatNeverSaysItsCapacityStopsTheQuietLooks) {
   EXPECT_GE(f.index_bytes(), 200'000.0 * 20);
 }
 
+TEST(EngineSizing, TheQuietLookStaysInsideASmallBudget) {
+  shard_fixture f(32 * MiB);
+  const double room = static_cast<double>(f.ctx.budget->index_limit_bytes());
+  f.engine_says(10'000'000);  // far more than the budget can hold
+  f.t.advance(std::chrono::milliseconds(100));
+  EXPECT_GE(f.index_bytes(), room / 4 / 32 * 20) << "a standby as far as a quarter goes";
+  EXPECT_LE(f.index_bytes(), room / 4);
+  EXPECT_TRUE(f.ctx.budget->index_room(1)) << "the blocks still have room (IB3)";
+}
+
 TEST(EngineSizing, WorkBeforeTheQuietLookStopsIt) {
   shard_fixture f;
   f.engine_says(200'000);
@@ -290,15 +300,8 @@ TEST(EngineSizing, AStandbyTheTrafficNeverNamesGoesBack) {
   EXPECT_LT(f.index_bytes(), 64 * 1024);
   // The base model's partition, declared later, is sized by the next look as before.
   f.send({stored(1000)}, {""}, 1);
-  for (int i = 0; i < 300 && f.index_bytes() < 200'000 * 20; ++i) {
-    auto ev = stored(2000 + i);
-    auto w = std::make_shared<shard_work>();
-    w->epoch = f.epoch;
-    w->events.push_back(std::move(ev));
-    w->partitions.assign(1, 1);
-    caf::anon_send(f.aut, shard_work_ptr{w});
-    f.t.run();
-  }
+  for (int i = 0; i < 300 && f.index_bytes() < 200'000 * 20; ++i)
+    f.send({stored(2000 + i)}, {}, 0, 1);
   EXPECT_GE(f.index_bytes(), 200'000.0 * 20);
 }
 
