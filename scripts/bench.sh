@@ -29,6 +29,9 @@
 # BENCH_NO_CALLGRIND=1 leaves the callgrind run out of the profile case (perf alone, minutes less).
 # The profile case's perf runs: a 1 M-block blast, an evicting blast, and paced 100 k and 10 k
 # blocks/s; BENCH_PERF_FLAGS adds flags to their `perf record` (e.g. -g, for call graphs).
+# Every case also writes threads-CASE.txt: each kvrelay thread's CPU from the go until drained
+# (schedstat, in ns: the headline figure is CLK_TCK's, ~170 ns a block at 10 k/s for 6 s) and its
+# context switches, voluntary and not.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -125,6 +128,14 @@ ctx_switches() {  # voluntary + involuntary context switches of every live threa
   cat /proc/"$1"/task/*/status 2>/dev/null |
     awk '/^(voluntary|nonvoluntary)_ctxt_switches:/ { s += $2 } END { printf "%d", s + 0 }'
 }
+thread_snapshot() {  # per live thread of a process: tid, name, CPU ns (schedstat), switches (vol. inv.)
+  local t
+  for t in /proc/"$1"/task/*; do
+    printf '%s\t%s\t%s\t%s\n' "${t##*/}" "$(cat "$t/comm" 2>/dev/null)" "$(cut -d' ' -f1 "$t/schedstat" 2>/dev/null)" \
+      "$(awk '/^voluntary_ctxt_switches:/ { v = $2 } /^nonvoluntary_ctxt_switches:/ { n = $2 }
+              END { print v + 0 " " n + 0 }' "$t/status" 2>/dev/null)"
+  done
+}
 status_kb() {  # VmRSS / VmHWM of a process, kB
   awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"
 }
@@ -156,6 +167,37 @@ sink_stats() {  # fresh JSON from the sink
   kill -USR1 "$SINK_PID"
   for _ in $(seq 250); do [[ -s "$SINK_STATS" ]] && break; sleep 0.02; done
   cat "$SINK_STATS"
+}
+# Per thread name, between two thread_snapshot files ($1, $2) over $3 blocks: CPU (schedstat, ns
+# exact where CLK_TCK quantises a paced run to ~170 ns a block) and context switches. A thread
+# that started or ended inside the window counts from zero or is missing.
+thread_table() {
+  python3 - "$@" <<'EOF'
+import collections, sys
+def load(p):
+    out = {}
+    for line in open(p):
+        f = line.rstrip("\n").split("\t")
+        if len(f) == 4 and f[2] and f[3]:
+            vol, inv = (int(x) for x in f[3].split())
+            out[f[0]] = (f[1], int(f[2]), vol, inv)
+    return out
+a, b, blocks = load(sys.argv[1]), load(sys.argv[2]), max(1, int(sys.argv[3] or 1))
+by = collections.defaultdict(lambda: [0, 0, 0, 0])
+for tid, (name, ns, vol, inv) in b.items():
+    _, ns0, vol0, inv0 = a.get(tid, (name, 0, 0, 0))
+    row = by[name]; row[0] += 1; row[1] += ns - ns0; row[2] += vol - vol0; row[3] += inv - inv0
+total = [sum(r[i] for r in by.values()) for i in range(4)]
+print(f"{'thread':<18}{'n':>3}{'cpu ms':>10}{'ns/block':>10}{'share':>8}{'switches':>10}"
+      f"{'/1k blocks':>12}{'involuntary':>13}")
+def row(name, n, ns, vol, inv, share=True):
+    pct = f"{100 * ns / max(1, total[1]):>7.1f}%" if share else " " * 8
+    print(f"{name:<18}{n:>3}{ns / 1e6:>10.1f}{ns / blocks:>10.1f}{pct}{vol + inv:>10}"
+          f"{1e3 * (vol + inv) / blocks:>12.2f}{inv:>13}")
+for name, r in sorted(by.items(), key=lambda kv: -kv[1][1]):
+    row(name, *r)
+row("all", len(b), *total[1:], share=False)
+EOF
 }
 json_field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
 
@@ -355,6 +397,7 @@ for l in open(sys.argv[1]):
   c0="$(cpu_seconds "$KV_PID")"; t0="$(now)"
   local x0 x2
   x0="$(ctx_switches "$KV_PID")"
+  thread_snapshot "$KV_PID" >"$WORK/threads0-$name.tsv"
   local perf_pid=""
   if [[ -n "$PERF_DATA" ]]; then
     perf record -e cpu-clock -F 1999 ${BENCH_PERF_FLAGS:-} -p "$KV_PID" -o "$PERF_DATA" 2>>"$OUT/perf.log" &
@@ -391,6 +434,8 @@ except ValueError: print(0)' "$expected" "$rate")"
   if [[ -n "$perf_pid" ]]; then kill -INT "$perf_pid"; wait "$perf_pid" 2>/dev/null || true; fi
   local c2 rss hwm resident gaps lost events_total
   c2="$(cpu_seconds "$KV_PID")"; x2="$(ctx_switches "$KV_PID")"
+  thread_snapshot "$KV_PID" >"$WORK/threads1-$name.tsv"
+  thread_table "$WORK/threads0-$name.tsv" "$WORK/threads1-$name.tsv" "$stored" >"$OUT/threads-$name.txt"
   rss="$(status_kb "$KV_PID" VmRSS)"; hwm="$(status_kb "$KV_PID" VmHWM)"
   if [[ -n "${BENCH_DUMP:-}" ]]; then
     curl -sf --noproxy '*' --max-time 5 "http://$ADMIN/debug/tree" > "$OUT/$name.tree.json" || true
