@@ -118,10 +118,12 @@ class reader {
         if (!section(v, "state", "state", 0)) return error();
       } else if (key == "memory") {
         if (!section(v, "memory", "memory", 0)) return error();
+      } else if (key == "cpu") {
+        if (!section(v, "cpu", "cpu", 0)) return error();
       } else if (key == "engine") {
         if (!engines(v)) return error();
       } else {
-        unknown(k, key, {"server", "admin", "state", "memory", "log", "engine"});
+        unknown(k, key, {"server", "admin", "state", "memory", "cpu", "log", "engine"});
         return error();
       }
     }
@@ -341,7 +343,7 @@ std::string to_toml(const daemon_config& c) {
                ? std::string("(unused: the servers are the targets)")
                : std::string();
   });
-  for (const auto* table : {"admin", "state", "memory", "log"})
+  for (const auto* table : {"admin", "state", "memory", "cpu", "log"})
     section(("\n[" + std::string(table) + "]").c_str(), table, 0, none);
   const auto all_pipelines = pipelines(c);
   for (size_t i = 0; i < c.engines.size(); ++i) {

@@ -78,6 +78,7 @@ KVRELAY_GLOBAL_TABLE(server_settings, "server", server)
 KVRELAY_GLOBAL_TABLE(admin_settings, "admin", admin)
 KVRELAY_GLOBAL_TABLE(state_settings, "state", state)
 KVRELAY_GLOBAL_TABLE(memory_settings, "memory", memory)
+KVRELAY_GLOBAL_TABLE(cpu_settings, "cpu", cpu)
 KVRELAY_GLOBAL_TABLE(log_settings, "log", log)
 #undef KVRELAY_GLOBAL_TABLE
 template <>
@@ -104,6 +105,7 @@ const char* allowed_for(readiness_policy) { return allowed_readiness_policies();
 const char* allowed_for(admin_public) { return allowed_admin_public(); }
 const char* allowed_for(unknown_parent) { return allowed_unknown_parents(); }
 const char* allowed_for(cache_tier) { return allowed_cache_tiers(); }
+const char* allowed_for(cpu_scheduling) { return allowed_cpu_schedulings(); }
 const char* allowed_for(log_format) { return allowed_log_formats(); }
 const char* allowed_for(log_level) { return allowed_log_levels(); }
 
@@ -571,6 +573,15 @@ std::vector<setting> make_schema() {
                        : "";
           }));
 
+  // [cpu]
+  add(row(&cpu_settings::scheduling, "scheduling",
+          "`batch` (Linux `SCHED_BATCH`, for every thread of kvrelay: one that wakes waits for "
+          "the running thread, the engine's included, to sleep or use up its slice instead of "
+          "preempting it; about a third fewer context switches a block) or `inherit` (the "
+          "policy kvrelay was started with). `batch` changes only the normal policy: one chosen "
+          "by whoever started kvrelay (`chrt`, the runtime) is kept")
+          .flag("cpu-scheduling"));
+
   // [log]
   add(row(&log_settings::format, "format",
           "`json` (one object per line on stderr, like the Go sidecar) or `text`; every line "
@@ -770,8 +781,8 @@ const std::vector<setting>& schema() {
 }
 
 const std::vector<std::string_view>& schema_tables() {
-  static const std::vector<std::string_view> tables = {"server", "admin", "state", "memory",
-                                                       "log",    "engine", "engine.metrics"};
+  static const std::vector<std::string_view> tables = {
+      "server", "admin", "state", "memory", "cpu", "log", "engine", "engine.metrics"};
   return tables;
 }
 

@@ -26,6 +26,7 @@ constexpr const char* eviction_mode_names[] = {"auto", "expire", "rpc"};
 constexpr const char* shutdown_action_names[] = {"clear", "keep"};
 constexpr const char* readiness_policy_names[] = {"any", "all", "quorum"};
 constexpr const char* admin_public_names[] = {"auto", "on", "off"};
+constexpr const char* cpu_scheduling_names[] = {"batch", "inherit"};
 constexpr const char* log_format_names[] = {"json", "text"};
 constexpr const char* log_level_names[] = {"debug", "info", "warn", "error"};
 
@@ -42,6 +43,9 @@ const char* to_string(readiness_policy v) {
   return readiness_policy_names[static_cast<size_t>(v)];
 }
 const char* to_string(admin_public v) { return admin_public_names[static_cast<size_t>(v)]; }
+const char* to_string(cpu_scheduling v) {
+  return cpu_scheduling_names[static_cast<size_t>(v)];
+}
 const char* to_string(log_format v) { return log_format_names[static_cast<size_t>(v)]; }
 const char* to_string(log_level v) { return log_level_names[static_cast<size_t>(v)]; }
 
@@ -62,6 +66,9 @@ bool parse(std::string_view s, readiness_policy& out) {
 bool parse(std::string_view s, admin_public& out) {
   return parse_from(admin_public_names, s, out);
 }
+bool parse(std::string_view s, cpu_scheduling& out) {
+  return parse_from(cpu_scheduling_names, s, out);
+}
 bool parse(std::string_view s, log_format& out) { return parse_from(log_format_names, s, out); }
 bool parse(std::string_view s, log_level& out) { return parse_from(log_level_names, s, out); }
 
@@ -72,6 +79,7 @@ const char* allowed_eviction_modes() { return "auto, expire, rpc"; }
 const char* allowed_shutdown_actions() { return "clear, keep"; }
 const char* allowed_readiness_policies() { return "any, all, quorum"; }
 const char* allowed_admin_public() { return "auto, on, off"; }
+const char* allowed_cpu_schedulings() { return "batch, inherit"; }
 const char* allowed_log_formats() { return "json, text"; }
 const char* allowed_log_levels() { return "debug, info, warn, error"; }
 

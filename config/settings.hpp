@@ -66,6 +66,12 @@ enum class admin_public : uint8_t {
   off,
 };
 
+/// The scheduling policy of kvrelay's threads.
+enum class cpu_scheduling : uint8_t {
+  batch,    // SCHED_BATCH: a thread that wakes never preempts the one running (the engine's)
+  inherit,  // the policy kvrelay was started with, untouched
+};
+
 enum class log_format : uint8_t { json, text };
 enum class log_level : uint8_t { debug, info, warn, error };
 
@@ -76,6 +82,7 @@ const char* to_string(eviction_mode v);
 const char* to_string(shutdown_action v);
 const char* to_string(readiness_policy v);
 const char* to_string(admin_public v);
+const char* to_string(cpu_scheduling v);
 const char* to_string(log_format v);
 const char* to_string(log_level v);
 /// Exact, case-sensitive parses; false (and `out` untouched) for anything else.
@@ -86,6 +93,7 @@ bool parse(std::string_view s, eviction_mode& out);
 bool parse(std::string_view s, shutdown_action& out);
 bool parse(std::string_view s, readiness_policy& out);
 bool parse(std::string_view s, admin_public& out);
+bool parse(std::string_view s, cpu_scheduling& out);
 bool parse(std::string_view s, log_format& out);
 bool parse(std::string_view s, log_level& out);
 /// The accepted names, comma separated, in the order messages and docs list them.
@@ -96,6 +104,7 @@ const char* allowed_eviction_modes();  // "auto, expire, rpc"
 const char* allowed_shutdown_actions(); // "clear, keep"
 const char* allowed_readiness_policies(); // "any, all, quorum"
 const char* allowed_admin_public();       // "auto, on, off"
+const char* allowed_cpu_schedulings(); // "batch, inherit"
 const char* allowed_log_formats();     // "json, text"
 const char* allowed_log_levels();      // "debug, info, warn, error"
 
@@ -164,6 +173,11 @@ struct state_settings {
 /// The memory budget: what kvrelay may hold, from which every queue bound derives.
 struct memory_settings {
   int64_t budget = 0;  // bytes; 0 = the cgroup's memory limit less half (≥ 16 MiB), else 512 MiB
+};
+
+/// How kvrelay's threads share the CPU with the engine's.
+struct cpu_settings {
+  cpu_scheduling scheduling = cpu_scheduling::batch;
 };
 
 struct log_settings {
@@ -241,6 +255,7 @@ struct daemon_config {
   admin_settings admin;
   state_settings state;
   memory_settings memory;
+  cpu_settings cpu;
   log_settings log;
   std::vector<engine_settings> engines;
   /// Where each key's value came from ("file:line:col" or "--flag"), by key path such as

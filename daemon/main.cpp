@@ -23,6 +23,7 @@
 
 #include "config/flags.hpp"
 #include "config/loader.hpp"
+#include "daemon/cpu_setup.hpp"
 #include "daemon/daemon.hpp"
 #include "daemon/discovered_engines.hpp"
 #include "base/log.hpp"
@@ -94,10 +95,13 @@ int main(int argc, char** argv) {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  const auto& c = cfg.value();
+  // Likewise the scheduling policy, which every thread inherits (daemon/cpu_setup.hpp); said
+  // after the start lines, which stay the first.
+  const log::record scheduling = apply_cpu_scheduling(c.cpu.scheduling);
 
   // The reference's start line (C08), once per engine: each names its own endpoint and model
   // (a node daemon's second engine is not the first one's).
-  const auto& c = cfg.value();
   for (size_t i = 0; i < c.engines.size(); ++i) {
     const auto& e = c.engines[i];
     // What the engine will tell is not known yet: say so rather than log a placeholder.
@@ -117,6 +121,7 @@ int main(int argc, char** argv) {
                {"engine", std::to_string(i + 1) + "/" + std::to_string(c.engines.size())},
                {"engines", c.engines.size()}});
   }
+  log::write(scheduling);
   kvrelay::daemon d(cfg.value());
   std::string error;
   if (!d.start(error)) {

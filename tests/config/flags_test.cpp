@@ -33,10 +33,10 @@ TEST(ParseFlags, EveryReferenceFlagIsDefined) {
         "config", "check", "version", "replay-endpoint", "dp-size", "dp-mode", "unknown-parent",
         "admin-listen", "log-format", "log-level", "eviction-mode", "engine-url", "state-dir",
         "memory-budget", "scoped-evictions", "server-readiness", "admin-public",
-        "discover-via-metrics"}) {
+        "discover-via-metrics", "cpu-scheduling"}) {
     EXPECT_TRUE(std::count(names.begin(), names.end(), ref)) << ref;
   }
-  EXPECT_EQ(names.size(), 34u);
+  EXPECT_EQ(names.size(), 35u);
 }
 
 TEST(ParseFlags, SingleAndDoubleDashAreEquivalent) {

@@ -189,7 +189,7 @@ TEST(LoadToml, InlineTablesWork) {
 TEST(LoadTomlErrors, UnknownTopLevelKey) {
   EXPECT_EQ(load_error("[sever]\naddress = \"h:1\"\n"),
             "t.toml:1:2: sever: unknown key; did you mean \"server\"? (allowed: server, admin, "
-            "state, memory, log, engine)");
+            "state, memory, cpu, log, engine)");
 }
 
 // The durable index: [state], --state-dir, and on_shutdown's default with it.
@@ -273,6 +273,8 @@ TEST(LoadTomlErrors, BadValues) {
             "gpu, cpu)");
   EXPECT_EQ(load_error("[log]\nformat = \"xml\"\n"),
             "t.toml:2:10: log.format: invalid value \"xml\" (allowed: json, text)");
+  EXPECT_EQ(load_error("[cpu]\nscheduling = \"fifo\"\n"),
+            "t.toml:2:14: cpu.scheduling: invalid value \"fifo\" (allowed: batch, inherit)");
   EXPECT_EQ(load_error(std::string(minimal) + "[engine.metrics]\ncache_size_bytes = -1\n"),
             "t.toml:5:20: engine[0].metrics.cache_size_bytes: must be >= 0");
   EXPECT_EQ(load_error(std::string(minimal) + "[engine.metrics]\ncache_size_bytes = \"1 GB x\"\n"),

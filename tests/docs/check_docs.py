@@ -85,6 +85,7 @@ FOREIGN_FLAGS = {
     "google benchmark": ["benchmark_filter", "benchmark_counters_tabular", "benchmark_min_time",
                          "benchmark_repetitions", "benchmark_format", "benchmark_out"],
     "systemctl": ["now"],
+    "chrt": ["idle"],
     "kubectl": ["from-literal"],
 }
 

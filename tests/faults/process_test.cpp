@@ -7,13 +7,17 @@
 
 #include <gtest/gtest.h>
 
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <regex>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "base/build_info.hpp"
@@ -352,6 +356,82 @@ TEST(ProcessLog, TextFormatHoldsFromTheFirstLine) {
   EXPECT_EQ(*code, 2);
   EXPECT_NE(bad.err().find(" ERROR invalid config"), std::string::npos) << bad.err();
   EXPECT_EQ(bad.err().find('{'), std::string::npos) << bad.err();
+}
+
+// Each thread of process `pid`: its name → the scheduling policies its threads of that name
+// run under (field 41 of /proc/PID/task/TID/stat; 0 normal, 3 batch, 5 idle).
+std::map<std::string, std::set<int>> thread_policies(pid_t pid) {
+  std::map<std::string, std::set<int>> out;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (const dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string stat = read_file(dir + "/" + e->d_name + "/stat");
+    const auto open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));  // field 3 (state) onwards
+    std::string field;
+    for (int i = 3; i <= 41 && rest >> field; ++i)
+      if (i == 41) out[stat.substr(open + 1, close - open - 1)].insert(std::stoi(field));
+  }
+  closedir(d);
+  return out;
+}
+
+// [cpu] scheduling: every thread the daemon runs (CAF's, ZMQ's, gRPC's, its own) is SCHED_BATCH
+// by default; `inherit` leaves the normal policy; a policy chosen at start (chrt --idle) is kept
+// under the default too.
+TEST(ProcessScheduling, EveryThreadRunsUnderThePolicyTheSettingNames) {
+  temp_dir dir;
+  dir.write("inherit.toml", "[cpu]\nscheduling = \"inherit\"\n");
+  const std::vector<std::string> engine{"--replica-id=r", "--model-id=m", "--server=127.0.0.1:9",
+                                        "--engine-metrics-url=", "--admin-listen=",
+                                        "--engine-endpoint=tcp://127.0.0.1:9"};
+  struct run {
+    const char* name;
+    std::vector<std::string> prefix, extra;
+    int policy;
+    const char* logged;
+  };
+  const std::vector<run> runs{
+      {"default", {}, {}, 3, "policy=batch why=set"},
+      {"--cpu-scheduling=inherit", {}, {"--cpu-scheduling=inherit"}, 0, "policy=normal"},
+      {"[cpu] scheduling = \"inherit\"", {}, {"--config", dir.file("inherit.toml")}, 0,
+       "policy=normal"},
+      {"chrt --idle", {"/usr/bin/chrt", "--idle", "0"}, {}, 5, "policy=idle"},
+  };
+  for (const auto& r : runs) {
+    SCOPED_TRACE(r.name);
+    std::vector<std::string> args = r.prefix;
+    args.insert(args.end(), {binary, "--log-format=text"});
+    args.insert(args.end(), r.extra.begin(), r.extra.end());
+    args.insert(args.end(), engine.begin(), engine.end());
+    child_process p(args, dir.path());
+    ASSERT_GT(p.pid(), 0);
+    ASSERT_TRUE(wait_logged(p, "subscribed to engine KV events")) << p.err();
+    // The pipeline runs: CAF's workers and clock, ZMQ's I/O thread, the ingress thread, gRPC's.
+    std::map<std::string, std::set<int>> threads;
+    ASSERT_TRUE(wait_until(
+        [&] {
+          threads = thread_policies(p.pid());
+          return threads.count("caf.multiplexer") && threads.count("ZMQbg/IO/0") &&
+                 threads.count("kvr.ingress");
+        },
+        15s));
+    for (const auto& [name, policies] : threads)
+      EXPECT_EQ(policies, std::set<int>{r.policy}) << "thread " << name;
+    const auto err = p.err();
+    const auto said = err.find("cpu scheduling");
+    EXPECT_NE(said, std::string::npos) << err;
+    EXPECT_LT(err.find("kvevent-subscriber starting"), said) << "the start line comes first\n"
+                                                             << err;
+    EXPECT_NE(err.find(r.logged), std::string::npos) << err;
+    p.signal(SIGTERM);
+    const auto code = p.wait(10s);
+    ASSERT_TRUE(code.has_value());
+    EXPECT_EQ(*code, 0) << p.err();
+  }
 }
 
 TEST(ProcessVersion, NamesTheLibrariesItRunsWith) {
