@@ -577,9 +577,9 @@ std::vector<setting> make_schema() {
   add(row(&cpu_settings::scheduling, "scheduling",
           "`batch` (Linux `SCHED_BATCH`, for every thread of kvrelay: one that wakes waits for "
           "the running thread, the engine's included, to sleep or use up its slice instead of "
-          "preempting it; about a third fewer context switches a block) or `inherit` (the "
-          "policy kvrelay was started with). `batch` changes only the normal policy: one chosen "
-          "by whoever started kvrelay (`chrt`, the runtime) is kept")
+          "preempting it; a quarter to a third fewer context switches a block) or `inherit` "
+          "(the policy kvrelay was started with). `batch` changes only the normal policy: one "
+          "chosen by whoever started kvrelay (`chrt`, the runtime) is kept")
           .flag("cpu-scheduling"));
 
   // [log]

@@ -68,7 +68,7 @@ enum class admin_public : uint8_t {
 
 /// The scheduling policy of kvrelay's threads.
 enum class cpu_scheduling : uint8_t {
-  batch,    // SCHED_BATCH: a thread that wakes never preempts the one running (the engine's)
+  batch,    // SCHED_BATCH: a thread that wakes does not preempt the one running (the engine's)
   inherit,  // the policy kvrelay was started with, untouched
 };
 

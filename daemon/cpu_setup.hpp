@@ -12,9 +12,9 @@
 // woken thread preempts the one that woke it when they share a CPU, so each hand-off costs the
 // waker a second switch, and a kvrelay thread that wakes preempts an engine thread (a
 // scheduler loop that keeps a GPU busy) in the same way. SCHED_BATCH only drops that wake-up
-// preemption: the thread runs when the running one sleeps or its slice ends. Measured: about a
-// third fewer context switches a block at 10^4-10^5 blocks/s and 30-45 % fewer in a blast, the
-// same latency, the same CPU within the runs' spread (BENCHMARKS.md).
+// preemption: the thread runs when the running one sleeps or its slice ends. Measured: 23-35 %
+// fewer context switches a block at 10^4-10^5 blocks/s and ~40 % fewer in a blast, the same
+// latency, CPU a block within -4 % to +6 % (inside the spread of identical runs; BENCHMARKS.md).
 
 #include "base/log.hpp"
 #include "config/settings.hpp"
@@ -26,7 +26,8 @@ const char* scheduling_policy_name(int policy);
 
 /// Applies `want` to the calling thread and says what it did, for the log. Fails open: a
 /// policy that cannot be set leaves the one kvrelay has (a warning, never an exit). `batch`
-/// replaces only the normal policy; one chosen by whoever started kvrelay is kept.
+/// replaces only the normal policy (keeping reset-on-fork if set); one chosen by whoever
+/// started kvrelay is kept.
 log::record apply_cpu_scheduling(config::cpu_scheduling want);
 
 }  // namespace kvrelay

@@ -133,7 +133,7 @@ thread_snapshot() {  # per live thread of a process: tid, name, CPU ns (schedsta
   for t in /proc/"$1"/task/*; do
     printf '%s\t%s\t%s\t%s\n' "${t##*/}" "$(cat "$t/comm" 2>/dev/null)" "$(cut -d' ' -f1 "$t/schedstat" 2>/dev/null)" \
       "$(awk '/^voluntary_ctxt_switches:/ { v = $2 } /^nonvoluntary_ctxt_switches:/ { n = $2 }
-              END { print v + 0 " " n + 0 }' "$t/status" 2>/dev/null)"
+              END { if (NR) print v + 0 " " n + 0 }' "$t/status" 2>/dev/null)"
   done
 }
 status_kb() {  # VmRSS / VmHWM of a process, kB
@@ -187,6 +187,9 @@ by = collections.defaultdict(lambda: [0, 0, 0, 0])
 for tid, (name, ns, vol, inv) in b.items():
     _, ns0, vol0, inv0 = a.get(tid, (name, 0, 0, 0))
     row = by[name]; row[0] += 1; row[1] += ns - ns0; row[2] += vol - vol0; row[3] += inv - inv0
+if not b:
+    print("no thread's schedstat could be read (a kernel without CONFIG_SCHED_INFO?)")
+    sys.exit(0)
 total = [sum(r[i] for r in by.values()) for i in range(4)]
 print(f"{'thread':<18}{'n':>3}{'cpu ms':>10}{'ns/block':>10}{'share':>8}{'switches':>10}"
       f"{'/1k blocks':>12}{'involuntary':>13}")

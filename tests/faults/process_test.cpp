@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <sched.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -380,9 +381,11 @@ std::map<std::string, std::set<int>> thread_policies(pid_t pid) {
 }
 
 // [cpu] scheduling: every thread the daemon runs (CAF's, ZMQ's, gRPC's, its own) is SCHED_BATCH
-// by default; `inherit` leaves the normal policy; a policy chosen at start (chrt --idle) is kept
-// under the default too.
+// by default, and keeps the normal policy under `inherit`, by flag or file. (What is kept when
+// kvrelay starts under another policy: tests/daemon/cpu_setup_test.cpp.)
 TEST(ProcessScheduling, EveryThreadRunsUnderThePolicyTheSettingNames) {
+  if ((sched_getscheduler(0) & ~SCHED_RESET_ON_FORK) != SCHED_OTHER)
+    GTEST_SKIP() << "the test runs under another policy than the normal one, which kvrelay keeps";
   temp_dir dir;
   dir.write("inherit.toml", "[cpu]\nscheduling = \"inherit\"\n");
   const std::vector<std::string> engine{"--replica-id=r", "--model-id=m", "--server=127.0.0.1:9",
@@ -390,35 +393,37 @@ TEST(ProcessScheduling, EveryThreadRunsUnderThePolicyTheSettingNames) {
                                         "--engine-endpoint=tcp://127.0.0.1:9"};
   struct run {
     const char* name;
-    std::vector<std::string> prefix, extra;
+    std::vector<std::string> extra;
     int policy;
     const char* logged;
   };
   const std::vector<run> runs{
-      {"default", {}, {}, 3, "policy=batch why=set"},
-      {"--cpu-scheduling=inherit", {}, {"--cpu-scheduling=inherit"}, 0, "policy=normal"},
-      {"[cpu] scheduling = \"inherit\"", {}, {"--config", dir.file("inherit.toml")}, 0,
+      {"default", {}, SCHED_BATCH, "policy=batch why=set"},
+      {"--cpu-scheduling=inherit", {"--cpu-scheduling=inherit"}, SCHED_OTHER, "policy=normal"},
+      {"[cpu] scheduling = \"inherit\"", {"--config", dir.file("inherit.toml")}, SCHED_OTHER,
        "policy=normal"},
-      {"chrt --idle", {"/usr/bin/chrt", "--idle", "0"}, {}, 5, "policy=idle"},
   };
   for (const auto& r : runs) {
     SCOPED_TRACE(r.name);
-    std::vector<std::string> args = r.prefix;
-    args.insert(args.end(), {binary, "--log-format=text"});
+    std::vector<std::string> args{binary, "--log-format=text"};
     args.insert(args.end(), r.extra.begin(), r.extra.end());
     args.insert(args.end(), engine.begin(), engine.end());
     child_process p(args, dir.path());
     ASSERT_GT(p.pid(), 0);
     ASSERT_TRUE(wait_logged(p, "subscribed to engine KV events")) << p.err();
-    // The pipeline runs: CAF's workers and clock, ZMQ's I/O thread, the ingress thread, gRPC's.
+    // The pipeline runs: kvrelay's own ingress thread and CAF's workers are up (ZMQ's and gRPC's
+    // threads were made before them).
     std::map<std::string, std::set<int>> threads;
-    ASSERT_TRUE(wait_until(
+    const bool up = wait_until(
         [&] {
           threads = thread_policies(p.pid());
-          return threads.count("caf.multiplexer") && threads.count("ZMQbg/IO/0") &&
-                 threads.count("kvr.ingress");
+          return threads.count("kvr.ingress") && threads.count("caf.multiplexer");
         },
-        15s));
+        15s);
+    std::string names;
+    for (const auto& [name, policies] : threads) names += " " + name;
+    ASSERT_TRUE(up) << "threads:" << names;
+    EXPECT_GE(threads.size(), 5u) << "threads:" << names;
     for (const auto& [name, policies] : threads)
       EXPECT_EQ(policies, std::set<int>{r.policy}) << "thread " << name;
     const auto err = p.err();
