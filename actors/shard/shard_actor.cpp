@@ -261,8 +261,7 @@ void look_while_quiet(shard_self self) {
   if (!st.quiet || st.quiet_look_pending || st.quiet_looks_left == 0) return;
   // 100 ms, doubling with every look made, at most quiet_look_max.
   const uint32_t made = quiet_looks - st.quiet_looks_left--;
-  const caf::timespan wait = made >= 7 ? quiet_look_max
-                                       : std::min(quiet_look_first * (1 << made), quiet_look_max);
+  const caf::timespan wait = std::min(quiet_look_first * (1 << made), quiet_look_max);
   st.quiet_look_pending = true;
   self->delayed_send(self, wait, atom::size_index_v);
 }
