@@ -154,6 +154,7 @@ struct partition_set::impl {
     std::string name;
     positional_index index;
     std::vector<index_op> ops;
+    size_t wanted = 0;  // reserve_ops: the blocks this work stores here
     bool had_store = false;
     bool touched = false;
   };
@@ -233,14 +234,17 @@ struct partition_set::impl {
     }
     routing = true;
     partition& home_part = *parts[home];
-    // Both tables a removal asks, for every hash first: their misses overlap (positional_index
-    // does the same for its own events).
-    for (const engine_hash& h : ev.block_hashes) {
-      if (h.is_bytes()) continue;
-      home_part.index.prefetch(h.value);
-      dir.prefetch(h.value);
-    }
-    for (size_t i = 0; i < ev.block_hashes.size(); ++i) {
+    // Both tables a removal asks, prefetch_distance hashes ahead: their misses overlap
+    // (positional_index does the same for its own events).
+    const size_t n = ev.block_hashes.size();
+    const auto ask = [&](size_t i) {
+      if (i >= n || ev.block_hashes[i].is_bytes()) return;
+      home_part.index.prefetch(ev.block_hashes[i].value);
+      dir.prefetch(ev.block_hashes[i].value);
+    };
+    for (size_t i = 0; i < prefetch_distance; ++i) ask(i);
+    for (size_t i = 0; i < n; ++i) {
+      ask(i + prefetch_distance);
       const engine_hash& h = ev.block_hashes[i];
       const uint32_t* left = counts ? counts + i : nullptr;
       size_t n = 0;
@@ -262,9 +266,26 @@ struct partition_set::impl {
     routing = false;
   }
 
+  // Each partition's ops leave with the result (apply moves them out), so every work starts
+  // them from nothing: sized here for the blocks its stores bring, they are made once instead of
+  // doubling ten times over a work of 512 blocks (each step a copy, a malloc and a free).
+  void reserve_ops(const shard_work& w) {
+    for (size_t i = 0; i < w.events.size() && i < w.partitions.size(); ++i) {
+      const kv_event& ev = w.events[i];
+      if (ev.type != event_type::stored || w.partitions[i] >= parts.size()) continue;
+      parts[w.partitions[i]]->wanted += ev.stored.block_hashes.size();
+    }
+    for (size_t i = 0; i < w.events.size() && i < w.partitions.size(); ++i) {
+      if (w.partitions[i] >= parts.size()) continue;
+      partition& p = *parts[w.partitions[i]];
+      if (p.wanted != 0) p.ops.reserve(p.ops.size() + std::exchange(p.wanted, 0));
+    }
+  }
+
   std::vector<result> apply(const shard_work& w) {
     declare(w);
     order.clear();
+    reserve_ops(w);
     for (size_t i = 0; i < w.events.size(); ++i) {
       const kv_event& ev = w.events[i];
       if (ev.type == event_type::removed) {

@@ -466,12 +466,16 @@ void positional_index::stored(const block_stored& ev, std::vector<index_op>& out
     return;
   }
 
-  // Every block's home slot is asked for before the first is written: their misses overlap
-  // (a big index is cold at every new key), not one after another. Byte hashes are folded once.
-  for (const engine_hash& h : ev.block_hashes)
-    if (!h.is_bytes()) m.ints.prefetch(h.value);
+  // Each block's home slot is asked for prefetch_distance blocks ahead of its write: the misses
+  // overlap (a big index is cold at every new key), not one after another. Byte hashes are
+  // folded once.
+  const auto ask = [&](size_t i) {
+    if (i < n && !ev.block_hashes[i].is_bytes()) m.ints.prefetch(ev.block_hashes[i].value);
+  };
+  for (size_t i = 0; i < prefetch_distance; ++i) ask(i);
   const unsigned ti = tier_index(ev.medium.tier);
   for (size_t i = 0; i < n; ++i) {
+    ask(i + prefetch_distance);
     bool taken;
     if (i < clean) {
       const uint64_t c = m.block_content(ev, i, bs);
@@ -508,12 +512,17 @@ void positional_index::removed(const block_removed& ev, std::vector<index_op>& o
     return;
   }
   const uint32_t* counts = usable_counts(ev);
-  for (const engine_hash& h : ev.block_hashes)  // as in stored()
-    if (!h.is_bytes()) m.ints.prefetch(h.value);
-  for (size_t i = 0; i < ev.block_hashes.size(); ++i)
+  const size_t n = ev.block_hashes.size();
+  const auto ask = [&](size_t i) {  // as in stored()
+    if (i < n && !ev.block_hashes[i].is_bytes()) m.ints.prefetch(ev.block_hashes[i].value);
+  };
+  for (size_t i = 0; i < prefetch_distance; ++i) ask(i);
+  for (size_t i = 0; i < n; ++i) {
+    ask(i + prefetch_distance);
     if (m.remove_hash(index_key(ev.block_hashes[i]), ev.medium, counts ? counts + i : nullptr, out) ==
         removal::unknown)
       ++m.stats.unknown_removals;
+  }
 }
 
 positional_index::removal positional_index::remove_hash(const engine_hash& h,
