@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <type_traits>
 
 namespace kvrelay {
 
@@ -17,6 +18,8 @@ namespace {
 // the empty asm keeps this wrapper itself from being dropped.
 template <class Map>
 [[gnu::flatten]] void ask_for_slot(const Map& m, uint64_t fp) noexcept {
+  static_assert(std::is_integral_v<typename Map::key_type>,
+                "flatten inlines the key's whole hash: keep it to integer keys");
   m.prefetch(fp);
   asm volatile("");
 }

@@ -247,21 +247,21 @@ struct partition_set::impl {
       ask(i + prefetch_distance);
       const engine_hash& h = ev.block_hashes[i];
       const uint32_t* left = counts ? counts + i : nullptr;
-      size_t n = 0;
+      size_t found = 0;
       // One lookup; a hash home does not hold counts nothing there (remove_hash's contract).
       if (home_part.index.remove_hash(h, ev.medium, left, home_part.ops) !=
           positional_index::removal::unknown) {
         touch(home_part);
-        n = 1;
+        found = 1;
       }
-      n += dir.route(index_key(h), holders, [&](uint16_t id) {
+      found += dir.route(index_key(h), holders, [&](uint16_t id) {
         partition& p = *parts[id];
         const auto r = p.index.remove_hash(h, ev.medium, left, p.ops);
         touch(p);
         return r == positional_index::removal::forgotten;
       });
-      if (n == 0) ++stats.unrouted_hashes;
-      if (n > 1) ++stats.shared_hashes;
+      if (found == 0) ++stats.unrouted_hashes;
+      if (found > 1) ++stats.shared_hashes;
     }
     routing = false;
   }
@@ -309,6 +309,10 @@ struct partition_set::impl {
     out.reserve(order.size());
     for (uint32_t id : order) {
       partition& p = *parts[id];
+      // Room reserved for blocks that made no op (refused, tainted, a location update) would
+      // travel with the result and be charged to the budget (a message's charge is its ops'
+      // capacity): given back first.
+      if (p.ops.capacity() > 2 * p.ops.size() + 16) p.ops.shrink_to_fit();
       out.push_back(result{id, p.had_store, std::move(p.ops)});
       p.ops.clear();
       p.had_store = false;

@@ -467,8 +467,8 @@ void positional_index::stored(const block_stored& ev, std::vector<index_op>& out
   }
 
   // Each block's home slot is asked for prefetch_distance blocks ahead of its write: the misses
-  // overlap (a big index is cold at every new key), not one after another. Byte hashes are
-  // folded once.
+  // overlap (a big index is cold at every new key), not one after another. Byte hashes are not
+  // asked for: folding one costs an XXH3 that put() would repeat.
   const auto ask = [&](size_t i) {
     if (i < n && !ev.block_hashes[i].is_bytes()) m.ints.prefetch(ev.block_hashes[i].value);
   };
