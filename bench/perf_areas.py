@@ -3,16 +3,24 @@
 #
 # SPDX-License-Identifier: Apache-2.0
 #
-# perf self time of kvrelay by area, as BENCHMARKS.md tables it: bench/perf_areas.py NAME perf.data
-# [NAME perf.data ...] prints one markdown column per profile (perf report, self time by DSO and
-# symbol, each symbol put in the first area whose pattern it matches).
+# perf self time of kvrelay by area, as BENCHMARKS.md tables it: bench/perf_areas.py [--comms
+# LIST] NAME perf.data [NAME perf.data ...] prints one markdown column per profile (perf report,
+# self time by DSO and symbol, each symbol put in the first area whose pattern it matches).
+# --comms keeps the samples of those thread names only (perf's --comm; for a system-wide
+# recording, e.g. kvrelay's pipeline threads "caf.multiplexer,ZMQbg/IO/0,kvr.ingress,kvr.publish"),
+# each share then of their samples.
 import collections
 import re
 import subprocess
 import sys
 
+comms = []
+if len(sys.argv) > 2 and sys.argv[1] == "--comms":
+    comms = ["--comm", sys.argv[2], "--percentage", "relative"]
+    del sys.argv[1:3]
+
 def areas(data):
-    out = subprocess.run(["perf","report","-i",data,"--no-children","--sort","dso,symbol","--stdio"],capture_output=True,text=True).stdout
+    out = subprocess.run(["perf","report","-i",data,"--no-children","--sort","dso,symbol","--stdio"] + comms,capture_output=True,text=True).stdout
     acc = collections.OrderedDict((k,0.0) for k in ["kernel (faults, wake-ups, loopback TCP)","index: table growth (rehash)","index: positional_index, directory, partitions","debouncer: pending map","emitter: protobuf + gRPC","decoder + XXH3","malloc / libc","CAF","ZMQ","other"])
     for line in out.splitlines():
         m = re.match(r'\s*([\d.]+)%\s+(\S+)\s+\[(.)\]\s+(.*)', line)
