@@ -241,8 +241,7 @@ class StatsE2E : public ::testing::Test {
 
   /// GetCacheState over gRPC: this replica's stats, nullopt when the server has none. A failed
   /// RPC is a test failure of its own, not "no stats": the server never goes away in this suite.
-  /// Wait-for-ready, because the first call on the test's channel may meet it still connecting
-  /// (seen once under TSan on a loaded machine: has_stats() true, the lookup empty).
+  /// Wait-for-ready, because the first call on the test's channel may meet it still connecting.
   std::optional<ic::ReplicaStats> stats(const identity& id) {
     ic::GetCacheStateRequest r;
     r.set_model_id(id.model);
@@ -274,6 +273,12 @@ class StatsE2E : public ::testing::Test {
 
   uint64_t stats_updates() const { return server_->index().counters().stats_updates; }
   bool has_stats() const { return server_->index().has_stats(id_.tenant, id_.model, id_.replica); }
+  /// The first stats that stay: the daemon's start clear (ALL_CLEARED) erases the replica's
+  /// stats on the server, and it may land after the first report (seen under TSan on a loaded
+  /// machine: has_stats() true, the lookup right after it empty). Waits for that clear first.
+  bool has_first_stats() const {
+    return server_->index().counters().cleared_events >= 1 && has_stats();
+  }
 
   double gauge(const std::string& name) const {
     return daemon_->metrics().value(name, {{"replica", id_.replica}});
@@ -324,7 +329,7 @@ TEST_F(StatsE2E, VllmCpuFirstTickThenHitRateDelta) {
   metrics_.serve(200, cpu_);
   const int64_t wall_before = wall_us();
   ASSERT_NO_FATAL_FAILURE(start_daemon());
-  ASSERT_TRUE(wait_until([&] { return stats().has_value(); })) << server_->index().dump_json();
+  ASSERT_TRUE(wait_until([&] { return has_first_stats(); })) << server_->index().dump_json();
 
   // S13: the first tick fires one interval after start, not at startup.
   EXPECT_GE(metrics_.first_request() - started_, kInterval);
@@ -438,7 +443,7 @@ TEST_F(StatsE2E, SglangFixtureFirstScrape) {
 TEST_F(StatsE2E, HttpErrorsGoStaleThenRecover) {
   metrics_.serve(200, cpu_);
   ASSERT_NO_FATAL_FAILURE(start_daemon());
-  ASSERT_TRUE(wait_until([&] { return has_stats(); }));
+  ASSERT_TRUE(wait_until([&] { return has_first_stats(); }));
   EXPECT_EQ(gauge("kvrelay_stats_stale"), 0.0);
 
   const size_t failing_from = logs_.mark();
@@ -567,7 +572,7 @@ TEST_F(StatsE2E, RisingQueriesWithoutEventsRaiseSilentAlarm) {
 TEST_F(StatsE2E, ScraperCrashRestartsAloneAndStatsContinue) {
   metrics_.serve(200, cpu_);
   ASSERT_NO_FATAL_FAILURE(start_daemon());
-  ASSERT_TRUE(wait_until([&] { return has_stats(); }));
+  ASSERT_TRUE(wait_until([&] { return has_first_stats(); }));
   ASSERT_TRUE(daemon_->crash(id_.replica, "scraper"));
   ASSERT_TRUE(wait_until([&] { return restarts("scraper") == 1.0; }))
       << daemon_->metrics().render();
@@ -591,7 +596,7 @@ TEST_F(StatsE2E, ModelLabelAndCeilingFromConfig) {
     e.metrics.model_label = "primary";
     e.metrics.max_concurrency = 8;
   }));
-  ASSERT_TRUE(wait_until([&] { return stats_updates() >= 2; }));
+  ASSERT_TRUE(wait_until([&] { return stats_updates() >= 2 && has_first_stats(); }));
   const auto s = stats();
   ASSERT_TRUE(s);
   EXPECT_NEAR(static_cast<double>(s->cache_memory_bytes()), 0.20 * kGiB, 1.0);  // not 0.95
@@ -607,7 +612,7 @@ TEST_F(StatsE2E, PinnedTierAndPressureClampFromConfig) {
     e.metrics.tier = config::cache_tier::gpu;
     e.metrics.max_concurrency = 4;
   }));
-  ASSERT_TRUE(wait_until([&] { return has_stats(); }));
+  ASSERT_TRUE(wait_until([&] { return has_first_stats(); }));
   const auto s = stats();
   ASSERT_TRUE(s);
   EXPECT_EQ(s->cache_memory_bytes(), 0);
