@@ -5,11 +5,10 @@
 // The gRPC policy_port: builds the protobuf messages of each action and runs them through
 // policy_client; completions and channel changes go to the port_inbox.
 //
-// Per-unit cost: a unit's stream is produced one message at a time into one reused
-// CacheStateUpdate (protobuf keeps cleared entries and their strings for reuse), so a unit
-// allocates no per-entry temporaries and, in steady state, no entries at all; each message is
-// serialized as it is produced. The serialized stream is shared (unit_encodings): with several
-// targets, building and serializing were half of what each extra target cost.
+// Per-unit cost: a unit's stream is written in wire form straight from the unit, one message at
+// a time, each into its own gRPC buffer (unit_wire.hpp): no protobuf message is built for it.
+// The serialized stream is shared (unit_encodings): with several targets, building and
+// serializing were half of what each extra target cost.
 #include "actors/emitter/policy_port.hpp"
 
 #include <atomic>
@@ -19,6 +18,7 @@
 #include <mutex>
 #include <utility>
 
+#include "actors/emitter/unit_wire.hpp"
 #include "base/fingerprint.hpp"
 #include "proto/inferencecache/v1alpha1/inferencecache.pb.h"
 
@@ -30,11 +30,6 @@ namespace {
 
 int64_t non_negative(int64_t us) { return us > 0 ? us : 0; }
 
-ic::CacheTier to_proto(tier t) { return static_cast<ic::CacheTier>(static_cast<int>(t)); }
-
-// Rough wire size of one entry: key, token count, tier, adapter, and the field framing.
-size_t entry_bytes(const std::string& adapter) { return 24 + adapter.size(); }
-
 void set_identity(ic::CacheStateUpdate& u, const replica_identity& id) {
   u.set_replica_id(id.replica_id);
   u.set_model_id(id.model_id);
@@ -42,99 +37,17 @@ void set_identity(ic::CacheStateUpdate& u, const replica_identity& id) {
   u.set_hash_scheme(id.hash_scheme);
 }
 
-// The one message kept between streams (a second concurrent stream allocates its own).
-class message_pool {
+// A unit's stream (unit_wire.hpp): its messages written straight from the unit.
+class unit_wire_source final : public wire_source {
  public:
-  std::unique_ptr<ic::CacheStateUpdate> get() {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (spare_) return std::move(spare_);
-    return std::make_unique<ic::CacheStateUpdate>();
-  }
-  void put(std::unique_ptr<ic::CacheStateUpdate> m) {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (!spare_) spare_ = std::move(m);
-  }
+  unit_wire_source(const port_config& cfg, emit_unit_ptr unit, bool with_expirations)
+      : wire_(cfg.identity, cfg.max_entries_per_message, cfg.max_bytes_per_message,
+              std::move(unit), with_expirations) {}
+  size_t next_size() override { return wire_.next_size(); }
+  void write(uint8_t* out) override { wire_.write(out); }
 
  private:
-  std::mutex mu_;
-  std::unique_ptr<ic::CacheStateUpdate> spare_;
-};
-
-// A unit's stream (unit_sequencer.hpp, UQ3): the adds, each downgrade group (its own timestamp),
-// then, in expire mode, the evictions stamped expired_ts_us; each section cut into messages of
-// at most max_entries_per_message entries and about max_bytes_per_message bytes.
-class unit_stream final : public update_source {
- public:
-  unit_stream(std::shared_ptr<message_pool> pool, const port_config& cfg, emit_unit_ptr unit,
-              bool with_expirations)
-      : pool_(std::move(pool)),
-        max_entries_(cfg.max_entries_per_message == 0 ? 1 : cfg.max_entries_per_message),
-        max_bytes_(cfg.max_bytes_per_message),
-        unit_(std::move(unit)),
-        sections_(1 + unit_->downgrades.size() + (with_expirations ? 1 : 0)),
-        msg_(pool_->get()) {
-    set_identity(*msg_, cfg.identity);
-  }
-  ~unit_stream() override { pool_->put(std::move(msg_)); }
-
-  const ic::CacheStateUpdate* next() override {
-    auto* prefixes = msg_->mutable_prefixes();
-    prefixes->Clear();
-    size_t bytes = 0;
-    while (section_ < sections_) {
-      const size_t n = section_size(section_);
-      if (pos_ >= n) {
-        ++section_;
-        pos_ = 0;
-        if (prefixes->size() > 0) break;  // a message never spans two timestamps
-        continue;
-      }
-      if (prefixes->size() == 0) msg_->set_timestamp_us(section_ts(section_));
-      if (prefixes->size() >= static_cast<int>(max_entries_) || bytes >= max_bytes_) break;
-      bytes += write(section_, pos_++, *prefixes->Add());
-    }
-    return prefixes->size() > 0 ? msg_.get() : nullptr;
-  }
-
- private:
-  bool expirations(size_t s) const { return s == 1 + unit_->downgrades.size(); }
-
-  size_t section_size(size_t s) const {
-    if (s == 0) return unit_->adds.size();
-    if (expirations(s)) return unit_->evicts.size();
-    return unit_->downgrades[s - 1].entries.size();
-  }
-
-  int64_t section_ts(size_t s) const {
-    if (s == 0) return non_negative(unit_->adds_ts_us);
-    if (expirations(s)) return expired_ts_us;
-    return non_negative(unit_->downgrades[s - 1].ts_us);
-  }
-
-  size_t write(size_t s, size_t i, ic::PrefixEntry& p) const {
-    char key[8];
-    if (expirations(s)) {
-      const prefix_evict& e = unit_->evicts[i];
-      fingerprint::write_be8(e.fingerprint, key);
-      p.set_prefix_hash(key, sizeof key);
-      if (!e.adapter.empty()) p.set_adapter_id(e.adapter);
-      return entry_bytes(e.adapter);
-    }
-    const prefix_add& a = s == 0 ? unit_->adds[i] : unit_->downgrades[s - 1].entries[i];
-    fingerprint::write_be8(a.fingerprint, key);
-    p.set_prefix_hash(key, sizeof key);
-    p.set_token_count(static_cast<int32_t>(a.token_count));
-    p.set_tier(to_proto(a.t));
-    if (!a.adapter.empty()) p.set_adapter_id(a.adapter);  // "" is the proto3 default anyway
-    return entry_bytes(a.adapter);
-  }
-
-  std::shared_ptr<message_pool> pool_;
-  size_t max_entries_, max_bytes_;
-  emit_unit_ptr unit_;
-  size_t sections_;
-  size_t section_ = 0, pos_ = 0;
-  std::unique_ptr<ic::CacheStateUpdate> msg_;
+  unit_wire wire_;
 };
 
 }  // namespace
@@ -144,7 +57,7 @@ class unit_stream final : public update_source {
 // behind by more than `keep` units encodes its own.
 class unit_encodings {
  public:
-  using source_maker = std::function<std::unique_ptr<update_source>()>;
+  using source_maker = std::function<std::unique_ptr<wire_source>()>;
   std::shared_ptr<const encoded_stream> get(const emit_unit_ptr& unit, bool with_expirations,
                                             const source_maker& make) {
     std::lock_guard<std::mutex> lk(mu_);
@@ -196,7 +109,7 @@ class grpc_port final : public policy_port {
 
   void stream(uint64_t call, emit_unit_ptr unit, bool with_expirations) override {
     auto encoded = encodings_->get(unit, with_expirations, [&] {
-      return std::make_unique<unit_stream>(pool_, cfg_, unit, with_expirations);
+      return std::make_unique<unit_wire_source>(cfg_, unit, with_expirations);
     });
     client_->report_encoded(std::move(encoded), done(call));
   }
@@ -293,7 +206,6 @@ class grpc_port final : public policy_port {
   std::shared_ptr<port_inbox> inbox_;  // declared before client_: outlives its callbacks
   deferred_completions evicts_{inbox_, cfg_.evict_wake_batch};  // before client_ as well
   std::shared_ptr<unit_encodings> encodings_;
-  std::shared_ptr<message_pool> pool_ = std::make_shared<message_pool>();
   ic::CacheEvent evict_msg_;  // reused by every evict (identity set by the first)
   std::unique_ptr<policy_client> client_;
 };

@@ -568,6 +568,17 @@ std::shared_ptr<const encoded_stream> policy_client::encode(update_source& src) 
   return s;
 }
 
+std::shared_ptr<const encoded_stream> policy_client::encode(wire_source& src) {
+  auto s = std::make_shared<encoded_stream>();
+  while (const size_t size = src.next_size()) {
+    grpc::Slice slice(size);
+    src.write(const_cast<uint8_t*>(slice.begin()));
+    s->bytes += size;
+    s->messages.emplace_back(&slice, 1);
+  }
+  return s;
+}
+
 std::size_t policy_client::messages_in(const encoded_stream& s) { return s.messages.size(); }
 std::size_t policy_client::bytes_in(const encoded_stream& s) { return s.bytes; }
 

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -70,6 +71,17 @@ class update_source {
   virtual const inferencecache::v1alpha1::CacheStateUpdate* next() = 0;
 };
 
+/// The messages of one ReportCacheState stream already in wire form, one at a time
+/// (unit_wire.hpp writes a unit's).
+class wire_source {
+ public:
+  virtual ~wire_source() = default;
+  /// The size of the next message, 0 when the stream is complete.
+  virtual std::size_t next_size() = 0;
+  /// Writes that message, exactly next_size() bytes, to `out`.
+  virtual void write(std::uint8_t* out) = 0;
+};
+
 /// The serialized messages of one ReportCacheState stream (gRPC byte buffers; opaque here).
 /// Immutable once encoded: any number of clients may send it at the same time, which is how a
 /// unit offered to several policy servers is serialized once.
@@ -122,6 +134,8 @@ class policy_client {
   /// Serializes every message `src` produces, in order. Never null; a source with no message
   /// gives an empty stream.
   static std::shared_ptr<const encoded_stream> encode(update_source& src);
+  /// The same from messages already in wire form: each written straight into its buffer.
+  static std::shared_ptr<const encoded_stream> encode(wire_source& src);
   /// The number of messages and the bytes they take.
   static std::size_t messages_in(const encoded_stream& s);
   static std::size_t bytes_in(const encoded_stream& s);
