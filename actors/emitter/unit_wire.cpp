@@ -4,6 +4,7 @@
 
 #include "actors/emitter/unit_wire.hpp"
 
+#include <cassert>
 #include <cstring>
 #include <string_view>
 #include <utility>
@@ -139,6 +140,7 @@ size_t unit_wire::next_size() {
 }
 
 void unit_wire::write(uint8_t* out) {
+  assert(size_ != 0);  // next_size() chose this message
   std::memcpy(out, identity_.data(), identity_.size());
   uint8_t* p = out + identity_.size();
   if (const int64_t ts = section_ts(section_); ts != 0) {
@@ -163,6 +165,8 @@ void unit_wire::write(uint8_t* out) {
     }
     p = put_string_field(p, entry_adapter, *e.adapter);
   }
+  assert(p == out + size_);  // next_size() and write() agree on every byte
+  size_ = 0;
 }
 
 }  // namespace kvrelay::emitter

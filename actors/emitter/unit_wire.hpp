@@ -6,11 +6,11 @@
 // A unit's ReportCacheState messages in wire form, written straight from the unit: no protobuf
 // message is built. Building one cost a reused PrefixEntry per entry, with its two strings
 // assigned (the 8-byte key, the adapter), cleared again for the next message, and sized before
-// it was serialized; for a blast that was a tenth of kvrelay's CPU.
+// it was serialized: with gRPC's part, 13-17 % of a blast's pipeline samples, 5-8 % since.
 //
 // The bytes are protobuf's own serialization of the same CacheStateUpdate (fields in number
-// order, proto3 defaults left out), which tests/emitter/unit_wire_test.cpp holds by parsing
-// every message and serializing it again.
+// order, proto3 defaults left out), which tests/emitter/unit_wire_test.cpp holds by comparing
+// every message with what protobuf's message classes serialize for the same content.
 //
 //  UW1. Sections: the adds (stamped adds_ts_us), each downgrade group (its own ts_us) and, with
 //       expirations, the evictions stamped expired_ts_us (unit_sequencer.hpp UQ3). A message
@@ -37,7 +37,7 @@ class unit_wire {
 
   /// The size of the next message (UW1, UW2), 0 when the unit has no more.
   size_t next_size();
-  /// Writes that message, exactly next_size() bytes, to `out`.
+  /// Writes that message, exactly next_size() bytes, to `out`; once per next_size().
   void write(uint8_t* out);
 
  private:

@@ -96,7 +96,8 @@ std::vector<std::string> with_protobuf(const replica_identity& id, size_t max_en
 }
 
 prefix_add add(std::mt19937_64& rng) {
-  static const char* adapters[] = {"", "", "", "lora-3", "a-rather-long-adapter-name-past-sso"};
+  // The last one is past 127 bytes: its entry's length takes two varint bytes.
+  static const std::string adapters[] = {"", "", "", "lora-3", std::string(140, 'x')};
   prefix_add a;
   a.fingerprint = rng();
   const auto kind = rng() % 8;
@@ -114,7 +115,7 @@ emit_unit random_unit(std::mt19937_64& rng) {
   for (size_t i = rng() % 300; i > 0; --i) u.adds.push_back(add(rng));
   for (size_t g = rng() % 3; g > 0; --g) {
     emit_unit::downgrade_group d;
-    d.ts_us = static_cast<int64_t>(rng() % 1000000);
+    d.ts_us = static_cast<int64_t>(rng() % 1000000) - 250000;  // zero or negative: taken as 0
     for (size_t i = rng() % 50; i > 0; --i) d.entries.push_back(add(rng));
     u.downgrades.push_back(std::move(d));
   }
@@ -142,6 +143,29 @@ TEST(UnitWire, EveryMessageIsProtobufsOwnSerialisationOfTheSameCut) {
     }
   }
   EXPECT_GT(messages, 10000u);  // the cuts were exercised, not only empty units
+}
+
+// A long identity: its fields' lengths take two varint bytes, in every message.
+TEST(UnitWire, ALongIdentityIsWrittenAsProtobufWritesIt) {
+  std::mt19937_64 rng(7);
+  const replica_identity long_id{std::string(200, 'r'), std::string(130, 'm'), "t", "sglang"};
+  for (int round = 0; round < 20; ++round) {
+    const emit_unit u = random_unit(rng);
+    EXPECT_EQ(wire(long_id, 50, 4000, u, true), with_protobuf(long_id, 50, 4000, u, true));
+  }
+}
+
+// UW2: a message takes at least one entry, whatever max_bytes says.
+TEST(UnitWire, AMessageHoldsOneEntryAtLeast) {
+  emit_unit u;
+  for (uint64_t i = 1; i <= 3; ++i) u.adds.push_back(prefix_add{i, 16, tier::t1, "lora-1"});
+  const auto got = wire(identity(), 100, 0, u, false);
+  ASSERT_EQ(got.size(), 3u);
+  for (const auto& bytes : got) {
+    ic::CacheStateUpdate m;
+    ASSERT_TRUE(m.ParseFromString(bytes));
+    EXPECT_EQ(m.prefixes_size(), 1);
+  }
 }
 
 TEST(UnitWire, AnEmptyIdentityAndTimestampAreLeftOutAsProtobufDoes) {

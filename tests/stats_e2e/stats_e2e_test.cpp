@@ -426,8 +426,9 @@ TEST_F(StatsE2E, WireUpdateIsStatsOnlyWithMirroredIdentity) {
 TEST_F(StatsE2E, SglangFixtureFirstScrape) {
   metrics_.serve(200, metrics_fixture("sglang_metrics.txt"));
   ASSERT_NO_FATAL_FAILURE(start_daemon(sglang_identity()));
-  ASSERT_TRUE(wait_until([&] { return stats().has_value(); })) << server_->index().dump_json();
+  ASSERT_TRUE(wait_until([&] { return has_first_stats(); })) << server_->index().dump_json();
   const auto s = stats();
+  ASSERT_TRUE(s);
   EXPECT_FLOAT_EQ(s->pressure(), 8.0f / 256.0f);
   EXPECT_NEAR(s->hit_rate(), 0.75f, 1e-6);  // on the first scrape: no delta
   EXPECT_NEAR(static_cast<double>(s->cache_memory_bytes()), 0.63 * kGiB, 2.0);
@@ -553,8 +554,9 @@ TEST_F(StatsE2E, RisingQueriesWithoutEventsRaiseSilentAlarm) {
   ASSERT_EQ(warned.size(), 1u) << logs_.dump();
   EXPECT_NE(warned[0].find("vllm-0"), std::string::npos);
   // Stats are delivered all along: the alarm is about events, not load.
-  EXPECT_TRUE(has_stats());
-  EXPECT_GT(stats()->hit_rate(), 0.0f);  // 5/10 per tick
+  const auto s = stats();
+  ASSERT_TRUE(s);
+  EXPECT_GT(s->hit_rate(), 0.0f);  // 5/10 per tick
 
   // KV events arrive: the alarm clears.
   // Republished until it lands: the first batches may meet the PUB/SUB slow joiner.
