@@ -28,8 +28,6 @@ namespace kvrelay::emitter {
 
 namespace {
 
-int64_t non_negative(int64_t us) { return us > 0 ? us : 0; }
-
 void set_identity(ic::CacheStateUpdate& u, const replica_identity& id) {
   u.set_replica_id(id.replica_id);
   u.set_model_id(id.model_id);
@@ -124,7 +122,7 @@ class grpc_port final : public policy_port {
       // does not read the field sweeps every partition for "", which the debouncer repairs (DB18).
       e.set_adapter_scoped(true);
     }
-    e.set_timestamp_us(non_negative(ev.ts_us));
+    e.set_timestamp_us(wire_timestamp_us(ev.ts_us));
     char key[8];
     fingerprint::write_be8(ev.fingerprint, key);
     e.set_prefix_hash(key, sizeof key);
@@ -143,7 +141,7 @@ class grpc_port final : public policy_port {
   void stats(uint64_t call, const stats_sample& s, int64_t ts_us) override {
     auto u = std::make_shared<ic::CacheStateUpdate>();
     set_identity(*u, cfg_.identity);
-    u->set_timestamp_us(non_negative(ts_us));
+    u->set_timestamp_us(wire_timestamp_us(ts_us));
     auto* out = u->mutable_stats();
     out->set_replica_id(cfg_.identity.replica_id);
     out->set_cache_memory_bytes(s.cache_memory_bytes);
@@ -181,7 +179,7 @@ class grpc_port final : public policy_port {
   std::shared_ptr<ic::CacheEvent> event(ic::CacheEvent::Type type, int64_t ts_us) const {
     auto e = std::make_shared<ic::CacheEvent>();
     set_event(*e, type);
-    e->set_timestamp_us(non_negative(ts_us));
+    e->set_timestamp_us(wire_timestamp_us(ts_us));
     return e;
   }
 

@@ -62,8 +62,6 @@ uint8_t* put_string_field(uint8_t* p, uint8_t t, std::string_view s) {
   return p + s.size();
 }
 
-int64_t non_negative(int64_t us) { return us > 0 ? us : 0; }
-
 // UW2's rough size of an entry.
 size_t rough_bytes(const std::string& adapter) { return 24 + adapter.size(); }
 
@@ -104,9 +102,9 @@ size_t unit_wire::section_size(size_t s) const {
 }
 
 int64_t unit_wire::section_ts(size_t s) const {
-  if (s == 0) return non_negative(unit_->adds_ts_us);
+  if (s == 0) return wire_timestamp_us(unit_->adds_ts_us);
   if (s == 1 + unit_->downgrades.size()) return expired_ts_us;
-  return non_negative(unit_->downgrades[s - 1].ts_us);
+  return wire_timestamp_us(unit_->downgrades[s - 1].ts_us);
 }
 
 unit_wire::entry_view unit_wire::entry(size_t s, size_t i) const {

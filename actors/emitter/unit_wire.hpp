@@ -30,6 +30,9 @@
 
 namespace kvrelay::emitter {
 
+/// UW3: a message's timestamp, negative taken as 0 (the port's evictions and stats follow it).
+inline int64_t wire_timestamp_us(int64_t us) { return us > 0 ? us : 0; }
+
 class unit_wire {
  public:
   unit_wire(const replica_identity& id, size_t max_entries, size_t max_bytes, emit_unit_ptr unit,

@@ -219,6 +219,28 @@ TEST(PartitionSet, S6ResultsInFirstTouchOrderWithTheStoreFlag) {
   EXPECT_TRUE(ps.apply(work_builder().remove({777}).w).empty());
 }
 
+// A work's ops are sized once for the blocks it stores, and room for blocks that made no op
+// (tainted here) does not travel with the result: a message is charged by its ops' capacity.
+TEST(PartitionSet, OpsAreSizedForTheWorkAndCarryNoRoomForBlocksThatMadeNone) {
+  partition_set ps;
+  work_builder stores(0, {""});
+  for (uint64_t h = 1; h <= 600; ++h) stores.store(0, h);
+  auto rs = ps.apply(stores.w);
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].ops.size(), 600u);
+  EXPECT_EQ(rs[0].ops.capacity(), 600u);  // made once, not doubled to 1024
+
+  work_builder tainted;
+  for (uint64_t h = 1001; h <= 1600; ++h) {
+    tainted.store(0, h);
+    tainted.w.events.back().stored.first_tainted_block = 0;
+  }
+  rs = ps.apply(tainted.w);
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_TRUE(rs[0].ops.empty());
+  EXPECT_LE(rs[0].ops.capacity(), 16u);
+}
+
 TEST(PartitionSet, S1DeclarationsMustContinueTheIds) {
   partition_set ps;
   shard_work stale = work_builder(0, {"", "a"}).w;
