@@ -303,6 +303,34 @@ TEST(WireDecoderReference, D17_TokensOfEveryEncodingRoundTrip) {
   EXPECT_EQ(d.batch.events.at(0).stored.token_ids, (std::vector<uint32_t>{5, 6, 7, 8}));
 }
 
+TEST(WireDecoderReference, D17_SlowEncodingsAtEveryPositionOfTheFastPath) {
+  // The fast path reads tokens two at a time, the second header found inside the first's 8-byte
+  // load: an encoding it does not take (here uint64 and int64 ones, legal for small ids) must
+  // hand over to the slow path whether it is a pair's first or second, and wherever the pair
+  // stands, with bytes of later fields after the list.
+  const std::vector<uint32_t> toks = {3, 200, 70000, 300, 127, 4294967295u, 128, 65535, 65536,
+                                      9, 151935, 0, 256, 255, 1, 2, 100000, 77};
+  for (size_t at = 0; at < toks.size(); ++at) {
+    for (const bool int64_form : {false, true}) {
+      std::vector<item> list;
+      for (size_t i = 0; i < toks.size(); ++i) {
+        const uint32_t v = toks[i];
+        if (i != at) {
+          list.push_back(U(v));
+        } else if (int64_form) {
+          list.push_back([v](packer& p) { p.pack_fix_int64(static_cast<int64_t>(v)); });
+        } else {
+          list.push_back([v](packer& p) { p.pack_fix_uint64(v); });
+        }
+      }
+      const auto d = ok(batch({A({S("BlockStored"), Hashes({1}), Nil(), A(std::move(list)), I(1)}),
+                               A({S("BlockRemoved"), Hashes({1})})}));
+      ASSERT_EQ(d.batch.events.size(), 2u);
+      EXPECT_EQ(d.batch.events[0].stored.token_ids, toks) << "at " << at << " int64 " << int64_form;
+    }
+  }
+}
+
 TEST(WireDecoderReference, D18_GarbageAndShortEnvelope) {
   expect_reject(hex("ff 00 01"), decode_error::bad_envelope, "garbage");
   expect_reject(enc(A({F64(1.0)})), decode_error::bad_envelope, "[1.0]");
