@@ -253,16 +253,31 @@ std::optional<emit_unit> pending_set::take(uint64_t id) {
   }
   for (uint32_t i = 0; i < n && adds_ != 0; ++i) {
     const uint32_t a = (next_adapter_ + i) % n;
-    auto& adds = maps_[a].adds;
+    adapter_maps& m = maps_[a];
+    auto& adds = m.adds;
     const std::string& adapter = adapters_[a];
-    for (auto it = adds.begin(); it != adds.end();) {
-      if (u.adds.size() >= opts_.max_adds_per_unit) break;
-      u.adds.push_back(prefix_add{it->first, it->second.token_count, it->second.t, adapter});
-      if (tracking_) reported_.insert(key{a, it->first});
-      adds.erase(it++);
-      --adds_;
-    }
-    if (u.adds.size() >= opts_.max_adds_per_unit) {
+    // Takes from `it` to the end; false once the unit is full (the add it stopped at is where
+    // the next take of this adapter starts).
+    const auto take_from = [&](auto it) {
+      for (; it != adds.end();) {
+        if (u.adds.size() >= opts_.max_adds_per_unit) {
+          m.resume = it->first;
+          return false;
+        }
+        u.adds.push_back(prefix_add{it->first, it->second.token_count, it->second.t, adapter});
+        if (tracking_) reported_.insert(key{a, it->first});
+        adds.erase(it++);
+        --adds_;
+      }
+      return true;
+    };
+    // From where the last capped take stopped (if that add is still pending), then from the
+    // start for what lies before it.
+    auto start = adds.end();
+    if (m.resume) start = adds.find(*std::exchange(m.resume, std::nullopt));
+    const bool whole = start == adds.end() ? take_from(adds.begin())
+                                           : take_from(start) && take_from(adds.begin());
+    if (!whole || u.adds.size() >= opts_.max_adds_per_unit) {
       next_adapter_ = (a + 1) % n;
       break;
     }

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <random>
 #include <set>
 
 namespace kvrelay {
@@ -331,6 +333,49 @@ TEST(PendingSet, CappedUnitsTakeTheAdaptersInTurn) {
   };
   EXPECT_LT(at("b"), 4) << "b's add goes in the second unit, not after a's ten";
   EXPECT_LT(at("c"), 4);
+}
+
+// A capped take starts where the one before it stopped, not from the map's first slot: the
+// backlog must still come out whole, each pending add once, while adds, re-adds of taken keys
+// and evictions (the add a take stopped at among them) arrive between the takes.
+TEST(PendingSet, CappedTakesGoOnWhereTheLastStoppedAndMissNothing) {
+  constexpr size_t cap = 7;
+  pending_set::options o;
+  o.max_adds_per_unit = cap;
+  pending_set p(o);
+  std::map<std::string, std::set<uint64_t>> model;  // what must still come out, by adapter
+  std::mt19937_64 rng(11);
+  const auto add = [&](const std::string& adapter, uint64_t fp) {
+    p.apply(ops(adapter, {up(fp)}));
+    model[adapter].insert(fp);
+  };
+  for (uint64_t fp = 1; fp <= 300; ++fp) add(fp % 4 == 0 ? "b" : "", fp);
+  size_t units = 0;
+  while (auto u = p.take(++units)) {
+    ASSERT_LE(u->adds.size(), cap);
+    std::set<std::pair<std::string, uint64_t>> in_unit;
+    for (const auto& a : u->adds) {
+      EXPECT_TRUE(in_unit.emplace(a.adapter, a.fingerprint).second) << "twice in one unit";
+      EXPECT_EQ(model[a.adapter].erase(a.fingerprint), 1u) << a.adapter << "/" << a.fingerprint;
+    }
+    if (u->adds.size() < cap) {
+      EXPECT_EQ(p.pending_adds(), 0u) << "unit " << units << " left adds behind";
+    }
+    if (units > 200) continue;  // then let it drain
+    // Between takes: evict a few pending keys, add new ones, re-add one that went out.
+    for (int k = 0; k < 3; ++k) {
+      auto& keys = model[rng() % 2 ? "b" : ""];
+      if (keys.empty()) continue;
+      auto it = keys.begin();
+      std::advance(it, static_cast<long>(rng() % keys.size()));
+      p.apply(ops(&keys == &model["b"] ? "b" : "", {ev(*it)}));
+      keys.erase(it);
+    }
+    add("", 1000 + units);
+    if (!u->adds.empty()) add(u->adds.front().adapter, u->adds.front().fingerprint);
+  }
+  for (const auto& [adapter, keys] : model) EXPECT_TRUE(keys.empty()) << adapter;
+  EXPECT_TRUE(p.empty());
 }
 
 // A blast's backlog is mostly adds: what the memory budget is charged for one, and for a removal
