@@ -4,23 +4,42 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # perf self time of kvrelay by area, as BENCHMARKS.md tables it: bench/perf_areas.py [--comms
-# LIST] NAME perf.data [NAME perf.data ...] prints one markdown column per profile (perf report,
+# LIST] [--process NAME] NAME perf.data [NAME perf.data ...] prints one markdown column per profile (perf report,
 # self time by DSO and symbol, each symbol put in the first area whose pattern it matches).
 # --comms keeps the samples of those thread names only (perf's --comm; for a system-wide
 # recording, e.g. kvrelay's pipeline threads "caf.multiplexer,ZMQbg/IO/0,kvr.ingress,kvr.publish"),
-# each share then of their samples.
+# each share then of their samples. --process NAME keeps the processes that exec'd NAME while perf
+# recorded (other programs' threads share names: the bench's load generator has a "ZMQbg/IO/0").
 import collections
 import re
 import subprocess
 import sys
 
 comms = []
-if len(sys.argv) > 2 and sys.argv[1] == "--comms":
-    comms = ["--comm", sys.argv[2], "--percentage", "relative"]
+process = None
+while len(sys.argv) > 2 and sys.argv[1] in ("--comms", "--process"):
+    if sys.argv[1] == "--comms":
+        comms = ["--comm", sys.argv[2], "--percentage", "relative"]
+    else:
+        process = sys.argv[2]
     del sys.argv[1:3]
 
+def pids_of(data, name):
+    # The processes that exec'd NAME while perf recorded (the bench starts kvrelay after perf).
+    out = subprocess.run(["perf","script","-i",data,"--show-task-events","-F","comm,pid,tid"],capture_output=True,text=True).stdout
+    pids = set()
+    for line in out.splitlines():
+        m = re.search(r'PERF_RECORD_COMM exec: (.*):(\d+)/(\d+)\s*$', line)
+        if m and m[1] == name: pids.add(m[2])
+    return pids
+
 def areas(data):
-    out = subprocess.run(["perf","report","-i",data,"--no-children","--sort","dso,symbol","--stdio"] + comms,capture_output=True,text=True).stdout
+    only = []
+    if process:
+        pids = pids_of(data, process)
+        if not pids: sys.exit("perf_areas.py: no process named %s in %s" % (process, data))
+        only = ["--pid", ",".join(sorted(pids)), "--percentage", "relative"]
+    out = subprocess.run(["perf","report","-i",data,"--no-children","--sort","dso,symbol","--stdio"] + comms + only,capture_output=True,text=True).stdout
     acc = collections.OrderedDict((k,0.0) for k in ["kernel (faults, wake-ups, loopback TCP)","index: table growth (rehash)","index: positional_index, directory, partitions","debouncer: pending map","emitter: protobuf + gRPC","decoder + XXH3","malloc / libc","CAF","ZMQ","other"])
     for line in out.splitlines():
         m = re.match(r'\s*([\d.]+)%\s+(\S+)\s+\[(.)\]\s+(.*)', line)

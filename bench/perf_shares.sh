@@ -4,7 +4,8 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # One bench.sh case under a system-wide perf recording, then the share of kvrelay's pipeline
-# threads' samples by area (bench/perf_areas.py --comms). A share is a ratio within one run: on a
+# threads' samples by area (bench/perf_areas.py --comms, --process kvrelay: the load generator's
+# ZMQ thread has the same name). A share is a ratio within one run: on a
 # VM whose speed moves CPU a block by a fifth between identical runs, a step that takes work out
 # of one area shows there run after run. Alternate two builds round by round and compare.
 #
@@ -51,5 +52,5 @@ for line in open(sys.argv[1]):
         print("%s: %.0f ns a block" % (d["case"], d["cpu_ns_per_block"]))
 PY
 python3 "$ROOT/bench/perf_areas.py" --comms "caf.multiplexer,ZMQbg/IO/0,kvr.ingress,kvr.publish" \
-  "$CASE" "$OUT/perf.data"
+  --process kvrelay "$CASE" "$OUT/perf.data"
 rm -f "$OUT/perf.data"

@@ -32,6 +32,9 @@
 # as many blocks after any batch: the count alone is met long before), and (with --outage)
 # kvrelay resynced the restarted server. With a ring, the engine serves it until then. The
 # seconds count from the first publish (burst, catch-up) or the last publish (paced, outage);
+# they cannot be fewer than the engine took to publish (live_publish_s): with --catch-up, the
+# live stream after the prelude lasts (blocks - the prelude's blocks) / rate, so a --blocks just
+# above the prelude's (its "prelude" line) times the catch-up itself, not the engine's stream;
 # with --outage, "resync_s" counts from the server's restart until kvrelay resynced it and
 # nothing is pending.
 # Needs the targets kvrelay, kvrelay-bench-loadgen and kvrelay-bench-sink. Never asserts a timing;
@@ -230,6 +233,8 @@ print(json.dumps({
   "case": "${CASE}", "blocks": ${GENERATED}, "capacity": ${CAPACITY},
   "engine_resident": ${ENGINE_RESIDENT}, "kvrelay_resident": int("$(m kvrelay_resident_blocks)"),
   "rate_target": ${RATE}, "rate_achieved": float("$(loadgen_line published blocks_per_s)" or 0),
+  "live_publish_s": float("$(loadgen_line published seconds)" or 0),
+  "prelude_blocks": int("$(loadgen_line prelude blocks)" or 0),
   "catch_up_batches": ${CATCH_UP}, "ring": ${RING}, "engine_sndhwm": ${SNDHWM},
   "outage_s": ${OUTAGE},
   "alive": bool(${ALIVE}), "exit_status": int("${EXIT_STATUS}") if "${EXIT_STATUS}" else None,
