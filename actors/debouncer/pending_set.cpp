@@ -97,7 +97,8 @@ void pending_set::remove(adapter_maps& m, const key& k, const prefix_op& op, int
       ++drops_.unsent_pairs;  // neither the add nor its eviction ever reaches the server
       return;
     }
-  } else if (!m.removals.contains(k.second) && (clear_ || (tracking_ && !reported_.contains(k)))) {
+  } else if ((clear_ || (tracking_ && !reported_.contains(k))) && !m.removals.contains(k.second)) {
+    // (The map last: an evicting engine's every removal came here to probe it for nothing.)
     ++drops_.unreported;  // cleared since, and not re-reported: the server cannot hold it
     return;
   }
