@@ -26,7 +26,9 @@ while len(sys.argv) > 2 and sys.argv[1] in ("--comms", "--process"):
 
 def pids_of(data, name):
     # The processes that exec'd NAME while perf recorded (the bench starts kvrelay after perf).
-    out = subprocess.run(["perf","script","-i",data,"--show-task-events","-F","comm,pid,tid"],capture_output=True,text=True).stdout
+    run = subprocess.run(["perf","script","-i",data,"--show-task-events","-F","comm,pid,tid"],capture_output=True,text=True)
+    if run.returncode != 0: sys.exit("perf_areas.py: perf script failed on %s: %s" % (data, run.stderr.strip()))
+    out = run.stdout
     pids = set()
     for line in out.splitlines():
         m = re.search(r'PERF_RECORD_COMM exec: (.*):(\d+)/(\d+)\s*$', line)

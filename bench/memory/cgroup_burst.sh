@@ -31,12 +31,12 @@
 # incomplete, every batch the engine generated was decoded or declared lost (a full cache holds
 # as many blocks after any batch: the count alone is met long before), and (with --outage)
 # kvrelay resynced the restarted server. With a ring, the engine serves it until then. The
-# seconds count from the first publish (burst, catch-up) or the last publish (paced, outage);
-# they cannot be fewer than the engine took to publish (live_publish_s): with --catch-up, the
-# live stream after the prelude lasts (blocks - the prelude's blocks) / rate, so a --blocks just
-# above the prelude's (its "prelude" line) times the catch-up itself, not the engine's stream;
-# with --outage, "resync_s" counts from the server's restart until kvrelay resynced it and
-# nothing is pending.
+# seconds count from the first publish (burst), from kvrelay's start (catch-up: the live stream
+# resumes at once) or from the last publish (paced, outage). A burst's or a catch-up's cannot be
+# fewer than the engine took to publish what follows (live_publish_s): with --catch-up that
+# stream lasts (blocks - the prelude's blocks) / rate, so a --blocks just above the prelude's
+# (its "prelude" line) times the catch-up itself, not the engine's stream; with --outage,
+# "resync_s" counts from the server's restart until kvrelay resynced it and nothing is pending.
 # Needs the targets kvrelay, kvrelay-bench-loadgen and kvrelay-bench-sink. Never asserts a timing;
 # exits 1 when kvrelay died or the index did not become exact within --timeout.
 set -euo pipefail
