@@ -280,7 +280,9 @@ def script_flags(root):
     # their usage comments and texts.
     for path in glob.glob(os.path.join(root, "bench/**/*.cpp"), recursive=True):
         out.update(re.findall(r"(?<![\w-])--([a-z][a-z0-9-]*[a-z0-9])", read(path)))
-    for path in glob.glob(os.path.join(root, "scripts/*.py")) + glob.glob(os.path.join(root, "tests/**/*.py"), recursive=True):
+    for path in (glob.glob(os.path.join(root, "scripts/*.py")) +
+                 glob.glob(os.path.join(root, "bench/**/*.py"), recursive=True) +
+                 glob.glob(os.path.join(root, "tests/**/*.py"), recursive=True)):
         if path.endswith("check_docs.py"):
             continue
         out.update(re.findall(r'"--([a-z][a-z0-9-]*)"', read(path)))
