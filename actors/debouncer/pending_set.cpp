@@ -274,11 +274,9 @@ std::optional<emit_unit> pending_set::take(uint64_t id) {
     };
     // From where the last capped take stopped (if that add is still pending), then from the
     // start for what lies before it.
-    auto start = adds.end();
-    if (m.resume) start = adds.find(*std::exchange(m.resume, std::nullopt));
-    const bool whole = start == adds.end() ? take_from(adds.begin())
-                                           : take_from(start) && take_from(adds.begin());
-    if (!whole || u.adds.size() >= opts_.max_adds_per_unit) {
+    const auto start = m.resume ? adds.find(*std::exchange(m.resume, std::nullopt)) : adds.end();
+    if (start == adds.end() || take_from(start)) take_from(adds.begin());
+    if (u.adds.size() >= opts_.max_adds_per_unit) {
       next_adapter_ = (a + 1) % n;
       break;
     }

@@ -7,7 +7,6 @@
 #include "actors/decoder/wire_decoder.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
