@@ -254,6 +254,11 @@ struct zmq_source::impl {
   void open_replay(clock::time_point now);
   void replay_timed_out();
   void close_replay() { dealer.reset(); }
+  // How long the open replay may stay silent: the long timeout until its first reply, then the
+  // stall one (the engine sends a whole reply in one loop).
+  milliseconds replay_patience() const {
+    return tracker.replay_answering() ? opts.replay_stall_timeout : opts.replay_timeout;
+  }
   void publish_stats();
   bool over_budget();
   // A batch is charged when it is delivered: what the tracker's reorder buffer holds is bounded
@@ -429,8 +434,10 @@ void zmq_source::impl::poll_once() {
   if (throttle) {
     if (!log_replaying) ++throttled;
     until(now + milliseconds(4));  // credits and the budget are not pollable; look again soon
-    // A paused reader must not make the replay look dead.
-    if (dealer) replay_deadline = std::max(replay_deadline, now + opts.replay_timeout);
+    // A paused reader must not make the replay look dead; nor may a pause stretch the stall
+    // timeout of a reply that has begun into the request's: once reading resumes and the queued
+    // replies are read, a reply the engine cut short is asked on from at the stall timeout.
+    if (dealer) replay_deadline = std::max(replay_deadline, now + replay_patience());
   }
   // After a spike the queues drain with nothing left to read: look again every 50 ms until the
   // gate has seen them drained and trimmed the heap (MG5).
@@ -499,9 +506,7 @@ void zmq_source::impl::drain_dealer() {
     if (stop_flag.load(std::memory_order_relaxed) || over_budget()) return;
     if (!recv_multipart(*dealer, mp)) return;
     on_reply(mp);
-    // An inactivity timeout: the long one until the request's first reply, then the stall one.
-    replay_deadline = clock::now() + (tracker.replay_answering() ? opts.replay_stall_timeout
-                                                                 : opts.replay_timeout);
+    replay_deadline = clock::now() + replay_patience();
   }
 }
 
