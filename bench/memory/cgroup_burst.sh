@@ -35,7 +35,9 @@
 # resumes at once) or from the last publish (paced, outage). A burst's or a catch-up's cannot be
 # fewer than the engine took to publish what follows (live_publish_s): with --catch-up that
 # stream lasts (blocks - the prelude's blocks) / rate, so a --blocks just above the prelude's
-# (its "prelude" line) times the catch-up itself, not the engine's stream; with --outage,
+# (its "prelude" line) times the catch-up itself, not the engine's stream, and
+# "cpu_s_until_exact" (kvrelay's CPU seconds from its start until exact) says whether the
+# catch-up was CPU-bound (about seconds x the quota) or waited; with --outage,
 # "resync_s" counts from the server's restart until kvrelay resynced it and nothing is pending.
 # Needs the targets kvrelay, kvrelay-bench-loadgen and kvrelay-bench-sink. Never asserts a timing;
 # exits 1 when kvrelay died or the index did not become exact within --timeout.
@@ -168,7 +170,7 @@ fi
 scrape
 BUDGET="$(grep '^kvrelay_memory_budget_bytes' "$WORK/metrics" || true)"
 
-PEAK_RSS=0 EXACT_S="" RESYNC_S="" ALIVE=1 T_FROM="$T0" OUTAGE_STATE=none RESYNCS0=0
+PEAK_RSS=0 EXACT_S="" EXACT_CPU_S="" RESYNC_S="" ALIVE=1 T_FROM="$T0" OUTAGE_STATE=none RESYNCS0=0
 period=0.1
 [[ "$RATE" == 0 ]] || period=0.5  # fewer scrapes while paced: each costs kvrelay CPU
 deadline="$(python3 -c "print($(now) + $TIMEOUT + ${SECONDS_} + ${OUTAGE})")"
@@ -198,6 +200,7 @@ while python3 -c "import sys; sys.exit(0 if $(now) < $deadline else 1)"; do
           "$(msum kvrelay_queue_bytes)" == 0 && "$(msum kvrelay_index_incomplete)" == 0 &&
           $(( $(msum kvrelay_batches_total) + $(msum kvrelay_batches_lost_total) )) -ge "$GEN_BATCHES" ]]; then
       EXACT_S="$(since "$T_FROM")"
+      EXACT_CPU_S="$(awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$KV_PID/stat")"
       break
     fi
   fi
@@ -248,6 +251,7 @@ print(json.dumps({
   "cpu_throttled": int("${NR_THROTTLED}") if "${NR_THROTTLED}" else None,
   "cpu_throttled_s": round(int("${THROTTLED_NS}") / 1e9, 1) if "${THROTTLED_NS}" else None,
   "seconds_until_exact": float("${EXACT_S}") if "${EXACT_S}" else None,
+  "cpu_s_until_exact": float("${EXACT_CPU_S}") if "${EXACT_CPU_S}" else None,
   "resync_s": float("${RESYNC_S}") if "${RESYNC_S}" else None,
   "stored_decoded": int("$(m kvrelay_blocks_total 'type="stored"')"),
   "overloads": int("$(m kvrelay_overloads_total)"),

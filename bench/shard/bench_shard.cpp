@@ -244,8 +244,7 @@ BENCHMARK(IndexStoreEvictSteady);
 // partitions (round robin by chain) and the removals naming none: at 1 partition every removal
 // goes to it; at more, the hash directory routes each removed hash to its holder. Compare the
 // two in one run (removal routing for LoRA fleets).
-void PartitionStoreEvictSteady(benchmark::State& state) {
-  constexpr uint64_t resident_events = uint64_t{1} << 16;
+void partition_store_evict(benchmark::State& state, uint64_t resident_events) {
   const auto partitions = static_cast<uint32_t>(state.range(0));
   const steady_stream stream;
   kvrelay::shard_work w;
@@ -291,7 +290,17 @@ void PartitionStoreEvictSteady(benchmark::State& state) {
       static_cast<double>(blocks), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.SetItemsProcessed(static_cast<int64_t>(blocks));
 }
+void PartitionStoreEvictSteady(benchmark::State& state) {
+  partition_store_evict(state, uint64_t{1} << 16);
+}
 BENCHMARK(PartitionStoreEvictSteady)->Arg(1)->Arg(2)->Arg(256);
+
+// A catch-up's shape: an engine cache of 16 Ki blocks over the base model and 8 adapters, each
+// block stored and evicted again (the tables fit the caches; what a removal costs is its probes).
+void PartitionStoreEvictSteady16Ki(benchmark::State& state) {
+  partition_store_evict(state, uint64_t{1} << 12);
+}
+BENCHMARK(PartitionStoreEvictSteady16Ki)->Arg(1)->Arg(9);
 
 // The hashing floor for the same events: content + chain, no map.
 void FingerprintOnly(benchmark::State& state) {
