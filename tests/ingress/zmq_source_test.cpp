@@ -7,6 +7,7 @@
 // endpoint, both on 127.0.0.1 with kernel-chosen ports.
 
 #include "actors/ingress/zmq_source.hpp"
+#include "base/log.hpp"
 #include "tools/fake-engine/publisher.hpp"
 
 #include <gtest/gtest.h>
@@ -703,6 +704,13 @@ TEST(ZmqSource, DeadReplayEndpointDelaysLiveOnlyUntilTheReplayIsGivenUp) {
 }
 
 TEST(ZmqSource, LogsTheReferenceMessagesThroughTheHook) {
+  // The level is process-wide: a daemon run earlier in this process (a test binary run whole)
+  // leaves its configured one, and "subscribed" is an info line.
+  struct info_level {
+    log::level was = log::current_level();
+    info_level() { log::set_level(log::level::info); }
+    ~info_level() { log::set_level(was); }
+  } level;
   engine e;
   fixture f;
   std::mutex mu;
