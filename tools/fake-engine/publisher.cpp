@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -76,7 +77,11 @@ struct publisher::impl {
 
   mutable std::mutex mu;  // guards pub, seq, ring, stats
   uint64_t seq = 0;
-  std::deque<std::pair<uint64_t, std::string>> ring;
+  // Payloads shared, not copied, with a reply being sent: vLLM serves a replay from its deque,
+  // and a copy of a 10 000-batch ring per request (hundreds of MB) took the caches from the
+  // consumer under test on the same cores.
+  using payload_ptr = std::shared_ptr<const std::string>;
+  std::deque<std::pair<uint64_t, payload_ptr>> ring;
   counters stats;
 
   bool subscribed = false;  // xpub: a subscription arrived
@@ -87,7 +92,7 @@ struct publisher::impl {
     auto it = std::lower_bound(ring.begin(), ring.end(), s,
                                [](const auto& entry, uint64_t v) { return entry.first < v; });
     if (it != ring.end() && it->first == s) return;
-    ring.emplace(it, s, std::move(payload));
+    ring.emplace(it, s, std::make_shared<const std::string>(std::move(payload)));
     while (ring.size() > opt.buffer_steps) ring.pop_front();
   }
 
@@ -109,7 +114,7 @@ void publisher::impl::answer(const std::vector<zmq::message_t>& request) {
   }
   const uint64_t start = from_be8(request[2].data());
   const std::string identity(static_cast<const char*>(request[0].data()), request[0].size());
-  std::vector<std::pair<uint64_t, std::string>> batches;
+  std::vector<std::pair<uint64_t, payload_ptr>> batches;
   {
     std::lock_guard<std::mutex> lock(mu);
     ++stats.replay_requests;
@@ -150,7 +155,7 @@ void publisher::impl::answer(const std::vector<zmq::message_t>& request) {
     router.send(zmq::buffer(seq_frame), zmq::send_flags::sndmore);
     router.send(zmq::buffer(payload), zmq::send_flags::none);
   };
-  for (const auto& [s, payload] : batches) send_reply(opt.topic, be8(s), payload);
+  for (const auto& [s, payload] : batches) send_reply(opt.topic, be8(s), *payload);
   send_reply(std::string(), std::string(8, '\xff'), std::string());  // END: -1 as signed BE8, empty payload
   std::lock_guard<std::mutex> lock(mu);
   stats.replay_dropped += dropped;
@@ -234,7 +239,7 @@ uint64_t publisher::publish(const std::string& payload, bool retain) {
   d.pub.send(zmq::buffer(payload), zmq::send_flags::none);
   ++d.stats.published;
   if (retain) {
-    d.ring.emplace_back(s, payload);
+    d.ring.emplace_back(s, std::make_shared<const std::string>(payload));
     while (d.ring.size() > d.opt.buffer_steps) d.ring.pop_front();
   }
   return s;
