@@ -434,9 +434,9 @@ void zmq_source::impl::poll_once() {
   if (throttle) {
     if (!log_replaying) ++throttled;
     until(now + milliseconds(4));  // credits and the budget are not pollable; look again soon
-    // A paused reader must not make the replay look dead; nor may a pause stretch the stall
-    // timeout of a reply that has begun into the request's: once reading resumes and the queued
-    // replies are read, a reply the engine cut short is asked on from at the stall timeout.
+    // Nor may a pause stretch the stall timeout of a reply that has begun into the request's:
+    // once reading resumes and the queued replies are read, a reply the engine cut short is asked
+    // on from at the stall timeout.
     if (dealer) replay_deadline = std::max(replay_deadline, now + replay_patience());
   }
   // After a spike the queues drain with nothing left to read: look again every 50 ms until the
@@ -463,7 +463,10 @@ void zmq_source::impl::poll_once() {
   if (dealer_idx < n && dealer && (items[dealer_idx].revents & ZMQ_POLLIN)) drain_dealer();
 
   now = clock::now();
-  if (dealer && now >= replay_deadline) replay_timed_out();
+  // A paused reader read nothing, so its silence ends no reply, however long the thread waited
+  // for a CPU (a 0.2-core quota stops it 80 ms at a time); the deadline it kept pushing gives the
+  // reply its whole patience once reading resumes.
+  if (dealer && !throttle && now >= replay_deadline) replay_timed_out();
 }
 
 void zmq_source::impl::drain_sub(zmq::socket_t& sub) {
