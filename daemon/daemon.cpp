@@ -16,6 +16,8 @@
 #include <caf/send.hpp>
 
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "actors/emitter/policy_client.hpp"
 #include "config/loader.hpp"
@@ -49,6 +51,9 @@ log::level to_log_level(config::log_level l) {
 
 struct daemon::impl {
   config::daemon_config cfg;
+  // The process-wide log level before start(): a daemon run inside another program (the tests)
+  // gives it back when it stops.
+  std::optional<log::level> level_before;
   std::shared_ptr<metrics_registry> metrics = std::make_shared<metrics_registry>();
   std::shared_ptr<memory_budget> budget;  // the process' (daemon/memory_setup.hpp)
   std::unique_ptr<caf::actor_system_config> sys_cfg;
@@ -76,6 +81,7 @@ daemon::~daemon() { stop(); }
 bool daemon::start(std::string& error) {
   auto& d = *impl_;
   log::set_json(d.cfg.log.format == config::log_format::json);
+  if (!d.level_before) d.level_before = log::current_level();
   log::set_level(to_log_level(d.cfg.log.level));
   // An explicit state dir that cannot be written stops the start, with its path and why
   // (--check says the same without creating it).
@@ -217,7 +223,10 @@ void daemon::stop() {
     d.admin->stop();
     d.admin.reset();
   }
-  if (!d.sys) return;
+  if (!d.sys) {
+    if (d.level_before) log::set_level(*std::exchange(d.level_before, std::nullopt));
+    return;
+  }
   if (d.root) caf::anon_send_exit(d.root, caf::exit_reason::user_shutdown);
   d.root = nullptr;
   for (auto& r : d.replica_debouncers) caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
@@ -225,6 +234,7 @@ void daemon::stop() {
   d.sys->await_all_actors_done();
   d.sys.reset();
   d.sys_cfg.reset();
+  if (d.level_before) log::set_level(*std::exchange(d.level_before, std::nullopt));
 }
 
 std::string daemon::tree_json(std::chrono::milliseconds timeout) {

@@ -227,6 +227,7 @@ struct zmq_source::impl {
   replay_reason replay_why = replay_reason::catch_up;
   clock::time_point replay_not_before{};
   clock::time_point replay_deadline{};
+  bool reader_paused = false;  // the last poll was throttled: the next that reads restarts the wait
   bool probe_pending = false;  // tracker rule ST6: on_probe_due() at probe_at
   clock::time_point probe_at{};
   backoff replay_backoff;  // attempts = consecutive replay failures; reset by any reply
@@ -431,12 +432,15 @@ void zmq_source::impl::poll_once() {
     d = std::max(d, milliseconds(0));
     timeout = timeout.count() < 0 ? d : std::min(d, timeout);
   };
+  if (dealer && !throttle && std::exchange(reader_paused, false))
+    replay_deadline = std::max(replay_deadline, now + replay_patience());  // reading resumes
   if (throttle) {
+    reader_paused = true;
     if (!log_replaying) ++throttled;
     until(now + milliseconds(4));  // credits and the budget are not pollable; look again soon
-    // Nor may a pause stretch the stall timeout of a reply that has begun into the request's:
-    // once reading resumes and the queued replies are read, a reply the engine cut short is asked
-    // on from at the stall timeout.
+    // Kept ahead, so the poll below waits; by the stall timeout once the reply has begun, never
+    // the request's: a reply the engine cut short is asked on from at the stall timeout after
+    // the pause, not 2 s after it.
     if (dealer) replay_deadline = std::max(replay_deadline, now + replay_patience());
   }
   // After a spike the queues drain with nothing left to read: look again every 50 ms until the
@@ -464,8 +468,8 @@ void zmq_source::impl::poll_once() {
 
   now = clock::now();
   // A paused reader read nothing, so its silence ends no reply, however long the thread waited
-  // for a CPU (a 0.2-core quota stops it 80 ms at a time); the deadline it kept pushing gives the
-  // reply its whole patience once reading resumes.
+  // for a CPU (a 0.2-core quota stops it 80 ms at a time); the reply gets its whole patience
+  // again once reading resumes (above).
   if (dealer && !throttle && now >= replay_deadline) replay_timed_out();
 }
 

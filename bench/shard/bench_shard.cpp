@@ -295,8 +295,9 @@ void PartitionStoreEvictSteady(benchmark::State& state) {
 }
 BENCHMARK(PartitionStoreEvictSteady)->Arg(1)->Arg(2)->Arg(256);
 
-// A catch-up's shape: an engine cache of 16 Ki blocks over the base model and 8 adapters, each
-// block stored and evicted again (the tables fit the caches; what a removal costs is its probes).
+// A catch-up's table sizes: an engine cache of 16 Ki blocks over 9 adapter partitions (the first
+// is home), each block stored and evicted again, so the tables fit the caches. Round robin sends
+// 8 of 9 removals through the directory; a catch-up's engine sends about a fifth.
 void PartitionStoreEvictSteady16Ki(benchmark::State& state) {
   partition_store_evict(state, uint64_t{1} << 12);
 }

@@ -17,6 +17,7 @@
 #include <ostream>
 
 #include "base/fingerprint.hpp"
+#include "base/log.hpp"
 #include "daemon/daemon.hpp"
 #include "tests/support/harness.hpp"
 #include "tools/fake-engine/publisher.hpp"
@@ -511,6 +512,18 @@ TEST_F(Pipeline, DataParallelRanksAreSeparateReplicas) {
   h->stop_daemon();
   EXPECT_TRUE(resident(a, bs, "", 0)) << h->diagnose();
   EXPECT_EQ(h->metric_sum("kvrelay_wrong_dp_rank_batches_total"), 0.0);
+}
+
+// A daemon run inside another program (these tests) sets its configured log level at start and
+// gives the process's back when it stops: a test after it in the same process that asserts on
+// info lines saw none.
+TEST_F(Pipeline, AStoppedDaemonGivesTheLogLevelBack) {
+  log::set_level(log::level::debug);
+  start();  // the harness configures warn
+  EXPECT_EQ(log::current_level(), log::level::warn);
+  h->stop_daemon();
+  EXPECT_EQ(log::current_level(), log::level::debug);
+  log::set_level(log::level::info);
 }
 
 }  // namespace
