@@ -223,17 +223,15 @@ void daemon::stop() {
     d.admin->stop();
     d.admin.reset();
   }
-  if (!d.sys) {
-    if (d.level_before) log::set_level(*std::exchange(d.level_before, std::nullopt));
-    return;
+  if (d.sys) {
+    if (d.root) caf::anon_send_exit(d.root, caf::exit_reason::user_shutdown);
+    d.root = nullptr;
+    for (auto& r : d.replica_debouncers) caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
+    d.replica_debouncers.clear();
+    d.sys->await_all_actors_done();
+    d.sys.reset();
+    d.sys_cfg.reset();
   }
-  if (d.root) caf::anon_send_exit(d.root, caf::exit_reason::user_shutdown);
-  d.root = nullptr;
-  for (auto& r : d.replica_debouncers) caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
-  d.replica_debouncers.clear();
-  d.sys->await_all_actors_done();
-  d.sys.reset();
-  d.sys_cfg.reset();
   if (d.level_before) log::set_level(*std::exchange(d.level_before, std::nullopt));
 }
 
