@@ -61,6 +61,7 @@ using ingress_notice_ptr = std::shared_ptr<const ingress_notice>;
 struct shard_work {
   uint64_t epoch = 0;
   double ts = 0.0;                   // engine batch time
+  bool replayed = false;             // its batch came from a replay: history (debouncer DB19)
   std::vector<kv_event> events;      // stored and removed only; clears travel as epochs
   std::vector<uint32_t> partitions;  // per event: a stored event's partition id (removals: 0)
   /// Partitions this work uses first, named in id order: ids first_new, first_new + 1, ...
@@ -84,6 +85,7 @@ struct shard_ops {
   int64_t ts_us = 0;           // engine batch time in µs (0 = unknown/now)
   bool had_store = false;      // the work held a BlockStored (R12 timestamp rule)
   bool resync = false;         // a re-report of resident state (a walk's chunk), not new events
+  bool replayed = false;       // from a replayed batch: history the engine has moved past (DB19)
   std::vector<prefix_op> ops;
   /// A walk's chunk (debouncer rules WK1-WK6): the request it answers (0: not a walk's). A chunk
   /// may span partitions, one message each; the last one (`walk_last`) says where the walk goes

@@ -239,6 +239,23 @@ void protocol::on_result(const emit_result& r, moment now, actions& out) {
 void protocol::on_flush_timer(uint64_t gen, moment now, actions& out) {
   if (gen != flush_gen_) return;
   window_armed_ = false;
+  // DB19, unless a live op came within this window (merged mode: another rank is live, and its
+  // adds keep their window).
+  if (history_since_ms_ && now.steady_ms - live_last_ms_ >= opts_.window.count()) {
+    if (now.steady_ms - history_last_ms_ < opts_.window.count()) {  // the replay goes on
+      if (history_due(now)) {
+        due_ = true;
+      } else if (!pending_.empty()) {
+        arm_window(out);
+      }
+      settle(now, out);
+      return;
+    }
+    history_since_ms_.reset();  // a window without a replayed op: the replay ended or stalled
+    if (!pending_.empty()) due_ = true;
+    settle(now, out);
+    return;
+  }
   if (pending_.pending_adds() > 0) due_ = true;
   settle(now, out);
 }
@@ -339,6 +356,7 @@ shard_ops protocol::filter_merged(uint32_t r, const shard_ops& in) {
   out.adapter = in.adapter;
   out.ts_us = in.ts_us;
   out.had_store = in.had_store;
+  out.replayed = in.replayed;
   out.ops.reserve(in.ops.size());
   const uint64_t me = r < holder_set::max_ranks ? uint64_t{1} << r : 0;
   for (const auto& op : in.ops) {
@@ -390,10 +408,28 @@ void protocol::apply(const shard_ops& ops, moment now, actions& out) {
             {{"max_pending", opts_.max_pending}});
       }
   }
+  if (ops.replayed && opts_.history_windows != 0) {  // DB19
+    if (!history_since_ms_) history_since_ms_ = now.steady_ms;
+    history_last_ms_ = now.steady_ms;
+  } else {
+    live_last_ms_ = now.steady_ms;
+    history_since_ms_.reset();  // DB19: a live op ends the history (DB2 again, below)
+  }
+  if (history_since_ms_) {
+    if (pending_.clear_pending() || history_due(now)) due_ = true;
+    if (!pending_.empty()) arm_window(out);  // evictions wait too: the window looks again
+    return;
+  }
   if (pending_.pending_removals() > 0 || pending_.clear_pending() ||
       pending_.pending_adds() >= opts_.flush_threshold)
     due_ = true;
   if (pending_.pending_adds() > 0) arm_window(out);
+}
+
+bool protocol::history_due(moment now) const {
+  return draining_ || pending_.size() >= opts_.history_max_pending ||
+         now.steady_ms - *history_since_ms_ >=
+             int64_t{opts_.history_windows} * opts_.window.count();
 }
 
 // WK1-WK3: one chunk of a walk, for its target alone.
@@ -474,7 +510,12 @@ void protocol::pump(moment now, actions& out) {
     } else {
       while (due_ && !pending_.empty() && wants_more(targets_)) {  // DB3, DB8
         auto u = pending_.take(next_unit_++);  // every removal goes: only adds can be left
-        due_ = draining_ || pending_.pending_adds() >= opts_.flush_threshold;
+        if (history_since_ms_) {  // DB19: the wait starts over from this unit
+          history_since_ms_ = now.steady_ms;
+          due_ = draining_ || pending_.size() >= opts_.history_max_pending;
+        } else {
+          due_ = draining_ || pending_.pending_adds() >= opts_.flush_threshold;
+        }
         offer(seal(std::move(*u)), nullptr, now, out);
         if (pending_.pending_adds() > 0) arm_window(out);
       }

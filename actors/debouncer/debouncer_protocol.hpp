@@ -113,6 +113,20 @@
 //  DB18. With repair_base_sweeps, every unit passes through sweep_repair before it is sent: the
 //        adapter keys a base-model PREFIX_EVICTED sweeps from the server ride in the unit as its
 //        restores (U5), sent after its evictions.
+//
+// History (a replay)
+//  DB19. Ops from a replayed batch (the engine's ring answering a catch-up or a gap, the delta log
+//        at start: `shard_ops::replayed`) are history the engine has moved past: most of what they
+//        store is evicted a few batches on, and an add sent meanwhile is a hint at a block the
+//        engine no longer holds, then an eviction. While the ops come from a replay, nothing
+//        pending is due (adds or evictions) but a clear, pending past history_max_pending, or
+//        pending held history_windows windows since the last unit; the window re-arms while
+//        replayed ops keep coming. A window with no replayed op (the replay ended or stalled)
+//        ends it and makes what waited due. The first live op ends it too: from that op DB2
+//        applies again, to what waited as well (evictions at once, adds on the window). A window
+//        in which a live op came is a window (DB2) whatever came after it, so in merged mode a
+//        rank replaying beside live ones neither holds their adds back nor adds units.
+//        history_windows 0 turns it off.
 
 #include <chrono>
 #include <cstdint>
@@ -145,6 +159,10 @@ struct options {
   bool l2_mode = false;                 // --ignore-block-removed
   size_t max_pending = 2'000'000;       // distinct keys held (DB11)
   size_t max_adds_per_unit = 16384;
+  /// DB19: pending waits at most this many windows while ops come from a replay (0: never).
+  uint32_t history_windows = 10;
+  /// DB19: ... and no longer than pending holds this many keys.
+  size_t history_max_pending = 65536;
   ms refresh_interval{10 * 60 * 1000};  // 0 = never (WK5)
   uint32_t walk_chunk = 16384;          // blocks a walk asks a shard for at a time (WK1)
   /// DB14: ALL_CLEARED before anything else (merged: the replica's start). On by default: a
@@ -258,6 +276,7 @@ class protocol {
   void offer(const emit_unit_ptr& u, const std::set<std::string>* only, moment now,
              actions& out);
   void arm_window(actions& out);
+  bool history_due(moment now) const;
   void probe_acked(const std::string& target, moment now, actions& out);
   std::vector<uint32_t> walk_ranks() const;
   void start_walk(const std::string& target, walk_kind k, std::vector<uint32_t> ranks,
@@ -285,6 +304,10 @@ class protocol {
   bool due_ = false;
   uint64_t flush_gen_ = 0;
   bool window_armed_ = false;
+  // DB19: holding history since (steady ms; nullopt: not), the last replayed op's arrival.
+  std::optional<int64_t> history_since_ms_;
+  int64_t history_last_ms_ = 0;
+  int64_t live_last_ms_ = INT64_MIN / 2;  // the last live op's arrival
   std::optional<bool> told_ok_;
 
   std::map<std::string, index_walk> walks_;  // WK1: one per target at most

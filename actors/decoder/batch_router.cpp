@@ -48,6 +48,7 @@ shard_work& batch_router::work(double ts) {
     current_ = std::make_shared<shard_work>();
     current_->epoch = epoch_;
     current_->ts = ts;
+    current_->replayed = replayed_;
     current_->first_new = static_cast<uint32_t>(partition_ids_.size());
   }
   return *current_;
@@ -118,8 +119,9 @@ bool batch_router::admit_medium(const medium_info& m, router_output& out) {
   return false;
 }
 
-void batch_router::on_batch(const char* data, size_t size, router_output& out) {
+void batch_router::on_batch(const char* data, size_t size, router_output& out, bool replayed) {
   reset(out);
+  replayed_ = replayed;
   ++stats_.batches;
   const decode_error err = decoder_.decode(data, size, batch_, &out.detail);
   if (err != decode_error::none) {

@@ -28,6 +28,8 @@
 //      AllBlocksCleared may leave blocks in the index that the engine dropped: the first one
 //      since the last clear sets `removal_lost` (the shell tells the supervisor, which shows the
 //      index incomplete until the engine clears or restarts).
+// BR8. A payload that came from a replay (the engine's ring, the delta log) makes work marked
+//      `replayed`: the debouncer holds history back (DB19).
 
 #include <array>
 #include <cstddef>
@@ -112,8 +114,8 @@ class batch_router {
 
   explicit batch_router(router_options opts = {});
 
-  /// One payload from ingress (BR1-BR7).
-  void on_batch(const char* data, size_t size, router_output& out);
+  /// One payload from ingress (BR1-BR8); `replayed`: it came from a replay.
+  void on_batch(const char* data, size_t size, router_output& out, bool replayed = false);
   /// BR2: events we will never see may have evicted what was reported (history lost), or the
   /// engine restarted (incarnation reset): either clears.
   void on_history_lost(router_output& out);
@@ -153,6 +155,7 @@ class batch_router {
   uint64_t epoch_ = 1;
   bool told_first_ = false;
   std::shared_ptr<shard_work> current_;  // the work being built
+  bool replayed_ = false;                 // the payload being routed came from a replay (BR8)
   absl::flat_hash_map<std::string, uint32_t> partition_ids_;
   absl::flat_hash_set<int64_t> warned_ids_;
   bool warned_limit_ = false;

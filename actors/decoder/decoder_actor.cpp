@@ -251,7 +251,7 @@ decoder_actor::behavior_type decoder_fn(decoder_self self, pipeline_context ctx,
   return {
       [=](raw_batch_ptr rb) {
         auto& s = self->state;
-        s.router.on_batch(rb->data, rb->size, s.out);
+        s.router.on_batch(rb->data, rb->size, s.out, rb->replayed);
         if (s.out.error == decode_error::none && !s.out.wrong_rank) s.last_seq = rb->seq;
         s.next_seq = rb->seq + 1;
         if (s.awaiting_first) {

@@ -184,9 +184,11 @@ void send(shard_self self, std::shared_ptr<shard_ops> out) {
   self->send(st.debouncer, shard_ops_ptr{std::move(out)});
 }
 
-void send_ops(shard_self self, uint32_t partition, int64_t ts_us, bool had_store,
+void send_ops(shard_self self, uint32_t partition, int64_t ts_us, bool had_store, bool replayed,
               std::vector<index_op>&& ops) {
-  send(self, make_ops(self->state, partition, ts_us, had_store, std::move(ops)));
+  auto out = make_ops(self->state, partition, ts_us, had_store, std::move(ops));
+  out->replayed = replayed;
+  send(self, std::move(out));
 }
 
 size_t resident(const partition_set& parts) {
@@ -278,7 +280,7 @@ void on_work(shard_self self, const shard_work& w) {
   const int64_t ts_us = engine_ts_to_us(w.ts);
   for (auto& r : st.parts.apply(w)) {
     publish(st, r.partition);
-    send_ops(self, r.partition, ts_us, r.had_store, std::move(r.ops));
+    send_ops(self, r.partition, ts_us, r.had_store, w.replayed, std::move(r.ops));
   }
   publish(st, ~0u);  // series for partitions declared but not touched
   publish_routing(st);

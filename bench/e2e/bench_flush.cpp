@@ -6,6 +6,8 @@
 //   DebouncerCoalesce  pending_set::apply of shard ops (a quarter re-touch keys already pending,
 //                      one in 16 is an eviction) and a take() per 4096 adds: ns per op
 //   DebouncerBacklog1M 1 M fresh adds pile up, then every unit is taken: ns per block
+//   DebouncerStoreEvictWindow  a full 16 Ki cache at a catch-up's pace: ns per block stored
+//                      and evicted
 //   CsuBuild           filling a CacheStateUpdate with 4096 PrefixEntry as the emitter does
 //   CsuSerialize       SerializeToString of that update (what gRPC does before the wire)
 // each at block size 16 and 64 (the block size only changes token_count, hence varint widths).
@@ -17,6 +19,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "actors/debouncer/pending_set.hpp"
@@ -98,6 +101,66 @@ void DebouncerBacklog1M(benchmark::State& state) {
       static_cast<double>(blocks), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(DebouncerBacklog1M)->Unit(benchmark::kMillisecond);
+
+// A full cache at a catch-up's pace: an engine with a 16 Ki-block cache whose every batch stores
+// 474 new blocks (introduces) and evicts the 474 stored 16 Ki blocks before, a fifth of the
+// batches on 8 adapters; a take per 40 000 blocks (a flush window's worth at 0.2 core). Most
+// blocks come and go inside one window (a fresh pair, dropped); the rest go out as an add and,
+// a window later, an eviction. ns per block stored (and, later, evicted).
+void DebouncerStoreEvictWindow(benchmark::State& state) {
+  constexpr size_t cache = 16384, per_batch = 474, window = 40000, batches = 2048;
+  std::mt19937_64 rng(5);
+  std::vector<kvrelay::shard_ops> msgs;
+  std::vector<std::pair<std::string, uint64_t>> resident;  // store order
+  size_t oldest = 0;
+  for (size_t b = 0; b < batches; ++b) {
+    const std::string adapter = (b % 5 == 0) ? "lora-" + std::to_string(b % 8) : "";
+    kvrelay::shard_ops stores;
+    stores.adapter = adapter;
+    stores.had_store = true;
+    stores.ts_us = 1767225600000000 + static_cast<int64_t>(b);
+    for (size_t i = 0; i < per_batch; ++i) {
+      const uint64_t fp = rng();
+      stores.ops.push_back(kvrelay::prefix_op{kvrelay::prefix_op::kind::upsert, fp,
+                                              static_cast<uint32_t>(16 * (i + 1)),
+                                              kvrelay::tier::t1, true});
+      resident.emplace_back(adapter, fp);
+    }
+    msgs.push_back(std::move(stores));
+    // The removals of one batch, split by the adapter that held each block, in order.
+    while (resident.size() - oldest > cache) {
+      kvrelay::shard_ops evicts;
+      evicts.adapter = resident[oldest].first;
+      evicts.ts_us = 1767225600000000 + static_cast<int64_t>(b);
+      while (resident.size() - oldest > cache && resident[oldest].first == evicts.adapter) {
+        evicts.ops.push_back(kvrelay::prefix_op{kvrelay::prefix_op::kind::evict,
+                                                resident[oldest].second, 0, kvrelay::tier::t1,
+                                                false});
+        ++oldest;
+      }
+      msgs.push_back(std::move(evicts));
+    }
+  }
+  size_t blocks = 0;
+  uint64_t id = 0;
+  for (auto _ : state) {
+    kvrelay::pending_set pending;
+    size_t since_take = 0;
+    for (const auto& m : msgs) {
+      pending.apply(m);
+      if (m.had_store) since_take += m.ops.size();
+      if (since_take >= window) {
+        since_take = 0;
+        while (auto u = pending.take(++id)) benchmark::DoNotOptimize(u->adds.data());
+      }
+    }
+    while (auto u = pending.take(++id)) benchmark::DoNotOptimize(u->adds.data());
+    blocks += batches * per_batch;
+  }
+  state.counters["time_per_block"] = benchmark::Counter(
+      static_cast<double>(blocks), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(DebouncerStoreEvictWindow)->Unit(benchmark::kMillisecond);
 
 void fill(ic::CacheStateUpdate& u, uint32_t block_size) {
   u.set_replica_id("bench-0");

@@ -249,6 +249,163 @@ TEST_F(Protocol, L2ModeFlushesAddsBeforeTheirDowngrade) {  // DB2, L08
   EXPECT_EQ(u[1]->downgrades[0].entries[0].t, tier::t2);
 }
 
+// ---- history (a replay) -----------------------------------------------------------------------
+
+shard_ops replayed(std::vector<prefix_op> v) {
+  shard_ops o = batch(std::move(v));
+  o.replayed = true;
+  return o;
+}
+
+struct History : Protocol {
+  // Replayed ops at `at` ms after the start's moment; fires the last armed window whose time has
+  // come on the way (the timer a shell would have fired).
+  int64_t t0 = 0;
+  void start_history(std::vector<uint32_t> ranks = {0}) {
+    start(std::move(ranks));
+    t0 = t.steady_ms;
+  }
+  void replay_at(int64_t at, std::vector<prefix_op> v, uint32_t rank = 0) {
+    advance_to(at);
+    p->on_ops(rank, replayed(std::move(v)), t, out);
+  }
+  void live_at(int64_t at, std::vector<prefix_op> v, uint32_t rank = 0) {
+    advance_to(at);
+    p->on_ops(rank, batch(std::move(v)), t, out);
+  }
+  void advance_to(int64_t at) {
+    note_arms();  // armed by the ops of the moment t still says
+    while (true) {
+      const auto arms = of(action_kind::arm_flush);
+      if (arms.empty() || arms.back().gen == fired_ ||
+          armed_at_[arms.back().gen] + arms.back().delay.count() > t0 + at)
+        break;
+      const auto& a = arms.back();
+      fired_ = a.gen;
+      t.steady_ms = armed_at_[a.gen] + a.delay.count();
+      p->on_flush_timer(a.gen, t, out);
+      note_arms();
+    }
+    t.steady_ms = t0 + at;
+  }
+  // When each window was armed (a shell arms it when the action comes out).
+  void note_arms() {
+    for (const auto& a : of(action_kind::arm_flush)) armed_at_.try_emplace(a.gen, t.steady_ms);
+  }
+  std::vector<emit_unit_ptr> units() {
+    note_arms();
+    return take_units();
+  }
+  std::map<uint64_t, int64_t> armed_at_;
+  uint64_t fired_ = 0;
+};
+
+TEST_F(History, ReplayedAddsAndEvictionsWaitAndTheFirstLiveOpSendsThem) {  // DB19
+  start_history();
+  live_at(0, {up(5)});
+  window();
+  auto u = units();
+  ASSERT_EQ(u.size(), 1u);
+  ack(u[0]->id);  // the server holds 5
+  t0 = t.steady_ms;
+  replay_at(0, {up(1, true), up(2, true), ev(5)});
+  EXPECT_TRUE(units().empty()) << "a replayed eviction waits too";
+  replay_at(60, {ev(1), up(3, true)});
+  replay_at(120, {up(4, true)});
+  EXPECT_TRUE(units().empty()) << "the replay goes on: the window looked and waited";
+  live_at(150, {up(6, true)});
+  u = units();
+  ASSERT_EQ(u.size(), 1u) << "the first live op ends the history";
+  EXPECT_EQ(fps_added(*u[0]), (std::vector<uint64_t>{2, 3, 4, 6}));
+  EXPECT_EQ(fps_evicted(*u[0]), std::vector<uint64_t>{5});
+  EXPECT_EQ(p->pending().drops().unsent_pairs, 1u) << "1 came and went inside the replay";
+  ack(u[0]->id);
+  live_at(160, {ev(2)});
+  EXPECT_EQ(units().size(), 1u) << "DB2 again: a live eviction goes at once";
+}
+
+TEST_F(History, AWindowWithoutAReplayedOpEndsIt) {  // DB19
+  start_history();
+  replay_at(0, {up(1, true), ev(7)});
+  replay_at(80, {up(2, true)});
+  EXPECT_TRUE(units().empty());
+  advance_to(179);
+  EXPECT_TRUE(units().empty()) << "a replayed op came within the last window";
+  advance_to(400);
+  auto u = units();
+  ASSERT_EQ(u.size(), 1u) << "the replay stopped: what waited goes";
+  EXPECT_EQ(fps_added(*u[0]), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(fps_evicted(*u[0]), std::vector<uint64_t>{7});
+  ack(u[0]->id);
+  live_at(410, {ev(1)});
+  EXPECT_EQ(units().size(), 1u) << "the normal rules are back";
+}
+
+TEST_F(History, ALiveRankBesideAReplayingOneKeepsItsWindow) {  // DB19, DB15
+  opts.merged = true;
+  start_history({0, 1});
+  replay_at(0, {up(1, true)}, 1);
+  live_at(10, {up(2, true)}, 0);
+  EXPECT_TRUE(units().empty()) << "the live op's rules: adds wait for the window";
+  replay_at(20, {up(3, true)}, 1);
+  live_at(30, {up(4, true)}, 0);
+  replay_at(40, {up(5, true)}, 1);
+  EXPECT_TRUE(units().empty());
+  advance_to(100);
+  auto u = units();
+  ASSERT_EQ(u.size(), 1u) << "the live ops' window, not held by the replaying rank";
+  EXPECT_EQ(fps_added(*u[0]), (std::vector<uint64_t>{1, 2, 3, 4, 5}));
+}
+
+TEST_F(History, ItWaitsAtMostHistoryWindowsSinceTheLastUnit) {  // DB19
+  opts.history_windows = 3;
+  start_history();
+  std::vector<int64_t> sent_at;
+  for (int64_t at = 0; at <= 1000; at += 50) {
+    replay_at(at, {up(static_cast<uint64_t>(100 + at), true)});
+    for (const auto& u : units()) {
+      sent_at.push_back(t.steady_ms - t0);
+      ack(u->id);
+    }
+  }
+  ASSERT_GE(sent_at.size(), 3u);
+  EXPECT_GE(sent_at[0], 300) << "three windows of 100 ms";
+  EXPECT_LE(sent_at[0], 400);
+  for (size_t i = 1; i < sent_at.size(); ++i) {
+    EXPECT_GE(sent_at[i] - sent_at[i - 1], 300) << "the wait starts over from each unit";
+    EXPECT_LE(sent_at[i] - sent_at[i - 1], 400);
+  }
+}
+
+TEST_F(History, PendingPastItsBoundGoesAtOnce) {  // DB19
+  opts.history_max_pending = 3;
+  start_history();
+  replay_at(0, {up(1, true), up(2, true)});
+  EXPECT_TRUE(units().empty());
+  replay_at(10, {up(3, true)});
+  auto u = units();
+  ASSERT_EQ(u.size(), 1u) << "three keys: no window, no threshold awaited";
+  EXPECT_EQ(fps_added(*u[0]), (std::vector<uint64_t>{1, 2, 3}));
+}
+
+TEST_F(History, AClearNeverWaits) {  // DB19, DB14
+  start_history();
+  replay_at(0, {up(1, true)});
+  p->on_clear(0, 2, 777, t, out);
+  auto u = units();
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_TRUE(only_clear(*u[0]));
+}
+
+TEST_F(History, ZeroWindowsKeepsTheWindowRules) {  // DB19 off
+  opts.history_windows = 0;
+  start_history();
+  replay_at(0, {up(1, true), ev(7)});
+  auto u = units();
+  ASSERT_EQ(u.size(), 1u) << "an eviction never waits for the window (DB2)";
+  EXPECT_EQ(fps_evicted(*u[0]), std::vector<uint64_t>{7});
+}
+
 // ---- epochs and clears -------------------------------------------------------------------------
 
 TEST_F(Protocol, ClearDuringAUnitInFlightHeadsTheNextUnit) {  // DB14

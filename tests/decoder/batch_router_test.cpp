@@ -30,10 +30,10 @@ item remove_ev(uint64_t h, std::string medium = "GPU") {
 }
 item clear_ev() { return M({{"type", S("AllBlocksCleared")}}); }
 
-router_output route(batch_router& r, const std::vector<item>& events) {
+router_output route(batch_router& r, const std::vector<item>& events, bool replayed = false) {
   const std::string bytes = batch(events);
   router_output out;
-  r.on_batch(bytes.data(), bytes.size(), out);
+  r.on_batch(bytes.data(), bytes.size(), out, replayed);
   return out;
 }
 
@@ -77,6 +77,17 @@ TEST(BatchRouter, BR2AClearBetweenStoresAndRemovals) {
   // Two clears in a row: nothing between them, two epochs.
   const auto twice = route(r, {clear_ev(), clear_ev()});
   EXPECT_EQ(steps(twice), "clear3 | clear4");
+}
+
+TEST(BatchRouter, BR8AReplayedBatchMakesReplayedWorkOnBothSidesOfAClear) {
+  batch_router r;
+  auto out = route(r, {store_ev(1), clear_ev(), store_ev(2)}, true);
+  ASSERT_EQ(steps(out), "w1:s1@0 | clear2 | w2:s2@0");
+  EXPECT_TRUE(out.steps[0].work->replayed);
+  EXPECT_TRUE(out.steps[2].work->replayed);
+  out = route(r, {store_ev(3), remove_ev(1)});
+  ASSERT_EQ(out.steps.size(), 1u);
+  EXPECT_FALSE(out.steps[0].work->replayed) << "a live batch after a replayed one";
 }
 
 TEST(BatchRouter, BR4PartitionsCreatedMidBatchAreNamedByTheWorkThatUsesThem) {

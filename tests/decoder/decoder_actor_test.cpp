@@ -35,10 +35,11 @@ item remove_ev(uint64_t h, std::string medium = "GPU") {
 }
 item clear_ev() { return M({{"type", S("AllBlocksCleared")}}); }
 
-raw_batch_ptr raw(uint64_t seq, const std::string& bytes) {
+raw_batch_ptr raw(uint64_t seq, const std::string& bytes, bool replayed = false) {
   auto owner = std::make_shared<std::string>(bytes);
   auto rb = std::make_shared<raw_batch>();
   rb->seq = seq;
+  rb->replayed = replayed;
   rb->data = owner->data();
   rb->size = owner->size();
   rb->owner = owner;
@@ -147,6 +148,19 @@ TEST(DecoderActor, ExecutesStepsInOrderAndTheShardRoutesRemovals) {
   EXPECT_EQ(f.health.all<health_fact>(),
             (std::vector<health_fact>{health_fact::batch_decoded, health_fact::engine_cleared}));
   EXPECT_EQ(f.metric("kvrelay_batches_total"), 2);
+}
+
+// BR8 through the shell and the shard: the debouncer learns which ops are history (DB19).
+TEST(DecoderActor, AReplayedBatchReachesTheDebouncerAsHistory) {
+  fixture f;
+  caf::anon_send(f.aut, raw(0, batch({store_ev(1), store_ev(2, "sql-lora")}), true));
+  f.t.run();
+  f.send(1, {store_ev(3)});
+  const auto ops = f.debouncer.all<shard_ops_ptr>();
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_TRUE(ops[0]->replayed);
+  EXPECT_TRUE(ops[1]->replayed);
+  EXPECT_FALSE(ops[2]->replayed) << "the live batch after it";
 }
 
 TEST(DecoderActor, UnknownMediaAndBadBatchesAreCountedNotIndexed) {

@@ -61,9 +61,10 @@ struct fixture {
   }
 
   void send(uint64_t epoch, std::vector<kv_event> events, std::vector<uint32_t> parts,
-            uint32_t first_new = 0, std::vector<std::string> names = {}) {
+            uint32_t first_new = 0, std::vector<std::string> names = {}, bool replayed = false) {
     auto w = std::make_shared<shard_work>();
     w->epoch = epoch;
+    w->replayed = replayed;
     w->ts = 1767225600.5;
     w->events = std::move(events);
     w->partitions = std::move(parts);
@@ -110,6 +111,19 @@ TEST(ShardActor, OneOpsMessagePerTouchedPartitionInFirstTouchOrder) {
   ASSERT_EQ(rm.size(), 1u);
   EXPECT_FALSE(rm[0]->had_store);
   EXPECT_EQ(f.metric("kvrelay_removal_routing_total", {{"outcome", "unrouted"}}), 1);
+}
+
+// The debouncer holds history back (DB19): it learns what is history from the ops.
+TEST(ShardActor, OpsOfReplayedWorkSayTheyAreReplayed) {
+  fixture f;
+  f.send(1, {stored(1), stored(2)}, {1, 0}, 0, {"", "lora"}, true);
+  const auto replayed = f.take();
+  ASSERT_EQ(replayed.size(), 2u);
+  for (const auto& o : replayed) EXPECT_TRUE(o->replayed) << o->adapter;
+  f.send(1, {removed(1), stored(3)}, {0, 0});
+  const auto live = f.take();
+  ASSERT_EQ(live.size(), 2u);
+  for (const auto& o : live) EXPECT_FALSE(o->replayed) << o->adapter;
 }
 
 TEST(ShardActor, ClearsByEpochAndStaleWorkStillDeclaresItsPartitions) {
