@@ -56,6 +56,9 @@ protocol::protocol(options o)
     : opts_(o), pending_(pending_set::options{o.l2_mode, o.max_pending, o.max_adds_per_unit}) {
   if (opts_.flush_threshold == 0) opts_.flush_threshold = 1;
   if (opts_.walk_chunk == 0) opts_.walk_chunk = 1;
+  // DB19: a replay flushes well before pending would shed its adds (DB11) and walk the index.
+  opts_.history_max_pending =
+      std::max<size_t>(1, std::min(opts_.history_max_pending, opts_.max_pending / 2));
   if (opts_.merged) holders_.emplace();
   if (opts_.repair_base_sweeps) repair_.emplace(opts_.max_pending);
 }
@@ -239,24 +242,19 @@ void protocol::on_result(const emit_result& r, moment now, actions& out) {
 void protocol::on_flush_timer(uint64_t gen, moment now, actions& out) {
   if (gen != flush_gen_) return;
   window_armed_ = false;
-  // DB19, unless a live op came within this window (merged mode: another rank is live, and its
-  // adds keep their window).
-  if (history_since_ms_ && now.steady_ms - live_last_ms_ >= opts_.window.count()) {
+  // DB19, unless a live op came since this window was armed (merged mode: another rank is live,
+  // and its adds keep their window).
+  if (history_since_ms_ && live_last_ms_ < window_armed_ms_) {
     if (now.steady_ms - history_last_ms_ < opts_.window.count()) {  // the replay goes on
-      if (history_due(now)) {
-        due_ = true;
-      } else if (!pending_.empty()) {
-        arm_window(out);
-      }
+      if (history_due(now)) due_ = true;
+      arm_window(now, out);  // the window keeps looking, so the hold ends when the replay does
       settle(now, out);
       return;
     }
     history_since_ms_.reset();  // a window without a replayed op: the replay ended or stalled
-    if (!pending_.empty()) due_ = true;
-    settle(now, out);
-    return;
   }
-  if (pending_.pending_adds() > 0) due_ = true;
+  // Held evictions as well as adds: they waited for this window (DB19).
+  if (!pending_.empty()) due_ = true;
   settle(now, out);
 }
 
@@ -417,13 +415,15 @@ void protocol::apply(const shard_ops& ops, moment now, actions& out) {
   }
   if (history_since_ms_) {
     if (pending_.clear_pending() || history_due(now)) due_ = true;
-    if (!pending_.empty()) arm_window(out);  // evictions wait too: the window looks again
+    // Evictions wait too; armed even with nothing pending, so the window that sees no replayed
+    // op ends the hold.
+    arm_window(now, out);
     return;
   }
   if (pending_.pending_removals() > 0 || pending_.clear_pending() ||
       pending_.pending_adds() >= opts_.flush_threshold)
     due_ = true;
-  if (pending_.pending_adds() > 0) arm_window(out);
+  if (pending_.pending_adds() > 0) arm_window(now, out);
 }
 
 bool protocol::history_due(moment now) const {
@@ -461,9 +461,10 @@ void protocol::on_chunk(uint32_t, const shard_ops& ops, moment now, actions& out
     w->second.partial(ops.walk, ops.ops.size());
 }
 
-void protocol::arm_window(actions& out) {
+void protocol::arm_window(moment now, actions& out) {
   if (window_armed_) return;
   window_armed_ = true;
+  window_armed_ms_ = now.steady_ms;
   auto a = make(action_kind::arm_flush);
   a.delay = opts_.window;
   a.gen = ++flush_gen_;
@@ -513,11 +514,12 @@ void protocol::pump(moment now, actions& out) {
         if (history_since_ms_) {  // DB19: the wait starts over from this unit
           history_since_ms_ = now.steady_ms;
           due_ = draining_ || pending_.size() >= opts_.history_max_pending;
+          arm_window(now, out);
         } else {
           due_ = draining_ || pending_.pending_adds() >= opts_.flush_threshold;
         }
         offer(seal(std::move(*u)), nullptr, now, out);
-        if (pending_.pending_adds() > 0) arm_window(out);
+        if (pending_.pending_adds() > 0) arm_window(now, out);
       }
       pump_walks(now, out);
     }

@@ -119,13 +119,16 @@
 //        at start: `shard_ops::replayed`) are history the engine has moved past: most of what they
 //        store is evicted a few batches on, and an add sent meanwhile is a hint at a block the
 //        engine no longer holds, then an eviction. While the ops come from a replay, nothing
-//        pending is due (adds or evictions) but a clear, pending past history_max_pending, or
-//        pending held history_windows windows since the last unit; the window re-arms while
-//        replayed ops keep coming. A window with no replayed op (the replay ended or stalled)
+//        pending is due (adds or evictions) but a clear, pending past history_max_pending (half
+//        of max_pending at most: a replay never makes pending shed its adds, DB11), or
+//        pending held history_windows windows since the wait began or the last unit; the window
+//        stays armed while replayed ops keep coming, pending or not. A window with no replayed op (the replay ended or stalled)
 //        ends it and makes what waited due. The first live op ends it too: from that op DB2
 //        applies again, to what waited as well (evictions at once, adds on the window). A window
 //        in which a live op came is a window (DB2) whatever came after it, so in merged mode a
-//        rank replaying beside live ones neither holds their adds back nor adds units.
+//        rank replaying beside live ones neither holds their adds back nor adds units (a rank's
+//        clear, whose evictions are applied as live ops, ends the wait too). In L2 mode the
+//        adds still go before each batch holding removals (L08): a replay waits less there.
 //        history_windows 0 turns it off.
 
 #include <chrono>
@@ -161,7 +164,7 @@ struct options {
   size_t max_adds_per_unit = 16384;
   /// DB19: pending waits at most this many windows while ops come from a replay (0: never).
   uint32_t history_windows = 10;
-  /// DB19: ... and no longer than pending holds this many keys.
+  /// DB19: ... and no longer than pending holds this many keys (at most half of max_pending).
   size_t history_max_pending = 65536;
   ms refresh_interval{10 * 60 * 1000};  // 0 = never (WK5)
   uint32_t walk_chunk = 16384;          // blocks a walk asks a shard for at a time (WK1)
@@ -275,7 +278,7 @@ class protocol {
   emit_unit_ptr seal(emit_unit u);
   void offer(const emit_unit_ptr& u, const std::set<std::string>* only, moment now,
              actions& out);
-  void arm_window(actions& out);
+  void arm_window(moment now, actions& out);
   bool history_due(moment now) const;
   void probe_acked(const std::string& target, moment now, actions& out);
   std::vector<uint32_t> walk_ranks() const;
@@ -304,6 +307,7 @@ class protocol {
   bool due_ = false;
   uint64_t flush_gen_ = 0;
   bool window_armed_ = false;
+  int64_t window_armed_ms_ = 0;  // when the window last armed was (DB19)
   // DB19: holding history since (steady ms; nullopt: not), the last replayed op's arrival.
   std::optional<int64_t> history_since_ms_;
   int64_t history_last_ms_ = 0;

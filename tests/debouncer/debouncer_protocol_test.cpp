@@ -274,6 +274,7 @@ struct History : Protocol {
     p->on_ops(rank, batch(std::move(v)), t, out);
   }
   void advance_to(int64_t at) {
+    ASSERT_GE(t0 + at, t.steady_ms) << "time only goes forward";
     note_arms();  // armed by the ops of the moment t still says
     while (true) {
       const auto arms = of(action_kind::arm_flush);
@@ -303,7 +304,7 @@ struct History : Protocol {
 TEST_F(History, ReplayedAddsAndEvictionsWaitAndTheFirstLiveOpSendsThem) {  // DB19
   start_history();
   live_at(0, {up(5)});
-  window();
+  advance_to(100);
   auto u = units();
   ASSERT_EQ(u.size(), 1u);
   ack(u[0]->id);  // the server holds 5
@@ -322,6 +323,33 @@ TEST_F(History, ReplayedAddsAndEvictionsWaitAndTheFirstLiveOpSendsThem) {  // DB
   ack(u[0]->id);
   live_at(160, {ev(2)});
   EXPECT_EQ(units().size(), 1u) << "DB2 again: a live eviction goes at once";
+}
+
+TEST_F(History, AnEvictionHeldAfterALiveOpGoesWithTheWindow) {  // DB19
+  start_history();
+  replay_at(0, {up(1, true)});
+  live_at(50, {ev(9)});
+  auto u = units();
+  ASSERT_EQ(u.size(), 1u) << "a live eviction goes at once";
+  ack(u[0]->id);
+  replay_at(60, {ev(20)});
+  EXPECT_TRUE(units().empty()) << "held: it came from the replay";
+  advance_to(1000);
+  u = units();
+  ASSERT_EQ(u.size(), 1u) << "never left pending without a window";
+  EXPECT_EQ(fps_evicted(*u[0]), std::vector<uint64_t>{20});
+  EXPECT_TRUE(p->pending().empty());
+}
+
+TEST_F(History, AReplayThatLeavesNothingPendingStillEnds) {  // DB19
+  start_history();
+  replay_at(0, {up(1, true)});
+  replay_at(10, {ev(1)});  // a never-sent pair: nothing pending
+  advance_to(60'000);
+  replay_at(60'000, {up(2, true)});
+  EXPECT_TRUE(units().empty()) << "a replay a minute later waits from its own start";
+  advance_to(60'150);
+  EXPECT_EQ(units().size(), 1u) << "and ends a window after its last op";
 }
 
 TEST_F(History, AWindowWithoutAReplayedOpEndsIt) {  // DB19
@@ -357,6 +385,17 @@ TEST_F(History, ALiveRankBesideAReplayingOneKeepsItsWindow) {  // DB19, DB15
   EXPECT_EQ(fps_added(*u[0]), (std::vector<uint64_t>{1, 2, 3, 4, 5}));
 }
 
+TEST_F(History, TheLiveOpThatArmedTheWindowKeepsIt) {  // DB19, DB15
+  opts.merged = true;
+  start_history({0, 1});
+  live_at(0, {up(2, true)}, 0);
+  replay_at(50, {up(3, true)}, 1);
+  advance_to(100);
+  auto u = units();
+  ASSERT_EQ(u.size(), 1u) << "the live add's window";
+  EXPECT_EQ(fps_added(*u[0]), (std::vector<uint64_t>{2, 3}));
+}
+
 TEST_F(History, ItWaitsAtMostHistoryWindowsSinceTheLastUnit) {  // DB19
   opts.history_windows = 3;
   start_history();
@@ -386,6 +425,18 @@ TEST_F(History, PendingPastItsBoundGoesAtOnce) {  // DB19
   auto u = units();
   ASSERT_EQ(u.size(), 1u) << "three keys: no window, no threshold awaited";
   EXPECT_EQ(fps_added(*u[0]), (std::vector<uint64_t>{1, 2, 3}));
+}
+
+TEST_F(History, ItNeverHoldsPendingToTheBoundThatShedsAdds) {  // DB19, DB11
+  opts.max_pending = 8;  // history_max_pending (65 536) is above it: half of it rules
+  start_history();
+  replay_at(0, {up(1, true), up(2, true), up(3, true)});
+  EXPECT_TRUE(units().empty());
+  replay_at(10, {up(4, true)});
+  auto u = units();
+  ASSERT_EQ(u.size(), 1u) << "half of max_pending";
+  EXPECT_EQ(u[0]->adds.size(), 4u);
+  EXPECT_EQ(p->pending().drops().shed, 0u);
 }
 
 TEST_F(History, AClearNeverWaits) {  // DB19, DB14
