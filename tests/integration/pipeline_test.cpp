@@ -272,6 +272,32 @@ TEST_F(Pipeline, GapOnTheLiveStreamIsRepairedByReplay) {
   EXPECT_EQ(h->metric_sum("kvrelay_history_lost_total"), 0.0);
 }
 
+// DB19 end to end: what a gap's replay stored and evicted never reaches the server, although an
+// eviction in it (of a block the server holds) makes a flush due at once on the live stream.
+TEST_F(Pipeline, AReplayedGapSendsNoneOfWhatItStoredAndEvicted) {
+  harness_options o;
+  o.engine.window = std::chrono::milliseconds(500);  // the wait: up to ten of them, 5 s
+  start(o);
+  const auto a = token_range(100, 16), b = token_range(600, 160), c = token_range(2000, 32);
+  h->publish({stored(u_hashes({1}), a, bs)});
+  ASSERT_TRUE(wait_resident(a)) << h->diagnose();
+  const auto before = server_counters();
+  // Missed live, kept by the ring: ten blocks stored, the block the server holds evicted, the ten
+  // evicted again.
+  const auto ten = u_hashes({100, 101, 102, 103, 104, 105, 106, 107, 108, 109});
+  h->publish_replay_only(fake::encode_batch({stored(ten, b, bs)}, {}));
+  h->publish_replay_only(fake::encode_batch({removed(u_hashes({1}))}, {}));
+  h->publish_replay_only(fake::encode_batch({removed(ten)}, {}));
+  h->publish({stored(u_hashes({200, 201}), c, bs)});  // live: the gap is seen and read back
+  ASSERT_TRUE(harness::wait_until([&] { return absent(a) && resident(c); })) << h->diagnose();
+  EXPECT_TRUE(metric_reaches("kvrelay_batches_recovered_total", 3));
+  const auto after = server_counters();
+  const uint64_t added = (after.prefixes_upserted - before.prefixes_upserted) -
+                         (after.prefixes_expired - before.prefixes_expired);
+  EXPECT_EQ(added, 2u) << "c's two blocks; none of the ten the replay stored and evicted";
+  EXPECT_TRUE(absent(b)) << h->diagnose();
+}
+
 struct HistoryLost : Pipeline, ::testing::WithParamInterface<bool> {};
 
 TEST_P(HistoryLost, ClearsTheReplicaThenIndexesWhatFollows) {
