@@ -420,6 +420,15 @@ std::vector<setting> make_schema() {
           .check([](int64_t v) {
             return v < 1 || v > 65536 ? "must be between 1 and 65536 (blocks per message)" : "";
           }));
+  add(row(&S::replay_wait_windows, "replay_wait_windows",
+          "while a pipeline replays history (a catch-up or a gap read back from the engine's "
+          "ring, the delta log at start), what it changes waits up to this many debounce "
+          "windows, so what the replay stores and evicts meanwhile never reaches the server (a "
+          "clear never waits; the first live batch, or a window without a replayed one, ends "
+          "the wait); `0` sends a replay's changes as live ones go; 0–600")
+          .check([](int64_t v) {
+            return v < 0 || v > 600 ? "must be between 0 (off) and 600 (windows)" : "";
+          }));
   add(row(&S::max_pending, "max_pending",
           "distinct updates a pipeline holds for a slow server before it sheds its adds and "
           "re-reports them by a walk (never a clear); `0` = derived from the memory budget (a "

@@ -132,6 +132,9 @@ struct server_settings {
   /// Distinct pending updates per pipeline before its adds are shed (a walk re-reports them);
   /// 0 = derived from the memory budget.
   int64_t max_pending = 0;
+  /// While a pipeline replays history, its changes wait up to this many windows (debouncer
+  /// DB19); 0 = they go as live ones do.
+  int64_t replay_wait_windows = 10;
   config::eviction_mode eviction_mode = eviction_mode::auto_;  // --eviction-mode
   /// The server narrows a PREFIX_EVICTED with adapter_scoped set to the partition it names
   /// (inference-cache PR #164): rpc mode then skips re-reporting the LoRA entries a base-model

@@ -81,6 +81,7 @@ pipeline_options to_pipeline_options(const config::daemon_config& cfg,
   p.debouncer.protocol.l2_mode = e.l2_tier;
   p.debouncer.protocol.refresh_interval = cfg.server.refresh_interval;
   p.debouncer.protocol.walk_chunk = static_cast<uint32_t>(cfg.server.walk_chunk);
+  p.debouncer.protocol.history_windows = static_cast<uint32_t>(cfg.server.replay_wait_windows);
   if (cfg.server.max_pending > 0)
     p.debouncer.protocol.max_pending = static_cast<size_t>(cfg.server.max_pending);
   p.debouncer.protocol.shutdown_clear = cfg.server.on_shutdown == config::shutdown_action::clear;

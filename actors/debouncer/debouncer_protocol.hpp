@@ -129,7 +129,7 @@
 //        rank replaying beside live ones neither holds their adds back nor adds units (a rank's
 //        clear, whose evictions are applied as live ops, ends the wait too). In L2 mode the
 //        adds still go before each batch holding removals (L08): a replay waits less there.
-//        history_windows 0 turns it off.
+//        history_windows 0 (server.replay_wait_windows) turns it off.
 
 #include <chrono>
 #include <cstdint>

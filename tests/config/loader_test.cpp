@@ -435,6 +435,17 @@ TEST(Validate, TlsCombinations) {
             "t.toml:2:20: server.refresh_interval: must be >= 0 (0 disables the refresh)");
 }
 
+TEST(Validate, ReplayWaitWindowsIsBoundedAndZeroTurnsItOff) {  // DB19
+  EXPECT_EQ(daemon_config{}.server.replay_wait_windows, 10);
+  EXPECT_EQ(load(std::string("[server]\nreplay_wait_windows = 0\n") + minimal)
+                .server.replay_wait_windows,
+            0);
+  EXPECT_EQ(check(std::string("[server]\nreplay_wait_windows = 601\n") + minimal),
+            "t.toml:2:23: server.replay_wait_windows: must be between 0 (off) and 600 (windows)");
+  EXPECT_EQ(check(std::string("[server]\nreplay_wait_windows = -1\n") + minimal),
+            "t.toml:2:23: server.replay_wait_windows: must be between 0 (off) and 600 (windows)");
+}
+
 TEST(Validate, ClampsNonPositiveDurations) {  // R04, S10, N02
   daemon_config c = load(std::string("[server]\nrpc_timeout = \"0\"\n") + minimal +
                          "window = \"-1s\"\nreconnect_backoff = \"0s\"\n"
