@@ -414,7 +414,7 @@ void protocol::apply(const shard_ops& ops, moment now, actions& out) {
     history_since_ms_.reset();  // DB19: a live op ends the history (DB2 again, below)
   }
   if (history_since_ms_) {
-    if (pending_.clear_pending() || history_due(now)) due_ = true;
+    if (history_due(now)) due_ = true;  // a clear made itself due when it was queued (DB14)
     // Evictions wait too; armed even with nothing pending, so the window that sees no replayed
     // op ends the hold.
     arm_window(now, out);

@@ -400,14 +400,14 @@ TEST_F(History, ItWaitsAtMostHistoryWindowsSinceTheLastUnit) {  // DB19
   opts.history_windows = 3;
   start_history();
   std::vector<int64_t> sent_at;
-  for (int64_t at = 0; at <= 1000; at += 50) {
+  for (int64_t at = 0; at <= 3300; at += 50) {  // the bound, ten times over
     replay_at(at, {up(static_cast<uint64_t>(100 + at), true)});
     for (const auto& u : units()) {
       sent_at.push_back(t.steady_ms - t0);
       ack(u->id);
     }
   }
-  ASSERT_GE(sent_at.size(), 3u);
+  ASSERT_GE(sent_at.size(), 10u);
   EXPECT_GE(sent_at[0], 300) << "three windows of 100 ms";
   EXPECT_LE(sent_at[0], 400);
   for (size_t i = 1; i < sent_at.size(); ++i) {
@@ -436,6 +436,23 @@ TEST_F(History, ItNeverHoldsPendingToTheBoundThatShedsAdds) {  // DB19, DB11
   auto u = units();
   ASSERT_EQ(u.size(), 1u) << "half of max_pending";
   EXPECT_EQ(u[0]->adds.size(), 4u);
+  EXPECT_EQ(p->pending().drops().shed, 0u);
+}
+
+TEST_F(History, PendingTenTimesItsBoundGoesOutABoundAtATime) {  // DB19, DB11
+  opts.max_pending = 8;  // the wait's bound: 4 keys
+  start_history();
+  size_t adds = 0;
+  for (uint64_t k = 0; k < 40; ++k) {
+    replay_at(static_cast<int64_t>(k), {up(1000 + k, true)});
+    EXPECT_LT(p->pending().size(), 4u) << "never held at its bound";
+    for (const auto& u : units()) {
+      EXPECT_EQ(u->adds.size(), 4u);
+      adds += u->adds.size();
+      ack(u->id);
+    }
+  }
+  EXPECT_EQ(adds, 40u);
   EXPECT_EQ(p->pending().drops().shed, 0u);
 }
 
