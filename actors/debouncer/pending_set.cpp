@@ -5,6 +5,7 @@
 #include "actors/debouncer/pending_set.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <map>
 #include <type_traits>
 
@@ -43,6 +44,23 @@ bool pending_set::fresh_key(const key& k, bool introduces) const {
 void pending_set::note_size() { peak_ = std::max(peak_, size()); }
 
 void pending_set::upsert(adapter_maps& m, const key& k, const prefix_op& op) {
+  if (op.introduces && m.adds.empty() && opts_.log_adds) {
+    // No add of this key can be pending (the header comment): appended, no lookup. It replaces a
+    // pending removal as below.
+    bool fresh = true;  // it introduces its key
+    if (!m.removals.empty()) {
+      if (auto r = m.removals.find(k.second); r != m.removals.end()) {
+        m.removals.erase(r);
+        --removals_;
+        fresh = false;
+      }
+    }
+    m.log.push_back(logged_add{k.second, op.token_count, op.t, fresh});
+    ++adds_;
+    note_size();
+    return;
+  }
+  log_to_map(m);
   // One probe: the slot is found or made, then filled.
   auto [it, inserted] = m.adds.try_emplace(k.second);
   if (inserted) {
@@ -73,7 +91,26 @@ void pending_set::set_removal(adapter_maps& m, uint64_t fp, const removal_entry&
   }
 }
 
+void pending_set::log_to_map(adapter_maps& m) {
+  const size_t n = m.logged();
+  if (n == 0) return;
+  m.adds.reserve(n);  // once, at its size: the map is empty while the log holds adds
+  for (size_t i = m.log_head; i < m.log.size(); ++i) {
+    const logged_add& e = m.log[i];
+    auto [it, inserted] = m.adds.try_emplace(e.fp, add_entry{e.token_count, e.t, e.fresh});
+    if (!inserted) {  // the same fingerprint logged twice: one add, the latest tier and count
+      it->second.token_count = e.token_count;
+      it->second.t = e.t;
+      --adds_;
+    }
+  }
+  m.log.clear();  // keeps its capacity for the adapter's next window (maybe_release frees it)
+  m.log_head = 0;
+  m.resume.reset();
+}
+
 void pending_set::remove(adapter_maps& m, const key& k, const prefix_op& op, int64_t ts_us) {
+  log_to_map(m);
   auto a = m.adds.find(k.second);
   if (opts_.l2_mode) {
     // The block leaves the GPU but an L2 tier below the engine keeps it: report T2 with the
@@ -114,7 +151,8 @@ pending_set::apply_result pending_set::apply(const shard_ops& ops) {
   // map that fits the cache (a paced engine's window) only pays the second hash: not asked.
   constexpr size_t ahead = 8;
   const size_t n = ops.ops.size();
-  const bool far = m.adds.size() + n > 65536;  // ~1 MB of slots: past a core's L2
+  // (A log, or a map still empty, is not probed: nothing to ask for.)
+  const bool far = !m.adds.empty() && m.adds.size() + n > 65536;  // ~1 MB of slots: past L2
   if (far)
     for (size_t i = 0; i < std::min(ahead, n); ++i) ask_for_slot(m.adds, ops.ops[i].fingerprint);
   for (size_t i = 0; i < n; ++i) {
@@ -141,8 +179,10 @@ pending_set::apply_result pending_set::apply(const shard_ops& ops) {
 
 void pending_set::drop_adds(uint64_t& counter) {
   for (auto& m : maps_) {
-    counter += m.adds.size();
+    counter += m.adds.size() + m.logged();
     m.adds.clear();
+    m.log.clear();
+    m.log_head = 0;
   }
   adds_ = 0;
 }
@@ -159,6 +199,7 @@ size_t pending_set::heap_bytes() const noexcept {
 void pending_set::note_sent(const std::string& adapter, const std::vector<prefix_op>& ops) {
   if (adds_ == 0 && !tracking_) return;
   const uint32_t a = adapter_index(adapter);
+  log_to_map(maps_[a]);  // each op below looks its key up
   auto& adds = maps_[a].adds;
   for (const auto& op : ops) {
     if (tracking_) reported_.insert(key{a, op.fingerprint});
@@ -178,6 +219,8 @@ void pending_set::reset() {
   for (auto& m : maps_) {
     m.adds.clear();
     m.removals.clear();
+    m.log.clear();
+    m.log_head = 0;
   }
   adds_ = 0;
   removals_ = 0;
@@ -214,9 +257,33 @@ void pending_set::maybe_release() {
   for (auto& m : maps_) {
     fp_map<add_entry>().swap(m.adds);
     fp_map<removal_entry>().swap(m.removals);
+    decltype(m.log)().swap(m.log);
+    m.log_head = 0;
   }
   peak_ = 0;
   released_ = true;
+}
+
+void pending_set::take_logged(adapter_maps& m, uint32_t a, emit_unit& u) {
+  const std::string& adapter = adapters_[a];
+  const size_t room = opts_.max_adds_per_unit - std::min(opts_.max_adds_per_unit, u.adds.size());
+  const size_t end = m.log_head + std::min(room, m.logged());
+  for (size_t i = m.log_head; i < end; ++i) {
+    const logged_add& e = m.log[i];
+    u.adds.push_back(prefix_add{e.fp, e.token_count, e.t, adapter});
+    if (tracking_) reported_.insert(key{a, e.fp});
+  }
+  adds_ -= end - m.log_head;
+  m.log_head = end;
+  if (m.log_head == m.log.size()) {
+    m.log.clear();
+    m.log_head = 0;
+  } else if (m.log_head * 2 > m.log.size()) {
+    // What went out is dropped once it is most of the log: each add is moved at most once more,
+    // and a log a stream never lets empty does not keep everything it ever held.
+    m.log.erase(m.log.begin(), m.log.begin() + static_cast<std::ptrdiff_t>(m.log_head));
+    m.log_head = 0;
+  }
 }
 
 std::optional<emit_unit> pending_set::take(uint64_t id) {
@@ -255,6 +322,14 @@ std::optional<emit_unit> pending_set::take(uint64_t id) {
   for (uint32_t i = 0; i < n && adds_ != 0; ++i) {
     const uint32_t a = (next_adapter_ + i) % n;
     adapter_maps& m = maps_[a];
+    if (m.logged() != 0) {
+      take_logged(m, a, u);
+      if (u.adds.size() >= opts_.max_adds_per_unit) {
+        next_adapter_ = (a + 1) % n;
+        break;
+      }
+      continue;
+    }
     auto& adds = m.adds;
     const std::string& adapter = adapters_[a];
     // Takes from `it` to the end; false once the unit is full (the add it stopped at is where

@@ -22,8 +22,20 @@
 //    `max_entries`: past it tracking stops and evictions are sent again (safe, just wasted).
 //  - L2 mode turns evictions into T2 downgrades, which are upserts: never dropped.
 //
-// Memory: a map that grew past `shrink_above` entries is released once it empties, so a burst
-// does not leave its peak allocated (`take` and `reset` report it; the caller may trim the heap).
+// Adds that introduce their key arrive as a log: while an adapter has no add in its map, an
+// add marked `introduces` (the shard's index had no such key, so no add of it can be pending
+// unless an eviction came between) is appended, with no lookup, and a take sends the log in
+// arrival order. A blast or a paced engine that only stores never builds a map: the window is
+// appended and read back in order, instead of each key hashed into a table that grows with the
+// backlog. The first op that needs a lookup (an eviction, an add that does not introduce its
+// key, a walk's `note_sent`) moves the adapter's log into its map, sized once for it, and from
+// there on the adapter is coalesced by key until its adds are all taken. Two adds of one
+// fingerprint can both be in a log only if two engine hashes of one adapter have one
+// fingerprint (a prefix under two cache salts): both go out, the same upsert twice.
+//
+// Memory: a map or log that grew past `shrink_above` entries is released once it empties, so a
+// burst does not leave its peak allocated (`take` and `reset` report it; the caller may trim the
+// heap).
 
 #include <cstdint>
 #include <optional>
@@ -46,6 +58,7 @@ class pending_set {
     size_t max_entries = 2'000'000;   // bound on distinct pending keys (and on tracked keys)
     size_t max_adds_per_unit = 16384; // keeps one CacheStateUpdate well under gRPC's 4 MiB
     size_t shrink_above = 65536;      // release the maps' memory when they empty after this
+    bool log_adds = true;             // adds that introduce their key are logged (header)
   };
 
   /// What never went on the wire, cumulative.
@@ -119,6 +132,12 @@ class pending_set {
     tier t = tier::t1;
     bool downgrade = false;  // L2: a T2 upsert, else an eviction
   };
+  struct logged_add {  // 16 bytes: a blast's backlog is 10^6 of them
+    uint64_t fp = 0;
+    uint32_t token_count = 0;
+    tier t = tier::t1;
+    bool fresh = false;
+  };
   using key = std::pair<uint32_t, uint64_t>;  // (adapter index, fingerprint): tracking's keys
   // A blast's backlog: arrays of tens of MB, probed at random (HP1).
   template <class V>
@@ -131,6 +150,10 @@ class pending_set {
     // a big backlog walked again over the slots the takes before it had emptied (a 10^6-add
     // blast's takes cost ~2.5x one pass over the map).
     std::optional<uint64_t> resume;
+    // Adds in arrival order while `adds` is empty (the header comment); [0, log_head) went out.
+    std::vector<logged_add, huge_page_allocator<logged_add>> log;
+    size_t log_head = 0;
+    size_t logged() const { return log.size() - log_head; }
   };
   using key_set = absl::flat_hash_set<key, absl::Hash<key>, std::equal_to<key>,
                                       huge_page_allocator<key>>;
@@ -140,6 +163,8 @@ class pending_set {
   void upsert(adapter_maps& m, const key& k, const prefix_op& op);
   void remove(adapter_maps& m, const key& k, const prefix_op& op, int64_t ts_us);
   void set_removal(adapter_maps& m, uint64_t fp, const removal_entry& r);
+  void log_to_map(adapter_maps& m);
+  void take_logged(adapter_maps& m, uint32_t a, emit_unit& u);
   void drop_adds(uint64_t& counter);
   void note_size();
   void maybe_release();

@@ -444,5 +444,218 @@ TEST(PendingSet, WhileAClearIsPendingNothingStoredAfterItNeedsEvicting) {
   ASSERT_TRUE(p.take(2)) << "2 went out with the clear: its eviction follows";
 }
 
+// ---- Adds that introduce their key, logged in arrival order ----
+
+std::vector<uint64_t> fps_of(const std::vector<prefix_add>& adds) {
+  std::vector<uint64_t> v;
+  for (const auto& a : adds) v.push_back(a.fingerprint);
+  return v;
+}
+
+TEST(PendingSet, AddsThatIntroduceTheirKeysGoOutInArrivalOrder) {
+  pending_set p;
+  p.apply(ops("", {intro(5), intro(3), intro(9)}));
+  p.apply(ops("", {intro(1)}));
+  EXPECT_EQ(p.pending_adds(), 4u);
+  auto u = p.take(1);
+  ASSERT_TRUE(u);
+  EXPECT_EQ(fps_of(u->adds), (std::vector<uint64_t>{5, 3, 9, 1}));
+  EXPECT_TRUE(p.empty());
+}
+
+TEST(PendingSet, ALoggedAddAndItsEvictionVanishTogether) {
+  pending_set p;
+  p.apply(ops("", {intro(1), intro(2), intro(3)}));
+  p.apply(ops("", {ev(2)}, 9, false));
+  EXPECT_EQ(p.pending_adds(), 2u);
+  EXPECT_EQ(p.pending_removals(), 0u);
+  EXPECT_EQ(p.drops().unsent_pairs, 1u);
+  auto u = p.take(1);
+  ASSERT_TRUE(u);
+  auto got = fps_of(u->adds);
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<uint64_t>{1, 3}));
+  EXPECT_TRUE(u->evicts.empty());
+}
+
+TEST(PendingSet, ALoggedAddReplacesAPendingEvictionAndIsNotFresh) {
+  pending_set p;
+  p.apply(ops("", {intro(1)}));
+  ASSERT_TRUE(p.take(1));  // the server holds 1
+  p.apply(ops("", {ev(1)}, 5, false));
+  ASSERT_EQ(p.pending_removals(), 1u);
+  p.apply(ops("", {intro(1)}));  // stored again before the eviction went
+  EXPECT_EQ(p.pending_removals(), 0u);
+  EXPECT_EQ(p.pending_adds(), 1u);
+  p.apply(ops("", {ev(1)}, 9, false));
+  auto u = p.take(2);
+  ASSERT_TRUE(u);
+  EXPECT_TRUE(u->adds.empty());
+  ASSERT_EQ(u->evicts.size(), 1u) << "the server may hold 1: its eviction must go";
+  EXPECT_EQ(u->evicts[0].ts_us, 9);
+  EXPECT_EQ(p.drops().unsent_pairs, 0u);
+}
+
+TEST(PendingSet, OneFingerprintLoggedTwiceIsOneAddOnceALookupComes) {
+  // Two engine hashes with one fingerprint (one prefix under two cache salts) each introduce it.
+  pending_set p;
+  p.apply(ops("", {intro(7), intro(8)}));
+  prefix_op again = intro(7);
+  again.t = tier::t2;
+  p.apply(ops("", {again}));
+  EXPECT_EQ(p.pending_adds(), 3u) << "appended without a lookup";
+  p.apply(ops("", {ev(9)}, 4, false));  // a lookup: the log becomes the map
+  EXPECT_EQ(p.pending_adds(), 2u);
+  auto u = p.take(1);
+  ASSERT_TRUE(u);
+  ASSERT_EQ(u->adds.size(), 2u);
+  for (const auto& a : u->adds) {
+    if (a.fingerprint == 7) {
+      EXPECT_EQ(a.t, tier::t2) << "the latest tier";
+    }
+  }
+  ASSERT_EQ(u->evicts.size(), 1u);
+
+  pending_set q;  // no lookup before the take: the same upsert goes twice
+  q.apply(ops("", {intro(7), again}));
+  auto v = q.take(1);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(fps_of(v->adds), (std::vector<uint64_t>{7, 7}));
+  EXPECT_TRUE(q.empty());
+}
+
+TEST(PendingSet, ALogTenTimesTheUnitCapGoesOutInOrderWhileItKeepsGrowing) {
+  constexpr size_t cap = 16;
+  pending_set::options o;
+  o.max_adds_per_unit = cap;
+  pending_set p(o);
+  std::vector<uint64_t> sent_order;
+  std::vector<uint64_t> expected;
+  uint64_t next = 1;
+  const auto add = [&](size_t n) {
+    std::vector<prefix_op> v;
+    for (size_t i = 0; i < n; ++i) {
+      v.push_back(intro(next));
+      expected.push_back(next++);
+    }
+    p.apply(ops("", v));
+  };
+  add(10 * cap);
+  uint64_t id = 0;
+  while (auto u = p.take(++id)) {
+    ASSERT_LE(u->adds.size(), cap);
+    for (auto fp : fps_of(u->adds)) sent_order.push_back(fp);
+    if (id <= 40) add(3);  // a stream that never lets the log empty while it drains
+    EXPECT_EQ(p.pending_adds(), expected.size() - sent_order.size());
+  }
+  EXPECT_EQ(sent_order, expected) << "every add once, in the order it came";
+  EXPECT_GT(id, 10u);
+}
+
+TEST(PendingSet, LoggedAddsTenTimesOverTheBoundAreShed) {
+  pending_set p(pending_set::options{false, 100, 16384});
+  std::vector<prefix_op> v;
+  for (uint64_t i = 0; i < 1000; ++i) v.push_back(intro(i));
+  EXPECT_EQ(p.apply(ops("", v)), pending_set::apply_result::shed_adds);
+  EXPECT_EQ(p.pending_adds(), 0u);
+  EXPECT_EQ(p.drops().shed, 1000u);
+  EXPECT_FALSE(p.take(1)) << "nothing logged survives the shedding";
+}
+
+TEST(PendingSet, ALargeLogIsReleasedWhenItEmpties) {
+  pending_set::options o;
+  o.shrink_above = 100;
+  o.max_adds_per_unit = 300;
+  pending_set p(o);
+  std::vector<prefix_op> v;
+  for (uint64_t i = 0; i < 1000; ++i) v.push_back(intro(i));
+  p.apply(ops("", v));
+  for (uint64_t id = 1; id <= 3; ++id) {
+    ASSERT_TRUE(p.take(id));
+    EXPECT_FALSE(p.released_memory()) << "not while adds are left";
+  }
+  ASSERT_TRUE(p.take(4));
+  EXPECT_TRUE(p.empty());
+  EXPECT_TRUE(p.released_memory());
+}
+
+// The index's side of a random run, and what a server that applies every unit ends up with: after
+// the last unit they are equal, whether adds are logged or not.
+TEST(PendingSet, LoggedOrNotTheServerEndsWithWhatTheIndexHolds) {
+  struct held {
+    uint32_t tokens;
+    tier t;
+    bool operator==(const held& o) const { return tokens == o.tokens && t == o.t; }
+  };
+  using state = std::map<std::pair<std::string, uint64_t>, held>;
+  for (bool log_adds : {true, false}) {
+    for (uint64_t seed = 1; seed <= 20; ++seed) {
+      SCOPED_TRACE(::testing::Message() << "log_adds " << log_adds << " seed " << seed);
+      pending_set::options o;
+      o.max_adds_per_unit = 5;
+      o.log_adds = log_adds;
+      pending_set p(o);
+      std::mt19937_64 rng(seed);
+      state index, server;
+      const std::string adapters[] = {"", "lora-a"};
+      const auto deliver = [&](const emit_unit& u) {
+        if (u.clear) server.clear();
+        std::set<std::pair<std::string, uint64_t>> in_unit;
+        for (const auto& a : u.adds) {
+          EXPECT_TRUE(in_unit.emplace(a.adapter, a.fingerprint).second) << "twice in a unit";
+          server[{a.adapter, a.fingerprint}] = held{a.token_count, a.t};
+        }
+        for (const auto& e : u.evicts) {
+          EXPECT_TRUE(in_unit.emplace(e.adapter, e.fingerprint).second) << "added and evicted";
+          server.erase({e.adapter, e.fingerprint});
+        }
+      };
+      for (int step = 0; step < 400; ++step) {
+        const std::string& adapter = adapters[rng() % 2];
+        const auto roll = rng() % 20;
+        if (roll < 8) {  // a store: new keys introduce themselves, known ones change tier
+          std::vector<prefix_op> v;
+          for (int i = 0; i < 1 + static_cast<int>(rng() % 6); ++i) {
+            const uint64_t fp = rng() % 40;
+            auto [it, fresh] = index.try_emplace({adapter, fp}, held{static_cast<uint32_t>(16 * (1 + fp % 5)), tier::t1});
+            if (fresh) {
+              v.push_back(intro(fp));
+              v.back().token_count = it->second.tokens;
+            } else {
+              it->second.t = it->second.t == tier::t1 ? tier::t2 : tier::t1;
+              v.push_back(up(fp, it->second.tokens, it->second.t));
+            }
+          }
+          p.apply(ops(adapter, v, step));
+        } else if (roll < 13) {  // evictions of held keys
+          std::vector<prefix_op> v;
+          for (int i = 0; i < 1 + static_cast<int>(rng() % 4); ++i) {
+            auto it = index.find({adapter, rng() % 40});
+            if (it == index.end()) continue;
+            v.push_back(ev(it->first.second));
+            index.erase(it);
+          }
+          p.apply(ops(adapter, v, step, false));
+        } else if (roll < 18) {
+          if (auto u = p.take(static_cast<uint64_t>(step))) deliver(*u);
+        } else if (roll < 19) {  // a walk sent some held keys as they are
+          std::vector<prefix_op> v;
+          for (const auto& [k, h] : index)
+            if (k.first == adapter && rng() % 3 == 0) {
+              v.push_back(up(k.second, h.tokens, h.t));
+              server[k] = h;
+            }
+          p.note_sent(adapter, v);
+        } else if (rng() % 4 == 0) {  // the engine cleared its cache
+          index.clear();
+          p.clear(step);
+        }
+      }
+      while (auto u = p.take(1'000'000)) deliver(*u);
+      EXPECT_EQ(server, index);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvrelay
