@@ -122,7 +122,9 @@ struct prefix_evict {
 /// One ordered unit of work for the emitter: the debouncer ↔ emitter contract.
 ///  U1. Sent in this order: clear, adds, downgrades, evictions. The emitter finishes a unit
 ///      before it starts the next one, so a clear can never overtake the adds before it, nor an
-///      add the eviction before it. A key appears at most once per unit (final state).
+///      add the eviction before it. A key appears at most once per unit (final state),
+///      but for one fingerprint two engine hashes of one adapter introduced (two cache salts)
+///      with no lookup between: its add may come twice, the same upsert.
 ///  U2. How evictions travel is the emitter's choice (eviction_mode): `rpc` sends one
 ///      PublishEvent(PREFIX_EVICTED) per entry after the unit's updates; `expire` sends them as
 ///      entries of the unit's ReportCacheState stream, after its adds and downgrades, in an

@@ -104,7 +104,13 @@ void pending_set::log_to_map(adapter_maps& m) {
       --adds_;
     }
   }
-  m.log.clear();  // keeps its capacity for the adapter's next window (maybe_release frees it)
+  // A paced engine's log is moved every window: it keeps its array for the next one. A burst's
+  // is not left beside the map it was moved into.
+  if (m.log.capacity() > opts_.shrink_above) {
+    decltype(m.log)().swap(m.log);
+  } else {
+    m.log.clear();
+  }
   m.log_head = 0;
   m.resume.reset();
 }
@@ -189,11 +195,31 @@ void pending_set::drop_adds(uint64_t& counter) {
 
 size_t pending_set::heap_bytes() const noexcept {
   // Per entry: a Swiss table's slot and control byte at its 7/8 load (an empty map's capacity
-  // is not counted: it is released past shrink_above, and below it too small to matter).
+  // is not counted: it is released past shrink_above, and below it too small to matter). A log
+  // with adds in it: its array, up to twice what it holds plus what went out of it.
   using add_slot = std::pair<const uint64_t, add_entry>;
   using removal_slot = std::pair<const uint64_t, removal_entry>;
-  return (adds_ * (sizeof(add_slot) + 1) + removals_ * (sizeof(removal_slot) + 1) +
-          reported_.size() * (sizeof(key) + 1)) * 8 / 7;
+  size_t logged = 0, log_bytes = 0;
+  if (adds_ != 0) {
+    for (const auto& m : maps_) {
+      if (m.logged() == 0) continue;
+      logged += m.logged();
+      log_bytes += m.log.capacity() * sizeof(logged_add);
+    }
+  }
+  return ((adds_ - logged) * (sizeof(add_slot) + 1) + removals_ * (sizeof(removal_slot) + 1) +
+          reported_.size() * (sizeof(key) + 1)) * 8 / 7 + log_bytes;
+}
+
+size_t pending_set::allocated_bytes() const noexcept {
+  using add_slot = std::pair<const uint64_t, add_entry>;
+  using removal_slot = std::pair<const uint64_t, removal_entry>;
+  size_t bytes = reported_.capacity() * (sizeof(key) + 1);
+  for (const auto& m : maps_)
+    bytes += m.adds.capacity() * (sizeof(add_slot) + 1) +
+             m.removals.capacity() * (sizeof(removal_slot) + 1) +
+             m.log.capacity() * sizeof(logged_add);
+  return bytes;
 }
 
 void pending_set::note_sent(const std::string& adapter, const std::vector<prefix_op>& ops) {

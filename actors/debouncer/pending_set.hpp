@@ -93,8 +93,11 @@ class pending_set {
   size_t pending_removals() const { return removals_; }
   bool clear_pending() const { return clear_; }
   bool empty() const { return size() == 0 && !clear_; }
-  /// What the entries hold in memory, about (the memory budget's charge): 0 when empty.
+  /// What the entries hold in memory, about (the memory budget's charge): 0 when empty. A log
+  /// is charged its whole array (what went out of it and its room to grow included).
   size_t heap_bytes() const noexcept;
+  /// What the maps' and logs' arrays hold allocated, empty room included (a release shows here).
+  size_t allocated_bytes() const noexcept;
   const drop_stats& drops() const { return drops_; }
 
   /// Seals what is pending into one ordered unit (clear, adds, downgrades, evictions), up to

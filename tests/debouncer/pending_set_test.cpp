@@ -545,8 +545,11 @@ TEST(PendingSet, ALogTenTimesTheUnitCapGoesOutInOrderWhileItKeepsGrowing) {
   while (auto u = p.take(++id)) {
     ASSERT_LE(u->adds.size(), cap);
     for (auto fp : fps_of(u->adds)) sent_order.push_back(fp);
-    if (id <= 40) add(3);  // a stream that never lets the log empty while it drains
+    if (id <= 100) add(cap);  // a stream that never lets the log empty
     EXPECT_EQ(p.pending_adds(), expected.size() - sent_order.size());
+    // What went out is dropped as it goes: the array stays within a few times the most ever
+    // pending (11 caps), not all the stream ever logged (110 caps).
+    EXPECT_LE(p.allocated_bytes(), 4 * 11 * cap * 16) << "take " << id;
   }
   EXPECT_EQ(sent_order, expected) << "every add once, in the order it came";
   EXPECT_GT(id, 10u);
@@ -559,10 +562,15 @@ TEST(PendingSet, LoggedAddsTenTimesOverTheBoundAreShed) {
   EXPECT_EQ(p.apply(ops("", v)), pending_set::apply_result::shed_adds);
   EXPECT_EQ(p.pending_adds(), 0u);
   EXPECT_EQ(p.drops().shed, 1000u);
-  EXPECT_FALSE(p.take(1)) << "nothing logged survives the shedding";
+  EXPECT_FALSE(p.take(1));
+  p.apply(ops("", {intro(5000)}));
+  auto u = p.take(2);
+  ASSERT_TRUE(u);
+  EXPECT_EQ(fps_of(u->adds), (std::vector<uint64_t>{5000})) << "nothing shed comes back";
+  EXPECT_TRUE(p.empty());
 }
 
-TEST(PendingSet, ALargeLogIsReleasedWhenItEmpties) {
+TEST(PendingSet, ALargeLogIsReleasedWhenItEmptiesOrMovesIntoTheMap) {
   pending_set::options o;
   o.shrink_above = 100;
   o.max_adds_per_unit = 300;
@@ -570,13 +578,78 @@ TEST(PendingSet, ALargeLogIsReleasedWhenItEmpties) {
   std::vector<prefix_op> v;
   for (uint64_t i = 0; i < 1000; ++i) v.push_back(intro(i));
   p.apply(ops("", v));
+  EXPECT_GE(p.allocated_bytes(), 1000u * 16);
+  EXPECT_GE(p.heap_bytes(), 1000u * 16) << "the log's array is charged";
   for (uint64_t id = 1; id <= 3; ++id) {
     ASSERT_TRUE(p.take(id));
     EXPECT_FALSE(p.released_memory()) << "not while adds are left";
   }
+  EXPECT_GE(p.heap_bytes(), 100u * 16) << "what went out of the log is charged until dropped";
   ASSERT_TRUE(p.take(4));
   EXPECT_TRUE(p.empty());
+  EXPECT_EQ(p.heap_bytes(), 0u);
   EXPECT_TRUE(p.released_memory());
+  EXPECT_LT(p.allocated_bytes(), 1000u) << "the log's array went back";
+
+  // A burst's log moved into the map by a lookup is not kept beside it: what is allocated then
+  // is what a set that never logs holds for the same adds.
+  o.log_adds = false;
+  pending_set q(o);
+  for (pending_set* s : {&p, &q}) {
+    s->apply(ops("", v));
+    s->apply(ops("", {ev(5)}, 9, false));
+    EXPECT_EQ(s->pending_adds(), 999u);
+  }
+  EXPECT_LE(p.allocated_bytes(), q.allocated_bytes()) << "the map's slots, not the log's too";
+}
+
+TEST(PendingSet, WhileTrackingALoggedAddTakenCountsAsReported) {
+  pending_set p;
+  p.drop_for_resync();
+  p.apply(ops("", {intro(1), intro(2)}));
+  ASSERT_TRUE(p.take(1));
+  EXPECT_EQ(p.tracked(), 2u);
+  p.apply(ops("", {ev(1), ev(3)}, 5, false));
+  auto u = p.take(2);
+  ASSERT_TRUE(u);
+  ASSERT_EQ(u->evicts.size(), 1u) << "1 went out since the clear, 3 did not";
+  EXPECT_EQ(u->evicts[0].fingerprint, 1u);
+  EXPECT_EQ(p.drops().unreported, 1u);
+}
+
+TEST(PendingSet, AResyncSupersedesALog) {
+  pending_set p;
+  p.apply(ops("", {intro(1), intro(2), intro(3)}));
+  p.drop_for_resync();
+  EXPECT_TRUE(p.empty());
+  EXPECT_EQ(p.drops().superseded, 3u);
+  EXPECT_FALSE(p.take(1));
+  p.apply(ops("", {intro(4)}));
+  auto u = p.take(2);
+  ASSERT_TRUE(u);
+  EXPECT_EQ(fps_of(u->adds), (std::vector<uint64_t>{4}));
+}
+
+TEST(PendingSet, CappedUnitsTakeTheAdaptersLogsInTurn) {
+  pending_set::options o;
+  o.max_adds_per_unit = 2;
+  pending_set p(o);
+  std::vector<prefix_op> v;
+  for (uint64_t i = 0; i < 10; ++i) v.push_back(intro(i));
+  p.apply(ops("a", v));
+  p.apply(ops("b", {intro(100)}));
+  p.apply(ops("c", {intro(200)}));
+  std::vector<std::string> order;
+  while (auto u = p.take(order.size() + 1)) {
+    ASSERT_LE(u->adds.size(), 2u);
+    for (const auto& a : u->adds) order.push_back(a.adapter);
+  }
+  ASSERT_EQ(order.size(), 12u);
+  const auto at = [&](const std::string& name) {
+    return std::find(order.begin(), order.end(), name) - order.begin();
+  };
+  EXPECT_LT(at("b"), 4) << "b's add goes in the second unit, not after a's ten";
+  EXPECT_LT(at("c"), 4);
 }
 
 // The index's side of a random run, and what a server that applies every unit ends up with: after
