@@ -312,27 +312,36 @@ TEST(PendingSet, AddsOverTheCapWaitForLaterUnitsWhileEvictionsAllGoNow) {
   EXPECT_TRUE(p.empty());
 }
 
-// One adapter's backlog past the cap must not hold the others' adds back for its whole length.
+// One adapter's backlog past the cap must not hold the others' adds back for its whole length,
+// whether the adds are in maps or (they introduce their keys) in logs.
 TEST(PendingSet, CappedUnitsTakeTheAdaptersInTurn) {
-  pending_set::options o;
-  o.max_adds_per_unit = 2;
-  pending_set p(o);
-  std::vector<prefix_op> v;
-  for (uint64_t i = 0; i < 10; ++i) v.push_back(up(i));
-  p.apply(ops("a", v));
-  p.apply(ops("b", {up(100)}));
-  p.apply(ops("c", {up(200)}));
-  std::vector<std::string> order;
-  while (auto u = p.take(order.size() + 1)) {
-    ASSERT_LE(u->adds.size(), 2u);
-    for (const auto& a : u->adds) order.push_back(a.adapter);
+  for (bool introduce : {false, true}) {
+    SCOPED_TRACE(introduce ? "logs" : "maps");
+    pending_set::options o;
+    o.max_adds_per_unit = 2;
+    pending_set p(o);
+    const auto add = [&](uint64_t fp) {
+      prefix_op op = up(fp);
+      op.introduces = introduce;
+      return op;
+    };
+    std::vector<prefix_op> v;
+    for (uint64_t i = 0; i < 10; ++i) v.push_back(add(i));
+    p.apply(ops("a", v));
+    p.apply(ops("b", {add(100)}));
+    p.apply(ops("c", {add(200)}));
+    std::vector<std::string> order;
+    while (auto u = p.take(order.size() + 1)) {
+      ASSERT_LE(u->adds.size(), 2u);
+      for (const auto& a : u->adds) order.push_back(a.adapter);
+    }
+    ASSERT_EQ(order.size(), 12u);
+    const auto at = [&](const std::string& name) {
+      return std::find(order.begin(), order.end(), name) - order.begin();
+    };
+    EXPECT_LT(at("b"), 4) << "b's add goes in the second unit, not after a's ten";
+    EXPECT_LT(at("c"), 4);
   }
-  ASSERT_EQ(order.size(), 12u);
-  const auto at = [&](const std::string& name) {
-    return std::find(order.begin(), order.end(), name) - order.begin();
-  };
-  EXPECT_LT(at("b"), 4) << "b's add goes in the second unit, not after a's ten";
-  EXPECT_LT(at("c"), 4);
 }
 
 // A capped take starts where the one before it stopped (where it starts is a matter of cost: a
@@ -628,28 +637,6 @@ TEST(PendingSet, AResyncSupersedesALog) {
   auto u = p.take(2);
   ASSERT_TRUE(u);
   EXPECT_EQ(fps_of(u->adds), (std::vector<uint64_t>{4}));
-}
-
-TEST(PendingSet, CappedUnitsTakeTheAdaptersLogsInTurn) {
-  pending_set::options o;
-  o.max_adds_per_unit = 2;
-  pending_set p(o);
-  std::vector<prefix_op> v;
-  for (uint64_t i = 0; i < 10; ++i) v.push_back(intro(i));
-  p.apply(ops("a", v));
-  p.apply(ops("b", {intro(100)}));
-  p.apply(ops("c", {intro(200)}));
-  std::vector<std::string> order;
-  while (auto u = p.take(order.size() + 1)) {
-    ASSERT_LE(u->adds.size(), 2u);
-    for (const auto& a : u->adds) order.push_back(a.adapter);
-  }
-  ASSERT_EQ(order.size(), 12u);
-  const auto at = [&](const std::string& name) {
-    return std::find(order.begin(), order.end(), name) - order.begin();
-  };
-  EXPECT_LT(at("b"), 4) << "b's add goes in the second unit, not after a's ten";
-  EXPECT_LT(at("c"), 4);
 }
 
 // The index's side of a random run, and what a server that applies every unit ends up with: after
