@@ -202,7 +202,10 @@ for name, r in sorted(by.items(), key=lambda kv: -kv[1][1]):
 row("all", len(b), *total[1:], share=False)
 EOF
 }
-json_field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
+# A number field of the sink's one-line JSON, in bash alone: polled while kvrelay and the sink
+# drain, a python3 per field (three a poll, each ~20 ms of CPU, far more behind a version
+# manager's shims) took a core's third from the two being measured.
+json_field() { local re="\"$2\":(-?[0-9.]+)"; [[ $1 =~ $re ]] && echo "${BASH_REMATCH[1]}"; }
 
 KV_PID=""
 KV_EXTRA=()    # extra kvrelay flags of the next run_case (the full-cache case's eviction mode)
