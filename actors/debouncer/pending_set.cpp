@@ -43,18 +43,22 @@ bool pending_set::fresh_key(const key& k, bool introduces) const {
 
 void pending_set::note_size() { peak_ = std::max(peak_, size()); }
 
+// A key is pending in one map only: an add over a pending removal replaces it, and the server
+// may hold the key until that removal would have gone, so such an add is never fresh.
+bool pending_set::replaces_removal(adapter_maps& m, uint64_t fp) {
+  if (m.removals.empty()) return false;
+  auto r = m.removals.find(fp);
+  if (r == m.removals.end()) return false;
+  m.removals.erase(r);
+  --removals_;
+  return true;
+}
+
 void pending_set::upsert(adapter_maps& m, const key& k, const prefix_op& op) {
   if (op.introduces && m.adds.empty() && opts_.log_adds) {
-    // No add of this key can be pending (the header comment): appended, no lookup. It replaces a
-    // pending removal as below.
-    bool fresh = true;  // it introduces its key
-    if (!m.removals.empty()) {
-      if (auto r = m.removals.find(k.second); r != m.removals.end()) {
-        m.removals.erase(r);
-        --removals_;
-        fresh = false;
-      }
-    }
+    // No add of this key can be pending (the header comment): appended, no lookup. It
+    // introduces its key, so it is fresh unless it replaces a removal.
+    const bool fresh = !replaces_removal(m, k.second);
     m.log.push_back(logged_add{k.second, op.token_count, op.t, fresh});
     ++adds_;
     note_size();
@@ -66,16 +70,7 @@ void pending_set::upsert(adapter_maps& m, const key& k, const prefix_op& op) {
   if (inserted) {
     ++adds_;
     note_size();
-    // A key is pending in one map only: an add over a pending removal replaces it, and the
-    // server may hold the key until that removal would have gone, so the add is never fresh.
-    auto r = m.removals.empty() ? m.removals.end() : m.removals.find(k.second);
-    if (r != m.removals.end()) {
-      m.removals.erase(r);
-      --removals_;
-      it->second.fresh = false;
-    } else {
-      it->second.fresh = fresh_key(k, op.introduces);
-    }
+    it->second.fresh = !replaces_removal(m, k.second) && fresh_key(k, op.introduces);
   }
   it->second.token_count = op.token_count;
   it->second.t = op.t;
@@ -106,12 +101,7 @@ void pending_set::log_to_map(adapter_maps& m) {
   }
   // A paced engine's log is moved every window: it keeps its array for the next one. A burst's
   // is not left beside the map it was moved into.
-  if (m.log.capacity() > opts_.shrink_above) {
-    decltype(m.log)().swap(m.log);
-  } else {
-    m.log.clear();
-  }
-  m.log_head = 0;
+  m.clear_log(m.log.capacity() > opts_.shrink_above);
   m.resume.reset();
 }
 
@@ -187,8 +177,7 @@ void pending_set::drop_adds(uint64_t& counter) {
   for (auto& m : maps_) {
     counter += m.adds.size() + m.logged();
     m.adds.clear();
-    m.log.clear();
-    m.log_head = 0;
+    m.clear_log(false);
   }
   adds_ = 0;
 }
@@ -245,8 +234,7 @@ void pending_set::reset() {
   for (auto& m : maps_) {
     m.adds.clear();
     m.removals.clear();
-    m.log.clear();
-    m.log_head = 0;
+    m.clear_log(false);
   }
   adds_ = 0;
   removals_ = 0;
@@ -283,8 +271,7 @@ void pending_set::maybe_release() {
   for (auto& m : maps_) {
     fp_map<add_entry>().swap(m.adds);
     fp_map<removal_entry>().swap(m.removals);
-    decltype(m.log)().swap(m.log);
-    m.log_head = 0;
+    m.clear_log(true);
   }
   peak_ = 0;
   released_ = true;
@@ -302,8 +289,7 @@ void pending_set::take_logged(adapter_maps& m, uint32_t a, emit_unit& u) {
   adds_ -= end - m.log_head;
   m.log_head = end;
   if (m.log_head == m.log.size()) {
-    m.log.clear();
-    m.log_head = 0;
+    m.clear_log(false);
   } else if (m.log_head * 2 > m.log.size()) {
     // What went out is dropped once it is most of the log: each add is moved at most once more,
     // and a log a stream never lets empty does not keep everything it ever held.

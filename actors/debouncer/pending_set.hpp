@@ -157,6 +157,14 @@ class pending_set {
     std::vector<logged_add, huge_page_allocator<logged_add>> log;
     size_t log_head = 0;
     size_t logged() const { return log.size() - log_head; }
+    void clear_log(bool release) {  // release: give its array back too
+      if (release) {
+        decltype(log)().swap(log);
+      } else {
+        log.clear();
+      }
+      log_head = 0;
+    }
   };
   using key_set = absl::flat_hash_set<key, absl::Hash<key>, std::equal_to<key>,
                                       huge_page_allocator<key>>;
@@ -166,6 +174,7 @@ class pending_set {
   void upsert(adapter_maps& m, const key& k, const prefix_op& op);
   void remove(adapter_maps& m, const key& k, const prefix_op& op, int64_t ts_us);
   void set_removal(adapter_maps& m, uint64_t fp, const removal_entry& r);
+  bool replaces_removal(adapter_maps& m, uint64_t fp);
   void log_to_map(adapter_maps& m);
   void take_logged(adapter_maps& m, uint32_t a, emit_unit& u);
   void drop_adds(uint64_t& counter);

@@ -639,6 +639,37 @@ TEST(PendingSet, AResyncSupersedesALog) {
   EXPECT_EQ(fps_of(u->adds), (std::vector<uint64_t>{4}));
 }
 
+// A blast's size: a million adds logged on two adapters, a lookup that moves one adapter's
+// ~800 k into its map, then every unit taken. Nothing is lost or sent twice; the arrays go back.
+TEST(PendingSet, AMillionLoggedAddsMoveIntoTheMapAndAllGoOut) {
+  constexpr uint64_t total = 1'000'000, per_batch = 370;
+  pending_set p;
+  for (uint64_t first = 1; first <= total; first += per_batch) {
+    std::vector<prefix_op> v;
+    for (uint64_t fp = first; fp < std::min(total + 1, first + per_batch); ++fp)
+      v.push_back(intro(fp));
+    p.apply(ops((first / per_batch) % 5 == 0 ? "lora-a" : "", v));  // a fifth on the adapter
+  }
+  ASSERT_EQ(p.pending_adds(), total);
+  p.apply(ops("", {ev(400)}, 9, false));  // the base model's, still logged: a fresh pair
+  EXPECT_EQ(p.pending_adds(), total - 1);
+  EXPECT_EQ(p.drops().unsent_pairs, 1u);
+  std::vector<char> seen(total + 1, 0);
+  uint64_t id = 0, adds = 0;
+  while (auto u = p.take(++id)) {
+    ASSERT_LE(u->adds.size(), 16384u);
+    for (const auto& a : u->adds) {
+      ASSERT_EQ(seen[a.fingerprint], 0) << a.fingerprint << " twice";
+      seen[a.fingerprint] = 1;
+      ++adds;
+    }
+  }
+  EXPECT_EQ(adds, total - 1);
+  EXPECT_EQ(seen[400], 0);
+  EXPECT_TRUE(p.released_memory());
+  EXPECT_LT(p.allocated_bytes(), 1u << 20) << "the burst's map and log went back";
+}
+
 // The index's side of a random run, and what a server that applies every unit ends up with: after
 // the last unit they are equal, whether adds are logged or not.
 TEST(PendingSet, LoggedOrNotTheServerEndsWithWhatTheIndexHolds) {
