@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <deque>
 #include <string>
 #include <utility>
@@ -216,7 +217,7 @@ struct positional_index::impl {
           continue;
         }
         if (!e->tainted()) out.push_back(make_op(index_op::kind::evict, *e, old_tiers));
-        forget(h);
+        forget(e);
       }
     }
   }
@@ -233,14 +234,21 @@ struct positional_index::impl {
     return {&it->e, inserted};
   }
 
-  void erase(uint64_t h) {
+  // The slot of an entry find() or emplace() returned: erasing through it costs no second probe
+  // (PT4 keeps it valid until the next insert or erase).
+  static int_slot* slot_of(const entry* e) noexcept {
+    return reinterpret_cast<int_slot*>(const_cast<char*>(reinterpret_cast<const char*>(e)) -
+                                       offsetof(int_slot, e));
+  }
+
+  void erase(const entry* e) {
+    int_slot* s = slot_of(e);
+    const uint64_t h = s->key;
     if (bounded(1) || bounded(2)) {
-      if (const entry* e = find(h)) {
-        for (unsigned ti = 1; ti < 3; ++ti)
-          if (e->copies(ti) != 0) tier_gone(h, ti);
-      }
+      for (unsigned ti = 1; ti < 3; ++ti)
+        if (e->copies(ti) != 0) tier_gone(h, ti);
     }
-    ints.erase(h);
+    ints.erase(s);
     if (observer != nullptr) observer->forgotten(h);
   }
 
@@ -319,8 +327,9 @@ struct positional_index::impl {
     }
   }
 
-  void forget(uint64_t h) {
-    erase(h);
+  void forget(const entry* e) {
+    const uint64_t h = slot_of(e)->key;
+    erase(e);
     if (!fifo) return;
     fifo->mark_stale(h);
     if (fifo->bloated(size())) compact_fifo();
@@ -339,7 +348,7 @@ struct positional_index::impl {
       if (e == nullptr) continue;
       if (!e->tainted()) out.push_back(make_op(index_op::kind::evict, *e, e->tiers()));
       ++stats.cap_evictions;
-      erase(h);
+      erase(e);
     }
   }
 
@@ -386,7 +395,7 @@ struct positional_index::impl {
         ++stats.evictions;
       }
     }
-    forget(h);
+    forget(e);
     return removal::forgotten;
   }
 
