@@ -142,17 +142,28 @@ pending_set::apply_result pending_set::apply(const shard_ops& ops) {
   if (ops.had_store && ops.ts_us > 0) adds_ts_us_ = std::max(adds_ts_us_, ops.ts_us);
   const uint32_t a = adapter_index(ops.adapter);
   adapter_maps& m = maps_[a];
-  // A window of a fast engine holds 10^5 keys and more, far past the cache: each op's slot is
-  // asked for a few ops ahead, so its miss overlaps the ones before it instead of stalling. A
-  // map that fits the cache (a paced engine's window) only pays the second hash: not asked.
+  // Each op's slot is asked for a few ops ahead, in both maps, so its miss overlaps the ones
+  // before it instead of stalling. A map of up to a few thousand entries stays cached and is not
+  // asked (it would pay the second hash for nothing). Past that, a map is missed at most ops
+  // even while it is smaller than L2: at 0.2 core kvrelay runs 20 ms in 100, and the engine and
+  // the server have its core's caches for the rest (a catch-up: the add an eviction finds and
+  // the removal an add looks for took 15-19 % of kvrelay's samples unasked, 10 % asked, plus
+  // 3 % for asking).
   constexpr size_t ahead = 8;
+  constexpr size_t near = 4096;
   const size_t n = ops.ops.size();
   // (A log, or a map still empty, is not probed: nothing to ask for.)
-  const bool far = !m.adds.empty() && m.adds.size() + n > 65536;  // ~1 MB of slots: past L2
-  if (far)
-    for (size_t i = 0; i < std::min(ahead, n); ++i) ask_for_slot(m.adds, ops.ops[i].fingerprint);
+  const bool far_adds = !m.adds.empty() && m.adds.size() + n > near;
+  const bool far_removals = !m.removals.empty() && m.removals.size() + n > near;
+  const auto ask = [&](size_t i) {
+    if (far_adds) ask_for_slot(m.adds, ops.ops[i].fingerprint);
+    if (far_removals) ask_for_slot(m.removals, ops.ops[i].fingerprint);
+  };
+  const bool asking = far_adds || far_removals;
+  if (asking)
+    for (size_t i = 0; i < std::min(ahead, n); ++i) ask(i);
   for (size_t i = 0; i < n; ++i) {
-    if (far && i + ahead < n) ask_for_slot(m.adds, ops.ops[i + ahead].fingerprint);
+    if (asking && i + ahead < n) ask(i + ahead);
     const prefix_op& op = ops.ops[i];
     const key k{a, op.fingerprint};
     if (op.op == prefix_op::kind::upsert) {
