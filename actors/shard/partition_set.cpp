@@ -268,18 +268,27 @@ struct partition_set::impl {
 
   // Each partition's ops leave with the result (apply moves them out), so every work starts
   // them from nothing: sized here for the blocks its stores bring, they are made once instead of
-  // doubling ten times over a work of 512 blocks (each step a copy, a malloc and a free).
+  // doubling ten times over a work of 512 blocks (each step a copy, a malloc and a free). A
+  // removal's blocks are counted to home, which holds the base model's (a LoRA block's op goes
+  // to its own partition, which grows as before).
   void reserve_ops(const shard_work& w) {
-    for (size_t i = 0; i < w.events.size() && i < w.partitions.size(); ++i) {
+    for (size_t i = 0; i < w.events.size(); ++i) {
       const kv_event& ev = w.events[i];
-      if (ev.type != event_type::stored || w.partitions[i] >= parts.size()) continue;
+      if (ev.type == event_type::removed) {
+        if (!parts.empty()) parts[home]->wanted += ev.removed.block_hashes.size();
+        continue;
+      }
+      if (ev.type != event_type::stored || i >= w.partitions.size() ||
+          w.partitions[i] >= parts.size())
+        continue;
       parts[w.partitions[i]]->wanted += ev.stored.block_hashes.size();
     }
-    for (size_t i = 0; i < w.events.size() && i < w.partitions.size(); ++i) {
-      if (w.partitions[i] >= parts.size()) continue;
-      partition& p = *parts[w.partitions[i]];
+    const auto reserve = [](partition& p) {
       if (p.wanted != 0) p.ops.reserve(p.ops.size() + std::exchange(p.wanted, 0));
-    }
+    };
+    for (size_t i = 0; i < w.events.size() && i < w.partitions.size(); ++i)
+      if (w.partitions[i] < parts.size()) reserve(*parts[w.partitions[i]]);
+    if (!parts.empty()) reserve(*parts[home]);
   }
 
   std::vector<result> apply(const shard_work& w) {
@@ -318,6 +327,9 @@ struct partition_set::impl {
       p.had_store = false;
       p.touched = false;
     }
+    // Home's room for removals that made no op (blocks it did not hold) was moved out by nothing.
+    if (!parts.empty() && parts[home]->ops.capacity() != 0)
+      std::vector<index_op>().swap(parts[home]->ops);
     return out;
   }
 };
