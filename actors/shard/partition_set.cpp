@@ -269,13 +269,14 @@ struct partition_set::impl {
   // Each partition's ops leave with the result (apply moves them out), so every work starts
   // them from nothing: sized here for the blocks its stores bring, they are made once instead of
   // doubling ten times over a work of 512 blocks (each step a copy, a malloc and a free). A
-  // removal's blocks are counted to home, which holds the base model's (a LoRA block's op goes
-  // to its own partition, which grows as before).
+  // removal's blocks are counted too when one partition holds every block; with several, where
+  // a removal's op goes is known only once it is routed, and room reserved in home for blocks
+  // routed elsewhere would be given back (a copy) or made for nothing.
   void reserve_ops(const shard_work& w) {
     for (size_t i = 0; i < w.events.size(); ++i) {
       const kv_event& ev = w.events[i];
       if (ev.type == event_type::removed) {
-        if (!parts.empty()) parts[home]->wanted += ev.removed.block_hashes.size();
+        if (parts.size() == 1) parts.front()->wanted += ev.removed.block_hashes.size();
         continue;
       }
       if (ev.type != event_type::stored || i >= w.partitions.size() ||
@@ -288,7 +289,7 @@ struct partition_set::impl {
     };
     for (size_t i = 0; i < w.events.size() && i < w.partitions.size(); ++i)
       if (w.partitions[i] < parts.size()) reserve(*parts[w.partitions[i]]);
-    if (!parts.empty()) reserve(*parts[home]);
+    if (parts.size() == 1) reserve(*parts.front());
   }
 
   std::vector<result> apply(const shard_work& w) {
@@ -327,9 +328,9 @@ struct partition_set::impl {
       p.had_store = false;
       p.touched = false;
     }
-    // Home's room for removals that made no op (blocks it did not hold) was moved out by nothing.
-    if (!parts.empty() && parts[home]->ops.capacity() != 0)
-      std::vector<index_op>().swap(parts[home]->ops);
+    // Room for removals that made no op (blocks not held) was moved out by nothing.
+    if (parts.size() == 1 && parts.front()->ops.capacity() != 0)
+      std::vector<index_op>().swap(parts.front()->ops);
     return out;
   }
 };

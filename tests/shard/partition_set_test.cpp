@@ -239,6 +239,20 @@ TEST(PartitionSet, OpsAreSizedForTheWorkAndCarryNoRoomForBlocksThatMadeNone) {
   ASSERT_EQ(rs.size(), 1u);
   EXPECT_TRUE(rs[0].ops.empty());
   EXPECT_LE(rs[0].ops.capacity(), 16u);
+
+  // One partition holds every block: a removal's ops are sized for it too.
+  std::vector<uint64_t> held(600), not_held(600);
+  std::iota(held.begin(), held.end(), 1);
+  std::iota(not_held.begin(), not_held.end(), 5001);
+  rs = ps.apply(work_builder().remove(held).w);
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].ops.size(), 600u);
+  EXPECT_EQ(rs[0].ops.capacity(), 600u);  // made once, not doubled to 1024
+  // Removals that made no op carry no room with the result.
+  rs = ps.apply(work_builder().remove(not_held).store(0, 9001).w);
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].ops.size(), 1u);
+  EXPECT_LE(rs[0].ops.capacity(), 16u);
 }
 
 TEST(PartitionSet, S1DeclarationsMustContinueTheIds) {
