@@ -800,6 +800,53 @@ uint64_t fp_of(uint64_t h) {
 }
 block_stored root_at(uint64_t h, tier t) { return store({h}, tokens_of(h), std::nullopt, t); }
 
+// Hash 0 is kept apart from the table's array (PT1). A removal, the global cap and a tier bound
+// each erase the slot their lookup found: the zero key's as any other, and only it.
+TEST(PositionalIndex, TheZeroHashIsForgottenByARemovalTheCapAndATierBound) {
+  struct log_observer : kvrelay::residency_observer {
+    std::vector<uint64_t> gone;
+    void added(uint64_t) override {}
+    void forgotten(uint64_t k) override { gone.push_back(k); }
+  };
+  const auto zero = engine_hash::from_int(0);
+  const auto seven = engine_hash::from_int(7);
+  {
+    log_observer obs;
+    positional_index idx;
+    idx.set_observer(&obs);
+    apply(idx, root_at(0, tier::t1));
+    apply(idx, root_at(7, tier::t1));
+    EXPECT_EQ(apply(idx, removal({0})), (std::vector<index_op>{evict(fp_of(0), 16)}));
+    EXPECT_FALSE(idx.contains(zero));
+    EXPECT_TRUE(idx.contains(seven));
+    EXPECT_EQ(idx.size(), 1u);
+    EXPECT_EQ(obs.gone, std::vector<uint64_t>{0});
+  }
+  {
+    index_options o;
+    o.max_resident = 1;
+    positional_index idx(o);
+    apply(idx, root_at(0, tier::t1));
+    EXPECT_EQ(apply(idx, root_at(7, tier::t1)),
+              (std::vector<index_op>{upsert(fp_of(7), 16), evict(fp_of(0), 16)}));
+    EXPECT_FALSE(idx.contains(zero));
+    EXPECT_TRUE(idx.contains(seven));
+    EXPECT_EQ(idx.size(), 1u);
+  }
+  {
+    index_options o;
+    o.max_t2_blocks = 1;
+    positional_index idx(o);
+    apply(idx, root_at(0, tier::t2));
+    EXPECT_EQ(apply(idx, root_at(7, tier::t2)),
+              (std::vector<index_op>{upsert(fp_of(7), 16, tier::t2), evict(fp_of(0), 16, tier::t2)}));
+    EXPECT_FALSE(idx.contains(zero));
+    EXPECT_TRUE(idx.contains(seven));
+    EXPECT_EQ(idx.size(), 1u);
+    EXPECT_EQ(idx.tier_blocks(tier::t2), 1u);
+  }
+}
+
 TEST(PositionalIndex, I8AStoreOnlyTierKeepsItsBoundLeastRecentlyStoredFirst) {
   index_options o;
   o.max_t2_blocks = 3;
