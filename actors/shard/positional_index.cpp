@@ -237,11 +237,12 @@ struct positional_index::impl {
   // The slot of an entry find() or emplace() returned: erasing through it costs no second probe
   // (PT4 keeps it valid until the next insert or erase).
   static int_slot* slot_of(const entry* e) noexcept {
-    return reinterpret_cast<int_slot*>(const_cast<char*>(reinterpret_cast<const char*>(e)) -
+    return reinterpret_cast<int_slot*>(reinterpret_cast<char*>(const_cast<entry*>(e)) -
                                        offsetof(int_slot, e));
   }
 
-  void erase(const entry* e) {
+  // Returns the erased block's key.
+  uint64_t erase(const entry* e) {
     int_slot* s = slot_of(e);
     const uint64_t h = s->key;
     if (bounded(1) || bounded(2)) {
@@ -250,6 +251,7 @@ struct positional_index::impl {
     }
     ints.erase(s);
     if (observer != nullptr) observer->forgotten(h);
+    return h;
   }
 
   uint64_t block_content(const block_stored& ev, size_t i, size_t bs) {
@@ -328,8 +330,7 @@ struct positional_index::impl {
   }
 
   void forget(const entry* e) {
-    const uint64_t h = slot_of(e)->key;
-    erase(e);
+    const uint64_t h = erase(e);
     if (!fifo) return;
     fifo->mark_stale(h);
     if (fifo->bloated(size())) compact_fifo();
